@@ -1,0 +1,143 @@
+// bench.cpp — `tpstudio-cli bench load`: time opening a full-size sharded checkpoint's headers.
+#include "commands.h"
+#include "format.h"
+
+#include "tp/model/catalog.h"
+#include "tp/model/loader.h"
+#include "tp/model/synthetic.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+namespace fs = std::filesystem;
+
+namespace tpcli {
+
+namespace {
+
+struct LoadOpts
+{
+    std::string model = "deepseek-v3";
+    std::string dir;
+    int repeat = 5;
+    bool keep = false;
+    bool json = false;
+};
+
+int benchLoad(const LoadOpts& o)
+{
+    const tp::CatalogEntry* entry = tp::findCatalogEntry(o.model);
+    if (!entry) {
+        fmt::print(stderr, "tpstudio-cli bench load: '{}' is not a catalog id\n", o.model);
+        return kBadInput;
+    }
+    std::string dir = o.dir;
+    bool made = false;
+    if (dir.empty()) {
+        std::string tmpl = (fs::temp_directory_path() / "tpstudio-bench-XXXXXX").string();
+        if (!::mkdtemp(tmpl.data())) {
+            fmt::print(stderr, "tpstudio-cli bench load: cannot create a temporary folder\n");
+            return kBadInput;
+        }
+        dir = tmpl;
+        made = true;
+    }
+    const bool synthesize = made || !fs::exists(fs::path(dir) / "config.json");
+    if (synthesize) {
+        auto cfg = tp::parseConfig(entry->configJson, entry->id, nullptr);
+        auto spec = cfg ? tp::buildModelSpec(*cfg) : tp::Result<tp::ModelSpec>(cfg.status());
+        if (!spec) {
+            fmt::print(stderr, "tpstudio-cli bench load: {}\n", spec.status().message());
+            return kBadInput;
+        }
+        tp::SyntheticOptions so;
+        so.fp8BlockScales = spec->config.quantization.value_or("") == "fp8";
+        so.extraLayers = spec->config.family == tp::Family::DeepseekV3 ? 1 : 0; // the MTP layer
+        const auto layout = tp::checkpointLayout(*spec, so);
+        const auto t0 = std::chrono::steady_clock::now();
+        if (auto st = tp::writeSyntheticCheckpoint(dir, layout, so.maxShardBytes, std::string(entry->configJson)); !st.ok()) {
+            fmt::print(stderr, "tpstudio-cli bench load: {}\n", st.message());
+            return kBadInput;
+        }
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (!o.json)
+            fmt::print("synthesized {} tensors of {} (sparse) in {} ({:.0f} ms)\n", withCommas(std::int64_t(layout.size())),
+                       entry->id, dir, ms);
+    }
+
+    std::vector<double> times;
+    std::size_t tensors = 0, files = 0, diags = 0;
+    std::int64_t params = 0;
+    for (int i = 0; i < std::max(1, o.repeat); ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto om = tp::openModel(dir);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!om) {
+            fmt::print(stderr, "tpstudio-cli bench load: {}\n", om.status().message());
+            return kBadInput;
+        }
+        times.push_back(s);
+        tensors = om->checkpoint ? om->checkpoint->tensors.size() : 0;
+        files = om->checkpoint ? om->checkpoint->files.size() : 0;
+        diags = om->spec.diagnostics.size();
+        params = om->spec.parameterCount();
+    }
+    std::sort(times.begin(), times.end());
+    const double median = times[times.size() / 2];
+    if (o.json) {
+        nlohmann::ordered_json j;
+        j["bench"] = "load";
+        j["model"] = entry->id;
+        j["files"] = files;
+        j["tensors"] = tensors;
+        j["parameters"] = params;
+        j["repeat"] = times.size();
+        j["min_s"] = times.front();
+        j["median_s"] = median;
+        j["max_s"] = times.back();
+        std::cout << j.dump(2) << "\n";
+    } else {
+        fmt::print("{:>8} {:>10} {:>16} {:>10} {:>10} {:>10}\n", "files", "tensors", "parameters", "min(s)",
+                   "median(s)", "max(s)");
+        fmt::print("{:>8} {:>10} {:>16} {:>10.3f} {:>10.3f} {:>10.3f}\n", files, withCommas(std::int64_t(tensors)),
+                   withCommas(params), times.front(), median, times.back());
+        fmt::print("open = config + {} safetensors headers + module tree + reconciliation ({} diagnostics)\n", files,
+                   diags);
+    }
+    if (made && !o.keep) {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+    return kOk;
+}
+
+} // namespace
+
+std::function<int()> addBench(CLI::App& app)
+{
+    auto* bench = app.add_subcommand("bench", "Benchmarks");
+    bench->require_subcommand(1);
+    auto o = std::make_shared<LoadOpts>();
+    auto* load = bench->add_subcommand(
+        "load", "Time opening a full-size sharded checkpoint (headers only). Without --dir, a sparse checkpoint with "
+                "the model's real tensor layout is synthesized in a temporary folder");
+    load->add_option("--model", o->model, "Catalog id whose layout to synthesize")->capture_default_str();
+    load->add_option("--dir", o->dir, "Open this folder (synthesize into it first if it has no config.json)");
+    load->add_option("--repeat", o->repeat, "Timed repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
+    load->add_flag("--keep", o->keep, "Keep the synthesized temporary folder");
+    load->add_flag("--json", o->json, "Print JSON");
+    return [o, load] {
+        if (load->parsed())
+            return benchLoad(*o);
+        return int(kUsage);
+    };
+}
+
+} // namespace tpcli

@@ -1,0 +1,10 @@
+# Writes a .cpp with one raw string per catalog file: catalogConfigJson("name.json").
+string(REPLACE " " ";" FILES "${FILES}")
+set(body "// Generated from resources/catalog by embed_catalog.cmake. Do not edit.\n#include <string_view>\nnamespace tp {\nstd::string_view catalogConfigJson(std::string_view file)\n{\n")
+foreach(f ${FILES})
+  get_filename_component(name ${f} NAME)
+  file(READ ${f} content)
+  string(APPEND body "    if (file == \"${name}\")\n        return R\"tpjson(${content})tpjson\";\n")
+endforeach()
+string(APPEND body "    return {};\n}\n} // namespace tp\n")
+file(WRITE ${OUT} "${body}")

@@ -1,0 +1,111 @@
+// config.h — a Hugging Face `config.json`, read with each family's real field names and defaults.
+//
+// Supported families (model_type): llama, mistral, qwen2, qwen3, gemma2, gemma3 / gemma3_text,
+// phi3, mixtral, qwen3_moe, deepseek_v3, gpt_oss, llama4 / llama4_text. A multimodal wrapper
+// (gemma3, llama4) is read through its `text_config`, as the *ForCausalLM text model sees it.
+// Unknown model types parse into the common fields with `family == Family::Unknown`.
+#pragma once
+
+#include "tp/core/diagnostic.h"
+#include "tp/core/status.h"
+#include "tp/model/dtype.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tp {
+
+enum class Family {
+    Unknown,
+    Llama,
+    Mistral,
+    Qwen2,
+    Qwen3,
+    Gemma2,
+    Gemma3,
+    Phi3,
+    Mixtral,
+    Qwen3Moe,
+    DeepseekV3,
+    GptOss,
+    Llama4,
+};
+
+const char* familyName(Family f);             // the model_type, e.g. "qwen3_moe"
+const char* causalLmClassName(Family f);      // e.g. "Qwen3MoeForCausalLM"
+std::vector<Family> allFamilies();            // every known family (not Unknown)
+
+struct RopeScaling
+{
+    std::string type;            // "llama3", "yarn", "linear", "dynamic", … (empty: none)
+    double factor = 1.0;
+    std::int64_t originalMaxPositions = 0;
+    double lowFreqFactor = 0, highFreqFactor = 0; // llama3
+    double betaFast = 0, betaSlow = 0;            // yarn
+};
+
+struct ModelConfig
+{
+    Family family = Family::Unknown;
+    std::string modelType;                  // as written (the text config's, when nested)
+    std::string wrapperModelType;           // the outer model_type when read through text_config
+    std::vector<std::string> architectures; // as written in the outer config
+
+    std::int64_t vocabSize = 0;
+    std::int64_t hiddenSize = 0;
+    std::int64_t intermediateSize = 0;
+    std::int64_t numLayers = 0;
+    std::int64_t numHeads = 0;
+    std::int64_t numKvHeads = 0;
+    std::int64_t headDim = 0;
+    bool headDimGiven = false;             // false: derived as hidden / heads
+    std::int64_t maxPositionEmbeddings = 0;
+    double rmsNormEps = 1e-6;
+    double ropeTheta = 10000.0;
+    RopeScaling ropeScaling;
+    bool tieWordEmbeddings = false;
+    bool attentionBias = false;            // bias on q/k/v (qwen2: always; gpt_oss: q/k/v/o)
+    bool mlpBias = false;
+    std::optional<std::int64_t> slidingWindow;
+    std::vector<std::string> layerTypes;   // "full_attention" / "sliding_attention" per layer
+    DType dtype = DType::F32;              // torch_dtype / dtype; float32 when absent
+    bool dtypeGiven = false;
+
+    // Mixture of experts (numExperts == 0: dense model).
+    std::int64_t numExperts = 0;
+    std::int64_t expertsPerToken = 0;
+    std::int64_t moeIntermediateSize = 0;  // per-expert intermediate size
+    std::int64_t numSharedExperts = 0;     // deepseek_v3 n_shared_experts; llama4: 1
+    std::int64_t sharedIntermediateSize = 0;
+    std::int64_t firstKDenseReplace = 0;   // deepseek_v3
+    std::int64_t decoderSparseStep = 1;    // qwen3_moe
+    std::vector<std::int64_t> mlpOnlyLayers; // qwen3_moe
+    std::int64_t interleaveMoeLayerStep = 1; // llama4
+    std::int64_t intermediateSizeMlp = 0;  // llama4 dense layers
+
+    // Multi-head latent attention (deepseek_v3).
+    std::optional<std::int64_t> qLoraRank; // none: a plain q_proj
+    std::int64_t kvLoraRank = 0;
+    std::int64_t qkRopeHeadDim = 0;
+    std::int64_t qkNopeHeadDim = 0;
+    std::int64_t vHeadDim = 0;
+
+    std::optional<std::string> quantization; // quantization_config.quant_method, if any
+
+    bool isMoe() const { return numExperts > 0; }
+    bool isMla() const { return family == Family::DeepseekV3; }
+    // Whether decoder layer `layer` has a routed-expert block.
+    bool isMoeLayer(std::int64_t layer) const;
+};
+
+// Parses config.json text. `source` names the file in errors ("…/config.json: key 'hidden_size' …").
+// Non-fatal findings (unknown model type, ignored fields) are appended to `diags`.
+Result<ModelConfig> parseConfig(std::string_view text, const std::string& source, std::vector<Diagnostic>* diags);
+Result<ModelConfig> parseConfigJson(const nlohmann::json& j, const std::string& source, std::vector<Diagnostic>* diags);
+Result<ModelConfig> loadConfigFile(const std::string& path, std::vector<Diagnostic>* diags);
+
+} // namespace tp

@@ -1,0 +1,43 @@
+// loader.h — opening a model the way Transformers sees it, without loading its weights.
+//
+// `openModel` takes a folder, a config.json, a .safetensors file or index, a Hugging Face repo id
+// found in the local cache, or a catalog id. It parses the config, builds the module tree, reads
+// every safetensors header and reconciles the two; what does not fit becomes a Diagnostic.
+#pragma once
+
+#include "tp/core/status.h"
+#include "tp/model/model_spec.h"
+#include "tp/model/safetensors.h"
+
+#include <optional>
+#include <string>
+
+namespace tp {
+
+struct OpenedModel
+{
+    ModelSpec spec;
+    std::string configPath;              // empty for catalog entries
+    std::optional<Checkpoint> checkpoint; // absent when there are no safetensors
+};
+
+Result<OpenedModel> openModel(const std::string& what);
+
+// Resolves "org/name" in the local Hugging Face cache (HF_HUB_CACHE, then HF_HOME/hub, then
+// ~/.cache/huggingface/hub) to its snapshot folder. Never downloads. On failure the Status lists
+// the folders that were searched.
+Result<std::string> resolveHubCache(const std::string& repoId);
+
+// Matches checkpoint tensors to the tree: per-expert tensors onto fused expert parameters,
+// legacy names (Mixtral's block_sparse_moe.*.w1/w2/w3) onto v5 names, tied heads. Mismatches are
+// appended to spec.diagnostics; parameter dtypes take the checkpoint's.
+void reconcileCheckpoint(ModelSpec& spec, const Checkpoint& ck);
+
+// For an unknown architecture: a tree from tensor names alone (modules from dotted paths,
+// kinds guessed from names and ranks).
+ModelSpec specFromTensorNames(const ModelConfig& config, const Checkpoint& ck);
+
+// The generic form of a name: numeric path segments become '*' (Transformers' rule).
+std::string genericName(const std::string& name);
+
+} // namespace tp

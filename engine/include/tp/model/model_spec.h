@@ -1,0 +1,109 @@
+// model_spec.h — a model as Transformers v5 builds it for its *ForCausalLM class: the module tree
+// with every parameter's shape, dtype and bytes, and the class's default parallel plans.
+//
+//   ModelSpec spec = buildModelSpec(config).value();
+//   const ModuleSpec* q = spec.find("model.layers.0.self_attn.q_proj");
+//   q->params[0].shape  // [num_heads * head_dim, hidden_size]
+#pragma once
+
+#include "tp/core/diagnostic.h"
+#include "tp/core/status.h"
+#include "tp/model/config.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace tp {
+
+enum class ModuleKind {
+    CausalLM,        // the head class (root)
+    Model,           // the base model
+    ModuleList,      // model.layers
+    DecoderLayer,
+    Attention,
+    Mlp,             // dense gated MLP (also shared experts)
+    Moe,             // sparse MoE block (router + experts)
+    Experts,         // fused 3-D expert parameters
+    Router,
+    Linear,
+    Embedding,
+    RmsNorm,
+    L2Norm,          // parameter-free norm (llama4 qk_norm)
+    RotaryEmbedding,
+    Other,
+};
+const char* moduleKindName(ModuleKind k);
+
+struct ParamSpec
+{
+    std::string name;                 // local name: "weight", "bias", "gate_up_proj", "sinks"
+    std::vector<std::int64_t> shape;
+    DType dtype = DType::F32;
+    std::string tiedTo;               // full name of the parameter this one shares storage with
+    bool buffer = false;              // a persistent buffer (in state_dict and checkpoints, not a parameter)
+    // Checkpoint reconciliation (filled by reconcileCheckpoint): the tensors that hold it.
+    std::vector<std::string> checkpointTensors;
+    bool inCheckpoint = false;
+
+    std::int64_t numel() const;
+    std::int64_t bytes() const;
+};
+
+struct ModuleSpec
+{
+    std::string name;                 // local name ("q_proj", "0", "model")
+    std::string path;                 // full dotted path; "" for the root
+    std::string className;            // e.g. "LlamaAttention", "Linear"
+    ModuleKind kind = ModuleKind::Other;
+    int parent = -1;
+    std::vector<int> children;
+    std::vector<ParamSpec> params;    // direct parameters only
+    int layer = -1;                   // decoder layer index, -1 outside the layers
+
+    std::string paramPath(const ParamSpec& p) const { return path.empty() ? p.name : path + "." + p.name; }
+};
+
+struct PlanEntry
+{
+    std::string key;                  // full key relative to the loaded class
+    std::string style;
+    bool operator==(const PlanEntry&) const = default;
+};
+
+struct ModelSpec
+{
+    ModelConfig config;
+    std::string className;            // e.g. "LlamaForCausalLM"
+    std::string source;               // where it came from (folder, file, catalog id)
+    std::vector<ModuleSpec> modules;  // modules[0] is the root; parents come before children
+    std::vector<PlanEntry> defaultTpPlan;  // as Transformers resolves `model.tp_plan`, in its order
+    std::vector<PlanEntry> defaultEpPlan;
+    bool supportsTpPlan = false;      // Transformers' supports_tp_plan
+    std::vector<Diagnostic> diagnostics;
+
+    const ModuleSpec* find(const std::string& path) const;
+    int indexOf(const std::string& path) const;
+    // Distinct parameters (tied ones counted once), their bytes, bytes per dtype.
+    std::int64_t parameterCount() const;
+    std::int64_t parameterBytes() const;
+    std::map<DType, std::int64_t> bytesByDtype() const;
+    // Every parameter by full name, in tree order (tied parameters included, marked by tiedTo).
+    std::vector<std::pair<std::string, const ParamSpec*>> allParams() const;
+
+    // Builds the path index; called by the builders.
+    void finalize();
+
+private:
+    std::unordered_map<std::string, int> m_index;
+};
+
+// The tree and default plans of a known family (config.family != Unknown).
+Result<ModelSpec> buildModelSpec(const ModelConfig& config);
+
+// Tensor sizes a divides-check needs: which tp sizes split heads and KV heads evenly.
+std::vector<int> tpSizesDividingHeads(const ModelConfig& config, int maxT = 64);
+
+} // namespace tp

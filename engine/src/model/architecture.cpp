@@ -1,0 +1,507 @@
+// architecture.cpp — module trees and default plans of the supported *ForCausalLM classes.
+//
+// Names, shapes, module order and plans follow Transformers v5 (checked against 5.24 by
+// tests/fixtures/make_fixtures.py, which records what Transformers itself builds).
+#include "tp/model/model_spec.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace tp {
+
+const char* moduleKindName(ModuleKind k)
+{
+    switch (k) {
+    case ModuleKind::CausalLM: return "CausalLM";
+    case ModuleKind::Model: return "Model";
+    case ModuleKind::ModuleList: return "ModuleList";
+    case ModuleKind::DecoderLayer: return "DecoderLayer";
+    case ModuleKind::Attention: return "Attention";
+    case ModuleKind::Mlp: return "MLP";
+    case ModuleKind::Moe: return "MoE";
+    case ModuleKind::Experts: return "Experts";
+    case ModuleKind::Router: return "Router";
+    case ModuleKind::Linear: return "Linear";
+    case ModuleKind::Embedding: return "Embedding";
+    case ModuleKind::RmsNorm: return "RMSNorm";
+    case ModuleKind::L2Norm: return "L2Norm";
+    case ModuleKind::RotaryEmbedding: return "RotaryEmbedding";
+    case ModuleKind::Other: return "Other";
+    }
+    return "?";
+}
+
+std::int64_t ParamSpec::numel() const
+{
+    std::int64_t n = 1;
+    for (auto d : shape)
+        n *= d;
+    return n;
+}
+
+std::int64_t ParamSpec::bytes() const { return dtypeBytes(dtype, numel()); }
+
+const ModuleSpec* ModelSpec::find(const std::string& path) const
+{
+    int i = indexOf(path);
+    return i < 0 ? nullptr : &modules[static_cast<std::size_t>(i)];
+}
+
+int ModelSpec::indexOf(const std::string& path) const
+{
+    auto it = m_index.find(path);
+    return it == m_index.end() ? -1 : it->second;
+}
+
+void ModelSpec::finalize()
+{
+    m_index.clear();
+    m_index.reserve(modules.size());
+    for (std::size_t i = 0; i < modules.size(); ++i)
+        m_index.emplace(modules[i].path, static_cast<int>(i));
+}
+
+std::int64_t ModelSpec::parameterCount() const
+{
+    std::int64_t n = 0;
+    for (const auto& m : modules)
+        for (const auto& p : m.params)
+            if (p.tiedTo.empty() && !p.buffer)
+                n += p.numel();
+    return n;
+}
+
+std::int64_t ModelSpec::parameterBytes() const
+{
+    std::int64_t n = 0;
+    for (const auto& [t, b] : bytesByDtype())
+        n += b;
+    return n;
+}
+
+std::map<DType, std::int64_t> ModelSpec::bytesByDtype() const
+{
+    std::map<DType, std::int64_t> out;
+    for (const auto& m : modules)
+        for (const auto& p : m.params)
+            if (p.tiedTo.empty())
+                out[p.dtype] += p.bytes();
+    return out;
+}
+
+std::vector<std::pair<std::string, const ParamSpec*>> ModelSpec::allParams() const
+{
+    std::vector<std::pair<std::string, const ParamSpec*>> out;
+    for (const auto& m : modules)
+        for (const auto& p : m.params)
+            out.emplace_back(m.paramPath(p), &p);
+    return out;
+}
+
+std::vector<int> tpSizesDividingHeads(const ModelConfig& c, int maxT)
+{
+    std::vector<int> out;
+    for (int t = 1; t <= maxT; ++t)
+        if (c.numHeads % t == 0 && c.numKvHeads % t == 0)
+            out.push_back(t);
+    return out;
+}
+
+namespace {
+
+struct Names
+{
+    std::string prefix;      // class-name prefix: "Llama", "Qwen3Moe", "Llama4Text"
+    std::string model;       // base model class
+    std::string embedding = "Embedding";
+    std::string moe;         // sparse block class
+    std::string router;
+};
+
+Names namesFor(Family f)
+{
+    switch (f) {
+    case Family::Llama: return {"Llama", "LlamaModel"};
+    case Family::Mistral: return {"Mistral", "MistralModel"};
+    case Family::Qwen2: return {"Qwen2", "Qwen2Model"};
+    case Family::Qwen3: return {"Qwen3", "Qwen3Model"};
+    case Family::Gemma2: return {"Gemma2", "Gemma2Model", "Gemma2TextScaledWordEmbedding"};
+    case Family::Gemma3: return {"Gemma3", "Gemma3TextModel", "Gemma3TextScaledWordEmbedding"};
+    case Family::Phi3: return {"Phi3", "Phi3Model"};
+    case Family::Mixtral: return {"Mixtral", "MixtralModel", "Embedding", "MixtralSparseMoeBlock", "MixtralTopKRouter"};
+    case Family::Qwen3Moe:
+        return {"Qwen3Moe", "Qwen3MoeModel", "Embedding", "Qwen3MoeSparseMoeBlock", "Qwen3MoeTopKRouter"};
+    case Family::DeepseekV3:
+        return {"DeepseekV3", "DeepseekV3Model", "Embedding", "DeepseekV3MoE", "DeepseekV3TopkRouter"};
+    case Family::GptOss: return {"GptOss", "GptOssModel", "Embedding", "GptOssMLP", "GptOssTopKRouter"};
+    case Family::Llama4: return {"Llama4Text", "Llama4TextModel", "Embedding", "Llama4TextMoe", "Llama4Router"};
+    case Family::Unknown: break;
+    }
+    return {"", ""};
+}
+
+class TreeBuilder
+{
+public:
+    TreeBuilder(ModelSpec& spec, DType dtype)
+        : m_spec(spec)
+        , m_dtype(dtype)
+    {
+    }
+
+    int add(int parent, const std::string& name, std::string className, ModuleKind kind, int layer = -1)
+    {
+        ModuleSpec m;
+        m.name = name;
+        if (parent >= 0) {
+            const auto& pp = m_spec.modules[static_cast<std::size_t>(parent)].path;
+            m.path = pp.empty() ? name : pp + "." + name;
+        }
+        m.className = std::move(className);
+        m.kind = kind;
+        m.parent = parent;
+        m.layer = layer;
+        const int idx = static_cast<int>(m_spec.modules.size());
+        m_spec.modules.push_back(std::move(m));
+        if (parent >= 0)
+            m_spec.modules[static_cast<std::size_t>(parent)].children.push_back(idx);
+        return idx;
+    }
+
+    ParamSpec& param(int module, std::string name, std::vector<std::int64_t> shape, DType dtype)
+    {
+        ParamSpec p;
+        p.name = std::move(name);
+        p.shape = std::move(shape);
+        p.dtype = dtype;
+        auto& params = m_spec.modules[static_cast<std::size_t>(module)].params;
+        params.push_back(std::move(p));
+        return params.back();
+    }
+    ParamSpec& param(int module, std::string name, std::vector<std::int64_t> shape)
+    {
+        return param(module, std::move(name), std::move(shape), m_dtype);
+    }
+
+    int linear(int parent, const std::string& name, std::int64_t out, std::int64_t in, bool bias, int layer)
+    {
+        int m = add(parent, name, "Linear", ModuleKind::Linear, layer);
+        param(m, "weight", {out, in});
+        if (bias)
+            param(m, "bias", {out});
+        return m;
+    }
+
+    int norm(int parent, const std::string& name, std::int64_t dim, const std::string& cls, int layer)
+    {
+        int m = add(parent, name, cls, ModuleKind::RmsNorm, layer);
+        param(m, "weight", {dim});
+        return m;
+    }
+
+    ModuleSpec& at(int i) { return m_spec.modules[static_cast<std::size_t>(i)]; }
+
+private:
+    ModelSpec& m_spec;
+    DType m_dtype;
+};
+
+void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerModule, int layer)
+{
+    const std::int64_t H = c.hiddenSize, hd = c.headDim, q = c.numHeads * hd, kv = c.numKvHeads * hd;
+    const std::string norm = n.prefix + "RMSNorm";
+    int a = b.add(layerModule, "self_attn", n.prefix + "Attention", ModuleKind::Attention, layer);
+    switch (c.family) {
+    case Family::Phi3:
+        b.linear(a, "o_proj", H, q, false, layer);
+        b.linear(a, "qkv_proj", q + 2 * kv, H, false, layer);
+        return;
+    case Family::DeepseekV3: {
+        const std::int64_t qkHead = c.qkNopeHeadDim + c.qkRopeHeadDim;
+        if (c.qLoraRank) {
+            b.linear(a, "q_a_proj", *c.qLoraRank, H, c.attentionBias, layer);
+            b.norm(a, "q_a_layernorm", *c.qLoraRank, norm, layer);
+            b.linear(a, "q_b_proj", c.numHeads * qkHead, *c.qLoraRank, false, layer);
+        } else {
+            b.linear(a, "q_proj", c.numHeads * qkHead, H, false, layer);
+        }
+        b.linear(a, "kv_a_proj_with_mqa", c.kvLoraRank + c.qkRopeHeadDim, H, c.attentionBias, layer);
+        b.norm(a, "kv_a_layernorm", c.kvLoraRank, norm, layer);
+        b.linear(a, "kv_b_proj", c.numHeads * (c.qkNopeHeadDim + c.vHeadDim), c.kvLoraRank, false, layer);
+        b.linear(a, "o_proj", H, c.numHeads * c.vHeadDim, c.attentionBias, layer);
+        return;
+    }
+    default: break;
+    }
+    if (c.family == Family::GptOss)
+        b.param(a, "sinks", {c.numHeads});
+    const bool qkvBias = c.attentionBias;
+    // Qwen2's biases are on q/k/v only; llama-style attention_bias covers o_proj too.
+    const bool oBias = c.attentionBias && c.family != Family::Qwen2;
+    b.linear(a, "q_proj", q, H, qkvBias, layer);
+    b.linear(a, "k_proj", kv, H, qkvBias, layer);
+    b.linear(a, "v_proj", kv, H, qkvBias, layer);
+    b.linear(a, "o_proj", H, q, oBias, layer);
+    if (c.family == Family::Qwen3 || c.family == Family::Qwen3Moe || c.family == Family::Gemma3) {
+        b.norm(a, "q_norm", hd, norm, layer);
+        b.norm(a, "k_norm", hd, norm, layer);
+    }
+}
+
+void buildGatedMlp(TreeBuilder& b, int parent, const std::string& name, const std::string& cls, std::int64_t H,
+                   std::int64_t I, bool bias, int layer)
+{
+    int m = b.add(parent, name, cls, ModuleKind::Mlp, layer);
+    b.linear(m, "gate_proj", I, H, bias, layer);
+    b.linear(m, "up_proj", I, H, bias, layer);
+    b.linear(m, "down_proj", H, I, bias, layer);
+}
+
+void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerModule, int layer)
+{
+    const std::int64_t H = c.hiddenSize, E = c.numExperts, I = c.moeIntermediateSize;
+    const std::string blockName = c.family == Family::Llama4 ? "feed_forward" : "mlp";
+    int moe = b.add(layerModule, blockName, n.moe, ModuleKind::Moe, layer);
+    auto router = [&](const char* name, bool bias) {
+        int r = b.add(moe, name, n.router, ModuleKind::Router, layer);
+        b.param(r, "weight", {E, H});
+        if (bias)
+            b.param(r, "bias", {E});
+        if (c.family == Family::DeepseekV3)
+            b.param(r, "e_score_correction_bias", {E}, DType::F32).buffer = true;
+    };
+    auto experts = [&] {
+        int e = b.add(moe, "experts", n.prefix + "Experts", ModuleKind::Experts, layer);
+        if (c.family == Family::GptOss || c.family == Family::Llama4) {
+            // [E, H, 2I] / [E, I, H]: used with bmm, gate/up split on the last dim
+            b.param(e, "gate_up_proj", {E, H, 2 * I});
+            if (c.family == Family::GptOss)
+                b.param(e, "gate_up_proj_bias", {E, 2 * I});
+            b.param(e, "down_proj", {E, I, H});
+            if (c.family == Family::GptOss)
+                b.param(e, "down_proj_bias", {E, H});
+        } else {
+            // [E, 2I, H] / [E, H, I]: gate is the first half of dim 1
+            b.param(e, "gate_up_proj", {E, 2 * I, H});
+            b.param(e, "down_proj", {E, H, I});
+        }
+    };
+    switch (c.family) {
+    case Family::Mixtral: router("gate", false); experts(); break;
+    case Family::Qwen3Moe: experts(); router("gate", false); break;
+    case Family::DeepseekV3:
+        experts();
+        router("gate", false);
+        buildGatedMlp(b, moe, "shared_experts", "DeepseekV3MLP", H, c.sharedIntermediateSize, false, layer);
+        break;
+    case Family::GptOss: router("router", true); experts(); break;
+    case Family::Llama4:
+        experts();
+        router("router", false);
+        buildGatedMlp(b, moe, "shared_expert", "Llama4TextMLP", H, c.sharedIntermediateSize, false, layer);
+        break;
+    default: break;
+    }
+}
+
+void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers, int layer)
+{
+    const std::int64_t H = c.hiddenSize;
+    const std::string norm = n.prefix + "RMSNorm";
+    int l = b.add(layers, std::to_string(layer), n.prefix + "DecoderLayer", ModuleKind::DecoderLayer, layer);
+    buildAttention(b, c, n, l, layer);
+    if (c.isMoeLayer(layer)) {
+        buildMoe(b, c, n, l, layer);
+    } else if (c.family == Family::Phi3) {
+        int m = b.add(l, "mlp", "Phi3MLP", ModuleKind::Mlp, layer);
+        b.linear(m, "gate_up_proj", 2 * c.intermediateSize, H, false, layer);
+        b.linear(m, "down_proj", H, c.intermediateSize, false, layer);
+    } else if (c.family == Family::Llama4) {
+        buildGatedMlp(b, l, "feed_forward", "Llama4TextMLP", H, c.intermediateSizeMlp, false, layer);
+    } else {
+        buildGatedMlp(b, l, "mlp", n.prefix + "MLP", H, c.intermediateSize, c.mlpBias, layer);
+    }
+    b.norm(l, "input_layernorm", H, norm, layer);
+    b.norm(l, "post_attention_layernorm", H, norm, layer);
+    if (c.family == Family::Gemma2 || c.family == Family::Gemma3) {
+        b.norm(l, "pre_feedforward_layernorm", H, norm, layer);
+        b.norm(l, "post_feedforward_layernorm", H, norm, layer);
+    }
+}
+
+// base_model_tp_plan of each family's config class (keys relative to the base model), in order.
+std::vector<PlanEntry> baseTpPlan(const ModelConfig& c)
+{
+    const std::vector<PlanEntry> qkv = {{"layers.*.self_attn.q_proj", "colwise"},
+                                        {"layers.*.self_attn.k_proj", "colwise"},
+                                        {"layers.*.self_attn.v_proj", "colwise"}};
+    const std::vector<PlanEntry> qkNorm = {{"layers.*.self_attn.q_norm", "replicated_with_grad_allreduce"},
+                                           {"layers.*.self_attn.k_norm", "replicated_with_grad_allreduce"}};
+    const PlanEntry o = {"layers.*.self_attn.o_proj", "rowwise"};
+    auto mlp = [](const std::string& p) {
+        return std::vector<PlanEntry>{{p + ".gate_proj", "colwise"}, {p + ".up_proj", "colwise"},
+                                      {p + ".down_proj", "rowwise"}};
+    };
+    auto experts = [](const std::string& p) {
+        return std::vector<PlanEntry>{{p + ".experts.gate_up_proj", "packed_colwise"},
+                                      {p + ".experts.down_proj", "rowwise"},
+                                      {p + ".experts", "moe_tp_experts"}};
+    };
+    std::vector<PlanEntry> plan;
+    auto append = [&](const std::vector<PlanEntry>& v) { plan.insert(plan.end(), v.begin(), v.end()); };
+    switch (c.family) {
+    case Family::Llama:
+    case Family::Mistral:
+    case Family::Qwen2:
+    case Family::Gemma2:
+        append(qkv);
+        plan.push_back(o);
+        append(mlp("layers.*.mlp"));
+        break;
+    case Family::Qwen3:
+    case Family::Gemma3:
+        append(qkv);
+        append(qkNorm);
+        plan.push_back(o);
+        append(mlp("layers.*.mlp"));
+        break;
+    case Family::Phi3:
+        plan = {{"layers.*.self_attn.qkv_proj", "colwise_gather_output"},
+                {"layers.*.self_attn.o_proj", "rowwise_split_input"},
+                {"layers.*.mlp.gate_up_proj", "colwise_gather_output"},
+                {"layers.*.mlp.down_proj", "rowwise_split_input"}};
+        break;
+    case Family::Mixtral:
+        append(qkv);
+        plan.push_back(o);
+        append(experts("layers.*.mlp"));
+        break;
+    case Family::Qwen3Moe:
+        append(qkv);
+        append(qkNorm);
+        plan.push_back(o);
+        append(experts("layers.*.mlp"));
+        append(mlp("layers.*.mlp"));
+        break;
+    case Family::DeepseekV3:
+        // As Transformers 5.24 ships it: attention (MLA) is not in the plan.
+        append(experts("layers.*.mlp"));
+        append(mlp("layers.*.mlp.shared_experts"));
+        append(mlp("layers.*.mlp"));
+        break;
+    case Family::GptOss:
+        plan = {{"embed_tokens", "embedding_rowwise"}};
+        break;
+    case Family::Llama4:
+        append(qkv);
+        plan.push_back(o);
+        append(mlp("layers.*.feed_forward.shared_expert"));
+        plan.push_back({"layers.*.feed_forward.experts.gate_up_proj", "packed_rowwise"}); // [E, H, 2D]
+        plan.push_back({"layers.*.feed_forward.experts.down_proj", "colwise"});           // [E, D, H]
+        plan.push_back({"layers.*.feed_forward.experts", "moe_tp_experts"});
+        append(mlp("layers.*.feed_forward"));
+        break;
+    case Family::Unknown: break;
+    }
+    return plan;
+}
+
+std::vector<PlanEntry> baseEpPlan(const ModelConfig& c)
+{
+    if (!c.isMoe() || c.family == Family::Llama4)
+        return {};
+    std::vector<PlanEntry> plan = {{"layers.*.mlp.experts.gate_up_proj", "grouped_gemm"}};
+    if (c.family == Family::GptOss)
+        plan.push_back({"layers.*.mlp.experts.gate_up_proj_bias", "grouped_gemm"});
+    plan.push_back({"layers.*.mlp.experts.down_proj", "grouped_gemm"});
+    if (c.family == Family::GptOss)
+        plan.push_back({"layers.*.mlp.experts.down_proj_bias", "grouped_gemm"});
+    plan.push_back({"layers.*.mlp.experts", "ep_dispatch_experts"});
+    return plan;
+}
+
+// Dict-update semantics: an existing key keeps its position and takes the new value.
+void mergeInto(std::vector<PlanEntry>& plan, const std::vector<PlanEntry>& add, const std::string& prefix)
+{
+    for (const auto& e : add) {
+        const std::string key = prefix + e.key;
+        auto it = std::find_if(plan.begin(), plan.end(), [&](const PlanEntry& p) { return p.key == key; });
+        if (it != plan.end())
+            it->style = e.style;
+        else
+            plan.push_back({key, e.style});
+    }
+}
+
+// DistributedMixin.init_parallel_plans, as Transformers resolves `model.tp_plan` for the head class.
+void resolveDefaultPlans(ModelSpec& s)
+{
+    const ModelConfig& c = s.config;
+    std::vector<PlanEntry> base = baseTpPlan(c);
+    const std::vector<PlanEntry> head = {{"lm_head", "colwise_gather_output"}};
+    // The base model shards its input embeddings on the vocabulary unless its plan names them.
+    auto withEmbedding = [](std::vector<PlanEntry> p) {
+        if (!p.empty() && std::none_of(p.begin(), p.end(), [](const PlanEntry& e) { return e.key == "embed_tokens"; }))
+            p.insert(p.begin(), {"embed_tokens", "embedding_rowwise"});
+        return p;
+    };
+    s.defaultTpPlan = head;
+    if (c.family == Family::Llama4) {
+        // Llama4ForCausalLM declares base_model_prefix "language_model" but keeps its base model in
+        // `model`, so Transformers treats the head class as its own base model and merges the config
+        // plan unprefixed as well.
+        mergeInto(s.defaultTpPlan, base, "");
+        s.diagnostics.push_back(
+            {Severity::Info, "Llama4ForCausalLM",
+             fmt::format("Transformers' resolved default plan repeats {} keys without the 'model.' prefix; they match "
+                         "no module and are harmless",
+                         base.size()),
+             "base_model_prefix is 'language_model' but the base model lives in 'model'"});
+    }
+    mergeInto(s.defaultTpPlan, withEmbedding(base), "model.");
+    s.defaultEpPlan.clear();
+    mergeInto(s.defaultEpPlan, baseEpPlan(c), "model.");
+    s.supportsTpPlan = !s.defaultTpPlan.empty();
+    if (c.family == Family::GptOss || c.family == Family::DeepseekV3) {
+        s.diagnostics.push_back(
+            {Severity::Info, s.className,
+             c.family == Family::GptOss
+                 ? "the default tp_plan shards only the embeddings and lm_head: attention and experts stay replicated"
+                 : "the default tp_plan leaves MLA attention replicated; only experts and MLPs are sharded",
+             c.isMoe() ? "for the experts, use expert parallelism (ep_size = tp_size) or edit the plan" : ""});
+    }
+}
+
+} // namespace
+
+Result<ModelSpec> buildModelSpec(const ModelConfig& c)
+{
+    if (c.family == Family::Unknown)
+        return unimplemented(fmt::format("no module template for model_type '{}'", c.modelType));
+    ModelSpec s;
+    s.config = c;
+    s.className = causalLmClassName(c.family);
+    const Names n = namesFor(c.family);
+    TreeBuilder b(s, c.dtype);
+
+    const std::int64_t H = c.hiddenSize, V = c.vocabSize;
+    int root = b.add(-1, "", s.className, ModuleKind::CausalLM);
+    int model = b.add(root, "model", n.model, ModuleKind::Model);
+    int embed = b.add(model, "embed_tokens", n.embedding, ModuleKind::Embedding);
+    b.param(embed, "weight", {V, H});
+    int layers = b.add(model, "layers", "ModuleList", ModuleKind::ModuleList);
+    for (int l = 0; l < c.numLayers; ++l)
+        buildLayer(b, c, n, layers, l);
+    b.norm(model, "norm", H, n.prefix + "RMSNorm", -1);
+    b.add(model, "rotary_emb", n.prefix + "RotaryEmbedding", ModuleKind::RotaryEmbedding);
+    int head = b.linear(root, "lm_head", V, H, false, -1);
+    if (c.tieWordEmbeddings)
+        b.at(head).params[0].tiedTo = "model.embed_tokens.weight";
+
+    s.finalize();
+    resolveDefaultPlans(s);
+    return s;
+}
+
+} // namespace tp

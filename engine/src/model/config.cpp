@@ -1,0 +1,545 @@
+// config.cpp — config.json → ModelConfig with each family's own field names and defaults.
+//
+// Defaults are those of the Transformers v5 configuration classes, so a config.json that omits a
+// field means what it means to Transformers.
+#include "tp/model/config.h"
+
+#include "tp/core/json.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace tp {
+
+namespace {
+
+struct FamilyInfo
+{
+    Family family;
+    const char* modelType;
+    const char* causalLm;
+};
+
+constexpr FamilyInfo kFamilies[] = {
+    {Family::Llama, "llama", "LlamaForCausalLM"},
+    {Family::Mistral, "mistral", "MistralForCausalLM"},
+    {Family::Qwen2, "qwen2", "Qwen2ForCausalLM"},
+    {Family::Qwen3, "qwen3", "Qwen3ForCausalLM"},
+    {Family::Gemma2, "gemma2", "Gemma2ForCausalLM"},
+    {Family::Gemma3, "gemma3_text", "Gemma3ForCausalLM"},
+    {Family::Phi3, "phi3", "Phi3ForCausalLM"},
+    {Family::Mixtral, "mixtral", "MixtralForCausalLM"},
+    {Family::Qwen3Moe, "qwen3_moe", "Qwen3MoeForCausalLM"},
+    {Family::DeepseekV3, "deepseek_v3", "DeepseekV3ForCausalLM"},
+    {Family::GptOss, "gpt_oss", "GptOssForCausalLM"},
+    {Family::Llama4, "llama4_text", "Llama4ForCausalLM"},
+};
+
+Family familyFromModelType(const std::string& t)
+{
+    for (const auto& f : kFamilies)
+        if (t == f.modelType)
+            return f.family;
+    return Family::Unknown;
+}
+
+// Reads typed fields from one JSON object and names the file and key in every error.
+class FieldReader
+{
+public:
+    FieldReader(const nlohmann::json& j, std::string source, std::string prefix)
+        : m_j(j)
+        , m_source(std::move(source))
+        , m_prefix(std::move(prefix))
+    {
+    }
+
+    bool has(const char* key) const { return m_j.contains(key) && !m_j.at(key).is_null(); }
+
+    Status error(const char* key, const std::string& what) const
+    {
+        return invalidArgument(fmt::format("{}: key '{}{}' {}", m_source, m_prefix, key, what));
+    }
+
+    // Integer field: absent or null keeps `out`; present must be an integer >= minValue.
+    Status readInt(const char* key, std::int64_t& out, std::int64_t minValue = 0) const
+    {
+        if (!has(key))
+            return {};
+        const auto& v = m_j.at(key);
+        if (v.is_number_float()) {
+            const double d = v.get<double>();
+            if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e15)
+                return error(key, fmt::format("must be an integer, found {}", v.dump()));
+            out = static_cast<std::int64_t>(d);
+        } else if (v.is_number_integer()) {
+            if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+                return error(key, fmt::format("is out of range: {}", v.dump()));
+            out = v.get<std::int64_t>();
+        } else {
+            return error(key, fmt::format("must be an integer, found {}", v.dump()));
+        }
+        if (out < minValue)
+            return error(key, fmt::format("must be at least {}, found {}", minValue, out));
+        if (out > (std::int64_t(1) << 40))
+            return error(key, fmt::format("is implausibly large: {}", out));
+        return {};
+    }
+
+    Status readOptInt(const char* key, std::optional<std::int64_t>& out, std::int64_t minValue = 0) const
+    {
+        if (!m_j.contains(key))
+            return {};
+        if (m_j.at(key).is_null()) {
+            out.reset();
+            return {};
+        }
+        std::int64_t v = 0;
+        TP_RETURN_IF_ERROR(readInt(key, v, minValue));
+        out = v;
+        return {};
+    }
+
+    Status readDouble(const char* key, double& out) const
+    {
+        if (!has(key))
+            return {};
+        const auto& v = m_j.at(key);
+        if (!v.is_number())
+            return error(key, fmt::format("must be a number, found {}", v.dump()));
+        const double d = v.get<double>();
+        if (!std::isfinite(d))
+            return error(key, "must be finite");
+        out = d;
+        return {};
+    }
+
+    Status readBool(const char* key, bool& out) const
+    {
+        if (!has(key))
+            return {};
+        const auto& v = m_j.at(key);
+        if (!v.is_boolean())
+            return error(key, fmt::format("must be true or false, found {}", v.dump()));
+        out = v.get<bool>();
+        return {};
+    }
+
+    Status readString(const char* key, std::string& out) const
+    {
+        if (!has(key))
+            return {};
+        const auto& v = m_j.at(key);
+        if (!v.is_string())
+            return error(key, fmt::format("must be a string, found {}", v.dump()));
+        out = v.get<std::string>();
+        return {};
+    }
+
+    Status readIntList(const char* key, std::vector<std::int64_t>& out) const
+    {
+        if (!has(key))
+            return {};
+        const auto& v = m_j.at(key);
+        if (!v.is_array())
+            return error(key, "must be a list of integers");
+        out.clear();
+        for (const auto& e : v) {
+            if (!e.is_number_integer())
+                return error(key, fmt::format("must be a list of integers, found element {}", e.dump()));
+            out.push_back(e.get<std::int64_t>());
+        }
+        return {};
+    }
+
+    Status readStringList(const char* key, std::vector<std::string>& out) const
+    {
+        if (!has(key))
+            return {};
+        const auto& v = m_j.at(key);
+        if (!v.is_array())
+            return error(key, "must be a list of strings");
+        out.clear();
+        for (const auto& e : v) {
+            if (!e.is_string())
+                return error(key, fmt::format("must be a list of strings, found element {}", e.dump()));
+            out.push_back(e.get<std::string>());
+        }
+        return {};
+    }
+
+    const nlohmann::json& json() const { return m_j; }
+    const std::string& source() const { return m_source; }
+    const std::string& prefix() const { return m_prefix; }
+
+private:
+    const nlohmann::json& m_j;
+    std::string m_source;
+    std::string m_prefix;
+};
+
+// Family defaults, from the Transformers configuration classes.
+void applyDefaults(ModelConfig& c)
+{
+    auto dense = [&](std::int64_t vocab, std::int64_t hidden, std::int64_t inter, std::int64_t layers,
+                     std::int64_t heads, std::int64_t kv, std::int64_t maxPos, double eps, double theta, bool tie) {
+        c.vocabSize = vocab;
+        c.hiddenSize = hidden;
+        c.intermediateSize = inter;
+        c.numLayers = layers;
+        c.numHeads = heads;
+        c.numKvHeads = kv; // 0: same as heads
+        c.maxPositionEmbeddings = maxPos;
+        c.rmsNormEps = eps;
+        c.ropeTheta = theta;
+        c.tieWordEmbeddings = tie;
+    };
+    switch (c.family) {
+    case Family::Unknown:
+    case Family::Llama: dense(32000, 4096, 11008, 32, 32, 0, 2048, 1e-6, 10000.0, false); break;
+    case Family::Mistral:
+        dense(32000, 4096, 14336, 32, 32, 8, 4096 * 32, 1e-6, 10000.0, false);
+        c.slidingWindow = 4096;
+        break;
+    case Family::Qwen2:
+        dense(151936, 4096, 22016, 32, 32, 32, 32768, 1e-6, 10000.0, false);
+        c.attentionBias = true; // Qwen2 always has q/k/v biases
+        break;
+    case Family::Qwen3:
+        dense(151936, 4096, 22016, 32, 32, 32, 32768, 1e-6, 10000.0, false);
+        c.headDim = 128;
+        break;
+    case Family::Gemma2:
+        dense(256000, 2304, 9216, 26, 8, 4, 8192, 1e-6, 10000.0, true);
+        c.headDim = 256;
+        c.slidingWindow = 4096;
+        break;
+    case Family::Gemma3:
+        dense(262208, 2304, 9216, 26, 8, 4, 131072, 1e-6, 1000000.0, true);
+        c.headDim = 256;
+        c.slidingWindow = 4096;
+        break;
+    case Family::Phi3: dense(32064, 3072, 8192, 32, 32, 0, 4096, 1e-5, 10000.0, false); break;
+    case Family::Mixtral:
+        dense(32000, 4096, 14336, 32, 32, 8, 4096 * 32, 1e-5, 1000000.0, false);
+        c.numExperts = 8;
+        c.expertsPerToken = 2;
+        break;
+    case Family::Qwen3Moe:
+        dense(151936, 2048, 6144, 24, 32, 4, 32768, 1e-6, 10000.0, false);
+        c.headDim = 128;
+        c.numExperts = 128;
+        c.expertsPerToken = 8;
+        c.moeIntermediateSize = 768;
+        break;
+    case Family::DeepseekV3:
+        dense(129280, 7168, 18432, 61, 128, 128, 4096, 1e-6, 10000.0, false);
+        c.numExperts = 256;
+        c.expertsPerToken = 8;
+        c.moeIntermediateSize = 2048;
+        c.numSharedExperts = 1;
+        c.firstKDenseReplace = 3;
+        c.qLoraRank = 1536;
+        c.kvLoraRank = 512;
+        c.qkRopeHeadDim = 64;
+        c.qkNopeHeadDim = 128;
+        c.vHeadDim = 128;
+        break;
+    case Family::GptOss:
+        dense(201088, 2880, 2880, 36, 64, 8, 131072, 1e-5, 150000.0, false);
+        c.headDim = 64;
+        c.numExperts = 128;
+        c.expertsPerToken = 4;
+        c.slidingWindow = 128;
+        c.attentionBias = true;
+        break;
+    case Family::Llama4:
+        dense(202048, 5120, 8192, 48, 40, 8, 4096 * 32, 1e-5, 500000.0, false);
+        c.headDim = 128;
+        c.numExperts = 16;
+        c.expertsPerToken = 1;
+        c.intermediateSizeMlp = 16384;
+        c.numSharedExperts = 1;
+        break;
+    }
+}
+
+Status readRopeScaling(const FieldReader& r, ModelConfig& c)
+{
+    // v5 writes `rope_parameters` (with rope_theta inside); v4 wrote `rope_scaling`.
+    for (const char* key : {"rope_scaling", "rope_parameters"}) {
+        if (!r.has(key))
+            continue;
+        const auto& rs = r.json().at(key);
+        if (!rs.is_object())
+            return r.error(key, "must be an object or null");
+        FieldReader sub(rs, r.source(), r.prefix() + key + ".");
+        std::string type;
+        TP_RETURN_IF_ERROR(sub.readString("rope_type", type));
+        if (type.empty())
+            TP_RETURN_IF_ERROR(sub.readString("type", type));
+        if (type != "default")
+            c.ropeScaling.type = type;
+        TP_RETURN_IF_ERROR(sub.readDouble("factor", c.ropeScaling.factor));
+        TP_RETURN_IF_ERROR(sub.readInt("original_max_position_embeddings", c.ropeScaling.originalMaxPositions));
+        TP_RETURN_IF_ERROR(sub.readDouble("low_freq_factor", c.ropeScaling.lowFreqFactor));
+        TP_RETURN_IF_ERROR(sub.readDouble("high_freq_factor", c.ropeScaling.highFreqFactor));
+        TP_RETURN_IF_ERROR(sub.readDouble("beta_fast", c.ropeScaling.betaFast));
+        TP_RETURN_IF_ERROR(sub.readDouble("beta_slow", c.ropeScaling.betaSlow));
+        TP_RETURN_IF_ERROR(sub.readDouble("rope_theta", c.ropeTheta));
+    }
+    return {};
+}
+
+Status readDType(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>* diags)
+{
+    for (const char* key : {"dtype", "torch_dtype"}) {
+        if (!r.has(key))
+            continue;
+        std::string name;
+        TP_RETURN_IF_ERROR(r.readString(key, name));
+        auto t = dtypeFromTorch(name);
+        if (!t)
+            return r.error(key, fmt::format("names an unknown dtype '{}'", name));
+        c.dtype = *t;
+        c.dtypeGiven = true;
+        return {};
+    }
+    if (diags && !c.dtypeGiven)
+        diags->push_back({Severity::Info, r.source(), "no 'torch_dtype'/'dtype' given; assuming float32", ""});
+    return {};
+}
+
+Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>* diags)
+{
+    TP_RETURN_IF_ERROR(r.readInt("vocab_size", c.vocabSize, 1));
+    TP_RETURN_IF_ERROR(r.readInt("hidden_size", c.hiddenSize, 1));
+    TP_RETURN_IF_ERROR(r.readInt("intermediate_size", c.intermediateSize, 0));
+    TP_RETURN_IF_ERROR(r.readInt("num_hidden_layers", c.numLayers, 1));
+    TP_RETURN_IF_ERROR(r.readInt("num_attention_heads", c.numHeads, 1));
+    if (r.has("num_key_value_heads"))
+        TP_RETURN_IF_ERROR(r.readInt("num_key_value_heads", c.numKvHeads, 1));
+    if (r.json().contains("head_dim") && !r.json().at("head_dim").is_null()) {
+        TP_RETURN_IF_ERROR(r.readInt("head_dim", c.headDim, 1));
+    }
+    TP_RETURN_IF_ERROR(r.readInt("max_position_embeddings", c.maxPositionEmbeddings, 0));
+    for (const char* eps : {"rms_norm_eps", "layer_norm_eps"})
+        TP_RETURN_IF_ERROR(r.readDouble(eps, c.rmsNormEps));
+    TP_RETURN_IF_ERROR(r.readDouble("rope_theta", c.ropeTheta));
+    TP_RETURN_IF_ERROR(readRopeScaling(r, c));
+    TP_RETURN_IF_ERROR(r.readBool("tie_word_embeddings", c.tieWordEmbeddings));
+    if (c.family != Family::Qwen2) // Qwen2 has no switch: its q/k/v always carry biases
+        TP_RETURN_IF_ERROR(r.readBool("attention_bias", c.attentionBias));
+    TP_RETURN_IF_ERROR(r.readBool("mlp_bias", c.mlpBias));
+    TP_RETURN_IF_ERROR(r.readOptInt("sliding_window", c.slidingWindow, 0));
+    TP_RETURN_IF_ERROR(r.readStringList("layer_types", c.layerTypes));
+    TP_RETURN_IF_ERROR(readDType(r, c, diags));
+
+    // MoE: every family spells the expert count its own way.
+    for (const char* k : {"num_local_experts", "num_experts", "n_routed_experts"})
+        TP_RETURN_IF_ERROR(r.readInt(k, c.numExperts, 0));
+    for (const char* k : {"num_experts_per_tok", "experts_per_token"})
+        TP_RETURN_IF_ERROR(r.readInt(k, c.expertsPerToken, 0));
+    TP_RETURN_IF_ERROR(r.readInt("moe_intermediate_size", c.moeIntermediateSize, 0));
+    TP_RETURN_IF_ERROR(r.readInt("n_shared_experts", c.numSharedExperts, 0));
+    TP_RETURN_IF_ERROR(r.readInt("first_k_dense_replace", c.firstKDenseReplace, 0));
+    TP_RETURN_IF_ERROR(r.readInt("decoder_sparse_step", c.decoderSparseStep, 1));
+    TP_RETURN_IF_ERROR(r.readIntList("mlp_only_layers", c.mlpOnlyLayers));
+    TP_RETURN_IF_ERROR(r.readInt("interleave_moe_layer_step", c.interleaveMoeLayerStep, 1));
+    TP_RETURN_IF_ERROR(r.readInt("intermediate_size_mlp", c.intermediateSizeMlp, 0));
+    if (c.family == Family::Llama4 && r.has("moe_layers")) {
+        std::vector<std::int64_t> moeLayers;
+        TP_RETURN_IF_ERROR(r.readIntList("moe_layers", moeLayers));
+        c.mlpOnlyLayers.clear(); // reuse as "dense layers": everything not listed
+        for (std::int64_t l = 0; l < c.numLayers; ++l)
+            if (std::find(moeLayers.begin(), moeLayers.end(), l) == moeLayers.end())
+                c.mlpOnlyLayers.push_back(l);
+    }
+
+    // MLA.
+    TP_RETURN_IF_ERROR(r.readOptInt("q_lora_rank", c.qLoraRank, 1));
+    TP_RETURN_IF_ERROR(r.readInt("kv_lora_rank", c.kvLoraRank, 0));
+    TP_RETURN_IF_ERROR(r.readInt("qk_rope_head_dim", c.qkRopeHeadDim, 0));
+    TP_RETURN_IF_ERROR(r.readInt("qk_nope_head_dim", c.qkNopeHeadDim, 0));
+    TP_RETURN_IF_ERROR(r.readInt("v_head_dim", c.vHeadDim, 0));
+
+    if (r.has("quantization_config")) {
+        const auto& q = r.json().at("quantization_config");
+        if (q.is_object() && q.contains("quant_method") && q.at("quant_method").is_string())
+            c.quantization = q.at("quant_method").get<std::string>();
+        else
+            c.quantization = "unknown";
+    }
+    return {};
+}
+
+Status validate(const ModelConfig& c, const std::string& source)
+{
+    auto bad = [&](const std::string& m) { return invalidArgument(fmt::format("{}: {}", source, m)); };
+    if (c.numKvHeads > c.numHeads || c.numHeads % c.numKvHeads != 0)
+        return bad(fmt::format("num_attention_heads ({}) is not a multiple of num_key_value_heads ({})", c.numHeads,
+                               c.numKvHeads));
+    if (!c.headDimGiven && !c.isMla() && c.hiddenSize % c.numHeads != 0)
+        return bad(fmt::format("hidden_size ({}) is not divisible by num_attention_heads ({}) and no head_dim is given",
+                               c.hiddenSize, c.numHeads));
+    if (c.isMoe() && (c.expertsPerToken < 1 || c.expertsPerToken > c.numExperts))
+        return bad(fmt::format("num_experts_per_tok ({}) must be between 1 and the number of experts ({})",
+                               c.expertsPerToken, c.numExperts));
+    if (c.isMla() && (c.kvLoraRank < 1 || c.qkRopeHeadDim < 1 || c.vHeadDim < 1))
+        return bad("deepseek_v3 needs kv_lora_rank, qk_rope_head_dim and v_head_dim of at least 1");
+    if (!c.layerTypes.empty() && static_cast<std::int64_t>(c.layerTypes.size()) != c.numLayers)
+        return bad(fmt::format("layer_types has {} entries but num_hidden_layers is {}", c.layerTypes.size(),
+                               c.numLayers));
+    for (auto l : c.mlpOnlyLayers)
+        if (l < 0 || l >= c.numLayers)
+            return bad(fmt::format("mlp_only_layers names layer {} outside 0..{}", l, c.numLayers - 1));
+    if (c.intermediateSize < 1 && !(c.isMoe() && c.family != Family::DeepseekV3 && c.family != Family::Qwen3Moe
+                                     && c.family != Family::Llama4))
+        return bad("intermediate_size must be at least 1");
+    return {};
+}
+
+} // namespace
+
+const char* familyName(Family f)
+{
+    for (const auto& i : kFamilies)
+        if (i.family == f)
+            return i.modelType;
+    return "unknown";
+}
+
+const char* causalLmClassName(Family f)
+{
+    for (const auto& i : kFamilies)
+        if (i.family == f)
+            return i.causalLm;
+    return "AutoModelForCausalLM";
+}
+
+std::vector<Family> allFamilies()
+{
+    std::vector<Family> out;
+    for (const auto& i : kFamilies)
+        out.push_back(i.family);
+    return out;
+}
+
+bool ModelConfig::isMoeLayer(std::int64_t layer) const
+{
+    if (!isMoe())
+        return false;
+    switch (family) {
+    case Family::Qwen3Moe:
+        return std::find(mlpOnlyLayers.begin(), mlpOnlyLayers.end(), layer) == mlpOnlyLayers.end()
+            && (layer + 1) % decoderSparseStep == 0;
+    case Family::DeepseekV3: return layer >= firstKDenseReplace;
+    case Family::Llama4:
+        if (!mlpOnlyLayers.empty() || interleaveMoeLayerStep < 1)
+            return std::find(mlpOnlyLayers.begin(), mlpOnlyLayers.end(), layer) == mlpOnlyLayers.end();
+        return layer % interleaveMoeLayerStep == interleaveMoeLayerStep - 1;
+    default: return true;
+    }
+}
+
+Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::string& source,
+                                    std::vector<Diagnostic>* diags)
+{
+    if (!outer.is_object())
+        return invalidArgument(fmt::format("{}: the top level must be a JSON object", source));
+
+    ModelConfig c;
+    FieldReader outerReader(outer, source, "");
+    std::string modelType;
+    TP_RETURN_IF_ERROR(outerReader.readString("model_type", modelType));
+    TP_RETURN_IF_ERROR(outerReader.readStringList("architectures", c.architectures));
+
+    // Multimodal wrappers: the causal LM is the text model.
+    const nlohmann::json* body = &outer;
+    std::string prefix;
+    if ((modelType == "gemma3" || modelType == "llama4") && outer.contains("text_config")) {
+        if (!outer.at("text_config").is_object())
+            return outerReader.error("text_config", "must be an object");
+        body = &outer.at("text_config");
+        prefix = "text_config.";
+        c.wrapperModelType = modelType;
+        std::string inner = modelType + "_text";
+        if (auto st = FieldReader(*body, source, prefix).readString("model_type", inner); !st.ok())
+            return st;
+        modelType = inner;
+        if (diags)
+            diags->push_back({Severity::Info, source,
+                              fmt::format("'{}' is a multimodal wrapper; reading its text_config as {}",
+                                          c.wrapperModelType, modelType),
+                              "vision tower and projector are not part of the causal LM tree"});
+    }
+    if (modelType == "llama4")
+        modelType = "llama4_text";
+    if (modelType == "gemma3")
+        modelType = "gemma3_text";
+
+    c.modelType = modelType;
+    c.family = familyFromModelType(modelType);
+    if (c.family == Family::Unknown && diags)
+        diags->push_back({Severity::Warning, source,
+                          modelType.empty() ? "no 'model_type' in config"
+                                            : fmt::format("unknown model_type '{}'", modelType),
+                          "common fields are read; the module tree comes from the checkpoint's tensor names"});
+
+    applyDefaults(c);
+    FieldReader r(*body, source, prefix);
+    TP_RETURN_IF_ERROR(readFields(r, c, diags));
+    if (!c.dtypeGiven && body != &outer) // wrapper configs keep the dtype outside
+        TP_RETURN_IF_ERROR(readDType(outerReader, c, nullptr));
+    if (body != &outer && !r.has("tie_word_embeddings"))
+        TP_RETURN_IF_ERROR(outerReader.readBool("tie_word_embeddings", c.tieWordEmbeddings));
+
+    if (c.numKvHeads == 0)
+        c.numKvHeads = c.numHeads;
+    c.headDimGiven = c.headDim > 0 && r.has("head_dim");
+    if (c.isMla()) {
+        c.headDim = c.qkRopeHeadDim; // as Transformers' DeepseekV3Config sets it
+        c.headDimGiven = true;
+    } else if (c.headDim == 0 || (!r.has("head_dim") && c.family == Family::Unknown)) {
+        c.headDim = c.numHeads > 0 ? c.hiddenSize / c.numHeads : 0;
+    } else if (!r.has("head_dim")) {
+        c.headDimGiven = true; // a family default (qwen3, gemma, gpt_oss, llama4)
+    }
+    if (c.family == Family::Llama4 && c.numSharedExperts == 0)
+        c.numSharedExperts = 1;
+    if (c.family == Family::DeepseekV3)
+        c.sharedIntermediateSize = c.moeIntermediateSize * c.numSharedExperts;
+    if (c.family == Family::Llama4)
+        c.sharedIntermediateSize = c.intermediateSize;
+    if (c.family == Family::Mixtral || c.family == Family::GptOss || c.family == Family::Llama4)
+        c.moeIntermediateSize = c.intermediateSize;
+
+    TP_RETURN_IF_ERROR(validate(c, source));
+    return c;
+}
+
+Result<ModelConfig> parseConfig(std::string_view text, const std::string& source, std::vector<Diagnostic>* diags)
+{
+    TP_ASSIGN_OR_RETURN(nlohmann::json j, parseJson(text, source, "config"));
+    return parseConfigJson(j, source, diags);
+}
+
+Result<ModelConfig> loadConfigFile(const std::string& path, std::vector<Diagnostic>* diags)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        return notFound(fmt::format("{}: cannot open", path));
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    std::string text = ss.str();
+    if (text.size() > 64u * 1024 * 1024)
+        return invalidArgument(fmt::format("{}: larger than 64 MiB, not a config.json", path));
+    return parseConfig(text, path, diags);
+}
+
+} // namespace tp

@@ -1,0 +1,592 @@
+// loader.cpp — model resolution (folder, file, HF cache, catalog) and checkpoint reconciliation.
+#include "tp/model/loader.h"
+
+#include "tp/model/catalog.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <unordered_map>
+
+namespace fs = std::filesystem;
+
+namespace tp {
+
+std::string genericName(const std::string& name)
+{
+    // Transformers' replace_layer_number_by_wildcard: `\.\d+(\.|$)` → `.*`; only numeric segments
+    // after a dot change, so "w1" stays and a leading "0." stays.
+    std::string out;
+    out.reserve(name.size());
+    std::size_t i = 0;
+    for (;;) {
+        std::size_t j = name.find('.', i);
+        if (j == std::string::npos)
+            j = name.size();
+        const std::string_view seg(name.data() + i, j - i);
+        const bool numeric = i > 0 && !seg.empty()
+            && std::all_of(seg.begin(), seg.end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (i > 0)
+            out += '.';
+        if (numeric)
+            out += '*';
+        else
+            out.append(seg);
+        if (j == name.size())
+            break;
+        i = j + 1;
+    }
+    return out;
+}
+
+namespace {
+
+bool parseIndex(std::string_view s, std::int64_t& out)
+{
+    if (s.empty() || s.size() > 9)
+        return false;
+    std::int64_t v = 0;
+    for (char c : s) {
+        if (c < '0' || c > '9')
+            return false;
+        v = v * 10 + (c - '0');
+    }
+    out = v;
+    return true;
+}
+
+// Layer index of "…layers.N.…", or -1.
+std::int64_t layerOf(const std::string& name)
+{
+    auto p = name.find("layers.");
+    if (p == std::string::npos)
+        return -1;
+    p += 7;
+    auto q = name.find('.', p);
+    std::int64_t l = -1;
+    if (!parseIndex(std::string_view(name).substr(p, q == std::string::npos ? std::string::npos : q - p), l))
+        return -1;
+    return l;
+}
+
+// Legacy → v5 renames that Transformers' conversion mapping applies on load.
+std::string canonicalName(const std::string& name, const ModelConfig& c)
+{
+    std::string n = name;
+    if (c.family == Family::Mixtral) {
+        if (auto p = n.find(".block_sparse_moe."); p != std::string::npos)
+            n.replace(p, 18, ".mlp.");
+    }
+    if (!c.wrapperModelType.empty()) {
+        // Multimodal checkpoints keep the text model under language_model.
+        for (const auto& [from, to] : {std::pair<std::string_view, std::string_view>{"model.language_model.", "model."},
+                                       {"language_model.model.", "model."},
+                                       {"language_model.lm_head.", "lm_head."}})
+            if (n.starts_with(from)) {
+                n = std::string(to) + n.substr(from.size());
+                break;
+            }
+    }
+    return n;
+}
+
+// A per-expert checkpoint tensor: "<block>.experts.<e>.<proj>.weight".
+struct ExpertPiece
+{
+    std::string fused;  // full name of the fused parameter
+    std::int64_t expert = 0;
+    int part = 0;       // 0: gate, 1: up, 2: down
+};
+
+std::optional<ExpertPiece> parseExpertPiece(const std::string& n)
+{
+    auto p = n.find(".experts.");
+    if (p == std::string::npos || !n.ends_with(".weight"))
+        return std::nullopt;
+    const std::size_t start = p + 9;
+    auto q = n.find('.', start);
+    if (q == std::string::npos)
+        return std::nullopt;
+    ExpertPiece piece;
+    if (!parseIndex(std::string_view(n).substr(start, q - start), piece.expert))
+        return std::nullopt;
+    const std::string_view proj = std::string_view(n).substr(q + 1, n.size() - 7 - (q + 1));
+    if (proj == "gate_proj" || proj == "w1")
+        piece.part = 0;
+    else if (proj == "up_proj" || proj == "w3")
+        piece.part = 1;
+    else if (proj == "down_proj" || proj == "w2")
+        piece.part = 2;
+    else
+        return std::nullopt;
+    piece.fused = n.substr(0, p) + (piece.part == 2 ? ".experts.down_proj" : ".experts.gate_up_proj");
+    return piece;
+}
+
+std::string shapeString(const std::vector<std::int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+// Groups many findings by generic name so that 90k tensors produce a readable list.
+class FindingGroups
+{
+public:
+    void add(const std::string& name)
+    {
+        auto g = genericName(name);
+        auto& e = m_groups[g];
+        if (e.count++ == 0) {
+            e.example = name;
+            m_order.push_back(g);
+        }
+    }
+    template<typename F>
+    void each(F&& f) const
+    {
+        for (const auto& g : m_order) {
+            const auto& e = m_groups.at(g);
+            f(g, e.count, e.example);
+        }
+    }
+    bool empty() const { return m_order.empty(); }
+
+private:
+    struct Entry
+    {
+        std::size_t count = 0;
+        std::string example;
+    };
+    std::unordered_map<std::string, Entry> m_groups;
+    std::vector<std::string> m_order;
+};
+
+} // namespace
+
+void reconcileCheckpoint(ModelSpec& spec, const Checkpoint& ck)
+{
+    const ModelConfig& c = spec.config;
+    std::unordered_map<std::string, ParamSpec*> params;
+    for (auto& m : spec.modules)
+        for (auto& p : m.params)
+            params.emplace(m.paramPath(p), &p);
+
+    // Coverage of fused expert parameters: E×2 pieces for gate_up, E for down.
+    std::unordered_map<ParamSpec*, std::vector<std::uint8_t>> pieces;
+    FindingGroups extra, scales, beyond, shapeErrors;
+    std::vector<Diagnostic> shapeDiags;
+    auto shapeMismatch = [&](const TensorInfo& t, const std::string& param, const std::vector<std::int64_t>& want) {
+        if (shapeDiags.size() < 20)
+            shapeDiags.push_back({Severity::Error, t.name,
+                                  fmt::format("checkpoint shape {} in {} does not match {} expected for '{}'",
+                                              shapeString(t.shape), fs::path(t.file).filename().string(),
+                                              shapeString(want), param),
+                                  "the config and the checkpoint describe different models"});
+        shapeErrors.add(t.name);
+    };
+
+    for (const auto& t : ck.tensors) {
+        const std::string name = canonicalName(t.name, c);
+        if (auto it = params.find(name); it != params.end()) {
+            ParamSpec& p = *it->second;
+            if (t.shape != p.shape) {
+                shapeMismatch(t, name, p.shape);
+                continue;
+            }
+            p.inCheckpoint = true;
+            p.dtype = t.dtype;
+            p.checkpointTensors.push_back(t.name);
+            continue;
+        }
+        if (auto piece = parseExpertPiece(name)) {
+            auto it = params.find(piece->fused);
+            if (it != params.end() && it->second->shape.size() == 3 && piece->expert < it->second->shape[0]) {
+                ParamSpec& p = *it->second;
+                // [E, 2I, H] gate_up (pieces [I, H]) and [E, H, I] down (pieces [H, I]).
+                const std::vector<std::int64_t> want = piece->part == 2
+                    ? std::vector<std::int64_t>{p.shape[1], p.shape[2]}
+                    : std::vector<std::int64_t>{p.shape[1] / 2, p.shape[2]};
+                if (t.shape != want) {
+                    shapeMismatch(t, fmt::format("{}[{}]", piece->fused, piece->expert), want);
+                    continue;
+                }
+                auto& have = pieces[&p];
+                const std::size_t perExpert = piece->part == 2 ? 1 : 2;
+                have.resize(static_cast<std::size_t>(p.shape[0]) * perExpert);
+                have[static_cast<std::size_t>(piece->expert) * perExpert + (piece->part == 1 ? 1 : 0)] = 1;
+                p.dtype = t.dtype;
+                p.checkpointTensors.push_back(t.name);
+                continue;
+            }
+        }
+        if (name == "lm_head.weight" && c.tieWordEmbeddings)
+            continue; // some writers keep the tied copy
+        const std::int64_t layer = layerOf(name);
+        if (layer >= c.numLayers)
+            beyond.add(fmt::format("model.layers.{}", layer)); // one finding per extra layer
+        else if (c.quantization && (name.ends_with("_scale_inv") || name.ends_with("_scale") || name.ends_with("_scales")
+                                    || name.ends_with("_blocks") || name.ends_with(".weight_scale")))
+            scales.add(t.name);
+        else
+            extra.add(t.name);
+    }
+
+    // Fused parameters are present only when every piece is.
+    for (auto& [p, have] : pieces)
+        p->inCheckpoint = !have.empty() && std::all_of(have.begin(), have.end(), [](auto v) { return v != 0; });
+
+    FindingGroups missing;
+    for (auto& m : spec.modules)
+        for (auto& p : m.params)
+            if (!p.inCheckpoint && p.tiedTo.empty())
+                missing.add(m.paramPath(p));
+
+    auto& diags = spec.diagnostics;
+    diags.insert(diags.end(), shapeDiags.begin(), shapeDiags.end());
+    missing.each([&](const std::string& g, std::size_t n, const std::string& ex) {
+        diags.push_back({Severity::Error, g,
+                         fmt::format("{} parameter(s) have no tensor in the checkpoint (first: '{}')", n, ex),
+                         "Transformers would initialise them randomly; check that config and checkpoint match"});
+    });
+    extra.each([&](const std::string& g, std::size_t n, const std::string& ex) {
+        diags.push_back({Severity::Warning, g,
+                         fmt::format("{} checkpoint tensor(s) match no parameter of {} (first: '{}')", n,
+                                     spec.className, ex),
+                         ""});
+    });
+    std::size_t scaleCount = 0, scaleKinds = 0;
+    std::string scaleExample;
+    scales.each([&](const std::string& g, std::size_t n, const std::string&) {
+        scaleCount += n;
+        if (scaleKinds++ == 0)
+            scaleExample = g;
+    });
+    if (scaleCount > 0)
+        diags.push_back({Severity::Info, scaleExample,
+                         fmt::format("{} quantization tensor(s) of the {} checkpoint in {} pattern(s), e.g. '{}'",
+                                     scaleCount, c.quantization.value_or("?"), scaleKinds, scaleExample),
+                         ""});
+    beyond.each([&](const std::string&, std::size_t n, const std::string& layerPath) {
+        diags.push_back({Severity::Info, layerPath,
+                         fmt::format("{} tensor(s) of a layer past num_hidden_layers={} (e.g. a multi-token "
+                                     "prediction layer); Transformers ignores them",
+                                     n, c.numLayers),
+                         ""});
+    });
+}
+
+ModelSpec specFromTensorNames(const ModelConfig& config, const Checkpoint& ck)
+{
+    ModelSpec s;
+    s.config = config;
+    s.className = config.architectures.empty() ? "AutoModelForCausalLM" : config.architectures.front();
+    ModuleSpec root;
+    root.className = s.className;
+    root.kind = ModuleKind::CausalLM;
+    s.modules.push_back(root);
+    std::unordered_map<std::string, int> index{{"", 0}};
+
+    auto ensure = [&](const std::string& path) {
+        // Creates every module along `path` and returns its index.
+        int parent = 0;
+        std::size_t start = 0;
+        while (start < path.size()) {
+            std::size_t dot = path.find('.', start);
+            if (dot == std::string::npos)
+                dot = path.size();
+            const std::string sub = path.substr(0, dot);
+            auto it = index.find(sub);
+            if (it == index.end()) {
+                ModuleSpec m;
+                m.name = path.substr(start, dot - start);
+                m.path = sub;
+                m.parent = parent;
+                m.layer = static_cast<int>(layerOf(sub + "."));
+                const std::string& parentName = s.modules[static_cast<std::size_t>(parent)].name;
+                std::int64_t dummy = 0;
+                if (parseIndex(m.name, dummy) && parentName == "layers") {
+                    m.kind = ModuleKind::DecoderLayer;
+                    s.modules[static_cast<std::size_t>(parent)].kind = ModuleKind::ModuleList;
+                } else if (sub == "model") {
+                    m.kind = ModuleKind::Model;
+                }
+                const int idx = static_cast<int>(s.modules.size());
+                s.modules.push_back(std::move(m));
+                s.modules[static_cast<std::size_t>(parent)].children.push_back(idx);
+                it = index.emplace(sub, idx).first;
+            }
+            parent = it->second;
+            start = dot + 1;
+        }
+        return parent;
+    };
+
+    for (const auto& t : ck.tensors) {
+        const auto dot = t.name.rfind('.');
+        const std::string modPath = dot == std::string::npos ? std::string() : t.name.substr(0, dot);
+        const int m = modPath.empty() ? 0 : ensure(modPath);
+        ParamSpec p;
+        p.name = dot == std::string::npos ? t.name : t.name.substr(dot + 1);
+        p.shape = t.shape;
+        p.dtype = t.dtype;
+        p.inCheckpoint = true;
+        p.checkpointTensors.push_back(t.name);
+        auto& mod = s.modules[static_cast<std::size_t>(m)];
+        if (p.name == "weight" && mod.kind == ModuleKind::Other) {
+            const bool embed = mod.name.find("embed") != std::string::npos || mod.name == "wte";
+            if (embed && p.shape.size() == 2)
+                mod.kind = ModuleKind::Embedding;
+            else if (p.shape.size() == 2)
+                mod.kind = ModuleKind::Linear;
+            else if (p.shape.size() == 1 && (mod.name.find("norm") != std::string::npos || mod.name.starts_with("ln")))
+                mod.kind = ModuleKind::RmsNorm;
+            mod.className = mod.kind == ModuleKind::Other ? "" : moduleKindName(mod.kind);
+        }
+        mod.params.push_back(std::move(p));
+    }
+    s.finalize();
+    s.diagnostics.push_back({Severity::Warning, config.modelType.empty() ? "config.json" : config.modelType,
+                             "unknown architecture: the module tree was built from tensor names alone",
+                             "module kinds are guesses and there is no default tp_plan"});
+    return s;
+}
+
+Result<std::string> resolveHubCache(const std::string& repoId)
+{
+    const auto slash = repoId.find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == repoId.size()
+        || repoId.find('/', slash + 1) != std::string::npos || repoId.find("..") != std::string::npos)
+        return invalidArgument(fmt::format("'{}' is not a Hugging Face repo id (expected org/name)", repoId));
+    std::vector<fs::path> roots;
+    if (const char* v = std::getenv("HF_HUB_CACHE"); v && *v)
+        roots.emplace_back(v);
+    if (const char* v = std::getenv("HUGGINGFACE_HUB_CACHE"); v && *v)
+        roots.emplace_back(v);
+    if (const char* v = std::getenv("HF_HOME"); v && *v)
+        roots.push_back(fs::path(v) / "hub");
+    if (const char* v = std::getenv("XDG_CACHE_HOME"); v && *v)
+        roots.push_back(fs::path(v) / "huggingface" / "hub");
+    if (const char* v = std::getenv("HOME"); v && *v)
+        roots.push_back(fs::path(v) / ".cache" / "huggingface" / "hub");
+
+    const std::string folder = "models--" + repoId.substr(0, slash) + "--" + repoId.substr(slash + 1);
+    std::vector<std::string> searched;
+    for (const auto& root : roots) {
+        const fs::path repo = root / folder;
+        searched.push_back(repo.string());
+        std::error_code ec;
+        if (!fs::is_directory(repo / "snapshots", ec))
+            continue;
+        // refs/main names the snapshot Transformers would use; otherwise take the newest one.
+        std::ifstream ref(repo / "refs" / "main");
+        std::string commit;
+        if (ref && std::getline(ref, commit) && !commit.empty() && commit.find('/') == std::string::npos
+            && fs::is_directory(repo / "snapshots" / commit, ec))
+            return (repo / "snapshots" / commit).string();
+        fs::path best;
+        fs::file_time_type bestTime{};
+        for (const auto& e : fs::directory_iterator(repo / "snapshots", ec)) {
+            if (!e.is_directory(ec))
+                continue;
+            auto t = e.last_write_time(ec);
+            if (best.empty() || t > bestTime) {
+                best = e.path();
+                bestTime = t;
+            }
+        }
+        if (!best.empty())
+            return best.string();
+    }
+    return notFound(fmt::format("'{}' is not in the local Hugging Face cache (looked in: {}); TP Studio never "
+                                "downloads — fetch it with `hf download {}` first",
+                                repoId, fmt::join(searched, ", "), repoId));
+}
+
+namespace {
+
+bool isPickleFile(const fs::path& p)
+{
+    const auto ext = p.extension().string();
+    return ext == ".bin" || ext == ".pt" || ext == ".pth" || ext == ".pkl" || ext == ".ckpt";
+}
+
+Status pickleRefusal(const std::string& what)
+{
+    return invalidArgument(fmt::format(
+        "{}: pickle checkpoints (.bin/.pt/.pth) are not read: unpickling can run arbitrary code. Convert the "
+        "checkpoint to safetensors (e.g. model.save_pretrained(dir, safe_serialization=True)) and open that",
+        what));
+}
+
+struct Located
+{
+    std::string configPath;         // may be empty
+    std::string checkpointPath;     // a .safetensors file or an index; may be empty
+    std::vector<std::string> extraSafetensors; // several shards without an index
+    std::vector<Diagnostic> diags;
+};
+
+Result<Located> locateInFolder(const fs::path& dir)
+{
+    Located l;
+    std::error_code ec;
+    if (fs::exists(dir / "config.json", ec))
+        l.configPath = (dir / "config.json").string();
+    if (fs::exists(dir / "model.safetensors.index.json", ec)) {
+        l.checkpointPath = (dir / "model.safetensors.index.json").string();
+        return l;
+    }
+    std::vector<std::string> st, pickles;
+    std::vector<std::string> indexes;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        const auto name = e.path().filename().string();
+        if (name.ends_with(".safetensors"))
+            st.push_back(e.path().string());
+        else if (name.ends_with(".safetensors.index.json"))
+            indexes.push_back(e.path().string());
+        else if (isPickleFile(e.path()))
+            pickles.push_back(name);
+    }
+    if (ec)
+        return notFound(fmt::format("{}: cannot list folder: {}", dir.string(), ec.message()));
+    std::sort(st.begin(), st.end());
+    if (indexes.size() == 1) {
+        l.checkpointPath = indexes.front();
+    } else if (fs::exists(dir / "model.safetensors", ec)) {
+        l.checkpointPath = (dir / "model.safetensors").string();
+    } else if (st.size() == 1) {
+        l.checkpointPath = st.front();
+    } else if (st.size() > 1) {
+        l.checkpointPath = st.front();
+        l.extraSafetensors.assign(st.begin() + 1, st.end());
+        l.diags.push_back({Severity::Warning, dir.string(),
+                           fmt::format("{} .safetensors files but no model.safetensors.index.json; reading all", st.size()),
+                           ""});
+    }
+    if (l.checkpointPath.empty() && !pickles.empty()) {
+        if (l.configPath.empty())
+            return pickleRefusal(dir.string() + "/" + pickles.front());
+        l.diags.push_back({Severity::Warning, dir.string() + "/" + pickles.front(),
+                           "pickle checkpoint ignored (never unpickled); only the config is used",
+                           "convert the weights to safetensors to check them against the tree"});
+    }
+    if (l.configPath.empty() && l.checkpointPath.empty())
+        return notFound(fmt::format("{}: no config.json and no .safetensors files in this folder", dir.string()));
+    return l;
+}
+
+Result<Checkpoint> readAll(const Located& l)
+{
+    TP_ASSIGN_OR_RETURN(Checkpoint ck, readCheckpoint(l.checkpointPath));
+    for (const auto& f : l.extraSafetensors) {
+        TP_ASSIGN_OR_RETURN(Checkpoint more, readCheckpoint(f));
+        ck.files.insert(ck.files.end(), more.files.begin(), more.files.end());
+        ck.totalBytes += more.totalBytes;
+        ck.tensors.insert(ck.tensors.end(), std::make_move_iterator(more.tensors.begin()),
+                          std::make_move_iterator(more.tensors.end()));
+    }
+    std::sort(ck.tensors.begin(), ck.tensors.end(),
+              [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
+    return ck;
+}
+
+Result<OpenedModel> openLocated(const Located& l, const std::string& source)
+{
+    OpenedModel out;
+    std::vector<Diagnostic> diags = l.diags;
+    ModelConfig config;
+    if (!l.configPath.empty()) {
+        TP_ASSIGN_OR_RETURN(config, loadConfigFile(l.configPath, &diags));
+        out.configPath = l.configPath;
+    } else {
+        diags.push_back({Severity::Warning, source, "no config.json beside the checkpoint",
+                         "the tree is built from tensor names alone"});
+    }
+    if (!l.checkpointPath.empty()) {
+        TP_ASSIGN_OR_RETURN(Checkpoint ck, readAll(l));
+        out.checkpoint = std::move(ck);
+        diags.insert(diags.end(), out.checkpoint->diagnostics.begin(), out.checkpoint->diagnostics.end());
+    }
+    if (config.family != Family::Unknown) {
+        TP_ASSIGN_OR_RETURN(out.spec, buildModelSpec(config));
+        if (out.checkpoint)
+            reconcileCheckpoint(out.spec, *out.checkpoint);
+    } else if (out.checkpoint) {
+        out.spec = specFromTensorNames(config, *out.checkpoint);
+    } else {
+        return unimplemented(fmt::format("{}: unknown model_type '{}' and no safetensors checkpoint to read the "
+                                         "module tree from",
+                                         l.configPath, config.modelType));
+    }
+    out.spec.source = source;
+    out.spec.diagnostics.insert(out.spec.diagnostics.begin(), diags.begin(), diags.end());
+    return out;
+}
+
+} // namespace
+
+Result<OpenedModel> openModel(const std::string& what)
+{
+    if (what.empty())
+        return invalidArgument("no model given");
+    std::error_code ec;
+    const fs::path p(what);
+    if (fs::is_directory(p, ec)) {
+        TP_ASSIGN_OR_RETURN(Located l, locateInFolder(p));
+        return openLocated(l, what);
+    }
+    if (fs::exists(p, ec)) {
+        const std::string name = p.filename().string();
+        if (isPickleFile(p))
+            return pickleRefusal(what);
+        Located l;
+        const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+        if (name.ends_with(".safetensors") || name.ends_with(".index.json")) {
+            l.checkpointPath = what;
+            if (fs::exists(dir / "config.json", ec))
+                l.configPath = (dir / "config.json").string();
+        } else if (name.ends_with(".json")) {
+            l.configPath = what;
+            if (name == "config.json") {
+                // A config.json brings its folder's checkpoint along.
+                auto folder = locateInFolder(dir);
+                if (folder.ok())
+                    l.checkpointPath = folder->checkpointPath, l.extraSafetensors = folder->extraSafetensors,
+                    l.diags = folder->diags;
+            }
+        } else {
+            return invalidArgument(fmt::format("{}: not a folder, config.json or .safetensors file", what));
+        }
+        return openLocated(l, what);
+    }
+    // Not a path: a repo id in the HF cache, then the catalog.
+    Status cacheStatus = notFound("");
+    const bool looksLikeRepoId = std::count(what.begin(), what.end(), '/') == 1 && what.front() != '/'
+        && what.front() != '.' && what.back() != '/';
+    if (looksLikeRepoId) {
+        auto snap = resolveHubCache(what);
+        if (snap.ok()) {
+            TP_ASSIGN_OR_RETURN(Located l, locateInFolder(*snap));
+            return openLocated(l, what);
+        }
+        cacheStatus = snap.status();
+    }
+    if (const CatalogEntry* e = findCatalogEntry(what)) {
+        OpenedModel out;
+        std::vector<Diagnostic> diags;
+        TP_ASSIGN_OR_RETURN(ModelConfig config, parseConfig(e->configJson, "catalog:" + e->id, &diags));
+        TP_ASSIGN_OR_RETURN(out.spec, buildModelSpec(config));
+        out.spec.source = "catalog:" + e->id;
+        out.spec.diagnostics.insert(out.spec.diagnostics.begin(), diags.begin(), diags.end());
+        return out;
+    }
+    if (!cacheStatus.message().empty())
+        return cacheStatus;
+    std::string ids;
+    for (const auto& e : catalog())
+        ids += (ids.empty() ? "" : ", ") + e.id;
+    return notFound(fmt::format("'{}': no such file or folder, and not a catalog id ({})", what, ids));
+}
+
+} // namespace tp

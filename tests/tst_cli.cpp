@@ -1,0 +1,138 @@
+// tst_cli — tpstudio-cli as a user runs it: exit codes, --help on every verb, inspect output.
+#include "tp/model/catalog.h"
+
+#include <nlohmann/json.hpp>
+
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+namespace {
+struct Run
+{
+    int code = -1;
+    QString out, err;
+};
+
+Run cli(const QStringList& args)
+{
+    QProcess p;
+    p.start(TP_CLI_PATH, args);
+    if (!p.waitForFinished(120000))
+        qFatal("tpstudio-cli %s did not finish", qPrintable(args.join(' ')));
+    return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
+}
+const QString kFixtures = QStringLiteral(TP_SOURCE_DIR "/tests/fixtures");
+} // namespace
+
+class TestCli : public QObject
+{
+    Q_OBJECT
+private slots:
+    void help_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addRow("top") << QStringList{"--help"};
+        QTest::addRow("inspect") << QStringList{"inspect", "--help"};
+        QTest::addRow("catalog") << QStringList{"catalog", "--help"};
+        QTest::addRow("bench") << QStringList{"bench", "--help"};
+        QTest::addRow("bench load") << QStringList{"bench", "load", "--help"};
+    }
+    void help()
+    {
+        QFETCH(QStringList, args);
+        const Run r = cli(args);
+        QCOMPARE(r.code, 0);
+        QVERIFY2(r.out.contains("Usage:") || r.out.contains("Options:"), qPrintable(r.out));
+    }
+
+    void usageErrorsExit2_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addRow("no verb") << QStringList{};
+        QTest::addRow("unknown verb") << QStringList{"frobnicate"};
+        QTest::addRow("missing MODEL") << QStringList{"inspect"};
+        QTest::addRow("unknown flag") << QStringList{"inspect", "example", "--nope"};
+        QTest::addRow("bad repeat") << QStringList{"bench", "load", "--repeat", "0"};
+    }
+    void usageErrorsExit2()
+    {
+        QFETCH(QStringList, args);
+        QCOMPARE(cli(args).code, 2);
+    }
+
+    void badInputExit1()
+    {
+        const Run r = cli({"inspect", "/no/such/model"});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("'/no/such/model': no such file or folder"), qPrintable(r.err));
+        QTemporaryDir dir;
+        QFile f(dir.filePath("config.json"));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(R"({"model_type": "llama", "hidden_size": "big"})");
+        f.close();
+        const Run bad = cli({"inspect", dir.path()});
+        QCOMPARE(bad.code, 1);
+        QVERIFY2(bad.err.contains("config.json: key 'hidden_size' must be an integer"), qPrintable(bad.err));
+    }
+
+    void inspectEveryCatalogEntry_data()
+    {
+        QTest::addColumn<QString>("id");
+        for (const auto& e : tp::catalog())
+            QTest::addRow("%s", e.id.c_str()) << QString::fromStdString(e.id);
+    }
+    void inspectEveryCatalogEntry()
+    {
+        QFETCH(QString, id);
+        const Run text = cli({"inspect", id, "--tree"});
+        QCOMPARE(text.code, 0);
+        QVERIFY(text.out.contains("Parameters"));
+        QVERIFY(text.out.contains("Valid tp"));
+        QVERIFY(text.out.contains("Module tree"));
+        const Run js = cli({"inspect", id, "--json"});
+        QCOMPARE(js.code, 0);
+        const auto j = nlohmann::json::parse(js.out.toStdString());
+        QCOMPARE(QString::fromStdString(j["schema"].get<std::string>()), QString("tpstudio.model/1"));
+        QVERIFY(j["parameters"].get<std::int64_t>() > 0);
+        QVERIFY(!j.contains("modules"));
+    }
+
+    void inspectTransformersCheckpoint()
+    {
+        const Run r = cli({"inspect", kFixtures + "/models/mixtral", "--json", "--tree"});
+        QCOMPARE(r.code, 0);
+        const auto j = nlohmann::json::parse(r.out.toStdString());
+        QCOMPARE(QString::fromStdString(j["class"].get<std::string>()), QString("MixtralForCausalLM"));
+        QCOMPARE(j["valid_tp_sizes"], nlohmann::json::parse("[1, 2]"));
+        bool fused = false;
+        for (const auto& m : j["modules"])
+            if (m["path"] == "model.layers.0.mlp.experts")
+                fused = m["params"][0]["name"] == "gate_up_proj" && m["params"][0]["shape"] == nlohmann::json::parse("[4, 96, 32]")
+                    && m["params"][0]["checkpoint_tensors"] == 8; // 4 experts × (w1, w3)
+        QVERIFY(fused);
+        const Run text = cli({"inspect", kFixtures + "/models/llama"});
+        QVERIFY(text.out.contains("Checkpoint    1 file(s)"));
+        QVERIFY(text.out.contains("Parameters    21,664"));
+    }
+
+    void catalogListsAll()
+    {
+        const Run r = cli({"catalog", "--json"});
+        QCOMPARE(r.code, 0);
+        QCOMPARE(nlohmann::json::parse(r.out.toStdString()).size(), tp::catalog().size());
+    }
+
+    void benchLoadSmall()
+    {
+        // The full-size run is the benchmark; here a small model proves the verb works end to end.
+        const Run r = cli({"bench", "load", "--model", "mixtral-8x7b", "--repeat", "1", "--json"});
+        QCOMPARE(r.code, 0);
+        const auto j = nlohmann::json::parse(r.out.toStdString());
+        QVERIFY(j["tensors"].get<int>() > 32 * 8 * 3);
+        QVERIFY(j["median_s"].get<double>() > 0.0);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "tst_cli.moc"

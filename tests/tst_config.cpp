@@ -1,0 +1,187 @@
+// tst_config — config.json parsing: family defaults, derived fields, wrappers, and bad input.
+#include "tp/model/catalog.h"
+#include "tp/model/config.h"
+
+#include <QtTest>
+
+using namespace tp;
+
+namespace {
+ModelConfig parseOk(const std::string& json, std::vector<Diagnostic>* d = nullptr)
+{
+    auto r = parseConfig(json, "config.json", d);
+    if (!r.ok())
+        qFatal("unexpected error: %s", r.status().message().c_str());
+    return *r;
+}
+ModelConfig catalogConfig(const char* id)
+{
+    const CatalogEntry* e = findCatalogEntry(id);
+    if (!e)
+        qFatal("no catalog entry %s", id);
+    return parseOk(std::string(e->configJson));
+}
+} // namespace
+
+class TestConfig : public QObject
+{
+    Q_OBJECT
+private slots:
+    // Real public configs: the fields Transformers reads, with derived values.
+    void catalogFields_data()
+    {
+        QTest::addColumn<QString>("id");
+        QTest::addColumn<QString>("modelType");
+        QTest::addColumn<qint64>("layers");
+        QTest::addColumn<qint64>("heads");
+        QTest::addColumn<qint64>("kvHeads");
+        QTest::addColumn<qint64>("headDim");
+        QTest::addColumn<qint64>("experts");
+        QTest::addColumn<bool>("tied");
+        QTest::addRow("llama-3.1-8b") << "llama-3.1-8b" << "llama" << 32ll << 32ll << 8ll << 128ll << 0ll << false;
+        QTest::addRow("mistral (head_dim derived)") << "mistral-7b-v0.3" << "mistral" << 32ll << 32ll << 8ll << 128ll << 0ll << false;
+        QTest::addRow("qwen3-32b (head_dim given)") << "qwen3-32b" << "qwen3" << 64ll << 64ll << 8ll << 128ll << 0ll << false;
+        QTest::addRow("qwen3-30b-a3b") << "qwen3-30b-a3b" << "qwen3_moe" << 48ll << 32ll << 4ll << 128ll << 128ll << false;
+        QTest::addRow("mixtral num_local_experts") << "mixtral-8x7b" << "mixtral" << 32ll << 32ll << 8ll << 128ll << 8ll << false;
+        QTest::addRow("deepseek n_routed_experts") << "deepseek-v3" << "deepseek_v3" << 61ll << 128ll << 128ll << 64ll << 256ll << false;
+        QTest::addRow("gpt-oss") << "gpt-oss-120b" << "gpt_oss" << 36ll << 64ll << 8ll << 64ll << 128ll << false;
+        QTest::addRow("gemma3 text_config, tied by default") << "gemma-3-27b" << "gemma3_text" << 62ll << 32ll << 16ll << 128ll << 0ll << true;
+        QTest::addRow("llama4 text_config") << "llama-4-scout" << "llama4_text" << 48ll << 40ll << 8ll << 128ll << 16ll << false;
+        QTest::addRow("phi3") << "phi-3-mini-4k" << "phi3" << 32ll << 32ll << 32ll << 96ll << 0ll << false;
+    }
+    void catalogFields()
+    {
+        QFETCH(QString, id);
+        QFETCH(QString, modelType);
+        QFETCH(qint64, layers);
+        QFETCH(qint64, heads);
+        QFETCH(qint64, kvHeads);
+        QFETCH(qint64, headDim);
+        QFETCH(qint64, experts);
+        QFETCH(bool, tied);
+        const ModelConfig c = catalogConfig(id.toStdString().c_str());
+        QCOMPARE(QString::fromStdString(c.modelType), modelType);
+        QCOMPARE(c.numLayers, layers);
+        QCOMPARE(c.numHeads, heads);
+        QCOMPARE(c.numKvHeads, kvHeads);
+        QCOMPARE(c.headDim, headDim);
+        QCOMPARE(c.numExperts, experts);
+        QCOMPARE(c.tieWordEmbeddings, tied);
+        if (c.dtypeGiven)
+            QCOMPARE(c.dtype, DType::BF16);
+    }
+
+    void specialFields()
+    {
+        const ModelConfig l = catalogConfig("llama-3.1-8b");
+        QCOMPARE(QString::fromStdString(l.ropeScaling.type), QString("llama3"));
+        QCOMPARE(l.ropeScaling.factor, 8.0);
+        QCOMPARE(l.ropeScaling.originalMaxPositions, 8192ll);
+        const ModelConfig d = catalogConfig("deepseek-v3");
+        QCOMPARE(QString::fromStdString(d.ropeScaling.type), QString("yarn"));
+        QVERIFY(d.qLoraRank.has_value());
+        QCOMPARE(*d.qLoraRank, 1536ll);
+        QCOMPARE(d.kvLoraRank, 512ll);
+        QCOMPARE(d.sharedIntermediateSize, 2048ll);
+        QVERIFY(!d.isMoeLayer(2));
+        QVERIFY(d.isMoeLayer(3));
+        QCOMPARE(QString::fromStdString(d.quantization.value_or("")), QString("fp8"));
+        const ModelConfig g = catalogConfig("gpt-oss-120b");
+        QCOMPARE(g.layerTypes.size(), std::size_t(36));
+        QVERIFY(g.attentionBias);
+        // Qwen2 has q/k/v biases whatever attention_bias says.
+        QVERIFY(catalogConfig("qwen2.5-72b").attentionBias);
+    }
+
+    void defaults()
+    {
+        // Only model_type: the family defaults of the Transformers config class.
+        const ModelConfig m = parseOk(R"({"model_type": "mistral"})");
+        QCOMPARE(m.vocabSize, 32000ll);
+        QCOMPARE(m.numKvHeads, 8ll);
+        QCOMPARE(m.headDim, 128ll);
+        QVERIFY(!m.headDimGiven);
+        QCOMPARE(m.dtype, DType::F32);
+        const ModelConfig l = parseOk(R"({"model_type": "llama", "num_attention_heads": 16, "hidden_size": 2048})");
+        QCOMPARE(l.numKvHeads, 16ll); // None → num_attention_heads
+        QCOMPARE(l.headDim, 128ll);
+        const ModelConfig dtype = parseOk(R"({"model_type": "llama", "dtype": "float16"})");
+        QCOMPARE(dtype.dtype, DType::F16);
+        const ModelConfig q = parseOk(R"({"model_type": "qwen3_moe", "mlp_only_layers": [0, 2], "num_hidden_layers": 4})");
+        QVERIFY(!q.isMoeLayer(0));
+        QVERIFY(q.isMoeLayer(1));
+        QVERIFY(!q.isMoeLayer(2));
+    }
+
+    void unknownArchitectureWarns()
+    {
+        std::vector<Diagnostic> d;
+        const ModelConfig c = parseOk(R"({"model_type": "falcon_h9", "hidden_size": 64, "num_attention_heads": 4,
+                                          "num_hidden_layers": 2, "vocab_size": 10})",
+                                      &d);
+        QCOMPARE(c.family, Family::Unknown);
+        QVERIFY(std::any_of(d.begin(), d.end(), [](const Diagnostic& x) {
+            return x.severity == Severity::Warning && x.message.find("unknown model_type 'falcon_h9'") != std::string::npos;
+        }));
+    }
+
+    // Each bad config gives an error that names the file and the key.
+    void badInput_data()
+    {
+        QTest::addColumn<QString>("json");
+        QTest::addColumn<QString>("expected");
+        QTest::addRow("invalid JSON") << R"({"model_type": "llama",)" << "config.json: config is not valid JSON";
+        QTest::addRow("NaN literal") << R"({"model_type": "llama", "rms_norm_eps": NaN})" << "config.json: config is not valid JSON";
+        QTest::addRow("not an object") << "[1, 2]" << "config.json: the top level must be a JSON object";
+        QTest::addRow("string for int") << R"({"model_type": "llama", "hidden_size": "4096"})"
+                                        << "config.json: key 'hidden_size' must be an integer, found \"4096\"";
+        QTest::addRow("fractional int") << R"({"model_type": "llama", "num_hidden_layers": 2.5})"
+                                        << "config.json: key 'num_hidden_layers' must be an integer, found 2.5";
+        QTest::addRow("zero heads") << R"({"model_type": "llama", "num_attention_heads": 0})"
+                                    << "config.json: key 'num_attention_heads' must be at least 1, found 0";
+        QTest::addRow("negative vocab") << R"({"model_type": "llama", "vocab_size": -3})"
+                                        << "config.json: key 'vocab_size' must be at least 1, found -3";
+        QTest::addRow("huge") << R"({"model_type": "llama", "hidden_size": 1e300})"
+                              << "config.json: key 'hidden_size' must be an integer, found 1e+300";
+        QTest::addRow("kv does not divide heads") << R"({"model_type": "llama", "num_attention_heads": 32, "num_key_value_heads": 6})"
+                                                  << "config.json: num_attention_heads (32) is not a multiple of num_key_value_heads (6)";
+        QTest::addRow("hidden not divisible, no head_dim") << R"({"model_type": "llama", "hidden_size": 100, "num_attention_heads": 32})"
+                                                           << "config.json: hidden_size (100) is not divisible by num_attention_heads (32)";
+        QTest::addRow("unknown dtype") << R"({"model_type": "llama", "torch_dtype": "float7"})"
+                                       << "config.json: key 'torch_dtype' names an unknown dtype 'float7'";
+        QTest::addRow("bool as string") << R"({"model_type": "llama", "tie_word_embeddings": "yes"})"
+                                        << "config.json: key 'tie_word_embeddings' must be true or false";
+        QTest::addRow("rope_scaling not object") << R"({"model_type": "llama", "rope_scaling": 3})"
+                                                 << "config.json: key 'rope_scaling' must be an object or null";
+        QTest::addRow("nested key named") << R"({"model_type": "llama", "rope_scaling": {"factor": "x"}})"
+                                          << "config.json: key 'rope_scaling.factor' must be a number";
+        QTest::addRow("text_config key named") << R"({"model_type": "gemma3", "text_config": {"num_hidden_layers": -1}})"
+                                               << "config.json: key 'text_config.num_hidden_layers' must be at least 1";
+        QTest::addRow("experts per token > experts") << R"({"model_type": "mixtral", "num_local_experts": 2, "num_experts_per_tok": 3})"
+                                                     << "config.json: num_experts_per_tok (3) must be between 1 and the number of experts (2)";
+        QTest::addRow("layer_types length") << R"({"model_type": "gpt_oss", "num_hidden_layers": 2, "layer_types": ["full_attention"]})"
+                                            << "config.json: layer_types has 1 entries but num_hidden_layers is 2";
+        QTest::addRow("mlp_only_layers out of range") << R"({"model_type": "qwen3_moe", "num_hidden_layers": 2, "mlp_only_layers": [5]})"
+                                                      << "config.json: mlp_only_layers names layer 5 outside 0..1";
+    }
+    void badInput()
+    {
+        QFETCH(QString, json);
+        QFETCH(QString, expected);
+        auto r = parseConfig(json.toStdString(), "config.json", nullptr);
+        QVERIFY(!r.ok());
+        const QString msg = QString::fromStdString(r.status().message());
+        QVERIFY2(msg.startsWith(expected), qPrintable(msg));
+    }
+
+    void missingFile()
+    {
+        auto r = loadConfigFile("/nonexistent/dir/config.json", nullptr);
+        QVERIFY(!r.ok());
+        QCOMPARE(r.status().code(), StatusCode::NotFound);
+        QVERIFY(r.status().message().find("/nonexistent/dir/config.json") != std::string::npos);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestConfig)
+#include "tst_config.moc"

@@ -1,0 +1,342 @@
+// tst_model — module trees, default plans and checkpoint reconciliation, checked against what
+// Transformers itself builds (fixtures written by tests/fixtures/make_fixtures.py).
+#include "tp/model/catalog.h"
+#include "tp/model/loader.h"
+#include "tp/model/synthetic.h"
+
+#include <nlohmann/json.hpp>
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+using namespace tp;
+using ojson = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+namespace {
+const std::string kFixtures = std::string(TP_SOURCE_DIR) + "/tests/fixtures";
+
+ojson readJson(const std::string& path)
+{
+    std::ifstream in(path);
+    if (!in)
+        qFatal("cannot read %s", path.c_str());
+    return ojson::parse(in);
+}
+
+const char* torchDtype(DType t)
+{
+    switch (t) {
+    case DType::F32: return "float32";
+    case DType::BF16: return "bfloat16";
+    case DType::F16: return "float16";
+    default: return "?";
+    }
+}
+
+// Compares a spec with Transformers' description: state_dict names, shapes (and dtypes), parameter
+// count, tp_plan and ep_plan in Transformers' order. Returns the first difference, or empty.
+QString compareWithTransformers(const ModelSpec& spec, const ojson& expected, bool checkDtypes)
+{
+    if (spec.className != expected["class"].get<std::string>())
+        return QString("class %1 vs %2").arg(spec.className.c_str(), expected["class"].get<std::string>().c_str());
+    if (spec.parameterCount() != expected["num_parameters"].get<std::int64_t>())
+        return QString("parameter count %1 vs %2").arg(spec.parameterCount()).arg(expected["num_parameters"].get<std::int64_t>());
+    std::map<std::string, const ParamSpec*> ours;
+    for (const auto& [name, p] : spec.allParams())
+        ours[name] = p;
+    const auto& sd = expected["state_dict"];
+    if (ours.size() != sd.size())
+        return QString("%1 state_dict entries vs %2").arg(ours.size()).arg(sd.size());
+    for (auto it = sd.begin(); it != sd.end(); ++it) {
+        auto o = ours.find(it.key());
+        if (o == ours.end())
+            return QString("missing %1").arg(it.key().c_str());
+        if (o->second->shape != it.value()["shape"].get<std::vector<std::int64_t>>())
+            return QString("shape of %1").arg(it.key().c_str());
+        if (checkDtypes && it.value()["dtype"].get<std::string>() != torchDtype(o->second->dtype))
+            return QString("dtype of %1").arg(it.key().c_str());
+    }
+    auto planEq = [](const std::vector<PlanEntry>& plan, const ojson& j) {
+        if (plan.size() != j.size())
+            return false;
+        std::size_t i = 0;
+        for (auto it = j.begin(); it != j.end(); ++it, ++i)
+            if (plan[i].key != it.key() || plan[i].style != it.value().get<std::string>())
+                return false;
+        return true;
+    };
+    if (!planEq(spec.defaultTpPlan, expected["tp_plan"]))
+        return QString("tp_plan differs: %1").arg(expected["tp_plan"].dump().c_str());
+    if (!planEq(spec.defaultEpPlan, expected["ep_plan"]))
+        return QString("ep_plan differs: %1").arg(expected["ep_plan"].dump().c_str());
+    return {};
+}
+
+std::vector<Diagnostic> errorsOf(const ModelSpec& s)
+{
+    std::vector<Diagnostic> out;
+    for (const auto& d : s.diagnostics)
+        if (d.severity == Severity::Error)
+            out.push_back(d);
+    return out;
+}
+
+ModelSpec catalogSpec(const char* id)
+{
+    auto om = openModel(id);
+    if (!om.ok())
+        qFatal("%s", om.status().message().c_str());
+    return om->spec;
+}
+} // namespace
+
+class TestModel : public QObject
+{
+    Q_OBJECT
+private slots:
+    // Tiny checkpoints saved by Transformers' save_pretrained, opened by folder.
+    void transformersCheckpoints_data()
+    {
+        QTest::addColumn<QString>("family");
+        for (const auto& e : fs::directory_iterator(kFixtures + "/models"))
+            QTest::addRow("%s", e.path().filename().c_str()) << QString::fromStdString(e.path().filename().string());
+    }
+    void transformersCheckpoints()
+    {
+        QFETCH(QString, family);
+        const std::string dir = kFixtures + "/models/" + family.toStdString();
+        auto om = openModel(dir);
+        QVERIFY2(om.ok(), om.status().message().c_str());
+        QVERIFY(om->checkpoint.has_value());
+        const QString diff = compareWithTransformers(om->spec, readJson(dir + "/expected.json"), true);
+        QVERIFY2(diff.isEmpty(), qPrintable(diff));
+        const auto errors = errorsOf(om->spec);
+        QVERIFY2(errors.empty(), errors.empty() ? "" : (errors[0].where + ": " + errors[0].message).c_str());
+        // Every parameter (tied ones aside) is backed by checkpoint tensors.
+        for (const auto& [name, p] : om->spec.allParams())
+            QVERIFY2(p->inCheckpoint || !p->tiedTo.empty(), name.c_str());
+    }
+
+    // Every built-in catalog config against Transformers on the meta device.
+    void catalogMatchesTransformers_data()
+    {
+        QTest::addColumn<QString>("id");
+        for (const auto& e : catalog())
+            QTest::addRow("%s", e.id.c_str()) << QString::fromStdString(e.id);
+    }
+    void catalogMatchesTransformers()
+    {
+        QFETCH(QString, id);
+        static const ojson expected = readJson(kFixtures + "/catalog_expected.json");
+        const ModelSpec spec = catalogSpec(id.toStdString().c_str());
+        const QString diff = compareWithTransformers(spec, expected[id.toStdString()], false);
+        QVERIFY2(diff.isEmpty(), qPrintable(diff));
+    }
+
+    void knownParameterCounts_data()
+    {
+        QTest::addColumn<QString>("id");
+        QTest::addColumn<qint64>("params");
+        // Published totals of the released checkpoints.
+        QTest::addRow("llama-3.1-8b") << "llama-3.1-8b" << 8030261248ll;
+        QTest::addRow("llama-3.1-70b") << "llama-3.1-70b" << 70553706496ll;
+        QTest::addRow("llama-3.1-405b") << "llama-3.1-405b" << 405853388800ll;
+        QTest::addRow("mixtral-8x7b") << "mixtral-8x7b" << 46702792704ll;
+        QTest::addRow("mistral-7b-v0.3") << "mistral-7b-v0.3" << 7248023552ll;
+        QTest::addRow("phi-3-mini") << "phi-3-mini-4k" << 3821079552ll;
+    }
+    void knownParameterCounts()
+    {
+        QFETCH(QString, id);
+        QFETCH(qint64, params);
+        QCOMPARE(catalogSpec(id.toStdString().c_str()).parameterCount(), params);
+    }
+
+    void validTpSizes()
+    {
+        QCOMPARE(tpSizesDividingHeads(catalogSpec("llama-3.1-8b").config, 16), (std::vector<int>{1, 2, 4, 8}));
+        QCOMPARE(tpSizesDividingHeads(catalogSpec("qwen3-30b-a3b").config, 16), (std::vector<int>{1, 2, 4}));
+        QCOMPARE(tpSizesDividingHeads(catalogSpec("llama-4-scout").config, 16), (std::vector<int>{1, 2, 4, 8}));
+    }
+
+    void tiedEmbeddings()
+    {
+        const ModelSpec g = catalogSpec("gemma-3-27b");
+        const ModuleSpec* head = g.find("lm_head");
+        QVERIFY(head);
+        QCOMPARE(QString::fromStdString(head->params[0].tiedTo), QString("model.embed_tokens.weight"));
+        QVERIFY(g.supportsTpPlan);
+    }
+
+    // Synthetic checkpoints in the released layout: per-expert tensors, legacy Mixtral names, FP8
+    // scales and an MTP layer all reconcile without errors.
+    void syntheticLayouts_data()
+    {
+        QTest::addColumn<QString>("id");
+        QTest::addColumn<bool>("fp8");
+        QTest::addColumn<int>("extraLayers");
+        QTest::addRow("mixtral") << "mixtral-8x7b" << false << 0;
+        QTest::addRow("qwen3-moe") << "qwen3-30b-a3b" << false << 0;
+        QTest::addRow("deepseek fp8 + mtp") << "deepseek-v3" << true << 1;
+        QTest::addRow("gpt-oss") << "gpt-oss-120b" << false << 0;
+    }
+    void syntheticLayouts()
+    {
+        QFETCH(QString, id);
+        QFETCH(bool, fp8);
+        QFETCH(int, extraLayers);
+        const ModelSpec spec = catalogSpec(id.toStdString().c_str());
+        SyntheticOptions so;
+        so.fp8BlockScales = fp8;
+        so.extraLayers = extraLayers;
+        QTemporaryDir dir;
+        QVERIFY(writeSyntheticCheckpoint(dir.path().toStdString(), checkpointLayout(spec, so), so.maxShardBytes,
+                                         std::string(findCatalogEntry(id.toStdString())->configJson))
+                    .ok());
+        auto om = openModel(dir.path().toStdString());
+        QVERIFY2(om.ok(), om.status().message().c_str());
+        QVERIFY(om->checkpoint->files.size() > 1);
+        const auto errors = errorsOf(om->spec);
+        QVERIFY2(errors.empty(), errors.empty() ? "" : (errors[0].where + ": " + errors[0].message).c_str());
+        QCOMPARE(om->spec.parameterCount(), spec.parameterCount());
+        for (const auto& d : om->spec.diagnostics)
+            QVERIFY2(d.severity != Severity::Warning, d.message.c_str());
+    }
+
+    void reconciliationFindings()
+    {
+        // A llama checkpoint with one tensor of the wrong shape, one missing and one unknown.
+        QTemporaryDir dir;
+        const std::string src = kFixtures + "/models/llama";
+        fs::copy_file(src + "/config.json", dir.filePath("config.json").toStdString());
+        auto ck = readCheckpoint(src + "/model.safetensors");
+        QVERIFY(ck.ok());
+        std::vector<TensorToWrite> ts;
+        for (const auto& t : ck->tensors) {
+            if (t.name == "model.layers.1.mlp.up_proj.weight")
+                continue; // missing
+            auto shape = t.shape;
+            if (t.name == "model.layers.0.self_attn.k_proj.weight")
+                shape[0] += 1; // wrong shape
+            ts.push_back({t.name, t.dtype, shape, {}});
+        }
+        ts.push_back({"model.layers.0.self_attn.rotary.inv_freq", DType::F32, {4}, {}});
+        QVERIFY(writeSyntheticCheckpoint(dir.path().toStdString(), ts, 1ull << 40).ok());
+        auto om = openModel(dir.path().toStdString());
+        QVERIFY(om.ok());
+        auto has = [&](Severity s, const std::string& where, const std::string& text) {
+            return std::any_of(om->spec.diagnostics.begin(), om->spec.diagnostics.end(), [&](const Diagnostic& d) {
+                return d.severity == s && d.where == where && d.message.find(text) != std::string::npos;
+            });
+        };
+        QVERIFY(has(Severity::Error, "model.layers.0.self_attn.k_proj.weight", "checkpoint shape [17, 32]"));
+        QVERIFY(has(Severity::Error, "model.layers.*.mlp.up_proj.weight", "have no tensor in the checkpoint"));
+        QVERIFY(has(Severity::Error, "model.layers.*.self_attn.k_proj.weight", "first: 'model.layers.0.self_attn.k_proj.weight'"));
+        QVERIFY(has(Severity::Warning, "model.layers.*.self_attn.rotary.inv_freq", "match no parameter"));
+    }
+
+    void pickleRefused()
+    {
+        QTemporaryDir dir;
+        std::ofstream(dir.filePath("pytorch_model.bin").toStdString()) << "\x80\x02not really";
+        auto om = openModel(dir.path().toStdString());
+        QVERIFY(!om.ok());
+        QVERIFY2(om.status().message().find("pickle checkpoints (.bin/.pt/.pth) are not read") != std::string::npos,
+                 om.status().message().c_str());
+        auto direct = openModel(dir.filePath("pytorch_model.bin").toStdString());
+        QVERIFY(!direct.ok());
+    }
+
+    void unknownArchitectureFallsBackToNames()
+    {
+        QTemporaryDir dir;
+        std::ofstream(dir.filePath("config.json").toStdString())
+            << R"({"model_type": "mystery", "architectures": ["MysteryForCausalLM"], "hidden_size": 8,
+                   "num_attention_heads": 2, "num_hidden_layers": 2, "vocab_size": 16})";
+        QVERIFY(writeSafetensors(dir.filePath("model.safetensors").toStdString(),
+                                 {{"transformer.wte.weight", DType::F32, {16, 8}, {}},
+                                  {"transformer.h.0.attn.c_attn.weight", DType::F32, {24, 8}, {}},
+                                  {"transformer.h.0.ln_1.weight", DType::F32, {8}, {}},
+                                  {"lm_head.weight", DType::F32, {16, 8}, {}}})
+                    .ok());
+        auto om = openModel(dir.path().toStdString());
+        QVERIFY2(om.ok(), om.status().message().c_str());
+        const ModelSpec& s = om->spec;
+        QCOMPARE(QString::fromStdString(s.className), QString("MysteryForCausalLM"));
+        QVERIFY(s.find("transformer.h.0.attn.c_attn"));
+        QCOMPARE(s.find("transformer.h.0.attn.c_attn")->kind, ModuleKind::Linear);
+        QCOMPARE(s.find("transformer.wte")->kind, ModuleKind::Embedding);
+        QCOMPARE(s.find("transformer.h.0.ln_1")->kind, ModuleKind::RmsNorm);
+        QCOMPARE(s.parameterCount(), 16 * 8 + 24 * 8 + 8 + 16 * 8);
+        QVERIFY(std::any_of(s.diagnostics.begin(), s.diagnostics.end(), [](const Diagnostic& d) {
+            return d.severity == Severity::Warning && d.message.find("unknown architecture") != std::string::npos;
+        }));
+    }
+
+    void openByConfigAndFile()
+    {
+        const std::string dir = kFixtures + "/models/qwen3";
+        for (const std::string& p : {dir + "/config.json", dir + "/model.safetensors"}) {
+            auto om = openModel(p);
+            QVERIFY2(om.ok(), om.status().message().c_str());
+            QVERIFY(om->checkpoint.has_value());
+            QCOMPARE(QString::fromStdString(om->spec.className), QString("Qwen3ForCausalLM"));
+        }
+    }
+
+    void hubCache()
+    {
+        QTemporaryDir home;
+        const fs::path repo = fs::path(home.path().toStdString()) / "hub" / "models--acme--tiny-llama";
+        fs::create_directories(repo / "snapshots" / "abc123");
+        fs::create_directories(repo / "refs");
+        std::ofstream(repo / "refs" / "main") << "abc123";
+        fs::copy(kFixtures + "/models/llama", repo / "snapshots" / "abc123", fs::copy_options::recursive);
+        qputenv("HF_HUB_CACHE", QByteArray());
+        qputenv("HF_HOME", home.path().toUtf8());
+        auto snap = resolveHubCache("acme/tiny-llama");
+        QVERIFY2(snap.ok(), snap.status().message().c_str());
+        QCOMPARE(QString::fromStdString(*snap), QString::fromStdString((repo / "snapshots" / "abc123").string()));
+        auto om = openModel("acme/tiny-llama");
+        QVERIFY2(om.ok(), om.status().message().c_str());
+        QCOMPARE(QString::fromStdString(om->spec.className), QString("LlamaForCausalLM"));
+        auto missing = openModel("acme/not-there");
+        QVERIFY(!missing.ok());
+        QVERIFY2(missing.status().message().find("not in the local Hugging Face cache (looked in:") != std::string::npos,
+                 missing.status().message().c_str());
+        QVERIFY(!resolveHubCache("../etc").ok());
+        qunsetenv("HF_HOME");
+    }
+
+    void genericNames_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<QString>("generic");
+        QTest::addRow("layer index") << "model.layers.12.mlp.down_proj.weight" << "model.layers.*.mlp.down_proj.weight";
+        QTest::addRow("digits inside names stay") << "experts.3.w1" << "experts.*.w1";
+        QTest::addRow("trailing index") << "model.layers.7" << "model.layers.*";
+        QTest::addRow("leading segment stays") << "0.weight" << "0.weight";
+        QTest::addRow("mixed segment stays") << "h.1a.x" << "h.1a.x";
+    }
+    void genericNames()
+    {
+        QFETCH(QString, name);
+        QFETCH(QString, generic);
+        QCOMPARE(QString::fromStdString(genericName(name.toStdString())), generic);
+    }
+
+    void notFoundNamesCatalog()
+    {
+        auto om = openModel("no-such-model");
+        QVERIFY(!om.ok());
+        QVERIFY(om.status().message().find("not a catalog id (example, llama-3.1-8b") != std::string::npos);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestModel)
+#include "tst_model.moc"
