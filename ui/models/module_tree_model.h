@@ -1,0 +1,54 @@
+// module_tree_model.h — the module tree of a ModelSpec: modules with their parameters as children.
+//
+// Rows are computed on demand from the spec (no item objects), so a 126-layer model costs nothing
+// until its rows are expanded. Internal ids encode (module index, parameter index + 1).
+#pragma once
+
+#include "tp/model/model_spec.h"
+
+#include <QAbstractItemModel>
+
+#include <memory>
+
+namespace tpui {
+
+class ModuleTreeModel final : public QAbstractItemModel
+{
+    Q_OBJECT
+public:
+    enum Column { NameColumn, TypeColumn, ShapeColumn, DTypeColumn, ParamsColumn, SizeColumn, NUM_COLUMNS };
+    enum Role {
+        PathRole = Qt::UserRole + 1, // full dotted path of the module or parameter
+        SortRole,                    // numbers for numeric columns
+        IsParameterRole,
+    };
+
+    explicit ModuleTreeModel(QObject* parent = nullptr);
+
+    void setSpec(std::shared_ptr<const tp::ModelSpec> spec);
+    const tp::ModelSpec* spec() const { return m_spec.get(); }
+    // Index of the module or parameter with this full path (column 0), invalid when absent.
+    QModelIndex indexForPath(const QString& path) const;
+
+    QModelIndex index(int row, int column, const QModelIndex& parent = {}) const final;
+    QModelIndex parent(const QModelIndex& child) const final;
+    int rowCount(const QModelIndex& parent = {}) const final;
+    int columnCount(const QModelIndex& parent = {}) const final;
+    QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const final;
+    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const final;
+
+private:
+    struct Node
+    {
+        int module = -1;
+        int param = -1; // -1: the module itself
+    };
+    static quintptr encode(Node n) { return (quintptr(n.module + 1) << 24) | quintptr(n.param + 1); }
+    static Node decode(quintptr id) { return {int(id >> 24) - 1, int(id & 0xffffff) - 1}; }
+    Node nodeOf(const QModelIndex& index) const;
+    // Subtree totals per module, for the Params and Size columns.
+    std::vector<std::int64_t> m_subtreeParams, m_subtreeBytes;
+    std::shared_ptr<const tp::ModelSpec> m_spec;
+};
+
+} // namespace tpui
