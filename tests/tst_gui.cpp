@@ -5,7 +5,9 @@
 #include "tp/model/loader.h"
 
 #include <QAbstractItemModelTester>
+#include <QApplication>
 #include <QLineEdit>
+#include <QMimeData>
 #include <QSignalSpy>
 #include <QTreeView>
 #include <QTreeWidget>
@@ -121,6 +123,23 @@ private slots:
         item->setData(1, Qt::UserRole, QStringLiteral("model.layers.*.mlp.experts"));
         emit d->itemActivated(item, 0);
         QCOMPARE(w.treeView()->currentIndex().data(ModuleTreeModel::PathRole).toString(), QStringLiteral("model.layers.3.mlp.experts")); // layers 0-2 are dense
+    }
+
+    void dropFolderOpensIt()
+    {
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        QMimeData mime;
+        mime.setUrls({QUrl::fromLocalFile(QStringLiteral(TP_SOURCE_DIR "/tests/fixtures/models/phi3"))});
+        QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(&w, &enter);
+        QVERIFY(enter.isAccepted());
+        QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(&w, &drop);
+        QVERIFY(loaded.wait(10000));
+        QCOMPARE(QString::fromStdString(w.spec()->className), QStringLiteral("Phi3ForCausalLM"));
+        QVERIFY(w.treeModel()->indexForPath(QStringLiteral("model.layers.1.self_attn.qkv_proj.weight")).isValid());
     }
 
     void badModelReportsAndKeepsPrevious()
