@@ -1,7 +1,7 @@
 // bench.cpp — `tpstudio-cli bench load`: time opening a full-size sharded checkpoint's headers.
 #include "commands.h"
-#include "format.h"
 
+#include "tp/core/units.h"
 #include "tp/model/catalog.h"
 #include "tp/model/loader.h"
 #include "tp/model/synthetic.h"
@@ -19,6 +19,8 @@
 namespace fs = std::filesystem;
 
 namespace tpcli {
+
+using tp::withCommas;
 
 namespace {
 

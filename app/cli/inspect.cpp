@@ -1,7 +1,7 @@
 // inspect.cpp — `tpstudio-cli inspect MODEL` and `tpstudio-cli catalog`.
 #include "commands.h"
-#include "format.h"
 
+#include "tp/core/units.h"
 #include "tp/model/catalog.h"
 #include "tp/model/loader.h"
 #include "tp/model/model_json.h"
@@ -13,24 +13,8 @@
 
 namespace tpcli {
 
-std::string withCommas(std::int64_t v)
-{
-    std::string s = std::to_string(v < 0 ? -v : v);
-    for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3)
-        s.insert(static_cast<std::size_t>(i), ",");
-    return v < 0 ? "-" + s : s;
-}
-
-std::string humanBytes(double b)
-{
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (b >= 1024.0 && u < 4) {
-        b /= 1024.0;
-        ++u;
-    }
-    return u == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.2f} {}", b, units[u]);
-}
+using tp::humanBytes;
+using tp::withCommas;
 
 namespace {
 

@@ -1,5 +1,7 @@
 #include "models/format.h"
 
+#include "tp/core/units.h"
+
 #include <QLocale>
 #include <QStringList>
 
@@ -7,13 +9,7 @@ namespace tpui {
 
 QString humanBytes(double b)
 {
-    static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (b >= 1024.0 && u < 4) {
-        b /= 1024.0;
-        ++u;
-    }
-    return u == 0 ? QStringLiteral("%1 B").arg(b, 0, 'f', 0) : QStringLiteral("%1 %2").arg(b, 0, 'f', 2).arg(units[u]);
+    return QString::fromStdString(tp::humanBytes(b));
 }
 
 QString humanCount(std::int64_t n)
@@ -31,6 +27,12 @@ QString shapeText(const std::vector<std::int64_t>& s)
     for (auto d : s)
         parts << QString::number(d);
     return QLatin1Char('[') + parts.join(QStringLiteral(", ")) + QLatin1Char(']');
+}
+
+QString dtypeText(tp::DType t)
+{
+    const std::string_view n = tp::dtypeName(t);
+    return QString::fromLatin1(n.data(), qsizetype(n.size()));
 }
 
 } // namespace tpui

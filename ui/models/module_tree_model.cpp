@@ -127,6 +127,8 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const
 {
     if (!m_spec || !index.isValid())
         return {};
+    if (role == Qt::TextAlignmentRole)
+        return index.column() >= ParamsColumn ? QVariant(int(Qt::AlignRight | Qt::AlignVCenter)) : QVariant();
     const Node n = nodeOf(index);
     const auto& m = m_spec->modules[std::size_t(n.module)];
     if (n.param >= 0) {
@@ -152,7 +154,7 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const
             case NameColumn: return QString::fromStdString(p.name);
             case TypeColumn: return p.buffer ? tr("buffer") : p.tiedTo.empty() ? tr("parameter") : tr("tied parameter");
             case ShapeColumn: return shapeText(p.shape);
-            case DTypeColumn: return QString::fromLatin1(tp::dtypeName(p.dtype).data(), qsizetype(tp::dtypeName(p.dtype).size()));
+            case DTypeColumn: return dtypeText(p.dtype);
             case ParamsColumn: return p.buffer ? QString() : humanCount(p.numel());
             case SizeColumn: return humanBytes(double(p.bytes()));
             }
@@ -160,10 +162,6 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const
         case Qt::ForegroundRole:
             if (!p.tiedTo.empty() || p.buffer)
                 return QPalette().color(QPalette::Disabled, QPalette::Text);
-            return {};
-        case Qt::TextAlignmentRole:
-            if (index.column() >= ParamsColumn)
-                return int(Qt::AlignRight | Qt::AlignVCenter);
             return {};
         }
         return {};
@@ -185,10 +183,6 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const
         case ParamsColumn: return m_subtreeParams[std::size_t(n.module)] ? humanCount(m_subtreeParams[std::size_t(n.module)]) : QString();
         case SizeColumn: return m_subtreeBytes[std::size_t(n.module)] ? humanBytes(double(m_subtreeBytes[std::size_t(n.module)])) : QString();
         }
-        return {};
-    case Qt::TextAlignmentRole:
-        if (index.column() >= ParamsColumn)
-            return int(Qt::AlignRight | Qt::AlignVCenter);
         return {};
     }
     return {};

@@ -270,7 +270,7 @@ void MainWindow::fillSummary(const tp::OpenedModel& om)
     row(tr("model_type"), qs(c.modelType) + (c.wrapperModelType.empty() ? QString() : tr(" (text model of %1)").arg(qs(c.wrapperModelType))));
     row(tr("Parameters"), tr("%1 (%2)").arg(QLocale(QLocale::English).toString(qlonglong(s.parameterCount())), humanBytes(double(s.parameterBytes()))));
     for (const auto& [t, b] : s.bytesByDtype())
-        row(QStringLiteral("&nbsp;&nbsp;%1").arg(QString::fromLatin1(tp::dtypeName(t).data(), qsizetype(tp::dtypeName(t).size()))), humanBytes(double(b)));
+        row(QStringLiteral("&nbsp;&nbsp;%1").arg(dtypeText(t)), humanBytes(double(b)));
     row(tr("Layers"), QString::number(c.numLayers));
     row(tr("Hidden / intermediate"), QStringLiteral("%1 / %2").arg(c.hiddenSize).arg(c.intermediateSize));
     row(tr("Vocabulary"), QString::number(c.vocabSize));

@@ -1,0 +1,12 @@
+// units.h — human-readable sizes and counts, shared by every front end.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tp {
+
+std::string humanBytes(double bytes);   // binary units: "14.96 GiB"
+std::string withCommas(std::int64_t v); // "8,030,261,248"
+
+} // namespace tp
