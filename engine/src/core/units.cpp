@@ -17,12 +17,14 @@ std::string humanBytes(double b)
 
 std::string withCommas(std::int64_t v)
 {
-    std::string s = std::to_string(v < 0 ? -v : v);
-    for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3)
-        s.insert(static_cast<std::size_t>(i), ",");
-    if (v < 0)
-        s.insert(s.begin(), '-');
-    return s;
+    const std::string digits = std::to_string(v < 0 ? -v : v);
+    std::string out = v < 0 ? "-" : "";
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+        if (i > 0 && (digits.size() - i) % 3 == 0)
+            out += ',';
+        out += digits[i];
+    }
+    return out;
 }
 
 } // namespace tp
