@@ -1,0 +1,56 @@
+// plan.h — a tp_plan and how Transformers matches its keys against a model.
+//
+// Matching follows the version profile (hf-tp-semantics.md §3):
+//   G3/G2: only numeric path segments become '*'; a parameter looks up its own key, then its
+//          module's; a module (its forward wrapper) looks up its own key only. G3 also honours
+//          exact indexed keys ("model.layers.0.mlp.down_proj") before the wildcarded lookup.
+//   G1:    every digit run becomes '*' ("w1" → "w*"), so names with digits never match.
+#pragma once
+
+#include "tp/core/diagnostic.h"
+#include "tp/model/model_spec.h"
+#include "tp/plan/style.h"
+
+#include <string>
+#include <vector>
+
+namespace tp {
+
+struct Plan
+{
+    int tpSize = 1;
+    VersionProfile profile = VersionProfile::G3;
+    std::vector<PlanEntry> entries;    // in file order (parameter keys before module keys)
+    std::vector<Style> customStyles;   // user-defined, saved with the plan
+};
+
+// The plan a model starts from: its class's resolved default tp_plan.
+Plan defaultPlan(const ModelSpec& spec, int tpSize, VersionProfile profile = VersionProfile::G3);
+
+// The lookup form of a module or parameter name under a profile.
+std::string wildcardName(const std::string& name, VersionProfile profile);
+
+struct ParamAssignment
+{
+    int module = -1;
+    int param = -1;
+    int entry = -1;          // index into Plan::entries, -1: not in the plan
+    bool viaModuleKey = false;
+    const Style* style = nullptr;
+    Placement placement;     // resolved for this parameter's rank and module kind
+};
+
+struct PlanMatch
+{
+    std::vector<ParamAssignment> params;   // one per parameter, in ModelSpec::allParams order
+    std::vector<int> moduleEntry;          // per module: entry installing its forward wrapper, or -1
+    std::vector<int> entryMatches;         // per entry: modules + parameters it matched
+    std::vector<Diagnostic> diagnostics;
+};
+
+// Matches every key, resolves styles (registry + the plan's custom styles), and reports unknown
+// styles, keys that match nothing, indexed keys, linear styles on non-linear modules, and
+// Linear/Embedding modules that no key shards.
+PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan);
+
+} // namespace tp

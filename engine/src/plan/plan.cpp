@@ -1,0 +1,175 @@
+#include "tp/plan/plan.h"
+
+#include "tp/model/loader.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace tp {
+
+Plan defaultPlan(const ModelSpec& spec, int tpSize, VersionProfile profile)
+{
+    Plan p;
+    p.tpSize = tpSize;
+    p.profile = profile;
+    p.entries = spec.defaultTpPlan;
+    return p;
+}
+
+std::string wildcardName(const std::string& name, VersionProfile profile)
+{
+    if (profile != VersionProfile::G1)
+        return genericName(name);
+    // G1: re.sub(r"\d+", "*", name)
+    std::string out;
+    out.reserve(name.size());
+    for (std::size_t i = 0; i < name.size();) {
+        if (name[i] >= '0' && name[i] <= '9') {
+            out += '*';
+            while (i < name.size() && name[i] >= '0' && name[i] <= '9')
+                ++i;
+        } else {
+            out += name[i++];
+        }
+    }
+    return out;
+}
+
+namespace {
+
+bool isIndexedKey(const std::string& key)
+{
+    return genericName(key) != key; // has a numeric segment
+}
+
+bool isLinearStyle(const Style& s)
+{
+    return s.weight2d.shards() || s.embedding.shards();
+}
+
+} // namespace
+
+PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan)
+{
+    PlanMatch out;
+    const StyleRegistry& reg = StyleRegistry::builtin();
+    const VersionProfile prof = plan.profile;
+
+    // Resolve styles first: custom styles shadow nothing (their names must be new).
+    std::vector<const Style*> styles(plan.entries.size(), nullptr);
+    std::vector<std::string> unknown;
+    for (std::size_t i = 0; i < plan.entries.size(); ++i) {
+        const auto& e = plan.entries[i];
+        auto custom = std::find_if(plan.customStyles.begin(), plan.customStyles.end(),
+                                   [&](const Style& s) { return s.name == e.style; });
+        styles[i] = custom != plan.customStyles.end() ? &*custom : reg.find(e.style, prof);
+        if (!styles[i])
+            unknown.push_back(e.key);
+    }
+    for (std::size_t i = 0; i < plan.entries.size(); ++i)
+        if (!styles[i]) {
+            auto names = reg.names(prof);
+            for (const auto& c : plan.customStyles)
+                names.push_back(c.name);
+            out.diagnostics.push_back(
+                {Severity::Error, plan.entries[i].key,
+                 fmt::format("Unsupported tensor parallel style '{}' for layer '{}'", plan.entries[i].style,
+                             plan.entries[i].key),
+                 fmt::format("styles under profile {}: {}", profileName(prof), fmt::join(names, ", "))});
+        }
+
+    std::unordered_map<std::string, int> keys; // first occurrence wins, as in a dict
+    for (std::size_t i = 0; i < plan.entries.size(); ++i)
+        keys.emplace(plan.entries[i].key, static_cast<int>(i));
+    out.entryMatches.assign(plan.entries.size(), 0);
+    out.moduleEntry.assign(spec.modules.size(), -1);
+
+    const bool exactFirst = prof == VersionProfile::G3;
+    auto lookup = [&](const std::string& name) -> int {
+        if (exactFirst)
+            if (auto it = keys.find(name); it != keys.end())
+                return it->second;
+        auto it = keys.find(wildcardName(name, prof));
+        return it == keys.end() ? -1 : it->second;
+    };
+
+    for (std::size_t mi = 0; mi < spec.modules.size(); ++mi) {
+        const ModuleSpec& m = spec.modules[mi];
+        const int me = m.path.empty() ? -1 : lookup(m.path);
+        out.moduleEntry[mi] = me;
+        if (me >= 0) {
+            ++out.entryMatches[static_cast<std::size_t>(me)];
+            const Style* s = styles[static_cast<std::size_t>(me)];
+            const bool linearModule = m.kind == ModuleKind::Linear || m.kind == ModuleKind::Embedding
+                || m.kind == ModuleKind::Experts || m.kind == ModuleKind::Router;
+            if (s && isLinearStyle(*s) && !linearModule)
+                out.diagnostics.push_back(
+                    {Severity::Error, m.path,
+                     fmt::format("style '{}' shards Linear/Embedding weights, but '{}' is a {} ({})", s->name, m.path,
+                                 moduleKindName(m.kind), m.className),
+                     "only Linear, Embedding and expert modules can take linear styles"});
+        }
+        for (std::size_t pi = 0; pi < m.params.size(); ++pi) {
+            const ParamSpec& p = m.params[pi];
+            ParamAssignment a;
+            a.module = static_cast<int>(mi);
+            a.param = static_cast<int>(pi);
+            a.entry = lookup(m.paramPath(p));
+            if (a.entry < 0 && me >= 0) {
+                a.entry = me;
+                a.viaModuleKey = true;
+            }
+            if (a.entry >= 0) {
+                if (!a.viaModuleKey)
+                    ++out.entryMatches[static_cast<std::size_t>(a.entry)];
+                a.style = styles[static_cast<std::size_t>(a.entry)];
+                if (a.style)
+                    a.placement = a.style->placementFor(static_cast<int>(p.shape.size()), m.kind == ModuleKind::Embedding);
+            }
+            out.params.push_back(a);
+        }
+    }
+
+    // Keys that match nothing, and indexed keys (honoured only with exact-first lookup).
+    for (std::size_t i = 0; i < plan.entries.size(); ++i) {
+        const auto& key = plan.entries[i].key;
+        if (isIndexedKey(key))
+            out.diagnostics.push_back({Severity::Warning, key,
+                                       exactFirst ? "indexed key: honoured only by Transformers versions with "
+                                                    "exact-first lookup (newest main); older ones ignore it"
+                                                  : fmt::format("indexed key: ignored under profile {} (lookups "
+                                                                "use wildcarded names only)",
+                                                                profileName(prof)),
+                                       "use '*' for the layer index to apply it to every layer"});
+        if (out.entryMatches[i] == 0)
+            out.diagnostics.push_back(
+                {Severity::Warning, key,
+                 fmt::format("Layer pattern '{}' does not match any module or parameter of {}", key, spec.className),
+                 "keys are full paths from the loaded class ('model.layers.*…'); '*' stands for one numeric index"});
+    }
+
+    // Linear/Embedding modules whose weight no key shards, grouped by generic name.
+    std::unordered_map<std::string, int> unsharded;
+    std::vector<std::string> order;
+    for (const auto& a : out.params) {
+        const ModuleSpec& m = spec.modules[static_cast<std::size_t>(a.module)];
+        if ((m.kind != ModuleKind::Linear && m.kind != ModuleKind::Embedding) || m.params[static_cast<std::size_t>(a.param)].name != "weight")
+            continue;
+        if (a.style && a.placement.shards())
+            continue;
+        auto g = genericName(m.path);
+        if (unsharded[g]++ == 0)
+            order.push_back(g);
+    }
+    for (const auto& g : order)
+        out.diagnostics.push_back({Severity::Info, g,
+                                   fmt::format("{} module(s) not sharded by the plan (replicated on every rank)",
+                                               unsharded[g]),
+                                   ""});
+    return out;
+}
+
+} // namespace tp
