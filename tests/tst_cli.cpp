@@ -37,6 +37,10 @@ private slots:
         QTest::addRow("catalog") << QStringList{"catalog", "--help"};
         QTest::addRow("bench") << QStringList{"bench", "--help"};
         QTest::addRow("bench load") << QStringList{"bench", "load", "--help"};
+        QTest::addRow("plan") << QStringList{"plan", "--help"};
+        QTest::addRow("plan show") << QStringList{"plan", "show", "--help"};
+        QTest::addRow("plan validate") << QStringList{"plan", "validate", "--help"};
+        QTest::addRow("plan export") << QStringList{"plan", "export", "--help"};
     }
     void help()
     {
@@ -54,6 +58,7 @@ private slots:
         QTest::addRow("missing MODEL") << QStringList{"inspect"};
         QTest::addRow("unknown flag") << QStringList{"inspect", "example", "--nope"};
         QTest::addRow("bad repeat") << QStringList{"bench", "load", "--repeat", "0"};
+        QTest::addRow("bad profile") << QStringList{"plan", "show", "example", "--profile", "G9"};
     }
     void usageErrorsExit2()
     {
@@ -114,6 +119,29 @@ private slots:
         const Run text = cli({"inspect", kFixtures + "/models/llama"});
         QVERIFY(text.out.contains("Checkpoint    1 file(s)"));
         QVERIFY(text.out.contains("Parameters    21,664"));
+    }
+
+    void planVerbs()
+    {
+        // Qwen3-30B-A3B has 4 KV heads: T=4 is valid, T=8 is not.
+        QCOMPARE(cli({"plan", "validate", "qwen3-30b-a3b", "--tp", "4"}).code, 0);
+        const Run bad = cli({"plan", "validate", "qwen3-30b-a3b", "--tp", "8", "--json"});
+        QCOMPARE(bad.code, 1);
+        const auto j = nlohmann::json::parse(bad.out.toStdString());
+        QCOMPARE(j["valid"], false);
+        QTemporaryDir dir;
+        const QString out = dir.filePath("plan.json");
+        QCOMPARE(cli({"plan", "export", "llama-3.1-8b", "--tp", "8", "-o", out}).code, 0);
+        QFile f(out);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const auto exported = nlohmann::json::parse(f.readAll().toStdString());
+        QCOMPARE(exported["tp_size"], 8);
+        QCOMPARE(exported["tp_plan"]["model.layers.*.self_attn.o_proj"], "rowwise");
+        // The exported file reads back as a plan: show it against the model it came from.
+        const Run show = cli({"plan", "show", "llama-3.1-8b", "--plan", out});
+        QCOMPARE(show.code, 0);
+        QVERIFY(show.out.contains("LlamaForCausalLM at tp_size 8"));
+        QCOMPARE(cli({"plan", "export", "qwen3-30b-a3b", "--tp", "8"}).code, 1); // refuses an invalid plan
     }
 
     void catalogListsAll()

@@ -3,6 +3,7 @@
 #include "tp/model/catalog.h"
 #include "tp/model/loader.h"
 #include "tp/plan/plan.h"
+#include "tp/plan/plan_io.h"
 
 #include <nlohmann/json.hpp>
 
@@ -243,6 +244,77 @@ private slots:
         Plan old = defaultPlan(s, 2);
         old.entries = {{"model.layers.*.self_attn.q_proj", "local_colwise"}};
         QVERIFY(hasErrors(matchPlan(s, old).diagnostics));
+    }
+
+    void divisibility_data()
+    {
+        QTest::addColumn<QString>("id");
+        QTest::addColumn<int>("tp");
+        QTest::addColumn<QString>("where");
+        QTest::addRow("qwen3-30b-a3b T=8: 4 KV heads") << "qwen3-30b-a3b" << 8 << "num_key_value_heads";
+        QTest::addRow("llama-3.1-8b T=3: 32 heads") << "llama-3.1-8b" << 3 << "num_attention_heads";
+        QTest::addRow("llama-3.1-8b T=16: 8 KV heads") << "llama-3.1-8b" << 16 << "num_key_value_heads";
+        QTest::addRow("phi-3 T=5: gathered qkv") << "phi-3-mini-4k" << 5 << "model.layers.*.self_attn.qkv_proj";
+        QTest::addRow("mistral T=3: gathered lm_head vocab 32768") << "mistral-7b-v0.3" << 3 << "lm_head";
+    }
+    void divisibility()
+    {
+        QFETCH(QString, id);
+        QFETCH(int, tp);
+        QFETCH(QString, where);
+        const ModelSpec s = spec(id.toLatin1().constData());
+        const PlanMatch m = matchPlan(s, defaultPlan(s, tp));
+        QVERIFY(std::any_of(m.diagnostics.begin(), m.diagnostics.end(), [&](const Diagnostic& d) {
+            return d.severity == Severity::Error && QString::fromStdString(d.where) == where;
+        }));
+        // Every tp size that divides heads and KV heads is clean for these default plans.
+        for (int t : tpSizesDividingHeads(s.config, 8))
+            if (s.config.vocabSize % t == 0)
+                QVERIFY2(!hasErrors(matchPlan(s, defaultPlan(s, t)).diagnostics), qPrintable(QString::number(t)));
+    }
+
+    void exportRoundTrip()
+    {
+        const ModelSpec s = spec("deepseek-v3");
+        Plan p = defaultPlan(s, 8);
+        // Module key first on purpose: the export must put the parameter keys before it.
+        p.entries = {{"model.layers.*.mlp.experts", "moe_tp_experts"},
+                     {"model.layers.*.mlp.experts.gate_up_proj", "packed_colwise"},
+                     {"lm_head", "colwise_gather_output"},
+                     {"model.layers.*.mlp.experts.down_proj", "rowwise"}};
+        const std::string json = planToJson(p);
+        auto back = parsePlanJson(json, "export.json", VersionProfile::G3);
+        QVERIFY2(back.ok(), back.status().message().c_str());
+        QCOMPARE(back->tpSize, 8);
+        const std::vector<PlanEntry> expected = {{"model.layers.*.mlp.experts.gate_up_proj", "packed_colwise"},
+                                                 {"model.layers.*.mlp.experts.down_proj", "rowwise"},
+                                                 {"model.layers.*.mlp.experts", "moe_tp_experts"},
+                                                 {"lm_head", "colwise_gather_output"}};
+        QCOMPARE(back->entries, expected);
+        QCOMPARE(planToJson(*back), json); // lossless
+        // A bare dict imports too.
+        auto bare = parsePlanJson(R"({"lm_head": "colwise_rep"})", "bare.json", VersionProfile::G1);
+        QVERIFY(bare.ok());
+        QCOMPARE(bare->entries.size(), std::size_t(1));
+    }
+
+    void badPlanFiles_data()
+    {
+        QTest::addColumn<QString>("json");
+        QTest::addColumn<QString>("expected");
+        QTest::addRow("invalid") << "{\"tp_plan\": " << "plan.json: plan is not valid JSON";
+        QTest::addRow("array") << "[]" << "plan.json: a plan must be a JSON object";
+        QTest::addRow("auto") << R"({"tp_size": 2, "tp_plan": "auto"})" << "plan.json: key 'tp_plan' is \"auto\"";
+        QTest::addRow("style not a string") << R"({"tp_plan": {"lm_head": 3}})" << "plan.json: key 'tp_plan.lm_head' must name a style, found 3";
+        QTest::addRow("bad tp_size") << R"({"tp_size": 0, "tp_plan": {}})" << "plan.json: key 'tp_size' must be a positive integer, found 0";
+    }
+    void badPlanFiles()
+    {
+        QFETCH(QString, json);
+        QFETCH(QString, expected);
+        auto r = parsePlanJson(json.toStdString(), "plan.json", VersionProfile::G3);
+        QVERIFY(!r.ok());
+        QVERIFY2(QString::fromStdString(r.status().message()).startsWith(expected), r.status().message().c_str());
     }
 
     void everyCatalogDefaultPlanMatches_data()

@@ -14,5 +14,6 @@ enum ExitCode { kOk = 0, kBadInput = 1, kUsage = 2 };
 std::function<int()> addInspect(CLI::App& app);
 std::function<int()> addCatalog(CLI::App& app);
 std::function<int()> addBench(CLI::App& app);
+std::function<int()> addPlan(CLI::App& app);
 
 } // namespace tpcli

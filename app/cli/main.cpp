@@ -22,6 +22,7 @@ int main(int argc, char** argv)
     };
     add(tpcli::addInspect);
     add(tpcli::addCatalog);
+    add(tpcli::addPlan);
     add(tpcli::addBench);
 
     try {

@@ -151,6 +151,50 @@ PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan)
                  "keys are full paths from the loaded class ('model.layers.*…'); '*' stands for one numeric index"});
     }
 
+    // Divisibility (hf-tp-semantics §2.2, §4.1): local heads come from the shard size, so sharded
+    // q/k/v must hold whole heads; gathered outputs need equal shards.
+    const int T = plan.tpSize;
+    if (T > 1) {
+        const ModelConfig& c = spec.config;
+        bool qSharded = false, kvSharded = false;
+        std::string gatherErrors;
+        for (const auto& a : out.params) {
+            const ModuleSpec& m = spec.modules[static_cast<std::size_t>(a.module)];
+            const ParamSpec& p = m.params[static_cast<std::size_t>(a.param)];
+            if (!a.style || !a.placement.shards())
+                continue;
+            if (m.kind == ModuleKind::Linear && p.name == "weight") {
+                if (m.name == "q_proj" || m.name == "q_b_proj" || m.name == "qkv_proj" || m.name == "kv_b_proj")
+                    qSharded = true;
+                if (m.name == "k_proj" || m.name == "v_proj" || m.name == "qkv_proj")
+                    kvSharded = true;
+            }
+            if (a.style->forward == CollectiveKind::AllGather && p.name == "weight" && p.shape.size() == 2
+                && p.shape[0] % T != 0 && gatherErrors.empty()) {
+                gatherErrors = m.path;
+                out.diagnostics.push_back(
+                    {Severity::Error, genericName(m.path),
+                     fmt::format("'{}' gathers its output but its {} output features are not divisible by tp_size {} "
+                                 "(Transformers raises ValueError at load)",
+                                 a.style->name, p.shape[0], T),
+                     "pick a tp size that divides it, or shard it with 'colwise' and keep the output sharded"});
+            }
+        }
+        auto validList = [&] {
+            return fmt::format("{}", fmt::join(tpSizesDividingHeads(c, 64), ", "));
+        };
+        if (qSharded && c.numHeads % T != 0)
+            out.diagnostics.push_back({Severity::Error, "num_attention_heads",
+                                       fmt::format("{} attention heads are not divisible by tp_size {}", c.numHeads, T),
+                                       fmt::format("valid tp sizes: {}", validList())});
+        if (kvSharded && c.numKvHeads % T != 0)
+            out.diagnostics.push_back({Severity::Error, "num_key_value_heads",
+                                       fmt::format("{} key/value heads are not divisible by tp_size {}; Transformers does "
+                                                   "not replicate KV heads and fails in the first forward",
+                                                   c.numKvHeads, T),
+                                       fmt::format("valid tp sizes: {}", validList())});
+    }
+
     // Linear/Embedding modules whose weight no key shards, grouped by generic name.
     std::unordered_map<std::string, int> unsharded;
     std::vector<std::string> order;
