@@ -11,6 +11,8 @@
 #include <QSignalSpy>
 #include <QTreeView>
 #include <QTreeWidget>
+#include "testutils.h"
+
 #include <QtTest>
 
 using namespace tpui;
@@ -18,10 +20,7 @@ using namespace tpui;
 namespace {
 std::shared_ptr<const tp::ModelSpec> catalogSpec(const char* id)
 {
-    auto om = tp::openModel(id);
-    if (!om.ok())
-        qFatal("%s", om.status().message().c_str());
-    return std::make_shared<const tp::ModelSpec>(om->spec);
+    return std::make_shared<const tp::ModelSpec>(tptest::openSpec(id));
 }
 } // namespace
 

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include <QTemporaryDir>
+#include "testutils.h"
+
 #include <QtTest>
 
 #include <filesystem>
@@ -86,13 +88,7 @@ std::vector<Diagnostic> errorsOf(const ModelSpec& s)
     return out;
 }
 
-ModelSpec catalogSpec(const char* id)
-{
-    auto om = openModel(id);
-    if (!om.ok())
-        qFatal("%s", om.status().message().c_str());
-    return om->spec;
-}
+ModelSpec catalogSpec(const char* id) { return tptest::openSpec(id); }
 } // namespace
 
 class TestModel : public QObject

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "testutils.h"
+
 #include <QtTest>
 
 #include <fstream>
@@ -15,13 +17,7 @@
 using namespace tp;
 
 namespace {
-ModelSpec spec(const char* id)
-{
-    auto om = openModel(id);
-    if (!om.ok())
-        qFatal("%s", om.status().message().c_str());
-    return om->spec;
-}
+ModelSpec spec(const char* id) { return tptest::openSpec(id); }
 
 const ParamAssignment& assignment(const ModelSpec& s, const PlanMatch& m, const std::string& paramPath)
 {

@@ -65,16 +65,20 @@ QModelIndex ModuleTreeModel::parent(const QModelIndex& child) const
         return {};
     const Node n = nodeOf(child);
     if (n.param >= 0) // a parameter's parent is its module
-        return indexForPath(QString::fromStdString(m_spec->modules[std::size_t(n.module)].path));
+        return moduleIndex(n.module);
     const int parentModule = m_spec->modules[std::size_t(n.module)].parent;
-    if (parentModule < 0)
-        return {};
-    const auto& pm = m_spec->modules[std::size_t(parentModule)];
-    if (pm.parent < 0)
-        return createIndex(0, 0, encode({parentModule, -1}));
-    const auto& gp = m_spec->modules[std::size_t(pm.parent)];
-    const auto it = std::find(gp.children.begin(), gp.children.end(), parentModule);
-    return createIndex(int(gp.params.size()) + int(it - gp.children.begin()), 0, encode({parentModule, -1}));
+    return parentModule < 0 ? QModelIndex() : moduleIndex(parentModule);
+}
+
+QModelIndex ModuleTreeModel::moduleIndex(int mi) const
+{
+    // A module's row under its parent: after the parent's parameters, at its place among the children.
+    const auto& m = m_spec->modules[std::size_t(mi)];
+    if (m.parent < 0)
+        return createIndex(0, 0, encode({mi, -1}));
+    const auto& pm = m_spec->modules[std::size_t(m.parent)];
+    const auto it = std::find(pm.children.begin(), pm.children.end(), mi);
+    return createIndex(int(pm.params.size()) + int(it - pm.children.begin()), 0, encode({mi, -1}));
 }
 
 int ModuleTreeModel::rowCount(const QModelIndex& parent) const
@@ -115,12 +119,7 @@ QModelIndex ModuleTreeModel::indexForPath(const QString& path) const
             return {};
         return createIndex(param, 0, encode({mi, param}));
     }
-    const auto& m = m_spec->modules[std::size_t(mi)];
-    if (m.parent < 0)
-        return createIndex(0, 0, encode({mi, -1}));
-    const auto& pm = m_spec->modules[std::size_t(m.parent)];
-    const auto it = std::find(pm.children.begin(), pm.children.end(), mi);
-    return createIndex(int(pm.params.size()) + int(it - pm.children.begin()), 0, encode({mi, -1}));
+    return moduleIndex(mi);
 }
 
 QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const

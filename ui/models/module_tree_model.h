@@ -46,6 +46,7 @@ private:
     static quintptr encode(Node n) { return (quintptr(n.module + 1) << 24) | quintptr(n.param + 1); }
     static Node decode(quintptr id) { return {int(id >> 24) - 1, int(id & 0xffffff) - 1}; }
     Node nodeOf(const QModelIndex& index) const;
+    QModelIndex moduleIndex(int module) const;
     // Subtree totals per module, for the Params and Size columns.
     std::vector<std::int64_t> m_subtreeParams, m_subtreeBytes;
     std::shared_ptr<const tp::ModelSpec> m_spec;

@@ -551,9 +551,11 @@ Result<OpenedModel> openModel(const std::string& what)
             if (name == "config.json") {
                 // A config.json brings its folder's checkpoint along.
                 auto folder = locateInFolder(dir);
-                if (folder.ok())
-                    l.checkpointPath = folder->checkpointPath, l.extraSafetensors = folder->extraSafetensors,
+                if (folder.ok()) {
+                    l.checkpointPath = folder->checkpointPath;
+                    l.extraSafetensors = folder->extraSafetensors;
                     l.diags = folder->diags;
+                }
             }
         } else {
             return invalidArgument(fmt::format("{}: not a folder, config.json or .safetensors file", what));
