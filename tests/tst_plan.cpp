@@ -206,7 +206,21 @@ private slots:
         p.entries.push_back({key.toStdString(), "colwise"});
         const PlanMatch m = matchPlan(s, p);
         QCOMPARE(m.entryMatches.back(), 0);
-        QVERIFY(hasDiag(m, Severity::Warning, key.toStdString(), "does not match any module or parameter of LlamaForCausalLM"));
+        // Current Transformers refuses an override key that names nothing (ValueError before sharding).
+        QVERIFY(hasDiag(m, Severity::Error, key.toStdString(), "does not match any module or parameter of LlamaForCausalLM"));
+        // Older generations only warned ("Layer pattern … does not match any parameters").
+        p.profile = VersionProfile::G2;
+        QVERIFY(hasDiag(matchPlan(s, p), Severity::Warning, key.toStdString(), "does not match any module or parameter"));
+    }
+
+    void deadKeysOfTheClassOwnPlanOnlyWarn()
+    {
+        // Llama4ForCausalLM's resolved plan repeats the base keys without "model."; they name nothing,
+        // but Transformers accepts keys that are in the class's own plan.
+        const ModelSpec s = spec("llama-4-scout");
+        const PlanMatch m = matchPlan(s, defaultPlan(s, 2));
+        QVERIFY(hasDiag(m, Severity::Warning, "layers.*.self_attn.q_proj", "does not match"));
+        QVERIFY(!hasErrors(m.diagnostics));
     }
 
     void indexedOverride()

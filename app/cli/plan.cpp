@@ -1,14 +1,19 @@
-// plan.cpp — `tpstudio-cli plan show|validate|export`: key matching, divisibility and export.
+// plan.cpp — `tpstudio-cli plan show|validate|preview|export`: key matching, the sharded graph
+// (layouts, collectives, memory, diagnostics), the cost model, and export for Transformers.
 #include "commands.h"
 
+#include "tp/core/units.h"
+#include "tp/cost/cost_model.h"
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
+#include "tp/shard/sharded_graph.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <iostream>
+#include <map>
 
 namespace tpcli {
 
@@ -20,26 +25,241 @@ struct PlanOpts
     std::string planFile;
     std::string profile = "G3";
     std::string output;
+    std::string format = "json";
+    std::string hardware = "h100-sxm-8";
+    std::string dtype;
+    std::int64_t batch = 1;
+    std::int64_t seq = 512;
     int tp = 2;
+    int maxTp = 8;
     bool json = false;
 };
 
-enum class Mode { Show, Validate, Export };
+enum class Mode { Show, Validate, Preview, Export };
+
+const char* verbName(Mode m)
+{
+    switch (m) {
+    case Mode::Show: return "plan show";
+    case Mode::Validate: return "plan validate";
+    case Mode::Preview: return "plan preview";
+    case Mode::Export: return "plan export";
+    }
+    return "plan";
+}
 
 void addCommon(CLI::App* cmd, PlanOpts& o)
 {
     cmd->add_option("MODEL", o.model, "Folder, config.json, .safetensors, HF cache repo id or catalog id")->required();
-    cmd->add_option("--plan", o.planFile, "Plan JSON ({\"tp_size\", \"tp_plan\"} or a bare key → style dict); "
-                                          "default: the model's default tp_plan");
+    cmd->add_option("--plan", o.planFile,
+                    "Plan JSON ({\"tp_size\", \"tp_plan\"} or a bare key → style dict). Under G3 its keys override "
+                    "the model's default plan as Transformers merges them; default: the model's default tp_plan");
     cmd->add_option("--tp", o.tp, "Tensor-parallel size (overrides the file's tp_size)")->check(CLI::Range(1, 4096));
     cmd->add_option("--profile", o.profile, "Transformers generation: G1 (4.50-4.57), G2 (5.1-5.15), G3 (current)")
         ->check(CLI::IsMember({"G1", "G2", "G3"}))
         ->capture_default_str();
 }
 
+void addShape(CLI::App* cmd, PlanOpts& o)
+{
+    cmd->add_option("--batch", o.batch, "Batch size B")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+    cmd->add_option("--seq", o.seq, "Sequence length S (tokens per sequence in this forward)")
+        ->check(CLI::Range(1, 1 << 24))
+        ->capture_default_str();
+    cmd->add_option("--dtype", o.dtype, "Activation dtype: bf16, f16, f32 (default: the model's)")
+        ->check(CLI::IsMember({"bf16", "f16", "f32"}));
+}
+
+std::optional<tp::DType> dtypeOption(const std::string& s)
+{
+    if (s == "bf16")
+        return tp::DType::BF16;
+    if (s == "f16")
+        return tp::DType::F16;
+    if (s == "f32")
+        return tp::DType::F32;
+    return std::nullopt;
+}
+
+nlohmann::ordered_json diagnosticsJson(const std::vector<tp::Diagnostic>& ds)
+{
+    auto out = nlohmann::ordered_json::array();
+    for (const auto& d : ds)
+        out.push_back({{"severity", tp::severityName(d.severity)}, {"where", d.where}, {"message", d.message}, {"hint", d.hint}});
+    return out;
+}
+
+void printDiagnostics(const std::vector<tp::Diagnostic>& ds, bool withInfo)
+{
+    std::size_t shown = 0;
+    for (const auto& d : ds) {
+        if (!withInfo && d.severity == tp::Severity::Info)
+            continue;
+        fmt::print("{:<7} {}: {}{}\n", tp::severityName(d.severity), d.where, d.message,
+                   d.hint.empty() ? "" : "\n        hint: " + d.hint);
+        ++shown;
+    }
+    if (shown)
+        fmt::print("\n");
+}
+
+// Collectives folded by (kind, generic place, style, bytes): "32 × all_reduce … 4.00 MiB".
+struct CollectiveGroup
+{
+    tp::CollectiveKind kind;
+    std::string where, style;
+    std::int64_t bytes = 0;
+    int count = 0;
+};
+
+std::vector<CollectiveGroup> groupCollectives(const tp::ShardedGraph& g)
+{
+    std::vector<CollectiveGroup> out;
+    for (const auto& c : g.collectives) {
+        const std::string where = tp::genericName(c.where);
+        const std::int64_t bytes = c.bytes(g.options.batch, g.options.seq, g.elementBytes());
+        auto it = std::find_if(out.begin(), out.end(), [&](const CollectiveGroup& x) {
+            return x.kind == c.kind && x.where == where && x.style == c.style && x.bytes == bytes;
+        });
+        if (it == out.end())
+            out.push_back({c.kind, where, c.style, bytes, 1});
+        else
+            ++it->count;
+    }
+    return out;
+}
+
+double us(double s) { return s * 1e6; }
+
+int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGraph& g, const PlanOpts& o)
+{
+    auto hw = tp::findHardware(o.hardware);
+    if (!hw) {
+        fmt::print(stderr, "tpstudio-cli plan preview: {}\n", hw.status().message());
+        return kBadInput;
+    }
+    const auto groups = groupCollectives(g);
+    const std::int64_t e = g.elementBytes();
+    std::optional<tp::CostReport> cost;
+    if (g.valid())
+        cost = tp::estimateCost(om.spec, g, *hw);
+    const auto scaling = tp::predictScaling(om.spec, plan, g.options, *hw, o.maxTp);
+    std::map<tp::CollectiveKind, int> counts;
+    std::int64_t totalBytes = 0;
+    for (const auto& c : g.collectives) {
+        ++counts[c.kind];
+        totalBytes += c.bytes(g.options.batch, g.options.seq, e);
+    }
+
+    if (o.json) {
+        nlohmann::ordered_json j;
+        j["schema"] = "tpstudio.preview/1";
+        j["model"] = om.spec.source;
+        j["class"] = om.spec.className;
+        j["tp_size"] = g.tpSize;
+        j["profile"] = tp::profileName(plan.profile);
+        j["batch"] = g.options.batch;
+        j["seq"] = g.options.seq;
+        j["dtype"] = std::string(tp::dtypeName(g.activationDtype));
+        j["hardware"] = hw->id;
+        j["valid"] = g.valid();
+        auto cj = nlohmann::ordered_json::array();
+        for (const auto& grp : groups)
+            cj.push_back({{"kind", tp::collectiveName(grp.kind)}, {"where", grp.where}, {"style", grp.style},
+                          {"count", grp.count}, {"bytes", grp.bytes}});
+        j["collectives"] = cj;
+        nlohmann::ordered_json totals = nlohmann::ordered_json::object();
+        for (const auto& [k, n] : counts)
+            totals[tp::collectiveName(k)] = n;
+        j["collective_counts"] = totals;
+        j["collective_bytes"] = totalBytes;
+        auto mj = nlohmann::ordered_json::array();
+        for (std::size_t r = 0; r < g.memory.size(); ++r)
+            mj.push_back({{"rank", r}, {"weight_bytes", g.memory[r].weightBytes},
+                          {"kv_cache_bytes_per_token", g.memory[r].kvCacheBytesPerToken},
+                          {"activation_peak_bytes", g.memory[r].activationPeakBytes}});
+        j["memory"] = mj;
+        if (cost) {
+            auto lj = nlohmann::ordered_json::array();
+            for (const auto& l : cost->layers)
+                lj.push_back({{"layer", l.layer}, {"compute_s", l.computeSeconds}, {"comm_s", l.commSeconds}});
+            j["predicted"] = {{"compute_s", cost->computeSeconds}, {"comm_s", cost->commSeconds},
+                              {"total_s", cost->totalSeconds()}, {"comm_share", cost->commShare()}, {"layers", lj}};
+        }
+        auto sj = nlohmann::ordered_json::array();
+        for (const auto& p : scaling) {
+            nlohmann::ordered_json x = {{"tp", p.tp}, {"valid", p.valid}};
+            if (p.valid) {
+                x["total_s"] = p.seconds;
+                x["speedup"] = p.speedup;
+                x["comm_share"] = p.commShare;
+            } else {
+                x["reason"] = p.reason;
+            }
+            sj.push_back(x);
+        }
+        j["scaling"] = sj;
+        j["diagnostics"] = diagnosticsJson(g.diagnostics);
+        std::cout << j.dump(2) << "\n";
+        return g.valid() ? kOk : kBadInput;
+    }
+
+    fmt::print("{} · tp_size {} · batch {} · seq {} · {} · {}\n\n", om.spec.className, g.tpSize, g.options.batch,
+               g.options.seq, tp::dtypeName(g.activationDtype), hw->name);
+    printDiagnostics(g.diagnostics, false);
+    if (!g.valid()) {
+        fmt::print("INVALID: the plan has errors; no collectives or times are predicted\n");
+        return kBadInput;
+    }
+    fmt::print("Collectives per forward\n  {:>5}  {:<15} {:>12}  {:>11}  {:<44} {}\n", "count", "kind", "bytes each",
+               "time each", "where", "style");
+    for (const auto& grp : groups)
+        fmt::print("  {:>5}  {:<15} {:>12}  {:>9.1f}µs  {:<44} {}\n", grp.count, tp::collectiveName(grp.kind),
+                   tp::humanBytes(grp.bytes), us(hw->collectiveSeconds(grp.kind, grp.bytes, g.tpSize)), grp.where,
+                   grp.style);
+    std::string summary;
+    for (const auto& [k, n] : counts)
+        summary += fmt::format("{}{} {}", summary.empty() ? "" : ", ", n, tp::collectiveName(k));
+    fmt::print("  total: {}; {}\n\n", summary.empty() ? "none" : summary, tp::humanBytes(totalBytes));
+
+    fmt::print("Per layer, predicted on the slowest rank\n  {:<9} {:>12} {:>12} {:>7}\n", "layer", "compute", "comm",
+               "comm %");
+    const auto& layers = cost->layers;
+    for (std::size_t i = 0; i < layers.size();) {
+        std::size_t k = i + 1;
+        while (k < layers.size() && layers[i].layer >= 0 && std::abs(layers[k].computeSeconds - layers[i].computeSeconds) < 1e-12
+               && std::abs(layers[k].commSeconds - layers[i].commSeconds) < 1e-12)
+            ++k;
+        const auto& l = layers[i];
+        const std::string name = l.layer < 0 ? "other" : k - i > 1 ? fmt::format("{}-{}", l.layer, layers[k - 1].layer)
+                                                                   : std::to_string(l.layer);
+        const double tot = l.computeSeconds + l.commSeconds;
+        fmt::print("  {:<9} {:>10.1f}µs {:>10.1f}µs {:>6.1f}%\n", name, us(l.computeSeconds), us(l.commSeconds),
+                   tot > 0 ? 100 * l.commSeconds / tot : 0.0);
+        i = k;
+    }
+    fmt::print("  {:<9} {:>10.3f}ms {:>10.3f}ms {:>6.1f}%\n\n", "forward", cost->computeSeconds * 1e3,
+               cost->commSeconds * 1e3, 100 * cost->commShare());
+
+    fmt::print("Memory per rank\n  {:>4} {:>12} {:>14} {:>16}\n", "rank", "weights", "KV cache/token", "activation peak");
+    for (std::size_t r = 0; r < g.memory.size(); ++r)
+        fmt::print("  {:>4} {:>12} {:>14} {:>16}\n", r, tp::humanBytes(g.memory[r].weightBytes),
+                   tp::humanBytes(g.memory[r].kvCacheBytesPerToken), tp::humanBytes(g.memory[r].activationPeakBytes));
+    fmt::print("\nPredicted scaling on {} (same plan, B={}, S={})\n  {:>3} {:>12} {:>8} {:>7}\n", hw->id,
+               g.options.batch, g.options.seq, "T", "forward", "speedup", "comm %");
+    for (const auto& p : scaling) {
+        if (p.valid)
+            fmt::print("  {:>3} {:>10.3f}ms {:>7.2f}× {:>6.1f}%\n", p.tp, p.seconds * 1e3, p.speedup, 100 * p.commShare);
+        else
+            fmt::print("  {:>3} {:>12} {}\n", p.tp, "invalid", p.reason);
+    }
+    fmt::print("\nvalid\n");
+    return kOk;
+}
+
 int run(Mode mode, const PlanOpts& o, bool tpGiven)
 {
-    const char* verb = mode == Mode::Show ? "plan show" : mode == Mode::Validate ? "plan validate" : "plan export";
+    const char* verb = verbName(mode);
     auto om = tp::openModel(o.model);
     if (!om) {
         fmt::print(stderr, "tpstudio-cli {}: {}\n", verb, om.status().message());
@@ -53,22 +273,29 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
             fmt::print(stderr, "tpstudio-cli {}: {}\n", verb, p.status().message());
             return kBadInput;
         }
-        plan = std::move(*p);
+        plan = tp::resolveOverrides(om->spec, *p);
         if (tpGiven || plan.tpSize == 1)
             plan.tpSize = o.tp;
     }
-    const tp::PlanMatch m = tp::matchPlan(om->spec, plan);
-    const bool errors = tp::hasErrors(m.diagnostics);
+    tp::ShardOptions so;
+    so.batch = o.batch;
+    so.seq = o.seq;
+    so.activationDtype = dtypeOption(o.dtype);
+    const tp::ShardedGraph g = tp::shardModel(om->spec, plan, so);
+    const bool errors = !g.valid();
 
     if (mode == Mode::Export) {
         if (errors) {
-            for (const auto& d : m.diagnostics)
+            for (const auto& d : g.diagnostics)
                 if (d.severity == tp::Severity::Error)
                     fmt::print(stderr, "error   {}: {}\n", d.where, d.message);
             fmt::print(stderr, "tpstudio-cli plan export: the plan has errors; nothing written\n");
             return kBadInput;
         }
-        const std::string text = tp::planToJson(plan);
+        if (o.format == "json" && !plan.customStyles.empty())
+            fmt::print(stderr, "note: the plan defines custom styles; DistributedConfig needs them registered first "
+                               "(use --format python, which does it)\n");
+        const std::string text = o.format == "python" ? tp::planToPython(plan, om->spec) : tp::planToJson(plan, &om->spec);
         if (o.output.empty()) {
             std::cout << text;
         } else {
@@ -81,6 +308,8 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
         }
         return kOk;
     }
+    if (mode == Mode::Preview)
+        return preview(*om, plan, g, o);
 
     if (o.json) {
         nlohmann::ordered_json j;
@@ -90,12 +319,10 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
         j["profile"] = tp::profileName(profile);
         auto entries = nlohmann::ordered_json::array();
         for (std::size_t i = 0; i < plan.entries.size(); ++i)
-            entries.push_back({{"key", plan.entries[i].key}, {"style", plan.entries[i].style}, {"matches", m.entryMatches[i]}});
+            entries.push_back({{"key", plan.entries[i].key}, {"style", plan.entries[i].style},
+                               {"matches", g.match.entryMatches[i]}});
         j["entries"] = entries;
-        auto diags = nlohmann::ordered_json::array();
-        for (const auto& d : m.diagnostics)
-            diags.push_back({{"severity", tp::severityName(d.severity)}, {"where", d.where}, {"message", d.message}, {"hint", d.hint}});
-        j["diagnostics"] = diags;
+        j["diagnostics"] = diagnosticsJson(g.diagnostics);
         j["valid"] = !errors;
         std::cout << j.dump(2) << "\n";
         return errors ? kBadInput : kOk;
@@ -103,23 +330,15 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
     fmt::print("{} at tp_size {} (profile {})\n\n", om->spec.className, plan.tpSize, tp::profileName(profile));
     if (mode == Mode::Show) {
         fmt::print("{:<56} {:<30} {:>7}  {}\n", "key", "style", "matches", "forward collective");
-        const auto& reg = tp::StyleRegistry::builtin();
         for (std::size_t i = 0; i < plan.entries.size(); ++i) {
-            const tp::Style* s = reg.find(plan.entries[i].style, profile);
-            fmt::print("{:<56} {:<30} {:>7}  {}\n", plan.entries[i].key, plan.entries[i].style, m.entryMatches[i],
+            const tp::Style* s = g.match.entryStyles[i];
+            fmt::print("{:<56} {:<30} {:>7}  {}\n", plan.entries[i].key, plan.entries[i].style, g.match.entryMatches[i],
                        s ? tp::collectiveName(s->forward) : "?");
         }
         fmt::print("\n");
     }
-    std::size_t shown = 0;
-    for (const auto& d : m.diagnostics) {
-        if (mode == Mode::Validate && d.severity == tp::Severity::Info)
-            continue;
-        fmt::print("{:<7} {}: {}{}\n", tp::severityName(d.severity), d.where, d.message,
-                   d.hint.empty() ? "" : "\n        hint: " + d.hint);
-        ++shown;
-    }
-    fmt::print("{}{}\n", shown ? "\n" : "", errors ? "INVALID: the plan has errors" : "valid");
+    printDiagnostics(g.diagnostics, mode == Mode::Show);
+    fmt::print("{}\n", errors ? "INVALID: the plan has errors" : "valid");
     return errors ? kBadInput : kOk;
 }
 
@@ -127,23 +346,40 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
 
 std::function<int()> addPlan(CLI::App& app)
 {
-    auto* plan = app.add_subcommand("plan", "Check a tp_plan against a model and export it for Transformers");
+    auto* plan = app.add_subcommand("plan", "Check a tp_plan against a model, preview its shards, collectives, memory "
+                                            "and predicted time, and export it for Transformers");
     plan->require_subcommand(1);
     auto o = std::make_shared<PlanOpts>();
     auto* show = plan->add_subcommand("show", "List every key with its style, how many modules/parameters it matches, "
                                               "its forward collective, and the diagnostics");
     auto* validate = plan->add_subcommand("validate", "Report errors and warnings; exit 1 when the plan has errors");
-    auto* exp = plan->add_subcommand("export", "Print {\"tp_size\", \"tp_plan\"} as DistributedConfig(**json.load(f)) "
-                                               "loads it (parameter keys before module keys)");
-    for (auto* c : {show, validate, exp})
+    auto* prev = plan->add_subcommand(
+        "preview", "Collectives per forward with their bytes, per-layer predicted compute and communication, memory "
+                   "per rank, predicted speedup for T = 1..8 (formulas: docs/metrics.md)");
+    auto* exp = plan->add_subcommand("export", "Print the complete resolved plan as Transformers loads it: "
+                                               "{\"tp_size\", \"tp_plan\"} for DistributedConfig(**json.load(f)), or a "
+                                               "ready Python script");
+    for (auto* c : {show, validate, prev, exp})
         addCommon(c, *o);
-    show->add_flag("--json", o->json, "Print JSON");
-    validate->add_flag("--json", o->json, "Print JSON");
+    addShape(prev, *o);
+    prev->add_option("--hardware", o->hardware,
+                     "Hardware profile: a built-in id (" + fmt::format("{}", fmt::join(tp::builtinHardwareIds(), ", "))
+                         + ") or a profile JSON file")
+        ->capture_default_str();
+    prev->add_option("--max-tp", o->maxTp, "Largest T in the predicted scaling table")
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
+    for (auto* c : {show, validate, prev})
+        c->add_flag("--json", o->json, "Print JSON");
     exp->add_option("-o,--output", o->output, "Write to this file instead of standard output");
-    return [o, show, validate, exp] {
-        auto* sub = show->parsed() ? show : validate->parsed() ? validate : exp;
-        const bool tpGiven = sub->count("--tp") > 0;
-        return run(show->parsed() ? Mode::Show : validate->parsed() ? Mode::Validate : Mode::Export, *o, tpGiven);
+    exp->add_option("--format", o->format, "json (DistributedConfig form) or python (a runnable script)")
+        ->check(CLI::IsMember({"json", "python"}))
+        ->capture_default_str();
+    return [o, show, validate, prev, exp] {
+        auto* sub = show->parsed() ? show : validate->parsed() ? validate : prev->parsed() ? prev : exp;
+        const Mode mode = sub == show ? Mode::Show : sub == validate ? Mode::Validate : sub == prev ? Mode::Preview
+                                                                                                     : Mode::Export;
+        return run(mode, *o, sub->count("--tp") > 0);
     };
 }
 

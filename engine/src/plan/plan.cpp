@@ -81,6 +81,7 @@ PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan)
                  fmt::format("styles under profile {}: {}", profileName(prof), fmt::join(names, ", "))});
         }
 
+    out.entryStyles = styles;
     std::unordered_map<std::string, int> keys; // first occurrence wins, as in a dict
     for (std::size_t i = 0; i < plan.entries.size(); ++i)
         keys.emplace(plan.entries[i].key, static_cast<int>(i));
@@ -144,9 +145,12 @@ PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan)
                                                                 "use wildcarded names only)",
                                                                 profileName(prof)),
                                        "use '*' for the layer index to apply it to every layer"});
+        // Transformers ≥ 5.2x refuses override keys that name nothing, unless the class's own plan has them.
+        const bool ownKey = std::any_of(spec.defaultTpPlan.begin(), spec.defaultTpPlan.end(),
+                                        [&](const PlanEntry& d) { return d.key == key; });
         if (out.entryMatches[i] == 0)
             out.diagnostics.push_back(
-                {Severity::Warning, key,
+                {prof == VersionProfile::G3 && !ownKey ? Severity::Error : Severity::Warning, key,
                  fmt::format("Layer pattern '{}' does not match any module or parameter of {}", key, spec.className),
                  "keys are full paths from the loaded class ('model.layers.*…'); '*' stands for one numeric index"});
     }

@@ -1,6 +1,6 @@
 #include "tp/plan/plan_io.h"
 
-#include "tp/core/json.h"
+#include "tp/model/catalog.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -10,6 +10,41 @@
 #include <sstream>
 
 namespace tp {
+
+namespace {
+
+Status parseCustomStyles(const nlohmann::ordered_json& j, const std::string& source, Plan& plan)
+{
+    if (!j.is_object())
+        return invalidArgument(fmt::format("{}: key 'custom_styles' must be an object of name → definition", source));
+    for (auto it = j.begin(); it != j.end(); ++it) {
+        const auto& d = it.value();
+        const std::string where = fmt::format("{}: custom_styles.{}", source, it.key());
+        if (!d.is_object())
+            return invalidArgument(fmt::format("{}: must be an object with base, input, output", where));
+        CustomStyleSpec spec;
+        spec.name = it.key();
+        for (const char* k : {"base", "input", "output"})
+            if (!d.contains(k) || !d[k].is_string())
+                return invalidArgument(fmt::format("{}: key '{}' must be a string", where, k));
+        spec.base = d["base"].get<std::string>();
+        const auto in = layoutFromName(d["input"].get<std::string>());
+        const auto out = layoutFromName(d["output"].get<std::string>());
+        if (!in || !out)
+            return invalidArgument(fmt::format("{}: layouts are \"Replicate\" or \"Shard(-1)\"", where));
+        spec.input = *in;
+        spec.output = *out;
+        auto style = makeCustomStyle(spec);
+        if (!style)
+            return invalidArgument(fmt::format("{}: {}", source, style.status().message()));
+        plan.customStyles.push_back(std::move(*style));
+    }
+    return Status();
+}
+
+const char* torchLayout(Layout l) { return l == Layout::ShardLast ? "Shard(-1)" : "Replicate()"; }
+
+} // namespace
 
 Result<Plan> parsePlanJson(std::string_view text, const std::string& source, VersionProfile profile)
 {
@@ -37,6 +72,8 @@ Result<Plan> parsePlanJson(std::string_view text, const std::string& source, Ver
                                                source, map->get<std::string>()));
         if (!map->is_object())
             return invalidArgument(fmt::format("{}: key 'tp_plan' must be an object of key → style", source));
+        if (j.contains("custom_styles"))
+            TP_RETURN_IF_ERROR(parseCustomStyles(j["custom_styles"], source, plan));
     }
     for (auto it = map->begin(); it != map->end(); ++it) {
         if (!it.value().is_string())
@@ -61,6 +98,22 @@ Result<Plan> loadPlanFile(const std::string& path, VersionProfile profile)
     return parsePlanJson(ss.str(), path, profile);
 }
 
+Plan resolveOverrides(const ModelSpec& spec, const Plan& overrides)
+{
+    if (overrides.profile != VersionProfile::G3)
+        return overrides;
+    Plan out = overrides;
+    out.entries = spec.defaultTpPlan;
+    for (const auto& e : overrides.entries) {
+        auto it = std::find_if(out.entries.begin(), out.entries.end(), [&](const PlanEntry& d) { return d.key == e.key; });
+        if (it != out.entries.end())
+            it->style = e.style;
+        else
+            out.entries.push_back(e);
+    }
+    return out;
+}
+
 std::vector<PlanEntry> exportOrder(const std::vector<PlanEntry>& entries)
 {
     // A module key must follow every key below it ("…experts.gate_up_proj" before "…experts").
@@ -83,16 +136,132 @@ std::vector<PlanEntry> exportOrder(const std::vector<PlanEntry>& entries)
     return out;
 }
 
-std::string planToJson(const Plan& plan)
+namespace {
+
+// The entries as written: export order, duplicates dropped, dropped default keys as "replicate".
+nlohmann::ordered_json planMap(const Plan& plan, const ModelSpec* spec)
 {
+    std::vector<PlanEntry> entries = plan.entries;
+    if (spec && plan.profile == VersionProfile::G3)
+        for (const auto& d : spec->defaultTpPlan)
+            if (std::none_of(entries.begin(), entries.end(), [&](const PlanEntry& e) { return e.key == d.key; }))
+                entries.push_back({d.key, "replicate"});
     nlohmann::ordered_json map = nlohmann::ordered_json::object();
-    for (const auto& e : exportOrder(plan.entries))
+    for (const auto& e : exportOrder(entries))
         if (!map.contains(e.key))
             map[e.key] = e.style;
+    return map;
+}
+
+nlohmann::ordered_json customStylesJson(const Plan& plan)
+{
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    for (const auto& s : plan.customStyles) {
+        const CustomStyleSpec c = customStyleSpec(s);
+        j[s.name] = {{"base", c.base},
+                     {"input", c.input == Layout::ShardLast ? "Shard(-1)" : "Replicate"},
+                     {"output", c.output == Layout::ShardLast ? "Shard(-1)" : "Replicate"}};
+    }
+    return j;
+}
+
+} // namespace
+
+std::string planToJson(const Plan& plan, const ModelSpec* spec)
+{
     nlohmann::ordered_json j;
     j["tp_size"] = plan.tpSize;
-    j["tp_plan"] = std::move(map);
+    j["tp_plan"] = planMap(plan, spec);
+    if (!plan.customStyles.empty())
+        j["custom_styles"] = customStylesJson(plan);
     return j.dump(2) + "\n";
+}
+
+std::string planToPython(const Plan& plan, const ModelSpec& spec)
+{
+    const nlohmann::ordered_json map = planMap(plan, &spec);
+    std::string planLines;
+    for (auto it = map.begin(); it != map.end(); ++it)
+        planLines += fmt::format("    {}: {},\n", nlohmann::json(it.key()).dump(), it.value().dump());
+    std::string registrations;
+    for (const auto& s : plan.customStyles) {
+        const CustomStyleSpec c = customStyleSpec(s);
+        registrations += fmt::format("    ALL_PARALLEL_STYLES.register(\n        {}, {}(input_layouts={}, "
+                                     "output_layouts={})\n    )  # forward: {}\n",
+                                     nlohmann::json(s.name).dump(),
+                                     c.base == "colwise" ? "ColwiseParallel" : "RowwiseParallel",
+                                     torchLayout(c.input), torchLayout(c.output), collectiveName(s.forward));
+    }
+    if (registrations.empty())
+        registrations = "    pass  # the plan uses built-in styles only\n";
+    std::string repo = spec.source.empty() ? spec.className : spec.source;
+    if (repo.starts_with("catalog:"))
+        if (const CatalogEntry* e = findCatalogEntry(repo.substr(8)))
+            repo = e->repoId;
+    return fmt::format(
+        R"py(#!/usr/bin/env python3
+"""Load {cls} with tensor parallelism over {tp} ranks, as planned in TP Studio.
+
+    torchrun --nproc-per-node {tp} plan.py [MODEL]    # load and run one forward
+    python3 plan.py --check                           # verify the plan, load nothing
+
+MODEL defaults to {repo}. Written by tpstudio-cli plan export --format python.
+"""
+import sys
+
+TP_SIZE = {tp}
+TP_PLAN = {{
+{plan}}}
+
+
+def register_custom_styles():
+    from torch.distributed.tensor import Replicate, Shard  # noqa: F401
+    from transformers.distributed.tensor_parallel import (  # noqa: F401
+        ALL_PARALLEL_STYLES,
+        ColwiseParallel,
+        RowwiseParallel,
+    )
+
+{registrations}
+
+def distributed_config():
+    from transformers.distributed import DistributedConfig
+
+    register_custom_styles()
+    return DistributedConfig(tp_size=TP_SIZE, tp_plan=dict(TP_PLAN))
+
+
+def check():
+    import transformers.distributed.expert_parallel  # noqa: F401  (registers the EP styles)
+    from transformers.distributed.tensor_parallel import ALL_PARALLEL_STYLES
+
+    config = distributed_config()
+    missing = sorted({{s for s in config.tp_plan.values() if s not in ALL_PARALLEL_STYLES}})
+    if missing:
+        sys.exit(f"styles not registered in Transformers: {{missing}}")
+    print(f"ok: tp_size={{config.tp_size}}, {{len(config.tp_plan)}} rules, every style registered")
+
+
+def main():
+    if "--check" in sys.argv[1:]:
+        return check()
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model_id = next((a for a in sys.argv[1:] if not a.startswith("-")), {repo})
+    model = AutoModelForCausalLM.from_pretrained(model_id, dtype=torch.bfloat16, distributed_config=distributed_config())
+    ids = torch.arange(16, device=model.device).unsqueeze(0)
+    with torch.no_grad():
+        logits = model(ids).logits
+    if torch.distributed.get_rank() == 0:
+        print("logits", tuple(logits.shape))
+
+
+if __name__ == "__main__":
+    main()
+)py",
+        fmt::arg("cls", spec.className), fmt::arg("tp", plan.tpSize), fmt::arg("repo", nlohmann::json(repo).dump()),
+        fmt::arg("plan", planLines), fmt::arg("registrations", registrations));
 }
 
 } // namespace tp

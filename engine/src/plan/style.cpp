@@ -76,6 +76,62 @@ Placement Style::placementFor(int rank, bool isEmbedding) const
     return weight2d;
 }
 
+std::optional<Layout> layoutFromName(std::string_view n)
+{
+    if (n == "Replicate" || n == "Replicate()")
+        return Layout::Replicate;
+    if (n == "Shard(-1)")
+        return Layout::ShardLast;
+    return std::nullopt;
+}
+
+Result<Style> makeCustomStyle(const CustomStyleSpec& spec)
+{
+    const bool col = spec.base == "colwise", row = spec.base == "rowwise";
+    if (spec.name.empty() || spec.name.find_first_of(" \t\"'\\") != std::string::npos)
+        return invalidArgument(fmt::format("custom style '{}': a name is one word without quotes", spec.name));
+    for (auto p : {VersionProfile::G1, VersionProfile::G2, VersionProfile::G3})
+        if (StyleRegistry::builtin().find(spec.name, p))
+            return invalidArgument(fmt::format("custom style '{}': the name is a built-in style", spec.name));
+    if (!col && !row)
+        return invalidArgument(fmt::format("custom style '{}': base must be \"colwise\" or \"rowwise\", found \"{}\"",
+                                           spec.name, spec.base));
+    auto okLayout = [](Layout l) { return l == Layout::Replicate || l == Layout::ShardLast; };
+    if (!okLayout(spec.input) || !okLayout(spec.output))
+        return invalidArgument(fmt::format("custom style '{}': input and output layouts are Replicate or Shard(-1)",
+                                           spec.name));
+    if (col && spec.input != Layout::Replicate)
+        return invalidArgument(fmt::format("custom style '{}': a colwise style takes a Replicate input (Transformers "
+                                           "would all-gather a sharded one first)",
+                                           spec.name));
+    Style s;
+    s.name = spec.name;
+    s.custom = true;
+    s.input = spec.input;
+    s.output = spec.output;
+    if (col) {
+        s.weight2d = Placement::shard(-2);
+        s.bias = Placement::shard(-1);
+        s.param3d = Placement::shard(-2);
+        s.embedding = Placement::shard(1);
+        s.forward = spec.output == Layout::Replicate ? CollectiveKind::AllGather : CollectiveKind::None;
+    } else {
+        s.weight2d = Placement::shard(-1);
+        s.bias = Placement::replicate();
+        s.param3d = Placement::shard(-1);
+        s.embedding = Placement::shard(0);
+        s.forward = spec.output == Layout::Replicate ? CollectiveKind::AllReduce : CollectiveKind::ReduceScatter;
+    }
+    s.description = fmt::format("custom {}: input {}, output {}, forward {}", spec.base, layoutName(spec.input),
+                                layoutName(spec.output), collectiveName(s.forward));
+    return s;
+}
+
+CustomStyleSpec customStyleSpec(const Style& s)
+{
+    return {s.name, s.weight2d.dim == -2 ? "colwise" : "rowwise", s.input, s.output};
+}
+
 std::vector<Interval> chunkSizes(std::int64_t n, int tp)
 {
     std::vector<Interval> out(static_cast<std::size_t>(std::max(tp, 1)));

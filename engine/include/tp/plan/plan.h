@@ -45,6 +45,7 @@ struct PlanMatch
     std::vector<ParamAssignment> params;   // one per parameter, in ModelSpec::allParams order
     std::vector<int> moduleEntry;          // per module: entry installing its forward wrapper, or -1
     std::vector<int> entryMatches;         // per entry: modules + parameters it matched
+    std::vector<const Style*> entryStyles; // per entry: its style, nullptr when unknown
     std::vector<Diagnostic> diagnostics;
 };
 

@@ -1,8 +1,11 @@
-// plan_io.h — plans in the JSON form Transformers loads.
+// plan_io.h — plans in the JSON form Transformers loads, and as a ready Python script.
 //
-// Export: {"tp_size": N, "tp_plan": {key: style, ...}}, loadable with
-// DistributedConfig(**json.load(f)); parameter keys come before their module key (the loader's
-// regex alternation takes the first match). Import accepts that form or a bare {key: style} dict.
+// JSON: {"tp_size": N, "tp_plan": {key: style, ...}}, loadable with DistributedConfig(**json.load(f));
+// parameter keys come before their module key (the loader's regex alternation takes the first
+// match). A plan that defines custom styles adds "custom_styles": {name: {"base": "colwise" |
+// "rowwise", "input": "Replicate" | "Shard(-1)", "output": …}}; the Python export registers them
+// with ALL_PARALLEL_STYLES before building the DistributedConfig. Import accepts the wrapped form or
+// a bare {key: style} dict.
 #pragma once
 
 #include "tp/core/status.h"
@@ -16,9 +19,20 @@ namespace tp {
 Result<Plan> parsePlanJson(std::string_view text, const std::string& source, VersionProfile profile);
 Result<Plan> loadPlanFile(const std::string& path, VersionProfile profile);
 
+// What Transformers applies when it is given `overrides` for this model (hf-tp-semantics §3.3):
+// G3 merges them into the class's default plan (a key keeps its place, new keys follow); G1/G2
+// replace the default plan.
+Plan resolveOverrides(const ModelSpec& spec, const Plan& overrides);
+
 // Entries reordered so that every parameter key precedes its module key; otherwise file order.
 std::vector<PlanEntry> exportOrder(const std::vector<PlanEntry>& entries);
-// The Transformers form, pretty-printed.
-std::string planToJson(const Plan& plan);
+
+// The complete resolved plan in Transformers form, pretty-printed. With `spec` under G3, every
+// default key the plan dropped is written as "replicate", so merge semantics cannot bring it back.
+std::string planToJson(const Plan& plan, const ModelSpec* spec = nullptr);
+
+// A ready script: registers custom styles, builds DistributedConfig(tp_size, tp_plan), and loads the
+// model with from_pretrained under torchrun. `--check` verifies the plan without loading weights.
+std::string planToPython(const Plan& plan, const ModelSpec& spec);
 
 } // namespace tp

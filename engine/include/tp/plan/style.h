@@ -8,6 +8,8 @@
 //   s->weight2d  // Shard(0): output features
 #pragma once
 
+#include "tp/core/status.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -71,6 +73,25 @@ struct Style
     Placement placementFor(int rank, bool isEmbedding) const;
     bool operator==(const Style&) const = default;
 };
+
+// A user-defined style in the form Transformers can register: ColwiseParallel or RowwiseParallel
+// with explicit input/output layouts (Replicate or Shard(-1)). The forward collective follows:
+//   colwise  out Replicate → all_gather;   out Shard(-1) → none
+//   rowwise  out Replicate → all_reduce;   out Shard(-1) → reduce_scatter
+// and rowwise with a Replicate input splits it locally (no communication).
+struct CustomStyleSpec
+{
+    std::string name;
+    std::string base;      // "colwise" | "rowwise"
+    Layout input = Layout::Replicate;
+    Layout output = Layout::Replicate;
+};
+// Validates the spec (name free of the built-in names of every profile, base, layouts) and makes the value.
+Result<Style> makeCustomStyle(const CustomStyleSpec& spec);
+// Back from a style made by makeCustomStyle.
+CustomStyleSpec customStyleSpec(const Style& s);
+// "Replicate" / "Shard(-1)" as written in plan files and in torch.
+std::optional<Layout> layoutFromName(std::string_view name);
 
 class StyleRegistry
 {

@@ -1,0 +1,68 @@
+// layer_graph.h — the forward dataflow of a model as Transformers runs it: one node per operation
+// (embedding, norms, projections, attention, gated activation, router, experts, residual adds),
+// over activations whose shape is [B, S, features] (symbolic in batch B and sequence S).
+//
+// The graph covers the whole model; `GraphNode::layer` says which decoder layer a node is in, so
+// "one layer" is a filter. Nodes that belong to a module carry its index in ModelSpec::modules.
+//
+//   LayerGraph g = buildLayerGraph(spec);
+//   for (const GraphNode& n : g.nodes) if (n.layer == 0) …
+#pragma once
+
+#include "tp/model/model_spec.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tp {
+
+enum class OpKind {
+    Embedding,    // token ids → hidden
+    Norm,         // RMSNorm over the whole feature vector
+    HeadNorm,     // RMSNorm per head (Qwen3/Gemma3 q_norm/k_norm): works on whole local heads
+    Linear,       // nn.Linear (also the MoE router's projection)
+    Split,        // a fused output cut by global sizes (Phi-3 qkv, MLA kv_a)
+    Rope,         // rotary embedding on q and k, per head
+    Attention,    // softmax(q·kᵀ)·v with GQA (MLA: q, per-head kv, shared rope key)
+    GatedAct,     // act(gate) · up; one packed input (Phi-3 gate_up) or two
+    Router,       // top-k routing scores
+    Experts,      // fused routed experts
+    Add,          // residual or shared-expert sum
+    Logits,       // the model output: must be whole on every rank
+};
+const char* opKindName(OpKind k);
+
+struct GraphTensor
+{
+    std::string name;            // "model.layers.0.self_attn.q_proj:out"
+    std::int64_t features = 0;   // global size of the last dim
+    int producer = -1;           // node index, -1 for the token ids
+};
+
+struct GraphNode
+{
+    OpKind kind = OpKind::Linear;
+    std::string name;            // module path, or path + ":op" for ops without a module
+    int module = -1;             // index into ModelSpec::modules, -1: no module
+    int layer = -1;
+    std::vector<int> inputs;     // tensor indices
+    std::vector<int> outputs;
+    // Attention: heads and head sizes. Split: the part sizes. Experts/Router: E and top-k.
+    std::int64_t heads = 0, kvHeads = 0, headDim = 0, vHeadDim = 0;
+    std::vector<std::int64_t> parts;
+    std::int64_t experts = 0, topK = 0;
+    bool packed = false;         // GatedAct on one packed [gate; up] input
+    int ownerModule = -1;        // Attention: the attention module (owner of sinks)
+};
+
+struct LayerGraph
+{
+    std::vector<GraphTensor> tensors;
+    std::vector<GraphNode> nodes;  // in execution order
+};
+
+// Every known family has a graph; an unknown one gets an empty graph.
+LayerGraph buildLayerGraph(const ModelSpec& spec);
+
+} // namespace tp

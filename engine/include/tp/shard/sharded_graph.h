@@ -1,0 +1,100 @@
+// sharded_graph.h — a plan applied to a model for tp size T, before anything runs: what every rank
+// holds, the layout of every activation, the collectives the plan implies, per-rank memory, and
+// every mismatch Transformers would not repair (as error diagnostics with a fix hint).
+//
+// Semantics: Transformers' no-grad inference path (hf-tp-semantics.md §1.1, §8): collectives happen
+// only where a style says so; colwise leaves the output sharded on its last dim; rowwise expects
+// exactly that shard and all-reduces; *_gather_output all-gathers; nothing else moves data.
+//
+//   ShardedGraph g = shardModel(spec, plan, {.batch = 1, .seq = 512});
+//   for (const Collective& c : g.collectives) c.bytes(1, 512, 2);
+#pragma once
+
+#include "tp/core/diagnostic.h"
+#include "tp/graph/layer_graph.h"
+#include "tp/model/model_spec.h"
+#include "tp/plan/plan.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tp {
+
+// One parameter on every rank.
+struct ParamShard
+{
+    std::string path;                              // full parameter name
+    int module = -1;
+    int param = -1;
+    Placement placement;                           // None/Replicate: whole on every rank
+    int dim = -1;                                  // the split dimension, -1 when whole
+    std::vector<std::vector<Interval>> slices;     // per rank, along `dim` (strided: one per packed block)
+    std::vector<std::vector<std::int64_t>> shapes; // per rank local shape
+    std::vector<std::int64_t> bytes;               // per rank
+    bool tied = false;                             // shares storage with an earlier parameter
+};
+
+// An activation on every rank: its layout and per-rank width of the last dim.
+struct TensorLayout
+{
+    Layout layout = Layout::Replicate;             // Replicate, ShardLast or Partial
+    std::vector<std::int64_t> local;               // per rank features
+    int packedBlocks = 1;                          // >1: a strided shard of a packed [gate; up] output
+};
+
+struct Collective
+{
+    CollectiveKind kind = CollectiveKind::None;
+    int node = -1;                                 // graph node after which it runs
+    std::string where;                             // module path
+    int layer = -1;
+    std::int64_t featuresPerToken = 0;             // full (gathered / reduced) width
+    std::int64_t tokensPerToken = 1;               // rows per token: top-k for expert dispatch
+    std::string style;                             // the style that issues it
+
+    // Bytes of the full tensor (nccl-tests' "size"): B·S·rows·features·elementBytes.
+    std::int64_t bytes(std::int64_t batch, std::int64_t seq, std::int64_t elementBytes) const
+    {
+        return batch * seq * tokensPerToken * featuresPerToken * elementBytes;
+    }
+};
+
+struct RankMemory
+{
+    std::int64_t weightBytes = 0;
+    std::int64_t kvCacheBytesPerToken = 0;         // per token of context, all layers
+    std::int64_t activationPeakBytes = 0;          // for the options' batch and sequence
+};
+
+struct ShardOptions
+{
+    std::int64_t batch = 1;
+    std::int64_t seq = 512;
+    std::optional<DType> activationDtype;          // default: the model's dtype
+};
+
+struct ShardedGraph
+{
+    std::shared_ptr<const Plan> plan;              // the plan applied (match styles point into it)
+    int tpSize = 1;
+    ShardOptions options;
+    DType activationDtype = DType::BF16;
+    LayerGraph graph;
+    PlanMatch match;
+    std::vector<ParamShard> params;                // one per parameter, ModelSpec::allParams order
+    std::vector<TensorLayout> tensors;             // one per graph tensor
+    std::vector<Collective> collectives;           // in execution order
+    std::vector<RankMemory> memory;                // per rank
+    std::vector<Diagnostic> diagnostics;           // the match's, then layout and shape findings
+
+    bool valid() const { return !hasErrors(diagnostics); }
+    std::int64_t elementBytes() const;
+};
+
+// Applies `plan` (its tpSize, profile, custom styles) to `spec`.
+ShardedGraph shardModel(const ModelSpec& spec, const Plan& plan, const ShardOptions& options = {});
+
+} // namespace tp

@@ -1,0 +1,257 @@
+// layer_graph.cpp — per-family forward dataflow, as the *ForCausalLM forward of Transformers v5
+// computes it (modeling_llama.py and its siblings; MLA per modeling_deepseek_v3.py).
+#include "tp/graph/layer_graph.h"
+
+#include <fmt/format.h>
+
+namespace tp {
+
+const char* opKindName(OpKind k)
+{
+    switch (k) {
+    case OpKind::Embedding: return "embedding";
+    case OpKind::Norm: return "norm";
+    case OpKind::HeadNorm: return "head_norm";
+    case OpKind::Linear: return "linear";
+    case OpKind::Split: return "split";
+    case OpKind::Rope: return "rope";
+    case OpKind::Attention: return "attention";
+    case OpKind::GatedAct: return "gated_act";
+    case OpKind::Router: return "router";
+    case OpKind::Experts: return "experts";
+    case OpKind::Add: return "add";
+    case OpKind::Logits: return "logits";
+    }
+    return "?";
+}
+
+namespace {
+
+class GraphBuilder
+{
+public:
+    GraphBuilder(const ModelSpec& spec, LayerGraph& g)
+        : m_spec(spec)
+        , m_g(g)
+        , m_c(spec.config)
+    {
+    }
+
+    void build()
+    {
+        const int ids = tensor("input_ids", 1, -1);
+        int h = module(OpKind::Embedding, "model.embed_tokens", {ids}, m_c.hiddenSize);
+        for (int l = 0; l < static_cast<int>(m_c.numLayers); ++l)
+            h = layer(l, h);
+        h = module(OpKind::Norm, "model.norm", {h}, m_c.hiddenSize);
+        const int logits = module(OpKind::Linear, "lm_head", {h}, m_c.vocabSize);
+        node(OpKind::Logits, "logits", -1, {logits});
+    }
+
+private:
+    int tensor(std::string name, std::int64_t features, int producer)
+    {
+        m_g.tensors.push_back({std::move(name), features, producer});
+        return static_cast<int>(m_g.tensors.size()) - 1;
+    }
+
+    GraphNode& node(OpKind kind, std::string name, int moduleIndex, std::vector<int> inputs)
+    {
+        GraphNode n;
+        n.kind = kind;
+        n.name = std::move(name);
+        n.module = moduleIndex;
+        n.layer = m_layer;
+        n.inputs = std::move(inputs);
+        m_g.nodes.push_back(std::move(n));
+        return m_g.nodes.back();
+    }
+
+    int output(GraphNode& n, std::int64_t features, const std::string& suffix = "out")
+    {
+        const int producer = static_cast<int>(&n - m_g.nodes.data());
+        const int t = tensor(n.name + ":" + suffix, features, producer);
+        n.outputs.push_back(t);
+        return t;
+    }
+
+    // A node for the module at `path`; its single output has `features`.
+    int module(OpKind kind, const std::string& path, std::vector<int> inputs, std::int64_t features)
+    {
+        GraphNode& n = node(kind, path, m_spec.indexOf(path), std::move(inputs));
+        return output(n, features);
+    }
+
+    int op(OpKind kind, const std::string& name, std::vector<int> inputs, std::int64_t features)
+    {
+        GraphNode& n = node(kind, name, -1, std::move(inputs));
+        return output(n, features);
+    }
+
+    int add(const std::string& name, int a, int b) { return op(OpKind::Add, name, {a, b}, m_c.hiddenSize); }
+
+    int layer(int l, int h)
+    {
+        m_layer = l;
+        const std::string p = fmt::format("model.layers.{}", l);
+        const bool gemma = m_c.family == Family::Gemma2 || m_c.family == Family::Gemma3;
+        int x = module(OpKind::Norm, p + ".input_layernorm", {h}, m_c.hiddenSize);
+        int a = attention(p + ".self_attn", x);
+        if (gemma)
+            a = module(OpKind::Norm, p + ".post_attention_layernorm", {a}, m_c.hiddenSize);
+        h = add(p + ":residual_attn", h, a);
+        x = module(OpKind::Norm, p + (gemma ? ".pre_feedforward_layernorm" : ".post_attention_layernorm"), {h},
+                   m_c.hiddenSize);
+        int f = feedForward(p, x);
+        if (gemma)
+            f = module(OpKind::Norm, p + ".post_feedforward_layernorm", {f}, m_c.hiddenSize);
+        h = add(p + ":residual_mlp", h, f);
+        m_layer = -1;
+        return h;
+    }
+
+    GraphNode& attentionNode(const std::string& p, std::vector<int> in, std::int64_t qkHeadDim, std::int64_t vHeadDim,
+                             std::int64_t kvHeads)
+    {
+        GraphNode& n = node(OpKind::Attention, p + ":attention", -1, std::move(in));
+        n.heads = m_c.numHeads;
+        n.kvHeads = kvHeads;
+        n.headDim = qkHeadDim;
+        n.vHeadDim = vHeadDim;
+        n.ownerModule = m_spec.indexOf(p);
+        return n;
+    }
+
+    int attention(const std::string& p, int x)
+    {
+        const std::int64_t H = m_c.numHeads, KV = m_c.numKvHeads, hd = m_c.headDim;
+        if (m_c.isMla())
+            return mla(p, x);
+        int q, k, v;
+        if (m_c.family == Family::Phi3) {
+            const int qkv = module(OpKind::Linear, p + ".qkv_proj", {x}, (H + 2 * KV) * hd);
+            GraphNode& s = node(OpKind::Split, p + ":split_qkv", -1, {qkv});
+            s.parts = {H * hd, KV * hd, KV * hd};
+            q = output(s, H * hd, "q");
+            k = output(m_g.nodes.back(), KV * hd, "k");
+            v = output(m_g.nodes.back(), KV * hd, "v");
+        } else {
+            q = module(OpKind::Linear, p + ".q_proj", {x}, H * hd);
+            k = module(OpKind::Linear, p + ".k_proj", {x}, KV * hd);
+            v = module(OpKind::Linear, p + ".v_proj", {x}, KV * hd);
+            if (m_spec.indexOf(p + ".q_norm") >= 0 && !m_spec.find(p + ".q_norm")->params.empty()) {
+                q = headNorm(p + ".q_norm", q, hd);
+                k = headNorm(p + ".k_norm", k, hd);
+            }
+        }
+        GraphNode& r = node(OpKind::Rope, p + ":rope", -1, {q, k});
+        r.headDim = hd;
+        q = output(r, H * hd, "q");
+        k = output(m_g.nodes.back(), KV * hd, "k");
+        GraphNode& at = attentionNode(p, {q, k, v}, hd, hd, KV);
+        const int o = output(at, H * hd);
+        return module(OpKind::Linear, p + ".o_proj", {o}, m_c.hiddenSize);
+    }
+
+    int headNorm(const std::string& path, int in, std::int64_t hd)
+    {
+        GraphNode& n = node(OpKind::HeadNorm, path, m_spec.indexOf(path), {in});
+        n.headDim = hd;
+        return output(n, m_g.tensors[static_cast<std::size_t>(in)].features);
+    }
+
+    int mla(const std::string& p, int x)
+    {
+        const std::int64_t H = m_c.numHeads, nope = m_c.qkNopeHeadDim, rope = m_c.qkRopeHeadDim, vd = m_c.vHeadDim;
+        int q;
+        if (m_c.qLoraRank) {
+            int qa = module(OpKind::Linear, p + ".q_a_proj", {x}, *m_c.qLoraRank);
+            qa = module(OpKind::Norm, p + ".q_a_layernorm", {qa}, *m_c.qLoraRank);
+            q = module(OpKind::Linear, p + ".q_b_proj", {qa}, H * (nope + rope));
+        } else {
+            q = module(OpKind::Linear, p + ".q_proj", {x}, H * (nope + rope));
+        }
+        const int kva = module(OpKind::Linear, p + ".kv_a_proj_with_mqa", {x}, m_c.kvLoraRank + rope);
+        GraphNode& s = node(OpKind::Split, p + ":split_kv_a", -1, {kva});
+        s.parts = {m_c.kvLoraRank, rope};
+        int ckv = output(s, m_c.kvLoraRank, "compressed_kv");
+        const int kpe = output(m_g.nodes.back(), rope, "k_pe");
+        ckv = module(OpKind::Norm, p + ".kv_a_layernorm", {ckv}, m_c.kvLoraRank);
+        const int kv = module(OpKind::Linear, p + ".kv_b_proj", {ckv}, H * (nope + vd));
+        // q (per head nope+rope), kv (per head k_nope + v), k_pe (one rope key shared by all heads).
+        GraphNode& at = attentionNode(p, {q, kv, kpe}, nope + rope, vd, H);
+        const int o = output(at, H * vd);
+        return module(OpKind::Linear, p + ".o_proj", {o}, m_c.hiddenSize);
+    }
+
+    int denseMlp(const std::string& p, int x, std::int64_t I)
+    {
+        const int g = module(OpKind::Linear, p + ".gate_proj", {x}, I);
+        const int u = module(OpKind::Linear, p + ".up_proj", {x}, I);
+        const int a = op(OpKind::GatedAct, p + ":act", {g, u}, I);
+        return module(OpKind::Linear, p + ".down_proj", {a}, m_c.hiddenSize);
+    }
+
+    int feedForward(const std::string& layerPath, int x)
+    {
+        const std::string ffn = layerPath + (m_c.family == Family::Llama4 ? ".feed_forward" : ".mlp");
+        const ModuleSpec* block = m_spec.find(ffn);
+        if (block && block->kind == ModuleKind::Moe)
+            return moe(ffn, *block, x);
+        if (m_c.family == Family::Phi3) {
+            const std::int64_t I = m_c.intermediateSize;
+            const int gu = module(OpKind::Linear, ffn + ".gate_up_proj", {x}, 2 * I);
+            GraphNode& act = node(OpKind::GatedAct, ffn + ":act", -1, {gu});
+            act.packed = true;
+            const int a = output(act, I);
+            return module(OpKind::Linear, ffn + ".down_proj", {a}, m_c.hiddenSize);
+        }
+        const std::int64_t I = m_c.family == Family::Llama4 ? m_c.intermediateSizeMlp : m_c.intermediateSize;
+        return denseMlp(ffn, x, I);
+    }
+
+    int moe(const std::string& p, const ModuleSpec& block, int x)
+    {
+        std::string routerPath, sharedPath;
+        for (int ci : block.children) {
+            const ModuleSpec& c = m_spec.modules[static_cast<std::size_t>(ci)];
+            if (c.kind == ModuleKind::Router)
+                routerPath = c.path;
+            else if (c.kind == ModuleKind::Mlp)
+                sharedPath = c.path;
+        }
+        GraphNode& r = node(OpKind::Router, routerPath, m_spec.indexOf(routerPath), {x});
+        r.experts = m_c.numExperts;
+        r.topK = m_c.expertsPerToken;
+        const int scores = output(r, m_c.numExperts, "scores");
+        GraphNode& e = node(OpKind::Experts, p + ".experts", m_spec.indexOf(p + ".experts"), {x, scores});
+        e.experts = m_c.numExperts;
+        e.topK = m_c.expertsPerToken;
+        int out = output(e, m_c.hiddenSize);
+        if (!sharedPath.empty()) {
+            const int s = denseMlp(sharedPath, x, m_c.sharedIntermediateSize);
+            out = add(p + ":shared_sum", out, s);
+        }
+        return out;
+    }
+
+    const ModelSpec& m_spec;
+    LayerGraph& m_g;
+    const ModelConfig& m_c;
+    int m_layer = -1;
+};
+
+} // namespace
+
+LayerGraph buildLayerGraph(const ModelSpec& spec)
+{
+    LayerGraph g;
+    if (spec.config.family == Family::Unknown || spec.config.numLayers <= 0)
+        return g;
+    g.nodes.reserve(static_cast<std::size_t>(spec.config.numLayers) * 24 + 8);
+    g.tensors.reserve(static_cast<std::size_t>(spec.config.numLayers) * 28 + 8);
+    GraphBuilder(spec, g).build();
+    return g;
+}
+
+} // namespace tp

@@ -1,0 +1,739 @@
+// sharded_graph.cpp — layout propagation over the layer graph for one plan and tp size.
+//
+// Every finding is reported once per generic name ("model.layers.*.self_attn.o_proj"), not once
+// per layer. After an error the offending tensor is treated as whole, so one mistake gives one
+// diagnostic rather than a cascade.
+#include "tp/shard/sharded_graph.h"
+
+#include "tp/model/loader.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+#include <unordered_map>
+
+namespace tp {
+
+std::int64_t ShardedGraph::elementBytes() const { return dtypeBytes(activationDtype, 1); }
+
+namespace {
+
+ParamShard shardParam(const std::string& path, const ParamSpec& p, const Placement& pl, int T)
+{
+    ParamShard s;
+    s.path = path;
+    s.placement = pl;
+    const int rank = static_cast<int>(p.shape.size());
+    const std::size_t nT = static_cast<std::size_t>(T);
+    s.shapes.assign(nT, p.shape);
+    s.slices.assign(nT, {});
+    if (pl.shards() && rank > 0) {
+        const int d = pl.resolvedDim(rank);
+        if (d >= 0 && d < rank) {
+            s.dim = d;
+            const std::int64_t n = p.shape[static_cast<std::size_t>(d)];
+            if (pl.kind == Placement::Kind::Shard) {
+                const auto c = chunkSizes(n, T);
+                for (std::size_t r = 0; r < nT; ++r)
+                    s.slices[r] = {c[r]};
+            } else {
+                s.slices = stridedChunks(n, std::max(pl.splitFactor, 1), T);
+            }
+            for (std::size_t r = 0; r < nT; ++r) {
+                std::int64_t sz = 0;
+                for (const auto& iv : s.slices[r])
+                    sz += iv.size;
+                s.shapes[r][static_cast<std::size_t>(d)] = sz;
+            }
+        }
+    }
+    s.bytes.resize(nT);
+    for (std::size_t r = 0; r < nT; ++r) {
+        std::int64_t numel = 1;
+        for (auto v : s.shapes[r])
+            numel *= v;
+        s.bytes[r] = dtypeBytes(p.dtype, numel);
+    }
+    return s;
+}
+
+std::string sizesText(const std::vector<std::int64_t>& v) { return fmt::format("{}", fmt::join(v, ", ")); }
+
+class Propagator
+{
+public:
+    Propagator(const ModelSpec& spec, const Plan& plan, ShardedGraph& g)
+        : m_spec(spec)
+        , m_plan(plan)
+        , m_g(g)
+        , m_T(plan.tpSize)
+    {
+    }
+
+    void run()
+    {
+        buildParams();
+        checkParams();
+        m_g.tensors.assign(m_g.graph.tensors.size(), whole(0));
+        for (std::size_t t = 0; t < m_g.graph.tensors.size(); ++t)
+            m_g.tensors[t] = whole(m_g.graph.tensors[t].features);
+        for (std::size_t n = 0; n < m_g.graph.nodes.size(); ++n)
+            visit(static_cast<int>(n));
+        memory();
+        checkPlanScope();
+    }
+
+private:
+    // --- parameters ---------------------------------------------------------------------------
+    void buildParams()
+    {
+        m_moduleFirstParam.assign(m_spec.modules.size(), -1);
+        std::unordered_map<std::string, int> byPath;
+        m_g.params.reserve(m_g.match.params.size());
+        for (const auto& a : m_g.match.params) {
+            const ModuleSpec& m = m_spec.modules[static_cast<std::size_t>(a.module)];
+            const ParamSpec& p = m.params[static_cast<std::size_t>(a.param)];
+            Placement pl = a.style ? a.placement : Placement::none();
+            ParamShard s = shardParam(m.paramPath(p), p, pl, m_T);
+            s.module = a.module;
+            s.param = a.param;
+            if (m_moduleFirstParam[static_cast<std::size_t>(a.module)] < 0)
+                m_moduleFirstParam[static_cast<std::size_t>(a.module)] = static_cast<int>(m_g.params.size());
+            if (!p.tiedTo.empty()) {
+                s.tied = true;
+                auto it = byPath.find(p.tiedTo);
+                if (it != byPath.end())
+                    checkTied(s, m_g.params[static_cast<std::size_t>(it->second)]);
+            }
+            byPath.emplace(s.path, static_cast<int>(m_g.params.size()));
+            m_g.params.push_back(std::move(s));
+        }
+    }
+
+    void checkTied(const ParamShard& tied, const ParamShard& owner)
+    {
+        const bool same = tied.dim == owner.dim && tied.placement.kind == owner.placement.kind
+            && (tied.dim < 0 || tied.placement.splitFactor == owner.placement.splitFactor);
+        if (same)
+            return;
+        report(Severity::Error, tied.path,
+               fmt::format("'{}' shares its storage with '{}' (tie_word_embeddings), but the plan places them "
+                           "differently: {} vs {}; one tensor cannot have two layouts (with 5.14.1 this gave "
+                           "logits T× too wide)",
+                           tied.path, owner.path, placementText(tied), placementText(owner)),
+               "shard the vocab rows of both: 'embedding_rowwise' on embed_tokens with 'colwise_gather_output' "
+               "on lm_head, or shard neither");
+    }
+
+    static std::string placementText(const ParamShard& s)
+    {
+        return s.dim < 0 ? std::string("whole") : fmt::format("{} on dim {}", s.placement.toString(), s.dim);
+    }
+
+    void checkParams()
+    {
+        std::set<std::string> seen;
+        for (const auto& s : m_g.params) {
+            if (s.dim < 0 || s.tied)
+                continue;
+            const ParamSpec& p = paramSpec(s);
+            const std::int64_t n = p.shape[static_cast<std::size_t>(s.dim)];
+            const std::string g = genericName(s.path);
+            if (!seen.insert(g).second)
+                continue;
+            if (s.placement.kind == Placement::Kind::StridedShard) {
+                const int sf = std::max(s.placement.splitFactor, 1);
+                if (n % sf != 0 || (n / sf) % m_T != 0)
+                    report(Severity::Error, g,
+                           fmt::format("packed dim of {} rows holds {} blocks of {} rows, which do not split evenly "
+                                       "over tp_size {}: Transformers ≤ 5.15 drops the remainder rows, newer ones "
+                                       "give ranks unequal gate/up pieces",
+                                       n, sf, n / sf, m_T),
+                           validSizesHint(n / sf));
+            } else if (n % m_T != 0) {
+                std::vector<std::int64_t> sizes;
+                for (const auto& iv : s.slices)
+                    sizes.push_back(iv.empty() ? 0 : iv[0].size);
+                report(Severity::Warning, g,
+                       fmt::format("uneven shard: {} over {} ranks gives {} (DTensor paths that infer the global "
+                                   "size from the local one mis-size it; pytorch#150336)",
+                                   n, m_T, sizesText(sizes)),
+                       validSizesHint(n));
+            }
+        }
+    }
+
+    std::string validSizesHint(std::int64_t n) const
+    {
+        std::vector<int> ok;
+        for (int t = 1; t <= 64; ++t)
+            if (n % t == 0)
+                ok.push_back(t);
+        return fmt::format("tp sizes that divide {}: {}", n, fmt::join(ok, ", "));
+    }
+
+    const ParamSpec& paramSpec(const ParamShard& s) const
+    {
+        return m_spec.modules[static_cast<std::size_t>(s.module)].params[static_cast<std::size_t>(s.param)];
+    }
+
+    const ParamShard* param(int module, const std::string& name) const
+    {
+        if (module < 0)
+            return nullptr;
+        const int first = m_moduleFirstParam[static_cast<std::size_t>(module)];
+        if (first < 0)
+            return nullptr;
+        for (std::size_t i = static_cast<std::size_t>(first); i < m_g.params.size() && m_g.params[i].module == module; ++i)
+            if (paramSpec(m_g.params[i]).name == name)
+                return &m_g.params[i];
+        return nullptr;
+    }
+
+    // Per-rank size along the split dim (the whole size when not split along `dim`).
+    std::vector<std::int64_t> localAlong(const ParamShard& s, int dim) const
+    {
+        std::vector<std::int64_t> out(static_cast<std::size_t>(m_T));
+        for (std::size_t r = 0; r < out.size(); ++r)
+            out[r] = s.shapes[r][static_cast<std::size_t>(dim)];
+        return out;
+    }
+
+    // --- layouts ------------------------------------------------------------------------------
+    TensorLayout whole(std::int64_t features) const
+    {
+        TensorLayout t;
+        t.local.assign(static_cast<std::size_t>(m_T), features);
+        return t;
+    }
+    TensorLayout sharded(std::vector<std::int64_t> local, int blocks = 1) const
+    {
+        TensorLayout t;
+        t.layout = m_T > 1 ? Layout::ShardLast : Layout::Replicate;
+        t.local = std::move(local);
+        t.packedBlocks = blocks;
+        return t;
+    }
+    TensorLayout partial(std::int64_t features) const
+    {
+        TensorLayout t = whole(features);
+        t.layout = m_T > 1 ? Layout::Partial : Layout::Replicate;
+        return t;
+    }
+
+    const GraphTensor& gt(int t) const { return m_g.graph.tensors[static_cast<std::size_t>(t)]; }
+    TensorLayout& lay(int t) { return m_g.tensors[static_cast<std::size_t>(t)]; }
+
+    std::string producerName(int t) const
+    {
+        const int p = gt(t).producer;
+        return p < 0 ? std::string("the input ids") : genericName(m_g.graph.nodes[static_cast<std::size_t>(p)].name);
+    }
+
+    const Style* installed(int module) const
+    {
+        if (module < 0)
+            return nullptr;
+        const int e = m_g.match.moduleEntry[static_cast<std::size_t>(module)];
+        if (e < 0)
+            return nullptr;
+        const Style* s = styleOfEntry(e);
+        return s && s->installsForward ? s : nullptr;
+    }
+
+    const Style* styleOfEntry(int e) const { return m_g.match.entryStyles[static_cast<std::size_t>(e)]; }
+
+    void report(Severity sev, const std::string& where, std::string message, std::string hint)
+    {
+        for (const auto& d : m_g.diagnostics)
+            if (d.where == where && d.message == message)
+                return;
+        m_g.diagnostics.push_back({sev, where, std::move(message), std::move(hint)});
+    }
+
+    void collective(CollectiveKind kind, const GraphNode& n, std::int64_t features, const Style* s,
+                    std::int64_t rows = 1)
+    {
+        if (m_T <= 1)
+            return;
+        Collective c;
+        c.kind = kind;
+        c.node = static_cast<int>(&n - m_g.graph.nodes.data());
+        c.where = n.module >= 0 ? m_spec.modules[static_cast<std::size_t>(n.module)].path : n.name;
+        c.layer = n.layer;
+        c.featuresPerToken = features;
+        c.tokensPerToken = rows;
+        c.style = s ? s->name : std::string();
+        m_g.collectives.push_back(std::move(c));
+    }
+
+    // Requires a whole (replicated) input; reports why not. Returns false on a mismatch.
+    bool requireWhole(int t, const std::string& consumer, const std::string& what)
+    {
+        const TensorLayout& l = lay(t);
+        if (l.layout == Layout::Replicate)
+            return true;
+        if (l.layout == Layout::Partial)
+            report(Severity::Error, consumer,
+                   fmt::format("partial sums from '{}' reach '{}' unreduced", producerName(t), consumer),
+                   fmt::format("give '{}' a style that reduces its output ('rowwise', 'moe_tp_experts', 'all_reduce')",
+                               producerName(t)));
+        else
+            report(Severity::Error, consumer,
+                   fmt::format("'{}' {}, but '{}' leaves its output sharded on the last dim; Transformers does not "
+                               "gather it",
+                               consumer, what, producerName(t)),
+                   fmt::format("make '{}' rowwise after a colwise, or use colwise_gather_output on it", producerName(t)));
+        return false;
+    }
+
+    void visit(int ni)
+    {
+        const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(ni)];
+        const std::string where = genericName(n.name);
+        switch (n.kind) {
+        case OpKind::Embedding: embedding(n); break;
+        case OpKind::Linear: linear(n, where); break;
+        case OpKind::Norm:
+            requireWhole(n.inputs[0], where, "normalizes the whole feature vector");
+            if (const ParamShard* w = param(n.module, "weight"); w && w->dim >= 0)
+                report(Severity::Error, where, fmt::format("norm weight of '{}' is sharded; RMSNorm needs it whole", where),
+                       "remove the key or use 'replicated_with_grad_allreduce'");
+            lay(n.outputs[0]) = whole(gt(n.outputs[0]).features);
+            break;
+        case OpKind::HeadNorm:
+        case OpKind::Rope:
+            for (std::size_t i = 0; i < n.outputs.size(); ++i)
+                lay(n.outputs[i]) = lay(n.inputs[i]);
+            break;
+        case OpKind::Split:
+            requireWhole(n.inputs[0], where,
+                         fmt::format("cuts the fused output by its global sizes [{}]", fmt::join(n.parts, ", ")));
+            for (int o : n.outputs)
+                lay(o) = whole(gt(o).features);
+            break;
+        case OpKind::Attention: attention(n); break;
+        case OpKind::GatedAct: gatedAct(n, where); break;
+        case OpKind::Router:
+            requireWhole(n.inputs[0], where, "routes on the whole hidden state");
+            if (const ParamShard* w = param(n.module, "weight"); w && w->dim >= 0)
+                report(Severity::Error, where,
+                       fmt::format("router '{}' is sharded; every rank needs all {} expert scores for top-{}", where,
+                                   n.experts, n.topK),
+                       "keep the router replicated (no key)");
+            lay(n.outputs[0]) = whole(gt(n.outputs[0]).features);
+            break;
+        case OpKind::Experts: experts(n, where); break;
+        case OpKind::Add: addNode(n, where); break;
+        case OpKind::Logits:
+            if (lay(n.inputs[0]).layout == Layout::ShardLast)
+                report(Severity::Error, producerName(n.inputs[0]),
+                       fmt::format("logits are left vocab-sharded: '{}' is colwise without a gather, so every rank "
+                                   "returns {} of {} vocab columns",
+                                   producerName(n.inputs[0]), lay(n.inputs[0]).local[0], gt(n.inputs[0]).features),
+                       "use 'colwise_gather_output' on lm_head");
+            else
+                requireWhole(n.inputs[0], "logits", "must be whole on every rank");
+            break;
+        }
+    }
+
+    void embedding(const GraphNode& n)
+    {
+        const int out = n.outputs[0];
+        const std::int64_t H = gt(out).features;
+        const ParamShard* w = param(n.module, "weight");
+        const Style* s = installed(n.module);
+        if (!w || w->dim < 0) {
+            lay(out) = whole(H);
+        } else if (w->dim == 0) {
+            lay(out) = partial(H);
+            if (s && s->forward == CollectiveKind::AllReduce) {
+                collective(CollectiveKind::AllReduce, n, H, s);
+                lay(out) = whole(H);
+            }
+        } else {
+            lay(out) = sharded(localAlong(*w, 1));
+            if (s && s->forward != CollectiveKind::None) {
+                collective(CollectiveKind::AllGather, n, H, s);
+                lay(out) = whole(H);
+            }
+        }
+    }
+
+    void linear(const GraphNode& n, const std::string& where)
+    {
+        const int in = n.inputs[0], out = n.outputs[0];
+        const std::int64_t features = gt(out).features;
+        const ParamShard* w = param(n.module, "weight");
+        const Style* s = installed(n.module);
+        const int dim = w ? w->dim : -1;
+        const TensorLayout inL = lay(in);
+        if (dim == 1) { // rowwise: input features split
+            const auto want = localAlong(*w, 1);
+            const bool splitsLocally = s && s->input == Layout::Replicate;
+            if (inL.layout == Layout::ShardLast) {
+                if (splitsLocally)
+                    report(Severity::Error, where,
+                           fmt::format("'{}' splits a replicated input itself, but '{}' already delivers it sharded; "
+                                       "it would be split twice",
+                                       s->name, producerName(in)),
+                           "use 'rowwise' here (it takes the sharded input as is)");
+                else if (inL.local != want)
+                    report(Severity::Error, where,
+                           fmt::format("input shards [{}] from '{}' do not match the weight's input shards [{}]",
+                                       sizesText(inL.local), producerName(in), sizesText(want)),
+                           "shard the producer and this projection over the same dimension and tp size");
+            } else if (inL.layout == Layout::Replicate && !splitsLocally && m_T > 1) {
+                report(Severity::Error, where,
+                       fmt::format("'{}' expects an input sharded on its last dim, but '{}' delivers it whole",
+                                   s ? s->name : "rowwise weight", producerName(in)),
+                       "use 'rowwise_split_input' (splits locally, no communication), or shard the producer colwise");
+            } else if (inL.layout == Layout::Partial) {
+                requireWhole(in, where, "");
+            }
+            lay(out) = partial(features);
+            if (s && s->forward == CollectiveKind::AllReduce) {
+                collective(CollectiveKind::AllReduce, n, features, s);
+                lay(out) = whole(features);
+            } else if (s && s->forward == CollectiveKind::ReduceScatter) {
+                collective(CollectiveKind::ReduceScatter, n, features, s);
+                std::vector<std::int64_t> local;
+                for (const auto& iv : chunkSizes(features, m_T))
+                    local.push_back(iv.size);
+                lay(out) = sharded(local);
+            }
+            return;
+        }
+        if (dim == 0) { // colwise: output features split
+            if (inL.layout == Layout::ShardLast)
+                report(Severity::Error, where,
+                       fmt::format("colwise '{}' receives an input already sharded on its last dim from '{}' "
+                                   "(colwise feeding colwise); Transformers does not gather it",
+                                   where, producerName(in)),
+                       fmt::format("make '{}' rowwise, or colwise_gather_output", producerName(in)));
+            else if (inL.layout == Layout::Partial)
+                requireWhole(in, where, "");
+            const int blocks = w->placement.kind == Placement::Kind::StridedShard ? w->placement.splitFactor : 1;
+            lay(out) = sharded(localAlong(*w, 0), blocks);
+            if (s && s->forward == CollectiveKind::AllGather) {
+                collective(CollectiveKind::AllGather, n, features, s);
+                lay(out) = whole(features);
+            }
+            return;
+        }
+        requireWhole(in, where, "has a whole (replicated) weight");
+        lay(out) = whole(features);
+        if (s && s->forward == CollectiveKind::AllReduce && m_T > 1)
+            report(Severity::Error, where,
+                   fmt::format("'{}' all-reduces the output of a replicated weight: the result is {}× too large",
+                               s->name, m_T),
+                   "shard the weight (rowwise) or drop the style");
+    }
+
+    void attention(const GraphNode& n)
+    {
+        const bool mla = m_spec.config.isMla();
+        const int q = n.inputs[0], k = n.inputs[1], v = n.inputs[2];
+        const TensorLayout &Q = lay(q), &K = lay(k), &V = lay(v);
+        const int out = n.outputs[0];
+        const std::string block = genericName(n.name.substr(0, n.name.find(':')));
+        for (int t : n.inputs)
+            if (lay(t).layout == Layout::Partial) {
+                requireWhole(t, block, "");
+                lay(out) = whole(gt(out).features);
+                return;
+            }
+        if (mla && K.layout == Layout::Replicate && lay(n.inputs[2]).layout != Layout::Replicate)
+            requireWhole(n.inputs[2], block, "shares one rope key across all heads");
+        const bool qs = Q.layout == Layout::ShardLast, ks = K.layout == Layout::ShardLast,
+                   vs = mla ? ks : V.layout == Layout::ShardLast;
+        if (!qs && !ks && !vs) {
+            lay(out) = whole(gt(out).features);
+            sinks(n, block, false, {});
+            return;
+        }
+        if (!(qs && ks && vs)) {
+            report(Severity::Error, block,
+                   fmt::format("queries are {} while keys/values are {}: attention needs q, k and v split by the "
+                               "same heads",
+                               qs ? "sharded" : "replicated", ks || vs ? "sharded" : "replicated"),
+                   mla ? "shard q_b_proj and kv_b_proj alike (colwise), or neither"
+                       : "shard q_proj, k_proj and v_proj alike (colwise), or keep all three replicated");
+            lay(out) = whole(gt(out).features);
+            return;
+        }
+        // Local heads come from the shard size (view(*, -1, head_dim)); GQA groups use global counts.
+        const std::int64_t kvWidth = mla ? n.headDim - m_spec.config.qkRopeHeadDim + n.vHeadDim : n.headDim;
+        std::vector<std::int64_t> localHeads(static_cast<std::size_t>(m_T)), outLocal(localHeads.size());
+        bool ok = true;
+        for (std::size_t r = 0; r < localHeads.size() && ok; ++r) {
+            const std::int64_t qh = Q.local[r] / n.headDim, kh = K.local[r] / kvWidth;
+            ok = Q.local[r] % n.headDim == 0 && K.local[r] % kvWidth == 0 && (mla || V.local[r] == K.local[r])
+                && qh * n.kvHeads == kh * n.heads;
+            localHeads[r] = qh;
+            outLocal[r] = qh * n.vHeadDim;
+        }
+        if (!ok && !hasHeadDivisibilityError())
+            report(Severity::Error, block,
+                   fmt::format("per-rank q/k/v widths [{}] / [{}] are not whole heads of {} in groups of {}; "
+                               "the forward fails in view(…, -1, head_dim)",
+                               sizesText(Q.local), sizesText(K.local), n.headDim, n.heads / std::max<std::int64_t>(n.kvHeads, 1)),
+                   fmt::format("valid tp sizes: {}", fmt::join(tpSizesDividingHeads(m_spec.config, 64), ", ")));
+        lay(out) = sharded(outLocal);
+        sinks(n, block, true, localHeads);
+    }
+
+    // Llama4 and gpt-oss store experts as [E, H, 2I] / [E, I, H]; the others [E, 2I, H] / [E, H, I].
+    bool lastPackedExperts() const
+    {
+        return m_spec.config.family == Family::Llama4 || m_spec.config.family == Family::GptOss;
+    }
+
+    bool hasHeadDivisibilityError() const
+    {
+        return std::any_of(m_g.diagnostics.begin(), m_g.diagnostics.end(), [](const Diagnostic& d) {
+            return d.where == "num_attention_heads" || d.where == "num_key_value_heads";
+        });
+    }
+
+    // gpt-oss attention sinks: one logit per head, so they must follow the head split.
+    void sinks(const GraphNode& n, const std::string& block, bool headsSharded, const std::vector<std::int64_t>& heads)
+    {
+        const ParamShard* s = param(n.ownerModule, "sinks");
+        if (!s)
+            return;
+        const bool sinksSharded = s->dim >= 0;
+        if (headsSharded && !sinksSharded)
+            report(Severity::Error, block + ".sinks",
+                   "attention heads are sharded but the per-head sinks stay whole on every rank",
+                   fmt::format("shard '{}.sinks' (colwise) and give '{}' the 'local_params' style", block, block));
+        else if (!headsSharded && sinksSharded)
+            report(Severity::Error, block + ".sinks", "sinks are sharded but the heads they belong to are not",
+                   "shard q/k/v colwise too, or leave the sinks whole");
+        else if (headsSharded && localAlong(*s, 0) != heads)
+            report(Severity::Error, block + ".sinks",
+                   fmt::format("sink shards [{}] do not match the local heads [{}]", sizesText(localAlong(*s, 0)),
+                               sizesText(heads)),
+                   "shard the sinks with the same tp size as the heads");
+    }
+
+    void gatedAct(const GraphNode& n, const std::string& where)
+    {
+        const int out = n.outputs[0];
+        if (n.packed) {
+            const TensorLayout in = lay(n.inputs[0]);
+            if (in.layout == Layout::ShardLast && in.packedBlocks != 2) {
+                report(Severity::Error, producerName(n.inputs[0]),
+                       fmt::format("a plain colwise split of the packed [gate; up] output gives rank 0 only gate rows "
+                                   "and the last rank only up rows; chunk(2) in '{}' then pairs the wrong halves",
+                                   where),
+                       "use 'packed_colwise' (strided: every rank keeps matching gate and up rows) or "
+                       "'colwise_gather_output'");
+                lay(out) = whole(gt(out).features);
+            } else if (in.layout == Layout::ShardLast) {
+                std::vector<std::int64_t> half(in.local.size());
+                for (std::size_t r = 0; r < half.size(); ++r)
+                    half[r] = in.local[r] / 2;
+                lay(out) = sharded(half);
+            } else {
+                requireWhole(n.inputs[0], where, "");
+                lay(out) = whole(gt(out).features);
+            }
+            return;
+        }
+        const TensorLayout &g = lay(n.inputs[0]), &u = lay(n.inputs[1]);
+        if (g.layout == u.layout && g.local == u.local && g.layout != Layout::Partial) {
+            lay(out) = g;
+            lay(out).packedBlocks = 1;
+            return;
+        }
+        if (g.layout == Layout::Partial || u.layout == Layout::Partial)
+            requireWhole(g.layout == Layout::Partial ? n.inputs[0] : n.inputs[1], where, "");
+        else
+            report(Severity::Error, where,
+                   fmt::format("gate ({} [{}]) and up ({} [{}]) are split differently; act(gate)·up needs matching "
+                               "elements",
+                               layoutName(g.layout), sizesText(g.local), layoutName(u.layout), sizesText(u.local)),
+                   "give gate_proj and up_proj the same style");
+        lay(out) = whole(gt(out).features);
+    }
+
+    void experts(const GraphNode& n, const std::string& where)
+    {
+        const int out = n.outputs[0];
+        const std::int64_t H = gt(out).features;
+        requireWhole(n.inputs[0], where, "needs every token's whole hidden state");
+        const bool lastPacked = lastPackedExperts();
+        const int guDim = lastPacked ? 2 : 1, downDim = lastPacked ? 1 : 2;
+        const ParamShard* gu = param(n.module, "gate_up_proj");
+        const ParamShard* dn = param(n.module, "down_proj");
+        const Style* s = installed(n.module);
+        lay(out) = whole(H);
+        if (!gu || !dn)
+            return;
+        const bool ep = gu->dim == 0 && dn->dim == 0;
+        const bool tp = gu->dim == guDim && dn->dim == downDim;
+        if (gu->dim < 0 && dn->dim < 0)
+            return; // whole experts everywhere: moe_tp_experts passes through
+        if (ep) {
+            if (n.experts % m_T != 0)
+                report(Severity::Error, where,
+                       fmt::format("{} experts do not split over tp_size {}: Transformers sets num_experts = E // T "
+                                   "and the remainder experts are never run",
+                                   n.experts, m_T),
+                       validSizesHint(n.experts));
+        } else if (tp) {
+            if (gu->placement.kind != Placement::Kind::StridedShard)
+                report(Severity::Error, where + ".gate_up_proj",
+                       "a plain split of the packed gate_up_proj separates gate rows from up rows",
+                       "use 'packed_colwise' (or 'packed_rowwise' for [E, H, 2I] layouts)");
+            else if (std::vector<std::int64_t> half = localAlong(*gu, guDim); true) {
+                for (auto& h : half)
+                    h /= 2;
+                if (half != localAlong(*dn, downDim))
+                    report(Severity::Error, where,
+                           fmt::format("gate_up_proj keeps [{}] intermediate rows per rank but down_proj [{}]",
+                                       sizesText(half), sizesText(localAlong(*dn, downDim))),
+                           "split both over the same tp size");
+            }
+        } else {
+            report(Severity::Error, where,
+                   fmt::format("gate_up_proj ({}) and down_proj ({}) of the experts are split differently",
+                               placementText(*gu), placementText(*dn)),
+                   "use packed_colwise + rowwise on the intermediate dim (the default), or grouped_gemm on both");
+            return;
+        }
+        lay(out) = partial(H);
+        if (!s) {
+            report(Severity::Error, where,
+                   "the experts' parameters are sharded but no style on the experts module sums the partial outputs",
+                   "add 'moe_tp_experts' on the experts module");
+            lay(out) = whole(H);
+            return;
+        }
+        if (s->forward == CollectiveKind::AllToAll) {
+            // Token dispatch: each rank sends its tokens' top-k rows out and gets the results back.
+            collective(CollectiveKind::AllToAll, n, H, s, n.topK);
+            collective(CollectiveKind::AllToAll, n, H, s, n.topK);
+            lay(out) = whole(H);
+        } else if (s->forward == CollectiveKind::AllReduce) {
+            collective(CollectiveKind::AllReduce, n, H, s);
+            lay(out) = whole(H);
+        }
+    }
+
+    void addNode(const GraphNode& n, const std::string& where)
+    {
+        const int a = n.inputs[0], b = n.inputs[1], out = n.outputs[0];
+        const TensorLayout &A = lay(a), &B = lay(b);
+        if (A.layout == Layout::Partial && B.layout == Layout::Partial) {
+            lay(out) = partial(gt(out).features); // a sum of partial sums stays partial
+            return;
+        }
+        requireWhole(a, where, "adds to the residual stream, which must be whole,");
+        requireWhole(b, where, "adds to the residual stream, which must be whole,");
+        lay(out) = whole(gt(out).features);
+    }
+
+    // --- memory -------------------------------------------------------------------------------
+    void memory()
+    {
+        const std::size_t nT = static_cast<std::size_t>(m_T);
+        const std::int64_t e = m_g.elementBytes(), tokens = m_g.options.batch * m_g.options.seq;
+        m_g.memory.assign(nT, {});
+        for (const auto& p : m_g.params)
+            if (!p.tied)
+                for (std::size_t r = 0; r < nT; ++r)
+                    m_g.memory[r].weightBytes += p.bytes[r];
+        for (const auto& n : m_g.graph.nodes) {
+            if (n.kind == OpKind::Attention) {
+                // The cache holds k and v after projection (MLA: per-head k = nope + rope, v).
+                for (std::size_t r = 0; r < nT; ++r) {
+                    if (m_spec.config.isMla()) {
+                        const std::int64_t heads = lay(n.outputs[0]).local[r] / std::max<std::int64_t>(n.vHeadDim, 1);
+                        m_g.memory[r].kvCacheBytesPerToken += heads * (n.headDim + n.vHeadDim) * e;
+                    } else {
+                        m_g.memory[r].kvCacheBytesPerToken += (lay(n.inputs[1]).local[r] + lay(n.inputs[2]).local[r]) * e;
+                    }
+                }
+            }
+            // Live at a node: the residual stream, its inputs and outputs (experts: routed rows too).
+            for (std::size_t r = 0; r < nT; ++r) {
+                std::int64_t w = m_spec.config.hiddenSize;
+                for (int t : n.inputs)
+                    if (gt(t).producer >= 0)
+                        w += lay(t).local[r];
+                for (int t : n.outputs)
+                    w += lay(t).local[r];
+                std::int64_t bytes = w * tokens * e;
+                if (n.kind == OpKind::Experts)
+                    if (const ParamShard* gu = param(n.module, "gate_up_proj")) {
+                        // Routed rows hold gate‖up, then act·up: 3/2 of the local packed width.
+                        const std::int64_t packed = gu->shapes[r][lastPackedExperts() ? 2 : 1];
+                        bytes += tokens * n.topK * (packed + packed / 2) * e;
+                    }
+                m_g.memory[r].activationPeakBytes = std::max(m_g.memory[r].activationPeakBytes, bytes);
+            }
+        }
+    }
+
+    // Findings about the plan as a whole.
+    void checkPlanScope()
+    {
+        bool shardsBeyondEmbedding = false;
+        for (const auto& p : m_g.params)
+            if (p.dim >= 0 && m_spec.modules[static_cast<std::size_t>(p.module)].layer >= 0)
+                shardsBeyondEmbedding = true;
+        if (!m_spec.defaultEpPlan.empty() && !shardsBeyondEmbedding && m_T > 1)
+            report(Severity::Warning, m_spec.className,
+                   fmt::format("{} has an expert-parallel plan but this TP plan shards no layer weights: every "
+                               "rank holds every expert and repeats all compute",
+                               m_spec.className),
+                   "load with DistributedConfig(ep_size=…) to use its ep_plan, or add expert entries "
+                   "(moe_tp_experts with packed_colwise + rowwise)");
+        if (m_plan.entries.empty() && m_T > 1)
+            report(Severity::Error, m_spec.className,
+                   fmt::format("tp_size={} with an empty tp_plan: Transformers raises ValueError (no tp_plan)", m_T),
+                   "start from the model's default plan");
+    }
+
+    const ModelSpec& m_spec;
+    const Plan& m_plan;
+    ShardedGraph& m_g;
+    const int m_T;
+    std::vector<int> m_moduleFirstParam;
+};
+
+DType defaultActivationDtype(const ModelConfig& c)
+{
+    switch (c.dtype) {
+    case DType::F16:
+    case DType::BF16:
+    case DType::F32: return c.dtype;
+    default: return DType::BF16;
+    }
+}
+
+} // namespace
+
+ShardedGraph shardModel(const ModelSpec& spec, const Plan& plan, const ShardOptions& options)
+{
+    ShardedGraph g;
+    g.tpSize = std::max(plan.tpSize, 1);
+    g.options = options;
+    g.activationDtype = options.activationDtype.value_or(defaultActivationDtype(spec.config));
+    auto p = std::make_shared<Plan>(plan);
+    p->tpSize = g.tpSize;
+    g.plan = p;
+    g.graph = buildLayerGraph(spec);
+    g.match = matchPlan(spec, *p);
+    g.diagnostics = g.match.diagnostics;
+    Propagator(spec, *p, g).run();
+    return g;
+}
+
+} // namespace tp
