@@ -17,3 +17,19 @@ inline tp::ModelSpec openSpec(const char* what)
 }
 
 } // namespace tptest
+
+namespace tptest {
+
+// A model from config.json text (for shapes no catalog model has).
+inline tp::ModelSpec specFromConfig(const std::string& json)
+{
+    auto cfg = tp::parseConfig(json, "test config.json", nullptr);
+    if (!cfg.ok())
+        qFatal("bad test config: %s", cfg.status().message().c_str());
+    auto spec = tp::buildModelSpec(*cfg);
+    if (!spec.ok())
+        qFatal("cannot build: %s", spec.status().message().c_str());
+    return std::move(spec).value();
+}
+
+} // namespace tptest

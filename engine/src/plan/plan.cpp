@@ -167,7 +167,8 @@ PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan)
             const ParamSpec& p = m.params[static_cast<std::size_t>(a.param)];
             if (!a.style || !a.placement.shards())
                 continue;
-            if (m.kind == ModuleKind::Linear && p.name == "weight") {
+            // A gathered output (Phi-3 qkv) is whole again: its heads need not split.
+            if (m.kind == ModuleKind::Linear && p.name == "weight" && a.style->forward != CollectiveKind::AllGather) {
                 if (m.name == "q_proj" || m.name == "q_b_proj" || m.name == "qkv_proj" || m.name == "kv_b_proj")
                     qSharded = true;
                 if (m.name == "k_proj" || m.name == "v_proj" || m.name == "qkv_proj")

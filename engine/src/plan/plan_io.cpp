@@ -142,10 +142,21 @@ namespace {
 nlohmann::ordered_json planMap(const Plan& plan, const ModelSpec* spec)
 {
     std::vector<PlanEntry> entries = plan.entries;
-    if (spec && plan.profile == VersionProfile::G3)
-        for (const auto& d : spec->defaultTpPlan)
-            if (std::none_of(entries.begin(), entries.end(), [&](const PlanEntry& e) { return e.key == d.key; }))
-                entries.push_back({d.key, "replicate"});
+    if (spec && plan.profile == VersionProfile::G3) {
+        // The class's keys first, in its order (what Transformers' merge produces), then the new ones.
+        entries.clear();
+        auto find = [&](const std::string& key) {
+            return std::find_if(plan.entries.begin(), plan.entries.end(), [&](const PlanEntry& e) { return e.key == key; });
+        };
+        for (const auto& d : spec->defaultTpPlan) {
+            auto it = find(d.key);
+            entries.push_back({d.key, it == plan.entries.end() ? std::string("replicate") : it->style});
+        }
+        for (const auto& e : plan.entries)
+            if (std::none_of(spec->defaultTpPlan.begin(), spec->defaultTpPlan.end(),
+                             [&](const PlanEntry& d) { return d.key == e.key; }))
+                entries.push_back(e);
+    }
     nlohmann::ordered_json map = nlohmann::ordered_json::object();
     for (const auto& e : exportOrder(entries))
         if (!map.contains(e.key))

@@ -230,7 +230,14 @@ private:
     std::string producerName(int t) const
     {
         const int p = gt(t).producer;
-        return p < 0 ? std::string("the input ids") : genericName(m_g.graph.nodes[static_cast<std::size_t>(p)].name);
+        return p < 0 ? std::string("the input ids") : genericNode(m_g.graph.nodes[static_cast<std::size_t>(p)].name);
+    }
+
+    // "model.layers.3:residual_mlp" → "model.layers.*:residual_mlp"
+    static std::string genericNode(const std::string& name)
+    {
+        const auto colon = name.find(':');
+        return colon == std::string::npos ? genericName(name) : genericName(name.substr(0, colon)) + name.substr(colon);
     }
 
     const Style* installed(int module) const
@@ -293,7 +300,7 @@ private:
     void visit(int ni)
     {
         const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(ni)];
-        const std::string where = genericName(n.name);
+        const std::string where = genericNode(n.name);
         switch (n.kind) {
         case OpKind::Embedding: embedding(n); break;
         case OpKind::Linear: linear(n, where); break;

@@ -1,0 +1,424 @@
+// tst_shard — the sharded graph: per-rank shards, activation layouts, collectives with their bytes,
+// memory, and the layout/shape diagnostics (facts from hf-tp-semantics.md §1, §2, §4.1, §6, §8).
+#include "tp/model/loader.h"
+#include "tp/plan/plan_io.h"
+#include "tp/shard/sharded_graph.h"
+
+#include "testutils.h"
+
+#include <QtTest>
+
+using namespace tp;
+
+namespace {
+
+ModelSpec spec(const char* id) { return tptest::openSpec(id); }
+
+int count(const ShardedGraph& g, CollectiveKind kind, const std::string& genericWhere = {})
+{
+    return static_cast<int>(std::count_if(g.collectives.begin(), g.collectives.end(), [&](const Collective& c) {
+        return c.kind == kind && (genericWhere.empty() || genericName(c.where) == genericWhere);
+    }));
+}
+
+const ParamShard& shard(const ShardedGraph& g, const std::string& path)
+{
+    for (const auto& p : g.params)
+        if (p.path == path)
+            return p;
+    qFatal("no parameter %s", path.c_str());
+}
+
+bool hasDiag(const ShardedGraph& g, Severity sev, const std::string& where, const std::string& text)
+{
+    return std::any_of(g.diagnostics.begin(), g.diagnostics.end(), [&](const Diagnostic& d) {
+        return d.severity == sev && d.where == where && d.message.find(text) != std::string::npos;
+    });
+}
+
+std::string dump(const ShardedGraph& g)
+{
+    std::string s;
+    for (const auto& d : g.diagnostics)
+        s += std::string(severityName(d.severity)) + " " + d.where + ": " + d.message + "\n";
+    return s;
+}
+
+// The default plan with some keys' styles replaced ("" removes the key).
+Plan edited(const ModelSpec& s, int tp, const std::vector<std::pair<std::string, std::string>>& edits)
+{
+    Plan p = defaultPlan(s, tp);
+    for (const auto& [key, style] : edits) {
+        auto it = std::find_if(p.entries.begin(), p.entries.end(), [&](const PlanEntry& e) { return e.key == key; });
+        if (style.empty()) {
+            if (it != p.entries.end())
+                p.entries.erase(it);
+        } else if (it != p.entries.end()) {
+            it->style = style;
+        } else {
+            p.entries.push_back({key, style});
+        }
+    }
+    return p;
+}
+
+} // namespace
+
+class TestShard : public QObject
+{
+    Q_OBJECT
+private slots:
+    void llama8bDefaultPlanAtT8()
+    {
+        // §8: 2 all-reduces per layer (o_proj, down_proj) + the logits all-gather; 4 MiB each at B=1,
+        // S=512, bf16, h=4096. Transformers 5.24 also injects embed_tokens: embedding_rowwise (one more).
+        const ModelSpec s = spec("llama-3.1-8b");
+        const ShardedGraph g = shardModel(s, defaultPlan(s, 8), {.batch = 1, .seq = 512, .activationDtype = DType::BF16});
+        QVERIFY2(g.valid(), dump(g).c_str());
+        QCOMPARE(count(g, CollectiveKind::AllReduce, "model.layers.*.self_attn.o_proj"), 32);
+        QCOMPARE(count(g, CollectiveKind::AllReduce, "model.layers.*.mlp.down_proj"), 32);
+        QCOMPARE(count(g, CollectiveKind::AllReduce, "model.embed_tokens"), 1);
+        QCOMPARE(count(g, CollectiveKind::AllReduce), 65);
+        QCOMPARE(count(g, CollectiveKind::AllGather, "lm_head"), 1);
+        QCOMPARE(count(g, CollectiveKind::AllGather), 1);
+        QCOMPARE(int(g.collectives.size()), 66);
+        for (const auto& c : g.collectives)
+            if (c.kind == CollectiveKind::AllReduce)
+                QCOMPARE(c.bytes(1, 512, 2), std::int64_t(4) << 20);
+        const auto logits = std::find_if(g.collectives.begin(), g.collectives.end(),
+                                         [](const Collective& c) { return c.kind == CollectiveKind::AllGather; });
+        QCOMPARE(logits->bytes(1, 512, 2), std::int64_t(512) * 128256 * 2);
+
+        // The reference's plan (no embedding entry): exactly 64 all-reduces + 1 all-gather.
+        const ShardedGraph ref = shardModel(s, edited(s, 8, {{"model.embed_tokens", ""}}), {.activationDtype = DType::BF16});
+        QVERIFY2(ref.valid(), dump(ref).c_str());
+        QCOMPARE(count(ref, CollectiveKind::AllReduce), 64);
+        QCOMPARE(count(ref, CollectiveKind::AllGather), 1);
+    }
+
+    void perRankShapes()
+    {
+        const ModelSpec s = spec("llama-3.1-8b");
+        const ShardedGraph g = shardModel(s, defaultPlan(s, 8));
+        const auto& q = shard(g, "model.layers.0.self_attn.q_proj.weight");
+        QCOMPARE(q.dim, 0);
+        for (int r = 0; r < 8; ++r) {
+            QCOMPARE(q.shapes[std::size_t(r)], (std::vector<std::int64_t>{512, 4096}));
+            QCOMPARE(q.slices[std::size_t(r)], (std::vector<Interval>{{512 * r, 512}}));
+        }
+        const auto& o = shard(g, "model.layers.0.self_attn.o_proj.weight");
+        QCOMPARE(o.dim, 1);
+        QCOMPARE(o.shapes[3], (std::vector<std::int64_t>{4096, 512}));
+        const auto& norm = shard(g, "model.layers.0.input_layernorm.weight");
+        QCOMPARE(norm.dim, -1);
+        QCOMPARE(norm.shapes[7], (std::vector<std::int64_t>{4096}));
+        const auto& emb = shard(g, "model.embed_tokens.weight");
+        QCOMPARE(emb.dim, 0); // vocab rows
+        QCOMPARE(emb.shapes[0], (std::vector<std::int64_t>{16032, 4096}));
+    }
+
+    void unevenChunksLeaveEmptyTrailingShards()
+    {
+        // 10 rows over 3 ranks → 4, 4, 2 (G3's uneven tests); rowwise input shards match colwise ones.
+        const ModelSpec s = tptest::specFromConfig(R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 10,
+            "num_attention_heads": 3, "num_key_value_heads": 3, "head_dim": 8, "num_hidden_layers": 1, "vocab_size": 99})");
+        const ShardedGraph g = shardModel(s, edited(s, 3, {{"lm_head", "colwise"}, {"lm_head", ""}}));
+        const auto& gate = shard(g, "model.layers.0.mlp.gate_proj.weight");
+        QCOMPARE(gate.shapes[0][0], 4);
+        QCOMPARE(gate.shapes[1][0], 4);
+        QCOMPARE(gate.shapes[2][0], 2);
+        QCOMPARE(shard(g, "model.layers.0.mlp.down_proj.weight").shapes[2][1], 2);
+        QVERIFY(hasDiag(g, Severity::Warning, "model.layers.*.mlp.gate_proj.weight", "uneven shard: 10 over 3 ranks gives 4, 4, 2"));
+        // 16 over 14: 2 × 8, then six empty shards.
+        const ModelSpec t = tptest::specFromConfig(R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 16,
+            "num_attention_heads": 14, "num_key_value_heads": 14, "head_dim": 4, "num_hidden_layers": 1, "vocab_size": 98})");
+        const ShardedGraph h = shardModel(t, defaultPlan(t, 14));
+        const auto& up = shard(h, "model.layers.0.mlp.up_proj.weight");
+        QCOMPARE(up.shapes[7][0], 2);
+        QCOMPARE(up.shapes[8][0], 0);
+        QCOMPARE(up.bytes[13], 0);
+        QCOMPARE(up.slices[13], (std::vector<Interval>{{16, 0}}));
+    }
+
+    void packedGateUpSlicesPairGateAndUp()
+    {
+        // Qwen3-30B-A3B experts.gate_up_proj [128, 2·768, 2048] packed_colwise at T=4: rank r holds
+        // gate rows [192r, 192r+192) and the matching up rows [768+192r, …).
+        const ModelSpec s = spec("qwen3-30b-a3b");
+        const ShardedGraph g = shardModel(s, defaultPlan(s, 4));
+        QVERIFY2(g.valid(), dump(g).c_str());
+        const auto& gu = shard(g, "model.layers.0.mlp.experts.gate_up_proj");
+        QCOMPARE(gu.dim, 1);
+        for (int r = 0; r < 4; ++r) {
+            QCOMPARE(gu.slices[std::size_t(r)], (std::vector<Interval>{{192 * r, 192}, {768 + 192 * r, 192}}));
+            QCOMPARE(gu.shapes[std::size_t(r)], (std::vector<std::int64_t>{128, 384, 2048}));
+        }
+        const auto& down = shard(g, "model.layers.0.mlp.experts.down_proj");
+        QCOMPARE(down.dim, 2);
+        QCOMPARE(down.shapes[1], (std::vector<std::int64_t>{128, 2048, 192}));
+        QCOMPARE(count(g, CollectiveKind::AllReduce, "model.layers.*.mlp.experts"), 48);
+    }
+
+    void tpSizesAllowed_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QList<int>>("valid");
+        QTest::addRow("qwen3-30b-a3b: T ≤ 4 (4 KV heads)") << "qwen3-30b-a3b" << QList<int>{1, 2, 4};
+        QTest::addRow("llama-3.1-8b: 32 H / 8 KV") << "llama-3.1-8b" << QList<int>{1, 2, 4, 8};
+        QTest::addRow("mixtral-8x7b (w1/w2/w3 fused, sharded)") << "mixtral-8x7b" << QList<int>{1, 2, 4, 8};
+        QTest::addRow("phi-3-mini: gathers need 9216, 16384, 32064 divisible") << "phi-3-mini-4k" << QList<int>{1, 2, 4, 8, 16};
+        QTest::addRow("gemma-3-27b: 32 H / 16 KV") << "gemma-3-27b" << QList<int>{1, 2, 4, 8, 16};
+        QTest::addRow("deepseek-v3: MoE only, 256 experts") << "deepseek-v3" << QList<int>{1, 2, 4, 8, 16};
+    }
+    void tpSizesAllowed()
+    {
+        QFETCH(QString, model);
+        QFETCH(QList<int>, valid);
+        const ModelSpec s = spec(model.toUtf8().constData());
+        for (int t = 1; t <= 16; ++t) {
+            const ShardedGraph g = shardModel(s, defaultPlan(s, t));
+            QVERIFY2(g.valid() == valid.contains(t), qPrintable(QString("T=%1\n%2").arg(t).arg(dump(g).c_str())));
+        }
+    }
+
+    void phi3TwoAllGathersPerLayer()
+    {
+        const ModelSpec s = spec("phi-3-mini-4k");
+        const ShardedGraph g = shardModel(s, defaultPlan(s, 4), {.activationDtype = DType::BF16});
+        QVERIFY2(g.valid(), dump(g).c_str());
+        for (int l = 0; l < 32; ++l) {
+            int gathers = 0, reduces = 0;
+            for (const auto& c : g.collectives)
+                if (c.layer == l)
+                    (c.kind == CollectiveKind::AllGather ? gathers : reduces) += 1;
+            QCOMPARE(gathers, 2);
+            QCOMPARE(reduces, 2);
+        }
+        // qkv gathers (H + 2 KV)·hd = 9216 features; gate_up 2·8192.
+        QCOMPARE(count(g, CollectiveKind::AllGather, "model.layers.*.self_attn.qkv_proj"), 32);
+        const auto it = std::find_if(g.collectives.begin(), g.collectives.end(), [](const Collective& c) {
+            return genericName(c.where) == "model.layers.*.mlp.gate_up_proj";
+        });
+        QCOMPARE(it->featuresPerToken, 16384);
+        // Attention compute is replicated: every rank caches all KV heads.
+        QCOMPARE(g.memory[0].kvCacheBytesPerToken, std::int64_t(32) * 2 * 3072 * 2);
+    }
+
+    void invalidPlans_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<int>("tp");
+        QTest::addColumn<QStringList>("edits"); // key=style, key= removes
+        QTest::addColumn<QString>("where");
+        QTest::addColumn<QString>("message");
+        QTest::addRow("colwise feeding colwise")
+            << "llama-3.1-8b" << 2 << QStringList{"model.layers.*.mlp.down_proj=colwise"} << "model.layers.*.mlp.down_proj"
+            << "colwise feeding colwise";
+        QTest::addRow("q sharded while k/v replicated")
+            << "llama-3.1-8b" << 2
+            << QStringList{"model.layers.*.self_attn.k_proj=replicate", "model.layers.*.self_attn.v_proj=replicate"}
+            << "model.layers.*.self_attn" << "queries are sharded while keys/values are replicated";
+        QTest::addRow("logits left vocab-sharded")
+            << "llama-3.1-8b" << 2 << QStringList{"lm_head=colwise"} << "lm_head" << "logits are left vocab-sharded";
+        QTest::addRow("rowwise on a whole input")
+            << "llama-3.1-8b" << 2
+            << QStringList{"model.layers.*.mlp.gate_proj=replicate", "model.layers.*.mlp.up_proj=replicate"}
+            << "model.layers.*.mlp.down_proj" << "expects an input sharded on its last dim";
+        QTest::addRow("split input twice")
+            << "llama-3.1-8b" << 2 << QStringList{"model.layers.*.mlp.down_proj=rowwise_split_input"}
+            << "model.layers.*.mlp.down_proj" << "it would be split twice";
+        QTest::addRow("partial sums never reduced")
+            << "llama-3.1-8b" << 2 << QStringList{"model.layers.*.mlp.down_proj=", "model.layers.*.mlp.down_proj.weight=rowwise"}
+            << "model.layers.*:residual_mlp" << "partial sums from 'model.layers.*.mlp.down_proj'";
+        QTest::addRow("gate and up split differently")
+            << "llama-3.1-8b" << 2 << QStringList{"model.layers.*.mlp.up_proj=replicate"} << "model.layers.*.mlp:act"
+            << "gate (Shard(-1) [7168, 7168]) and up (Replicate";
+        QTest::addRow("plain colwise on packed gate_up (Phi-3)")
+            << "phi-3-mini-4k" << 2 << QStringList{"model.layers.*.mlp.gate_up_proj=colwise", "model.layers.*.mlp.down_proj=rowwise"}
+            << "model.layers.*.mlp.gate_up_proj" << "gives rank 0 only gate rows";
+        QTest::addRow("fused qkv split while sharded (Phi-3)")
+            << "phi-3-mini-4k" << 2 << QStringList{"model.layers.*.self_attn.qkv_proj=colwise"}
+            << "model.layers.*.self_attn:split_qkv" << "cuts the fused output by its global sizes [3072, 3072, 3072]";
+        QTest::addRow("experts sharded without moe_tp_experts")
+            << "mixtral-8x7b" << 2 << QStringList{"model.layers.*.mlp.experts="} << "model.layers.*.mlp.experts"
+            << "no style on the experts module sums";
+        QTest::addRow("plain split of packed experts")
+            << "mixtral-8x7b" << 2 << QStringList{"model.layers.*.mlp.experts.gate_up_proj=colwise"}
+            << "model.layers.*.mlp.experts.gate_up_proj" << "separates gate rows from up rows";
+        QTest::addRow("experts split differently")
+            << "mixtral-8x7b" << 2 << QStringList{"model.layers.*.mlp.experts.down_proj=replicate"}
+            << "model.layers.*.mlp.experts" << "split differently";
+        QTest::addRow("KV heads not divisible, valid sizes listed")
+            << "qwen3-30b-a3b" << 8 << QStringList{} << "num_key_value_heads" << "4 key/value heads are not divisible by tp_size 8";
+        QTest::addRow("vocab not divisible for the gathered head")
+            << "gpt-oss-120b" << 3 << QStringList{} << "lm_head" << "201088 output features are not divisible by tp_size 3";
+        QTest::addRow("sinks stay whole while heads are sharded")
+            << "gpt-oss-120b" << 8
+            << QStringList{"model.layers.*.self_attn.q_proj=colwise", "model.layers.*.self_attn.k_proj=colwise",
+                           "model.layers.*.self_attn.v_proj=colwise", "model.layers.*.self_attn.o_proj=rowwise"}
+            << "model.layers.*.self_attn.sinks" << "per-head sinks stay whole";
+        QTest::addRow("tied pair placed differently")
+            << "gemma-3-27b" << 2 << QStringList{"model.embed_tokens=embedding_colwise"} << "lm_head.weight"
+            << "places them differently";
+        QTest::addRow("router sharded")
+            << "mixtral-8x7b" << 2 << QStringList{"model.layers.*.mlp.gate=colwise"} << "model.layers.*.mlp.gate"
+            << "every rank needs all 8 expert scores";
+        QTest::addRow("linear style on a norm")
+            << "llama-3.1-8b" << 2 << QStringList{"model.norm=colwise"} << "model.norm" << "is a RMSNorm";
+        QTest::addRow("all_reduce of a replicated output")
+            << "llama-3.1-8b" << 2 << QStringList{"lm_head=all_reduce"} << "lm_head" << "the result is 2× too large";
+        QTest::addRow("unknown style")
+            << "llama-3.1-8b" << 2 << QStringList{"lm_head=colwize"} << "lm_head" << "Unsupported tensor parallel style 'colwize'";
+        QTest::addRow("key matching nothing")
+            << "llama-3.1-8b" << 2 << QStringList{"model.layers.*.mlp.gate=colwise"} << "model.layers.*.mlp.gate"
+            << "does not match any module or parameter";
+    }
+    void invalidPlans()
+    {
+        QFETCH(QString, model);
+        QFETCH(int, tp);
+        QFETCH(QStringList, edits);
+        QFETCH(QString, where);
+        QFETCH(QString, message);
+        const ModelSpec s = spec(model.toUtf8().constData());
+        std::vector<std::pair<std::string, std::string>> e;
+        for (const auto& x : edits)
+            e.emplace_back(x.section('=', 0, 0).toStdString(), x.section('=', 1).toStdString());
+        const ShardedGraph g = shardModel(s, edited(s, tp, e));
+        QVERIFY(!g.valid());
+        QVERIFY2(hasDiag(g, Severity::Error, where.toStdString(), message.toStdString()), dump(g).c_str());
+    }
+
+    void packedSizesThatDropRows()
+    {
+        // moe_intermediate_size 100 at T=8: halves of 100 rows do not split evenly.
+        const ModelSpec s = tptest::specFromConfig(R"({"model_type": "qwen3_moe", "hidden_size": 64, "num_attention_heads": 8,
+            "num_key_value_heads": 8, "head_dim": 8, "num_hidden_layers": 1, "vocab_size": 128, "num_experts": 4,
+            "num_experts_per_tok": 2, "moe_intermediate_size": 100, "intermediate_size": 96})");
+        const ShardedGraph g = shardModel(s, defaultPlan(s, 8));
+        QVERIFY2(hasDiag(g, Severity::Error, "model.layers.*.mlp.experts.gate_up_proj",
+                         "holds 2 blocks of 100 rows, which do not split evenly over tp_size 8"),
+                 dump(g).c_str());
+    }
+
+    void warnings()
+    {
+        // gpt-oss: an EP plan, a TP plan that shards only the embedding and the head.
+        const ModelSpec oss = spec("gpt-oss-120b");
+        const ShardedGraph g = shardModel(oss, defaultPlan(oss, 8));
+        QVERIFY(g.valid());
+        QVERIFY(hasDiag(g, Severity::Warning, "GptOssForCausalLM", "has an expert-parallel plan but this TP plan shards no layer weights"));
+        // An empty plan at T > 1 is refused by Transformers.
+        const ModelSpec llama = spec("llama-3.1-8b");
+        Plan empty;
+        empty.tpSize = 2;
+        QVERIFY(hasDiag(shardModel(llama, empty), Severity::Error, "LlamaForCausalLM", "empty tp_plan"));
+    }
+
+    void memoryPerRank()
+    {
+        const ModelSpec s = spec("llama-3.1-8b");
+        const ShardedGraph one = shardModel(s, defaultPlan(s, 1), {.batch = 1, .seq = 512, .activationDtype = DType::BF16});
+        QCOMPARE(one.memory[0].weightBytes, s.parameterBytes());
+        // KV cache: 32 layers × (k + v) × 8 heads × 128 × 2 bytes = 128 KiB per token; 16 KiB per rank at T=8.
+        QCOMPARE(one.memory[0].kvCacheBytesPerToken, std::int64_t(128) << 10);
+        const ShardedGraph eight = shardModel(s, defaultPlan(s, 8), {.batch = 1, .seq = 512, .activationDtype = DType::BF16});
+        QCOMPARE(eight.memory[5].kvCacheBytesPerToken, std::int64_t(16) << 10);
+        // Sharded weights split 8 ways, norms stay whole on every rank.
+        std::int64_t norms = 0;
+        for (const auto& p : eight.params)
+            if (p.dim < 0 && !p.tied)
+                norms += p.bytes[0];
+        QCOMPARE(eight.memory[0].weightBytes, (s.parameterBytes() - norms) / 8 + norms);
+        // Activations: the logits [512, 128256] dominate, and the gathered logits are whole at T=8 too.
+        QVERIFY(one.memory[0].activationPeakBytes >= std::int64_t(512) * 128256 * 2);
+        QCOMPARE(eight.memory[0].activationPeakBytes, one.memory[0].activationPeakBytes);
+        // MLA: per-head k = nope + rope (192) and v (128), 128 heads, 61 layers, split over ranks.
+        const ModelSpec ds = spec("deepseek-v3");
+        const ShardedGraph d = shardModel(ds, defaultPlan(ds, 8), {.activationDtype = DType::BF16});
+        QCOMPARE(d.memory[0].kvCacheBytesPerToken, std::int64_t(61) * 128 * (192 + 128) * 2); // attention replicated
+    }
+
+    void customStyles()
+    {
+        // A colwise with a gathered output is colwise_gather_output under another name.
+        auto gather = makeCustomStyle({"my_gather", "colwise", Layout::Replicate, Layout::Replicate});
+        QVERIFY(gather.ok());
+        QCOMPARE(gather->forward, CollectiveKind::AllGather);
+        auto scatter = makeCustomStyle({"row_scatter", "rowwise", Layout::ShardLast, Layout::ShardLast});
+        QVERIFY(scatter.ok());
+        QCOMPARE(scatter->forward, CollectiveKind::ReduceScatter);
+        QVERIFY(!makeCustomStyle({"colwise", "colwise", Layout::Replicate, Layout::Replicate}).ok());
+        QVERIFY(!makeCustomStyle({"x", "diagonal", Layout::Replicate, Layout::Replicate}).ok());
+        QVERIFY(!makeCustomStyle({"x", "colwise", Layout::ShardLast, Layout::Replicate}).ok());
+
+        const ModelSpec s = spec("llama-3.1-8b");
+        Plan p = edited(s, 8, {{"lm_head", "my_gather"}});
+        p.customStyles.push_back(*gather);
+        const ShardedGraph g = shardModel(s, p);
+        QVERIFY2(g.valid(), dump(g).c_str());
+        QCOMPARE(count(g, CollectiveKind::AllGather, "lm_head"), 1);
+        // A reduce-scatter leaves the residual stream sharded: refused at the add.
+        Plan q = edited(s, 2, {{"model.layers.*.mlp.down_proj", "row_scatter"}});
+        q.customStyles.push_back(*scatter);
+        const ShardedGraph h = shardModel(s, q);
+        QCOMPARE(count(h, CollectiveKind::ReduceScatter), 32);
+        QVERIFY(hasDiag(h, Severity::Error, "model.layers.*:residual_mlp", "leaves its output sharded"));
+    }
+
+    void exportRoundTripIsLossless_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QStringList>("edits");
+        QTest::addRow("default llama") << "llama-3.1-8b" << QStringList{};
+        QTest::addRow("attention replicated") << "llama-3.1-8b"
+            << QStringList{"model.layers.*.self_attn.q_proj=", "model.layers.*.self_attn.k_proj=",
+                           "model.layers.*.self_attn.v_proj=", "model.layers.*.self_attn.o_proj="};
+        QTest::addRow("custom style") << "mixtral-8x7b" << QStringList{"lm_head=my_gather"};
+        QTest::addRow("deepseek default") << "deepseek-v3" << QStringList{};
+    }
+    void exportRoundTripIsLossless()
+    {
+        QFETCH(QString, model);
+        QFETCH(QStringList, edits);
+        const ModelSpec s = spec(model.toUtf8().constData());
+        std::vector<std::pair<std::string, std::string>> e;
+        for (const auto& x : edits)
+            e.emplace_back(x.section('=', 0, 0).toStdString(), x.section('=', 1).toStdString());
+        Plan p = edited(s, 4, e);
+        p.customStyles.push_back(*makeCustomStyle({"my_gather", "colwise", Layout::Replicate, Layout::Replicate}));
+        const std::string json = planToJson(p, &s);
+        auto back = parsePlanJson(json, "export.json", VersionProfile::G3);
+        QVERIFY2(back.ok(), back.status().message().c_str());
+        const Plan loaded = resolveOverrides(s, *back);
+        QCOMPARE(loaded.tpSize, 4);
+        QCOMPARE(planToJson(loaded, &s), json);
+        // Same placements and collectives, parameter by parameter.
+        const ShardedGraph a = shardModel(s, p), b = shardModel(s, loaded);
+        QCOMPARE(a.params.size(), b.params.size());
+        for (std::size_t i = 0; i < a.params.size(); ++i) {
+            QCOMPARE(a.params[i].dim, b.params[i].dim);
+            QCOMPARE(a.params[i].shapes, b.params[i].shapes);
+        }
+        QCOMPARE(a.collectives.size(), b.collectives.size());
+        // A dropped default key comes back as "replicate", so Transformers' merge cannot restore it.
+        if (!e.empty() && e[0].second.empty())
+            QVERIFY(json.find("\"" + e[0].first + "\": \"replicate\"") != std::string::npos);
+    }
+
+    void overridesMergeUnderG3ReplaceBefore()
+    {
+        const ModelSpec s = spec("llama-3.1-8b");
+        auto over = parsePlanJson(R"({"tp_size": 2, "tp_plan": {"model.layers.*.mlp.down_proj": "rowwise_split_input"}})",
+                                  "override.json", VersionProfile::G3);
+        QVERIFY(over.ok());
+        const Plan merged = resolveOverrides(s, *over);
+        QCOMPARE(merged.entries.size(), s.defaultTpPlan.size());
+        QCOMPARE(shardModel(s, merged).valid(), false); // colwise up/gate → rowwise_split_input: split twice
+        over->profile = VersionProfile::G2;
+        QCOMPARE(resolveOverrides(s, *over).entries.size(), std::size_t(1));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestShard)
+#include "tst_shard.moc"
