@@ -1,15 +1,24 @@
 #!/usr/bin/env python3
-"""Checks that TP Studio's plan export loads in Hugging Face Transformers' DistributedConfig.
+"""Checks that TP Studio's plan exports load in Hugging Face Transformers.
 
-  python3 scripts/check_export.py TPSTUDIO_CLI MODEL [MODEL ...]
+  python3 scripts/check_export.py TPSTUDIO_CLI REPO_ROOT MODEL [MODEL ...]
 
-For each model: `tpstudio-cli plan export MODEL --tp 2`, then DistributedConfig(**json.load(f)) and
-DistributedConfig.from_dict(...); every style must be registered in ALL_PARALLEL_STYLES. Exits 77
-(ctest's skip code) when transformers is not installed, 1 on any failure.
+1. For each MODEL: `tpstudio-cli plan export MODEL --tp 2` (JSON), then DistributedConfig(**json.load(f))
+   and DistributedConfig.from_dict(...); every style must be registered in ALL_PARALLEL_STYLES.
+2. Every shipped plan under plans/<family>/*.json loads the same way.
+3. The Python export (`--format python`) of the default plans and of a plan with custom styles
+   runs with `--check`: it registers the custom styles and builds the DistributedConfig.
+4. When torchrun and accelerate are available: the Python export for the tiny Llama fixture, with
+   the default plan and with custom styles, loads the checkpoint under `torchrun --nproc-per-node 2`
+   (CPU, gloo) and runs a forward.
+Exits 77 (ctest's skip code) when transformers is not installed, 1 on any failure.
 """
+import glob
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 try:
     from transformers.distributed import DistributedConfig
@@ -19,26 +28,92 @@ except Exception as e:  # not installed, or a version without transformers.distr
     print(f"SKIP: transformers with DistributedConfig is not importable ({e})")
     sys.exit(77)
 
+failures = 0
+
+
+def fail(what, why):
+    global failures
+    failures += 1
+    print(f"FAIL {what}: {why}")
+
+
+def check_json(what, d, tp_size):
+    cfg = DistributedConfig(**d)
+    cfg2 = DistributedConfig.from_dict(d)
+    unknown = [s for s in d["tp_plan"].values() if s not in ALL_PARALLEL_STYLES]
+    if cfg.tp_size != tp_size or cfg.tp_plan != d["tp_plan"] or cfg2.tp_plan != d["tp_plan"] or unknown:
+        return fail(what, f"tp_size={cfg.tp_size} unknown styles={unknown}")
+    print(f"ok   {what}: {len(d['tp_plan'])} keys accepted by DistributedConfig")
+
+
+def export(cli, *args):
+    out = subprocess.run([cli, "plan", "export", *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        fail(" ".join(args), f"export exited {out.returncode}: {out.stderr.strip()}")
+        return None
+    return out.stdout
+
+
+def check_python(what, script):
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(script)
+    try:
+        run = subprocess.run([sys.executable, f.name, "--check"], capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+    if run.returncode != 0 or not run.stdout.startswith("ok"):
+        return fail(what, f"--check exited {run.returncode}: {run.stdout.strip()} {run.stderr.strip()[-400:]}")
+    print(f"ok   {what}: {run.stdout.strip()}")
+
+
+def run_for_real(cli, root, custom):
+    import importlib.util
+    import shutil
+
+    torchrun = shutil.which("torchrun")
+    if not torchrun or importlib.util.find_spec("accelerate") is None:
+        print("note: torchrun or accelerate missing; exported scripts were not run under torchrun")
+        return
+    fixture = os.path.join(root, "tests", "fixtures", "models", "llama")
+    for what, extra in (("default plan", []), ("custom styles", ["--plan", custom])):
+        script = export(cli, fixture, "--tp", "2", "--format", "python", *extra)
+        if script is None:
+            continue
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "plan.py")
+            with open(path, "w") as f:
+                f.write(script)
+            env = dict(os.environ, OMP_NUM_THREADS="1")
+            run = subprocess.run([torchrun, "--nproc-per-node", "2", path, fixture], capture_output=True, text=True,
+                                 env=env, timeout=240)
+        if run.returncode != 0 or "logits (1, 16, 96)" not in run.stdout:
+            fail(f"torchrun {what}", (run.stdout + run.stderr).strip()[-800:])
+        else:
+            print(f"ok   torchrun --nproc-per-node 2, {what}: loaded the fixture sharded and ran a forward")
+
 
 def main():
-    cli, models = sys.argv[1], sys.argv[2:]
-    failures = 0
+    cli, root, models = sys.argv[1], sys.argv[2], sys.argv[3:]
     for model in models:
-        out = subprocess.run([cli, "plan", "export", model, "--tp", "2"], capture_output=True, text=True)
-        if out.returncode != 0:
-            print(f"FAIL {model}: export exited {out.returncode}: {out.stderr.strip()}")
-            failures += 1
+        text = export(cli, model, "--tp", "2")
+        if text is not None:
+            check_json(model, json.loads(text), 2)
+    for path in sorted(glob.glob(os.path.join(root, "plans", "*", "*.json"))):
+        if os.path.basename(os.path.dirname(path)) == "hardware":
             continue
-        d = json.loads(out.stdout)
-        cfg = DistributedConfig(**d)
-        cfg2 = DistributedConfig.from_dict(d)
-        unknown = [s for s in d["tp_plan"].values() if s not in ALL_PARALLEL_STYLES]
-        if cfg.tp_size != 2 or cfg.tp_plan != d["tp_plan"] or cfg2.tp_plan != d["tp_plan"] or unknown:
-            print(f"FAIL {model}: tp_size={cfg.tp_size} unknown styles={unknown}")
-            failures += 1
-            continue
-        print(f"ok   {model}: {len(d['tp_plan'])} keys accepted by DistributedConfig")
-    print(f"{len(models) - failures} passed, {failures} failed")
+        with open(path) as f:
+            d = json.load(f)
+        check_json(os.path.relpath(path, root), d, d["tp_size"])
+    for model in models[:3]:
+        script = export(cli, model, "--tp", "2", "--format", "python")
+        if script is not None:
+            check_python(f"{model} (python)", script)
+    custom = os.path.join(root, "tests", "fixtures", "plans", "custom-styles.json")
+    script = export(cli, "example", "--plan", custom, "--format", "python")
+    if script is not None:
+        check_python("custom styles (python)", script)
+    run_for_real(cli, root, custom)
+    print(f"{failures} failed")
     sys.exit(1 if failures else 0)
 
 

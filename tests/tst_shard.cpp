@@ -1,5 +1,6 @@
 // tst_shard — the sharded graph: per-rank shards, activation layouts, collectives with their bytes,
 // memory, and the layout/shape diagnostics (facts from hf-tp-semantics.md §1, §2, §4.1, §6, §8).
+#include "tp/model/catalog.h"
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
 #include "tp/shard/sharded_graph.h"
@@ -7,6 +8,11 @@
 #include "testutils.h"
 
 #include <QtTest>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <set>
 
 using namespace tp;
 
@@ -404,6 +410,42 @@ private slots:
         // A dropped default key comes back as "replicate", so Transformers' merge cannot restore it.
         if (!e.empty() && e[0].second.empty())
             QVERIFY(json.find("\"" + e[0].first + "\": \"replicate\"") != std::string::npos);
+    }
+
+    void shippedPlansHoldTheirClaims()
+    {
+        // plans/index.json: every (file, model) pair validates for exactly the T in 1..8 it claims.
+        std::ifstream in(TP_SOURCE_DIR "/plans/index.json");
+        QVERIFY(in.good());
+        const auto index = nlohmann::json::parse(in);
+        QCOMPARE(index.at("schema").get<std::string>(), std::string("tpstudio.plans/1"));
+        std::set<std::string> families;
+        int checked = 0;
+        for (const auto& e : index.at("plans")) {
+            const std::string file = e.at("file"), model = e.at("model");
+            const auto claimed = e.at("tp").get<std::vector<int>>();
+            QVERIFY2(!claimed.empty(), file.c_str());
+            auto plan = loadPlanFile(std::string(TP_SOURCE_DIR "/plans/") + file, VersionProfile::G3);
+            QVERIFY2(plan.ok(), plan.status().message().c_str());
+            const ModelSpec s = spec(model.c_str());
+            families.insert(familyName(s.config.family));
+            for (int t = 1; t <= 8; ++t) {
+                Plan p = resolveOverrides(s, *plan);
+                p.tpSize = t;
+                const ShardedGraph g = shardModel(s, p);
+                const bool claims = std::find(claimed.begin(), claimed.end(), t) != claimed.end();
+                QVERIFY2(g.valid() == claims, qPrintable(QString("%1 on %2 at T=%3: claimed %4\n%5")
+                                                             .arg(file.c_str(), model.c_str()).arg(t).arg(claims)
+                                                             .arg(dump(g).c_str())));
+                ++checked;
+            }
+        }
+        // A plan for every architecture of the catalog.
+        for (const auto& c : catalog()) {
+            const ModelSpec s = spec(c.id.c_str());
+            QVERIFY2(families.contains(familyName(s.config.family)), c.id.c_str());
+        }
+        QVERIFY(checked >= 200);
     }
 
     void overridesMergeUnderG3ReplaceBefore()

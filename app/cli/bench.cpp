@@ -1,10 +1,13 @@
 // bench.cpp — `tpstudio-cli bench load`: time opening a full-size sharded checkpoint's headers.
+//              `tpstudio-cli bench plan`: time propagating a plan over a full-size model.
 #include "commands.h"
 
 #include "tp/core/units.h"
 #include "tp/model/catalog.h"
 #include "tp/model/loader.h"
 #include "tp/model/synthetic.h"
+#include "tp/cost/cost_model.h"
+#include "tp/shard/sharded_graph.h"
 
 #include <nlohmann/json.hpp>
 
@@ -120,6 +123,76 @@ int benchLoad(const LoadOpts& o)
     return kOk;
 }
 
+struct PlanBenchOpts
+{
+    std::string model = "deepseek-v3";
+    std::string hardware = "h100-sxm-8";
+    int tp = 8;
+    int repeat = 20;
+    bool json = false;
+};
+
+double secondsSince(std::chrono::steady_clock::time_point t0)
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int benchPlan(const PlanBenchOpts& o)
+{
+    auto om = tp::openModel(o.model);
+    if (!om) {
+        fmt::print(stderr, "tpstudio-cli bench plan: {}\n", om.status().message());
+        return kBadInput;
+    }
+    auto hw = tp::findHardware(o.hardware);
+    if (!hw) {
+        fmt::print(stderr, "tpstudio-cli bench plan: {}\n", hw.status().message());
+        return kBadInput;
+    }
+    const tp::Plan plan = tp::defaultPlan(om->spec, o.tp);
+    std::vector<double> shard, cost;
+    tp::ShardedGraph g;
+    for (int i = 0; i < o.repeat; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        g = tp::shardModel(om->spec, plan, {});
+        shard.push_back(secondsSince(t0));
+        t0 = std::chrono::steady_clock::now();
+        const tp::CostReport c = tp::estimateCost(om->spec, g, *hw);
+        cost.push_back(secondsSince(t0));
+        if (c.nodes.size() != g.graph.nodes.size())
+            return kBadInput;
+    }
+    std::sort(shard.begin(), shard.end());
+    std::sort(cost.begin(), cost.end());
+    const double med = shard[shard.size() / 2], costMed = cost[cost.size() / 2];
+    if (o.json) {
+        nlohmann::ordered_json j;
+        j["bench"] = "plan";
+        j["model"] = om->spec.source;
+        j["tp_size"] = o.tp;
+        j["modules"] = om->spec.modules.size();
+        j["parameters"] = g.params.size();
+        j["graph_nodes"] = g.graph.nodes.size();
+        j["collectives"] = g.collectives.size();
+        j["repeat"] = shard.size();
+        j["propagate_min_s"] = shard.front();
+        j["propagate_median_s"] = med;
+        j["cost_median_s"] = costMed;
+        std::cout << j.dump(2) << "\n";
+        return kOk;
+    }
+    fmt::print("{} at T={}: {} modules, {} parameters, {} graph nodes, {} collectives, {} diagnostics\n",
+               om->spec.className, o.tp, withCommas(std::int64_t(om->spec.modules.size())),
+               withCommas(std::int64_t(g.params.size())), withCommas(std::int64_t(g.graph.nodes.size())),
+               g.collectives.size(), g.diagnostics.size());
+    fmt::print("{:<44} {:>10} {:>10} {:>10}\n", "", "min(ms)", "median(ms)", "max(ms)");
+    fmt::print("{:<44} {:>10.2f} {:>10.2f} {:>10.2f}\n", "match + graph + layouts + shards + memory",
+               shard.front() * 1e3, med * 1e3, shard.back() * 1e3);
+    fmt::print("{:<44} {:>10.2f} {:>10.2f} {:>10.2f}\n", fmt::format("cost model ({})", hw->id), cost.front() * 1e3,
+               costMed * 1e3, cost.back() * 1e3);
+    return kOk;
+}
+
 } // namespace
 
 std::function<int()> addBench(CLI::App& app)
@@ -135,9 +208,21 @@ std::function<int()> addBench(CLI::App& app)
     load->add_option("--repeat", o->repeat, "Timed repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
     load->add_flag("--keep", o->keep, "Keep the synthesized temporary folder");
     load->add_flag("--json", o->json, "Print JSON");
-    return [o, load] {
+
+    auto po = std::make_shared<PlanBenchOpts>();
+    auto* plan = bench->add_subcommand(
+        "plan", "Time applying the model's default plan: key matching, the layer graph, layout propagation, per-rank "
+                "shards and memory (the planner's live-preview path), then the cost model");
+    plan->add_option("--model", po->model, "Model: catalog id, folder, config.json, …")->capture_default_str();
+    plan->add_option("--tp", po->tp, "Tensor-parallel size")->check(CLI::Range(1, 4096))->capture_default_str();
+    plan->add_option("--hardware", po->hardware, "Hardware profile for the cost model")->capture_default_str();
+    plan->add_option("--repeat", po->repeat, "Timed repetitions")->check(CLI::Range(1, 10000))->capture_default_str();
+    plan->add_flag("--json", po->json, "Print JSON");
+    return [o, load, po, plan] {
         if (load->parsed())
             return benchLoad(*o);
+        if (plan->parsed())
+            return benchPlan(*po);
         return int(kUsage);
     };
 }

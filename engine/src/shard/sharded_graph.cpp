@@ -30,7 +30,7 @@ ParamShard shardParam(const std::string& path, const ParamSpec& p, const Placeme
     const std::size_t nT = static_cast<std::size_t>(T);
     s.shapes.assign(nT, p.shape);
     s.slices.assign(nT, {});
-    if (pl.shards() && rank > 0) {
+    if (pl.shards() && rank > 0 && T > 1) { // tp_size 1: Transformers applies no plan
         const int d = pl.resolvedDim(rank);
         if (d >= 0 && d < rank) {
             s.dim = d;
@@ -490,8 +490,14 @@ private:
                                "the forward fails in view(…, -1, head_dim)",
                                sizesText(Q.local), sizesText(K.local), n.headDim, n.heads / std::max<std::int64_t>(n.kvHeads, 1)),
                    fmt::format("valid tp sizes: {}", fmt::join(tpSizesDividingHeads(m_spec.config, 64), ", ")));
+        if (!ok) { // reported once; continue with the even split so that o_proj does not repeat it
+            outLocal.clear();
+            for (const auto& iv : chunkSizes(gt(out).features, m_T))
+                outLocal.push_back(iv.size);
+        }
         lay(out) = sharded(outLocal);
-        sinks(n, block, true, localHeads);
+        if (ok)
+            sinks(n, block, true, localHeads);
     }
 
     // Llama4 and gpt-oss store experts as [E, H, 2I] / [E, I, H]; the others [E, 2I, H] / [E, H, I].
