@@ -41,6 +41,8 @@ private slots:
         QTest::addRow("plan show") << QStringList{"plan", "show", "--help"};
         QTest::addRow("plan validate") << QStringList{"plan", "validate", "--help"};
         QTest::addRow("plan export") << QStringList{"plan", "export", "--help"};
+        QTest::addRow("plan preview") << QStringList{"plan", "preview", "--help"};
+        QTest::addRow("bench plan") << QStringList{"bench", "plan", "--help"};
     }
     void help()
     {
@@ -142,6 +144,59 @@ private slots:
         QCOMPARE(show.code, 0);
         QVERIFY(show.out.contains("LlamaForCausalLM at tp_size 8"));
         QCOMPARE(cli({"plan", "export", "qwen3-30b-a3b", "--tp", "8"}).code, 1); // refuses an invalid plan
+    }
+
+    void planPreview()
+    {
+        const Run r = cli({"plan", "preview", "llama-3.1-8b", "--tp", "8", "--batch", "1", "--seq", "512", "--dtype",
+                           "bf16", "--hardware", "h100-sxm-8", "--json"});
+        QCOMPARE(r.code, 0);
+        const auto j = nlohmann::json::parse(r.out.toStdString());
+        QCOMPARE(j["schema"], "tpstudio.preview/1");
+        QCOMPARE(j["collective_counts"]["all_reduce"], 65);
+        QCOMPARE(j["collective_counts"]["all_gather"], 1);
+        for (const auto& c : j["collectives"])
+            if (c["kind"] == "all_reduce")
+                QCOMPARE(c["bytes"].get<std::int64_t>(), std::int64_t(4) << 20);
+        QCOMPARE(j["memory"].size(), std::size_t(8));
+        QCOMPARE(j["memory"][0]["kv_cache_bytes_per_token"], 16384);
+        QCOMPARE(j["scaling"].size(), std::size_t(8));
+        QCOMPARE(j["scaling"][2]["valid"], false);
+        QVERIFY(j["scaling"][7]["speedup"].get<double>() > 1.0);
+        QVERIFY(j["predicted"]["comm_share"].get<double>() > 0.0);
+        // Human form, and the errors of an invalid plan instead of numbers.
+        const Run text = cli({"plan", "preview", "phi-3-mini-4k", "--tp", "4"});
+        QCOMPARE(text.code, 0);
+        QVERIFY(text.out.contains("all_gather") && text.out.contains("model.layers.*.mlp.gate_up_proj"));
+        const Run bad = cli({"plan", "preview", "qwen3-30b-a3b", "--tp", "8"});
+        QCOMPARE(bad.code, 1);
+        QVERIFY(bad.out.contains("4 key/value heads are not divisible by tp_size 8"));
+        QCOMPARE(cli({"plan", "preview", "example", "--hardware", "no-such-gpu"}).code, 1);
+        QCOMPARE(cli({"plan", "preview", "example", "--batch", "0"}).code, 2);
+    }
+
+    void exportPython()
+    {
+        const Run r = cli({"plan", "export", "example", "--plan", kFixtures + "/plans/custom-styles.json", "--format", "python"});
+        QCOMPARE(r.code, 0);
+        QVERIFY(r.out.contains("ALL_PARALLEL_STYLES.register(\n        \"vocab_gather\", ColwiseParallel(input_layouts=Replicate(), "
+                               "output_layouts=Replicate())"));
+        QVERIFY(r.out.contains("DistributedConfig(tp_size=TP_SIZE, tp_plan=dict(TP_PLAN))"));
+        QVERIFY(r.out.contains("\"model.layers.*.mlp.down_proj\": \"row_reduce\","));
+        // JSON keeps the definitions so that the plan reads back with its styles.
+        const Run j = cli({"plan", "export", "example", "--plan", kFixtures + "/plans/custom-styles.json"});
+        QCOMPARE(j.code, 0);
+        QCOMPARE(nlohmann::json::parse(j.out.toStdString())["custom_styles"]["row_reduce"]["base"], "rowwise");
+        QVERIFY(j.err.contains("custom styles"));
+    }
+
+    void benchPlan()
+    {
+        const Run r = cli({"bench", "plan", "--model", "deepseek-v3", "--tp", "8", "--repeat", "3", "--json"});
+        QCOMPARE(r.code, 0);
+        const auto j = nlohmann::json::parse(r.out.toStdString());
+        QCOMPARE(j["graph_nodes"].get<int>() > 61 * 10, true);
+        QVERIFY(j["propagate_median_s"].get<double>() > 0.0);
     }
 
     void catalogListsAll()
