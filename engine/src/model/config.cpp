@@ -333,6 +333,7 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
     TP_RETURN_IF_ERROR(r.readDouble("rope_theta", c.ropeTheta));
     TP_RETURN_IF_ERROR(readRopeScaling(r, c));
     TP_RETURN_IF_ERROR(r.readBool("tie_word_embeddings", c.tieWordEmbeddings));
+    TP_RETURN_IF_ERROR(r.readBool("norm_topk_prob", c.normTopkProb));
     if (c.family != Family::Qwen2) // Qwen2 has no switch: its q/k/v always carry biases
         TP_RETURN_IF_ERROR(r.readBool("attention_bias", c.attentionBias));
     TP_RETURN_IF_ERROR(r.readBool("mlp_bias", c.mlpBias));

@@ -164,6 +164,14 @@ private:
 
 } // namespace
 
+std::optional<ExpertTensor> expertTensorOf(const std::string& tensorName, const ModelConfig& c)
+{
+    auto piece = parseExpertPiece(canonicalName(tensorName, c));
+    if (!piece)
+        return std::nullopt;
+    return ExpertTensor{piece->fused, piece->expert, piece->part};
+}
+
 void reconcileCheckpoint(ModelSpec& spec, const Checkpoint& ck)
 {
     const ModelConfig& c = spec.config;

@@ -86,6 +86,7 @@ struct ModelConfig
     std::vector<std::int64_t> mlpOnlyLayers; // qwen3_moe
     std::int64_t interleaveMoeLayerStep = 1; // llama4
     std::int64_t intermediateSizeMlp = 0;  // llama4 dense layers
+    bool normTopkProb = false;             // renormalize the top-k router weights (qwen3_moe's norm_topk_prob)
 
     // Multi-head latent attention (deepseek_v3).
     std::optional<std::int64_t> qLoraRank; // none: a plain q_proj

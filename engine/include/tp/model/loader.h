@@ -33,6 +33,17 @@ Result<std::string> resolveHubCache(const std::string& repoId);
 // appended to spec.diagnostics; parameter dtypes take the checkpoint's.
 void reconcileCheckpoint(ModelSpec& spec, const Checkpoint& ck);
 
+// A per-expert checkpoint tensor of a fused expert parameter ("…experts.3.up_proj.weight", Mixtral's
+// "…block_sparse_moe.experts.3.w3.weight"): the fused parameter's full name, the expert, and the
+// part (0 gate rows, 1 up rows of gate_up_proj [E, 2I, H]; 2 down_proj [E, H, I]).
+struct ExpertTensor
+{
+    std::string fused;
+    std::int64_t expert = 0;
+    int part = 0;
+};
+std::optional<ExpertTensor> expertTensorOf(const std::string& tensorName, const ModelConfig& config);
+
 // For an unknown architecture: a tree from tensor names alone (modules from dotted paths,
 // kinds guessed from names and ranks).
 ModelSpec specFromTensorNames(const ModelConfig& config, const Checkpoint& ck);

@@ -1,0 +1,661 @@
+// executor.cpp — the CPU engine: one thread per rank walking the sharded graph in order.
+//
+// Math follows the Transformers modeling code of each family in fp32 (modeling_llama.py and
+// siblings): RMSNorm, rotary embedding with rotate_half (default and llama3 scaling), causal GQA
+// attention, SiLU·mul, softmax top-k routers, fused experts. GEMMs go through OpenBLAS with one
+// BLAS thread per rank.
+#include "tp/runtime/executor.h"
+
+#include "tp/model/loader.h"
+#include "tp/runtime/communicator.h"
+
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <numbers>
+#include <numeric>
+#include <thread>
+
+namespace tp {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool executableFamily(Family f)
+{
+    switch (f) {
+    case Family::Llama:
+    case Family::Mistral:
+    case Family::Qwen2:
+    case Family::Qwen3:
+    case Family::Phi3:
+    case Family::Mixtral:
+    case Family::Qwen3Moe: return true;
+    default: return false;
+    }
+}
+
+// y[N, out] = x[N, in] · W[out, in]ᵀ
+void gemm(const float* x, const float* w, float* y, std::int64_t n, std::int64_t in, std::int64_t out)
+{
+    if (n == 0 || out == 0)
+        return;
+    if (in == 0) {
+        std::fill(y, y + n * out, 0.0f);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(n), static_cast<blasint>(out),
+                static_cast<blasint>(in), 1.0f, x, static_cast<blasint>(in), w, static_cast<blasint>(in), 0.0f, y,
+                static_cast<blasint>(out));
+}
+
+float silu(float v) { return v / (1.0f + std::exp(-v)); }
+
+class Runner
+{
+public:
+    Runner(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights, const RunOptions& o)
+        : m_spec(spec)
+        , m_g(g)
+        , m_weights(weights)
+        , m_o(o)
+        , m_c(spec.config)
+        , m_T(g.tpSize)
+        , m_N(o.batch * o.seq)
+    {
+        m_firstParam.assign(spec.modules.size(), -1);
+        for (std::size_t i = 0; i < g.params.size(); ++i)
+            if (m_firstParam[static_cast<std::size_t>(g.params[i].module)] < 0)
+                m_firstParam[static_cast<std::size_t>(g.params[i].module)] = static_cast<int>(i);
+        m_nodeCollectives.resize(g.graph.nodes.size());
+        for (std::size_t i = 0; i < g.collectives.size(); ++i)
+            m_nodeCollectives[static_cast<std::size_t>(g.collectives[i].node)].push_back(static_cast<int>(i));
+        m_tokens = o.tokens;
+        if (m_tokens.empty())
+            for (std::int64_t i = 0; i < m_N; ++i)
+                m_tokens.push_back(static_cast<std::int32_t>((i * 7919 + 13) % m_c.vocabSize));
+        ropeFrequencies();
+    }
+
+    Result<RunResult> run()
+    {
+        openblas_set_num_threads(1);
+        auto group = LocalGroup::create(m_T, m_o.collectiveTimeout);
+        std::vector<RankOut> outs(static_cast<std::size_t>(m_T));
+        std::vector<std::thread> threads;
+        for (int r = 0; r < m_T; ++r)
+            threads.emplace_back([&, r] {
+                Communicator& comm = group->rank(r);
+                Status st = rankMain(r, comm, outs[static_cast<std::size_t>(r)]);
+                if (!st.ok()) {
+                    {
+                        std::lock_guard lock(m_errorMutex);
+                        if (m_firstError.ok())
+                            m_firstError = st;
+                    }
+                    comm.abort(st.message());
+                }
+            });
+        for (auto& t : threads)
+            t.join();
+        if (!m_firstError.ok())
+            return m_firstError;
+        RunResult res;
+        res.tpSize = m_T;
+        res.vocab = m_c.vocabSize;
+        res.iterationSeconds = outs[0].iterations;
+        for (const auto& o : outs) {
+            res.loadSeconds = std::max(res.loadSeconds, o.loadSeconds);
+            res.spans.insert(res.spans.end(), o.spans.begin(), o.spans.end());
+        }
+        return res;
+    }
+
+private:
+    struct RankOut
+    {
+        std::vector<double> iterations;
+        std::vector<Span> spans;
+        double loadSeconds = 0;
+    };
+
+    struct Rank
+    {
+        int r = 0;
+        Communicator* comm = nullptr;
+        std::vector<std::vector<float>> weights;
+        std::vector<std::vector<float>> acts;
+        std::vector<float> routerProbs;
+        std::vector<Span> spans;
+        Clock::time_point t0;
+        std::vector<float> scratch, scratch2;
+    };
+
+    // --- plumbing -----------------------------------------------------------------------------
+    const ParamShard* shard(int module, const char* name) const
+    {
+        if (module < 0 || m_firstParam[static_cast<std::size_t>(module)] < 0)
+            return nullptr;
+        for (std::size_t i = static_cast<std::size_t>(m_firstParam[static_cast<std::size_t>(module)]);
+             i < m_g.params.size() && m_g.params[i].module == module; ++i)
+            if (m_spec.modules[static_cast<std::size_t>(module)].params[static_cast<std::size_t>(m_g.params[i].param)].name == name)
+                return &m_g.params[i];
+        return nullptr;
+    }
+    const std::vector<float>& weight(const Rank& k, const ParamShard* s) const
+    {
+        return k.weights[static_cast<std::size_t>(s - m_g.params.data())];
+    }
+    std::int64_t width(const Rank& k, int tensor) const
+    {
+        const auto& a = k.acts[static_cast<std::size_t>(tensor)];
+        return m_N == 0 ? 0 : static_cast<std::int64_t>(a.size()) / m_N;
+    }
+    double nowUs(const Rank& k) const { return std::chrono::duration<double, std::micro>(Clock::now() - k.t0).count(); }
+
+    Status fail(const Rank& k, const GraphNode& n, const std::string& what) const
+    {
+        return Status(StatusCode::Internal, fmt::format("rank {}, node {}: {}", k.r, n.name, what));
+    }
+
+    void ropeFrequencies()
+    {
+        const std::int64_t hd = m_c.headDim;
+        for (std::int64_t i = 0; i < hd / 2; ++i) {
+            double f = 1.0 / std::pow(m_c.ropeTheta, static_cast<double>(2 * i) / static_cast<double>(hd));
+            const RopeScaling& s = m_c.ropeScaling;
+            if (s.type == "llama3") {
+                const double low = static_cast<double>(s.originalMaxPositions) / s.lowFreqFactor;
+                const double high = static_cast<double>(s.originalMaxPositions) / s.highFreqFactor;
+                const double wavelen = 2 * std::numbers::pi / f;
+                if (wavelen > low) {
+                    f /= s.factor;
+                } else if (wavelen >= high) {
+                    const double smooth = (static_cast<double>(s.originalMaxPositions) / wavelen - s.lowFreqFactor)
+                        / (s.highFreqFactor - s.lowFreqFactor);
+                    f = (1 - smooth) * f / s.factor + smooth * f;
+                }
+            } else if (s.type == "linear") {
+                f /= s.factor;
+            }
+            m_invFreq.push_back(f);
+        }
+    }
+
+    // --- one rank -----------------------------------------------------------------------------
+    Status rankMain(int r, Communicator& comm, RankOut& out)
+    {
+        Rank k;
+        k.r = r;
+        k.comm = &comm;
+        const auto l0 = Clock::now();
+        k.weights.resize(m_g.params.size());
+        for (std::size_t i = 0; i < m_g.params.size(); ++i) { // a tied parameter reads its owner's tensor
+            TP_ASSIGN_OR_RETURN(k.weights[i], loadParamShard(m_spec, m_g, i, r, m_weights));
+        }
+        out.loadSeconds = std::chrono::duration<double>(Clock::now() - l0).count();
+        k.acts.resize(m_g.graph.tensors.size());
+
+        const int total = m_o.warmup + std::max(m_o.iterations, 1);
+        for (int it = 0; it < total; ++it) {
+            TP_RETURN_IF_ERROR(comm.barrier());
+            k.spans.clear();
+            k.t0 = Clock::now();
+            for (std::size_t ni = 0; ni < m_g.graph.nodes.size(); ++ni) {
+                if (m_o.stop.stop_requested())
+                    return Status(StatusCode::Cancelled, fmt::format("rank {}: run cancelled", r));
+                TP_RETURN_IF_ERROR(node(k, static_cast<int>(ni)));
+            }
+            TP_RETURN_IF_ERROR(comm.barrier());
+            const double secs = std::chrono::duration<double>(Clock::now() - k.t0).count();
+            const bool warm = it < m_o.warmup;
+            if (!warm)
+                out.iterations.push_back(secs);
+            if (r == 0 && m_o.progress)
+                m_o.progress(warm ? it : it - m_o.warmup, warm, secs);
+        }
+        out.spans = std::move(k.spans);
+        return {};
+    }
+
+    Status node(Rank& k, int ni)
+    {
+        const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(ni)];
+        if (k.r == m_o.failRank && n.name == m_o.failNode)
+            return Status(StatusCode::Internal, fmt::format("rank {}, node {}: injected failure", k.r, n.name));
+        Span sp{k.r, ni, -1, n.layer, nowUs(k), 0, 0};
+        Status st;
+        switch (n.kind) {
+        case OpKind::Embedding: st = embedding(k, n); break;
+        case OpKind::Norm: st = norm(k, n, false); break;
+        case OpKind::HeadNorm: st = norm(k, n, true); break;
+        case OpKind::Linear: st = linear(k, n); break;
+        case OpKind::Split: st = split(k, n); break;
+        case OpKind::Rope: rope(k, n); break;
+        case OpKind::Attention: st = attention(k, n); break;
+        case OpKind::GatedAct: gatedAct(k, n); break;
+        case OpKind::Router: st = router(k, n); break;
+        case OpKind::Experts: st = experts(k, n); break;
+        case OpKind::Add: {
+            const auto& a = k.acts[static_cast<std::size_t>(n.inputs[0])];
+            const auto& b = k.acts[static_cast<std::size_t>(n.inputs[1])];
+            auto& o = k.acts[static_cast<std::size_t>(n.outputs[0])];
+            o.resize(a.size());
+            for (std::size_t i = 0; i < a.size(); ++i)
+                o[i] = a[i] + b[i];
+            break;
+        }
+        case OpKind::Logits: break;
+        }
+        TP_RETURN_IF_ERROR(st);
+        sp.endUs = nowUs(k);
+        k.spans.push_back(sp);
+        for (int ci : m_nodeCollectives[static_cast<std::size_t>(ni)])
+            TP_RETURN_IF_ERROR(collective(k, n, ci));
+        TP_RETURN_IF_ERROR(afterCollectives(k, n));
+        // Each graph tensor must have the width the plan preview promised for this rank.
+        for (int t : n.outputs) {
+            const auto& L = m_g.tensors[static_cast<std::size_t>(t)];
+            if (L.layout != Layout::Partial && width(k, t) != L.local[static_cast<std::size_t>(k.r)])
+                return fail(k, n, fmt::format("output has {} features, the sharded graph says {}", width(k, t),
+                                              L.local[static_cast<std::size_t>(k.r)]));
+        }
+        if (n.kind == OpKind::Logits && k.r == 0)
+            m_rank0Logits = k.acts[static_cast<std::size_t>(n.inputs[0])];
+        return {};
+    }
+
+    // Rowwise biases are added once, after the reduction (as Transformers does).
+    Status afterCollectives(Rank& k, const GraphNode& n)
+    {
+        if (n.kind != OpKind::Linear)
+            return {};
+        const ParamShard* w = shard(n.module, "weight");
+        const ParamShard* b = shard(n.module, "bias");
+        if (!w || !b || w->dim != 1)
+            return {};
+        auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
+        const auto& bias = weight(k, b);
+        const std::int64_t width = static_cast<std::int64_t>(bias.size());
+        for (std::int64_t t = 0; t < m_N; ++t)
+            for (std::int64_t j = 0; j < width; ++j)
+                y[static_cast<std::size_t>(t * width + j)] += bias[static_cast<std::size_t>(j)];
+        return {};
+    }
+
+    Status collective(Rank& k, const GraphNode& n, int ci)
+    {
+        const Collective& c = m_g.collectives[static_cast<std::size_t>(ci)];
+        Span sp{k.r, static_cast<int>(&n - m_g.graph.nodes.data()), ci, n.layer, nowUs(k), 0,
+                c.bytes(m_o.batch, m_o.seq, static_cast<std::int64_t>(sizeof(float)))};
+        auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
+        switch (c.kind) {
+        case CollectiveKind::AllReduce: TP_RETURN_IF_ERROR(k.comm->allReduce(y)); break;
+        case CollectiveKind::AllGather: {
+            // Every rank's [N, w_p] → [N, Σ w_p], columns in rank order.
+            std::vector<std::int64_t> widths(static_cast<std::size_t>(m_T));
+            const ParamShard* w = shard(n.module, "weight");
+            const int dim = n.kind == OpKind::Embedding ? 1 : 0;
+            for (int p = 0; p < m_T; ++p)
+                widths[static_cast<std::size_t>(p)] = w->shapes[static_cast<std::size_t>(p)][static_cast<std::size_t>(dim)];
+            const std::int64_t W = std::accumulate(widths.begin(), widths.end(), std::int64_t(0));
+            k.scratch.resize(static_cast<std::size_t>(W * m_N));
+            TP_RETURN_IF_ERROR(k.comm->allGather(y, k.scratch));
+            std::vector<float> full(static_cast<std::size_t>(W * m_N));
+            std::int64_t src = 0, col = 0;
+            for (int p = 0; p < m_T; ++p) {
+                const std::int64_t wp = widths[static_cast<std::size_t>(p)];
+                for (std::int64_t t = 0; t < m_N; ++t)
+                    std::copy_n(k.scratch.begin() + src + t * wp, wp, full.begin() + t * W + col);
+                src += wp * m_N;
+                col += wp;
+            }
+            y = std::move(full);
+            break;
+        }
+        case CollectiveKind::ReduceScatter: {
+            const std::int64_t W = width(k, n.outputs[0]);
+            std::vector<std::int64_t> counts;
+            k.scratch.clear();
+            for (const auto& iv : chunkSizes(W, m_T)) {
+                counts.push_back(iv.size * m_N);
+                for (std::int64_t t = 0; t < m_N; ++t)
+                    k.scratch.insert(k.scratch.end(), y.begin() + t * W + iv.offset, y.begin() + t * W + iv.offset + iv.size);
+            }
+            std::vector<float> mine(static_cast<std::size_t>(counts[static_cast<std::size_t>(k.r)]));
+            TP_RETURN_IF_ERROR(k.comm->reduceScatter(k.scratch, mine, counts));
+            y = std::move(mine);
+            break;
+        }
+        default: return fail(k, n, fmt::format("{} is not executable on the CPU engine", collectiveName(c.kind)));
+        }
+        sp.endUs = nowUs(k);
+        k.spans.push_back(sp);
+        return {};
+    }
+
+    // --- ops ----------------------------------------------------------------------------------
+    Status embedding(Rank& k, const GraphNode& n)
+    {
+        const ParamShard* s = shard(n.module, "weight");
+        const auto& W = weight(k, s);
+        const auto& shape = s->shapes[static_cast<std::size_t>(k.r)];
+        const std::int64_t rows = shape[0], cols = shape[1];
+        const std::int64_t first = s->dim == 0 ? s->slices[static_cast<std::size_t>(k.r)][0].offset : 0;
+        auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
+        y.assign(static_cast<std::size_t>(m_N * cols), 0.0f);
+        for (std::int64_t t = 0; t < m_N; ++t) {
+            const std::int64_t id = m_tokens[static_cast<std::size_t>(t)];
+            if (id < 0 || id >= m_c.vocabSize)
+                return fail(k, n, fmt::format("token id {} outside the vocabulary of {}", id, m_c.vocabSize));
+            const std::int64_t local = id - first;
+            if (local >= 0 && local < rows) // vocab-parallel: other ranks' ids stay zero (masked)
+                std::copy_n(W.begin() + local * cols, cols, y.begin() + t * cols);
+        }
+        return {};
+    }
+
+    Status norm(Rank& k, const GraphNode& n, bool perHead)
+    {
+        const auto& x = k.acts[static_cast<std::size_t>(n.inputs[0])];
+        const auto& w = weight(k, shard(n.module, "weight"));
+        const std::int64_t W = width(k, n.inputs[0]);
+        const std::int64_t d = perHead ? n.headDim : W;
+        if (d == 0 || W % d != 0 || static_cast<std::int64_t>(w.size()) != d)
+            return fail(k, n, fmt::format("norm over {} of {} features with a weight of {}", d, W, w.size()));
+        auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
+        y.resize(x.size());
+        const float eps = static_cast<float>(m_c.rmsNormEps);
+        for (std::int64_t row = 0; row < m_N * (W / d); ++row) {
+            const float* xi = x.data() + row * d;
+            double ss = 0;
+            for (std::int64_t j = 0; j < d; ++j)
+                ss += double(xi[j]) * xi[j];
+            const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(d)) + eps);
+            for (std::int64_t j = 0; j < d; ++j)
+                y[static_cast<std::size_t>(row * d + j)] = w[static_cast<std::size_t>(j)] * (xi[j] * inv);
+        }
+        return {};
+    }
+
+    Status linear(Rank& k, const GraphNode& n)
+    {
+        const ParamShard* ws = shard(n.module, "weight");
+        const auto& W = weight(k, ws);
+        const auto& shape = ws->shapes[static_cast<std::size_t>(k.r)];
+        const std::int64_t out = shape[0], in = shape[1];
+        const float* x = k.acts[static_cast<std::size_t>(n.inputs[0])].data();
+        const std::int64_t xw = width(k, n.inputs[0]);
+        std::vector<float> split;
+        if (xw != in) {
+            // rowwise_split_input: a whole input is split locally to this rank's columns.
+            if (ws->dim != 1 || xw != m_spec.modules[static_cast<std::size_t>(n.module)].params[static_cast<std::size_t>(ws->param)].shape[1])
+                return fail(k, n, fmt::format("input has {} features, the weight slice expects {}", xw, in));
+            const std::int64_t off = ws->slices[static_cast<std::size_t>(k.r)][0].offset;
+            split.resize(static_cast<std::size_t>(m_N * in));
+            for (std::int64_t t = 0; t < m_N; ++t)
+                std::copy_n(x + t * xw + off, in, split.begin() + t * in);
+            x = split.data();
+        }
+        auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
+        y.resize(static_cast<std::size_t>(m_N * out));
+        gemm(x, W.data(), y.data(), m_N, in, out);
+        const ParamShard* bs = shard(n.module, "bias");
+        if (bs && ws->dim != 1) {
+            const auto& b = weight(k, bs);
+            for (std::int64_t t = 0; t < m_N; ++t)
+                for (std::int64_t j = 0; j < out; ++j)
+                    y[static_cast<std::size_t>(t * out + j)] += b[static_cast<std::size_t>(j)];
+        }
+        return {};
+    }
+
+    Status split(Rank& k, const GraphNode& n)
+    {
+        const auto& x = k.acts[static_cast<std::size_t>(n.inputs[0])];
+        const std::int64_t W = width(k, n.inputs[0]);
+        std::int64_t off = 0;
+        for (std::size_t i = 0; i < n.outputs.size(); ++i) {
+            const std::int64_t w = n.parts[i];
+            auto& y = k.acts[static_cast<std::size_t>(n.outputs[i])];
+            y.resize(static_cast<std::size_t>(m_N * w));
+            for (std::int64_t t = 0; t < m_N; ++t)
+                std::copy_n(x.begin() + t * W + off, w, y.begin() + t * w);
+            off += w;
+        }
+        return off == W ? Status() : fail(k, n, fmt::format("parts sum to {}, input has {}", off, W));
+    }
+
+    void rope(Rank& k, const GraphNode& n)
+    {
+        const std::int64_t hd = n.headDim, half = hd / 2;
+        for (std::size_t i = 0; i < 2; ++i) {
+            const auto& x = k.acts[static_cast<std::size_t>(n.inputs[i])];
+            auto& y = k.acts[static_cast<std::size_t>(n.outputs[i])];
+            y.resize(x.size());
+            const std::int64_t W = width(k, n.inputs[i]);
+            for (std::int64_t t = 0; t < m_N; ++t) {
+                const double pos = static_cast<double>(t % m_o.seq);
+                for (std::int64_t h = 0; h < W / hd; ++h) {
+                    const float* xi = x.data() + t * W + h * hd;
+                    float* yi = y.data() + t * W + h * hd;
+                    for (std::int64_t j = 0; j < half; ++j) {
+                        const double a = pos * m_invFreq[static_cast<std::size_t>(j)];
+                        const float c = static_cast<float>(std::cos(a)), s = static_cast<float>(std::sin(a));
+                        yi[j] = xi[j] * c - xi[j + half] * s;
+                        yi[j + half] = xi[j + half] * c + xi[j] * s;
+                    }
+                }
+            }
+        }
+    }
+
+    Status attention(Rank& k, const GraphNode& n)
+    {
+        const auto& q = k.acts[static_cast<std::size_t>(n.inputs[0])];
+        const auto& kk = k.acts[static_cast<std::size_t>(n.inputs[1])];
+        const auto& v = k.acts[static_cast<std::size_t>(n.inputs[2])];
+        const std::int64_t hd = n.headDim, qw = width(k, n.inputs[0]), kw = width(k, n.inputs[1]);
+        const std::int64_t heads = qw / hd, kvHeads = kw / hd, group = n.heads / n.kvHeads;
+        if (heads != kvHeads * group)
+            return fail(k, n, fmt::format("{} local q heads do not pair with {} kv heads in groups of {}", heads, kvHeads, group));
+        auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
+        y.assign(static_cast<std::size_t>(m_N * qw), 0.0f);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        const std::int64_t S = m_o.seq;
+        std::vector<float> p(static_cast<std::size_t>(S));
+        for (std::int64_t b = 0; b < m_o.batch; ++b)
+            for (std::int64_t h = 0; h < heads; ++h) {
+                const std::int64_t kh = h / group;
+                for (std::int64_t i = 0; i < S; ++i) {
+                    const float* qi = q.data() + (b * S + i) * qw + h * hd;
+                    float mx = -INFINITY;
+                    for (std::int64_t j = 0; j <= i; ++j) {
+                        const float* kj = kk.data() + (b * S + j) * kw + kh * hd;
+                        float d = 0;
+                        for (std::int64_t e = 0; e < hd; ++e)
+                            d += qi[e] * kj[e];
+                        p[static_cast<std::size_t>(j)] = d * scale;
+                        mx = std::max(mx, p[static_cast<std::size_t>(j)]);
+                    }
+                    double sum = 0;
+                    for (std::int64_t j = 0; j <= i; ++j) {
+                        p[static_cast<std::size_t>(j)] = std::exp(p[static_cast<std::size_t>(j)] - mx);
+                        sum += p[static_cast<std::size_t>(j)];
+                    }
+                    float* yi = y.data() + (b * S + i) * qw + h * hd;
+                    for (std::int64_t j = 0; j <= i; ++j) {
+                        const float w = static_cast<float>(p[static_cast<std::size_t>(j)] / sum);
+                        const float* vj = v.data() + (b * S + j) * kw + kh * hd;
+                        for (std::int64_t e = 0; e < hd; ++e)
+                            yi[e] += w * vj[e];
+                    }
+                }
+            }
+        return {};
+    }
+
+    void gatedAct(Rank& k, const GraphNode& n)
+    {
+        auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
+        if (n.packed) { // [gate_l | up_l] per token (a strided shard keeps the halves paired)
+            const auto& x = k.acts[static_cast<std::size_t>(n.inputs[0])];
+            const std::int64_t W = width(k, n.inputs[0]), I = W / 2;
+            y.resize(static_cast<std::size_t>(m_N * I));
+            for (std::int64_t t = 0; t < m_N; ++t)
+                for (std::int64_t j = 0; j < I; ++j)
+                    y[static_cast<std::size_t>(t * I + j)] = silu(x[static_cast<std::size_t>(t * W + j)]) * x[static_cast<std::size_t>(t * W + I + j)];
+            return;
+        }
+        const auto& g = k.acts[static_cast<std::size_t>(n.inputs[0])];
+        const auto& u = k.acts[static_cast<std::size_t>(n.inputs[1])];
+        y.resize(g.size());
+        for (std::size_t i = 0; i < g.size(); ++i)
+            y[i] = silu(g[i]) * u[i];
+    }
+
+    Status router(Rank& k, const GraphNode& n)
+    {
+        const ParamShard* ws = shard(n.module, "weight");
+        const auto& W = weight(k, ws);
+        const std::int64_t E = n.experts, H = ws->shapes[static_cast<std::size_t>(k.r)][1];
+        auto& probs = k.acts[static_cast<std::size_t>(n.outputs[0])];
+        probs.resize(static_cast<std::size_t>(m_N * E));
+        gemm(k.acts[static_cast<std::size_t>(n.inputs[0])].data(), W.data(), probs.data(), m_N, H, E);
+        for (std::int64_t t = 0; t < m_N; ++t) {
+            float* row = probs.data() + t * E;
+            const float mx = *std::max_element(row, row + E);
+            double sum = 0;
+            for (std::int64_t e = 0; e < E; ++e)
+                sum += (row[e] = std::exp(row[e] - mx));
+            for (std::int64_t e = 0; e < E; ++e)
+                row[e] = static_cast<float>(row[e] / sum);
+        }
+        return {};
+    }
+
+    Status experts(Rank& k, const GraphNode& n)
+    {
+        const auto& x = k.acts[static_cast<std::size_t>(n.inputs[0])];
+        const auto& probs = k.acts[static_cast<std::size_t>(n.inputs[1])];
+        const ParamShard* gus = shard(n.module, "gate_up_proj");
+        const ParamShard* dns = shard(n.module, "down_proj");
+        const auto& GU = weight(k, gus);
+        const auto& D = weight(k, dns);
+        const auto& gs = gus->shapes[static_cast<std::size_t>(k.r)];
+        const std::int64_t El = gs[0], I2 = gs[1], H = gs[2], I = I2 / 2, E = n.experts, K = n.topK;
+        const std::int64_t e0 = gus->dim == 0 ? gus->slices[static_cast<std::size_t>(k.r)][0].offset : 0;
+        const bool normalize = m_c.family == Family::Mixtral || m_c.normTopkProb;
+        // Top-k per token (ties to the lower expert id, as torch.topk on CPU).
+        std::vector<std::vector<std::pair<std::int64_t, float>>> routed(static_cast<std::size_t>(El));
+        std::vector<std::int64_t> idx(static_cast<std::size_t>(E));
+        for (std::int64_t t = 0; t < m_N; ++t) {
+            const float* row = probs.data() + t * E;
+            std::iota(idx.begin(), idx.end(), 0);
+            std::partial_sort(idx.begin(), idx.begin() + K, idx.end(),
+                              [&](std::int64_t a, std::int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+            double sum = 0;
+            for (std::int64_t j = 0; j < K; ++j)
+                sum += row[idx[static_cast<std::size_t>(j)]];
+            for (std::int64_t j = 0; j < K; ++j) {
+                const std::int64_t e = idx[static_cast<std::size_t>(j)];
+                const float w = normalize ? static_cast<float>(row[e] / sum) : row[e];
+                if (e >= e0 && e < e0 + El)
+                    routed[static_cast<std::size_t>(e - e0)].push_back({t, w});
+            }
+        }
+        auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
+        y.assign(static_cast<std::size_t>(m_N * H), 0.0f);
+        std::vector<float> xe, h, a, out;
+        for (std::int64_t e = 0; e < El; ++e) {
+            const auto& rows = routed[static_cast<std::size_t>(e)];
+            const std::int64_t M = static_cast<std::int64_t>(rows.size());
+            if (M == 0)
+                continue;
+            xe.resize(static_cast<std::size_t>(M * H));
+            for (std::int64_t i = 0; i < M; ++i)
+                std::copy_n(x.begin() + rows[static_cast<std::size_t>(i)].first * H, H, xe.begin() + i * H);
+            h.resize(static_cast<std::size_t>(M * I2));
+            gemm(xe.data(), GU.data() + e * I2 * H, h.data(), M, H, I2);
+            a.resize(static_cast<std::size_t>(M * I));
+            for (std::int64_t i = 0; i < M; ++i)
+                for (std::int64_t j = 0; j < I; ++j)
+                    a[static_cast<std::size_t>(i * I + j)] = silu(h[static_cast<std::size_t>(i * I2 + j)]) * h[static_cast<std::size_t>(i * I2 + I + j)];
+            out.resize(static_cast<std::size_t>(M * H));
+            gemm(a.data(), D.data() + e * H * I, out.data(), M, I, H);
+            for (std::int64_t i = 0; i < M; ++i) {
+                const auto [t, w] = rows[static_cast<std::size_t>(i)];
+                for (std::int64_t j = 0; j < H; ++j)
+                    y[static_cast<std::size_t>(t * H + j)] += w * out[static_cast<std::size_t>(i * H + j)];
+            }
+        }
+        return {};
+    }
+
+    const ModelSpec& m_spec;
+    const ShardedGraph& m_g;
+    const WeightSource& m_weights;
+    const RunOptions& m_o;
+    const ModelConfig& m_c;
+    const int m_T;
+    const std::int64_t m_N;
+    std::vector<int> m_firstParam;
+    std::vector<std::vector<int>> m_nodeCollectives;
+    std::vector<std::int32_t> m_tokens;
+    std::vector<double> m_invFreq;
+    std::mutex m_errorMutex;
+    Status m_firstError;
+
+public:
+    std::vector<float> m_rank0Logits;
+};
+
+} // namespace
+
+std::string cpuExecutableProblem(const ModelSpec& spec, const ShardedGraph& g)
+{
+    const ModelConfig& c = spec.config;
+    if (!executableFamily(c.family))
+        return fmt::format("the CPU engine does not run {} yet (it runs llama, mistral, qwen2, qwen3, phi3, mixtral "
+                           "and qwen3_moe; MLA, attention sinks, Gemma's scaled embeddings and soft-capping and "
+                           "Llama 4's chunked attention are not implemented)",
+                           familyName(c.family));
+    if (!c.ropeScaling.type.empty() && c.ropeScaling.type != "llama3" && c.ropeScaling.type != "linear")
+        return fmt::format("rope scaling '{}' is not implemented in the CPU engine", c.ropeScaling.type);
+    for (const auto& col : g.collectives)
+        if (col.kind == CollectiveKind::AllToAll)
+            return fmt::format("style '{}' on '{}' dispatches tokens with all-to-all, which the CPU engine does not "
+                               "execute yet",
+                               col.style, col.where);
+    return {};
+}
+
+Result<RunResult> runModel(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights,
+                           const RunOptions& options)
+{
+    if (!g.valid()) {
+        std::string errors;
+        for (const auto& d : g.diagnostics)
+            if (d.severity == Severity::Error)
+                errors += fmt::format("\n  {}: {}", d.where, d.message);
+        return Status(StatusCode::FailedPrecondition, "the plan has errors; nothing ran:" + errors);
+    }
+    if (const std::string why = cpuExecutableProblem(spec, g); !why.empty())
+        return Status(StatusCode::Unimplemented, why);
+    if (options.batch < 1 || options.seq < 1)
+        return invalidArgument("batch and sequence must be at least 1");
+    if (!options.tokens.empty() && static_cast<std::int64_t>(options.tokens.size()) != options.batch * options.seq)
+        return invalidArgument(fmt::format("{} token ids given for batch {} × sequence {}", options.tokens.size(),
+                                           options.batch, options.seq));
+    TP_RETURN_IF_ERROR(checkWeights(spec, weights));
+    Runner runner(spec, g, weights, options);
+    TP_ASSIGN_OR_RETURN(RunResult r, runner.run());
+    r.logits = std::move(runner.m_rank0Logits);
+    return r;
+}
+
+} // namespace tp
