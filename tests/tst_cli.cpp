@@ -7,6 +7,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <set>
+
 namespace {
 struct Run
 {
@@ -43,6 +45,7 @@ private slots:
         QTest::addRow("plan export") << QStringList{"plan", "export", "--help"};
         QTest::addRow("plan preview") << QStringList{"plan", "preview", "--help"};
         QTest::addRow("bench plan") << QStringList{"bench", "plan", "--help"};
+        QTest::addRow("run") << QStringList{"run", "--help"};
     }
     void help()
     {
@@ -197,6 +200,77 @@ private slots:
         const auto j = nlohmann::json::parse(r.out.toStdString());
         QCOMPARE(j["graph_nodes"].get<int>() > 61 * 10, true);
         QVERIFY(j["propagate_median_s"].get<double>() > 0.0);
+    }
+
+    void runExampleWithTrace()
+    {
+        QTemporaryDir dir;
+        const QString trace = dir.filePath("trace.json"), record = dir.filePath("run.json"), csv = dir.filePath("run.csv");
+        const Run r = cli({"run", "--model", "example", "--tp", "1,2", "--seq", "32", "--warmup", "0", "--iters", "2",
+                           "--trace", trace, "--json", record, "--csv", csv});
+        QCOMPARE(r.code, 0);
+        QVERIFY2(r.out.contains("T=2  per layer, slowest rank"), qPrintable(r.out));
+        QVERIFY(r.out.contains("speedup"));
+        // Chrome trace-event JSON: metadata names every rank; X events carry µs times, pid = rank.
+        QFile tf(trace);
+        QVERIFY(tf.open(QIODevice::ReadOnly));
+        const auto t = nlohmann::json::parse(tf.readAll().toStdString());
+        QVERIFY(t["traceEvents"].is_array());
+        int x = 0, comm = 0;
+        std::set<int> named, pids;
+        for (const auto& e : t["traceEvents"]) {
+            QVERIFY(e["ph"].is_string() && e["pid"].is_number_integer() && e["name"].is_string());
+            if (e["ph"] == "M" && e["name"] == "process_name")
+                named.insert(e["pid"].get<int>());
+            if (e["ph"] != "X")
+                continue;
+            ++x;
+            QVERIFY(e["ts"].is_number() && e["dur"].is_number() && e["dur"].get<double>() >= 0);
+            QVERIFY(e["tid"] == 1 || e["tid"] == 2);
+            pids.insert(e["pid"].get<int>());
+            if (e["cat"] == "comm") {
+                ++comm;
+                QVERIFY(e["args"]["bytes"].get<std::int64_t>() > 0);
+            }
+        }
+        QCOMPARE(pids, (std::set<int>{0, 1}));
+        QCOMPARE(named, pids);
+        // T=2 issues 17 all-reduces and 1 all-gather on each of its 2 ranks.
+        QCOMPARE(comm, 36);
+        QVERIFY(x > 2 * 8 * 15);
+        QFile rf(record);
+        QVERIFY(rf.open(QIODevice::ReadOnly));
+        const auto rec = nlohmann::json::parse(rf.readAll().toStdString());
+        QCOMPARE(rec["schema"], "tpstudio.run/1");
+        QCOMPARE(rec["runs"].size(), std::size_t(2));
+        QCOMPARE(rec["runs"][0]["speedup"], 1.0);
+        QVERIFY(rec["runs"][1]["speedup"].get<double>() > 0);
+        QCOMPARE(rec["runs"][1]["layers"].size(), std::size_t(9));
+        QVERIFY(!rec["provenance"]["cpu"].get<std::string>().empty());
+        QFile cf(csv);
+        QVERIFY(cf.open(QIODevice::ReadOnly));
+        QVERIFY(cf.readLine().startsWith("tp,rank,name,kind,op,layer,start_us,end_us,duration_us,bytes"));
+    }
+
+    void runJsonStreamAndRefusals()
+    {
+        const Run r = cli({"run", "--model", kFixtures + "/models/llama", "--tp", "2", "--seq", "8", "--iters", "1",
+                           "--warmup", "0", "--json-stream"});
+        QCOMPARE(r.code, 0);
+        QStringList events;
+        for (const auto& line : r.out.split('\n', Qt::SkipEmptyParts))
+            events << QString::fromStdString(nlohmann::json::parse(line.toStdString())["event"].get<std::string>());
+        QCOMPARE(events, (QStringList{"start", "progress", "result", "record"}));
+        // Invalid plan: refused before anything runs, with the diagnostics.
+        const Run bad = cli({"run", "--model", "qwen3-30b-a3b", "--tp", "8", "--seq", "4"});
+        QCOMPARE(bad.code, 1);
+        QVERIFY(bad.err.contains("the plan has errors at tp_size 8; nothing ran"));
+        const Run arch = cli({"run", "--model", "deepseek-v3", "--tp", "1"});
+        QCOMPARE(arch.code, 1);
+        QVERIFY(arch.err.contains("does not run deepseek_v3"));
+        const Run stream = cli({"run", "--model", "deepseek-v3", "--tp", "1", "--json-stream"});
+        QCOMPARE(stream.code, 1);
+        QCOMPARE(QString::fromStdString(nlohmann::json::parse(stream.out.toStdString())["event"].get<std::string>()), "error");
     }
 
     void catalogListsAll()

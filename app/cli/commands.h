@@ -15,5 +15,6 @@ std::function<int()> addInspect(CLI::App& app);
 std::function<int()> addCatalog(CLI::App& app);
 std::function<int()> addBench(CLI::App& app);
 std::function<int()> addPlan(CLI::App& app);
+std::function<int()> addRun(CLI::App& app);
 
 } // namespace tpcli

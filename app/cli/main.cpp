@@ -23,6 +23,7 @@ int main(int argc, char** argv)
     add(tpcli::addInspect);
     add(tpcli::addCatalog);
     add(tpcli::addPlan);
+    add(tpcli::addRun);
     add(tpcli::addBench);
 
     try {

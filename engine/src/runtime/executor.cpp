@@ -132,7 +132,7 @@ private:
         std::vector<float> routerProbs;
         std::vector<Span> spans;
         Clock::time_point t0;
-        std::vector<float> scratch, scratch2;
+        std::vector<float> scratch, scratch2, gathered;
     };
 
     // --- plumbing -----------------------------------------------------------------------------
@@ -305,7 +305,8 @@ private:
             const std::int64_t W = std::accumulate(widths.begin(), widths.end(), std::int64_t(0));
             k.scratch.resize(static_cast<std::size_t>(W * m_N));
             TP_RETURN_IF_ERROR(k.comm->allGather(y, k.scratch));
-            std::vector<float> full(static_cast<std::size_t>(W * m_N));
+            auto& full = k.gathered; // kept across iterations: no zero-filling of a fresh buffer
+            full.resize(static_cast<std::size_t>(W * m_N));
             std::int64_t src = 0, col = 0;
             for (int p = 0; p < m_T; ++p) {
                 const std::int64_t wp = widths[static_cast<std::size_t>(p)];
@@ -314,7 +315,7 @@ private:
                 src += wp * m_N;
                 col += wp;
             }
-            y = std::move(full);
+            y.swap(full);
             break;
         }
         case CollectiveKind::ReduceScatter: {
@@ -464,37 +465,34 @@ private:
         if (heads != kvHeads * group)
             return fail(k, n, fmt::format("{} local q heads do not pair with {} kv heads in groups of {}", heads, kvHeads, group));
         auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
-        y.assign(static_cast<std::size_t>(m_N * qw), 0.0f);
+        y.resize(static_cast<std::size_t>(m_N * qw)); // every element is written by the second GEMM
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
         const std::int64_t S = m_o.seq;
-        std::vector<float> p(static_cast<std::size_t>(S));
+        auto& p = k.scratch2;
+        p.resize(static_cast<std::size_t>(S * S));
         for (std::int64_t b = 0; b < m_o.batch; ++b)
             for (std::int64_t h = 0; h < heads; ++h) {
-                const std::int64_t kh = h / group;
-                for (std::int64_t i = 0; i < S; ++i) {
-                    const float* qi = q.data() + (b * S + i) * qw + h * hd;
-                    float mx = -INFINITY;
-                    for (std::int64_t j = 0; j <= i; ++j) {
-                        const float* kj = kk.data() + (b * S + j) * kw + kh * hd;
-                        float d = 0;
-                        for (std::int64_t e = 0; e < hd; ++e)
-                            d += qi[e] * kj[e];
-                        p[static_cast<std::size_t>(j)] = d * scale;
-                        mx = std::max(mx, p[static_cast<std::size_t>(j)]);
-                    }
-                    double sum = 0;
-                    for (std::int64_t j = 0; j <= i; ++j) {
-                        p[static_cast<std::size_t>(j)] = std::exp(p[static_cast<std::size_t>(j)] - mx);
-                        sum += p[static_cast<std::size_t>(j)];
-                    }
-                    float* yi = y.data() + (b * S + i) * qw + h * hd;
-                    for (std::int64_t j = 0; j <= i; ++j) {
-                        const float w = static_cast<float>(p[static_cast<std::size_t>(j)] / sum);
-                        const float* vj = v.data() + (b * S + j) * kw + kh * hd;
-                        for (std::int64_t e = 0; e < hd; ++e)
-                            yi[e] += w * vj[e];
-                    }
+                const float* qh = q.data() + b * S * qw + h * hd;
+                const float* kh = kk.data() + b * S * kw + (h / group) * hd;
+                const float* vh = v.data() + b * S * kw + (h / group) * hd;
+                // scores = q·kᵀ·scale over this head's rows (strided views of the token-major buffers)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(S), static_cast<blasint>(S),
+                            static_cast<blasint>(hd), scale, qh, static_cast<blasint>(qw), kh, static_cast<blasint>(kw),
+                            0.0f, p.data(), static_cast<blasint>(S));
+                for (std::int64_t i = 0; i < S; ++i) { // causal softmax
+                    float* row = p.data() + i * S;
+                    const float mx = *std::max_element(row, row + i + 1);
+                    float sum = 0;
+                    for (std::int64_t j = 0; j <= i; ++j)
+                        sum += (row[j] = std::exp(row[j] - mx));
+                    const float inv = 1.0f / sum;
+                    for (std::int64_t j = 0; j <= i; ++j)
+                        row[j] *= inv;
+                    std::fill(row + i + 1, row + S, 0.0f);
                 }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(S), static_cast<blasint>(hd),
+                            static_cast<blasint>(S), 1.0f, p.data(), static_cast<blasint>(S), vh, static_cast<blasint>(kw),
+                            0.0f, y.data() + b * S * qw + h * hd, static_cast<blasint>(qw));
             }
         return {};
     }

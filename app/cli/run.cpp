@@ -1,0 +1,181 @@
+// run.cpp — `tpstudio-cli run`: execute a plan on the embedded engine for one or more tp sizes and
+// report per-layer compute/communication, speedup against T=1, and traces.
+#include "commands.h"
+
+#include "tp/model/loader.h"
+#include "tp/plan/plan_io.h"
+#include "tp/profile/run_record.h"
+#include "tp/runtime/executor.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <iostream>
+
+namespace tpcli {
+
+namespace {
+
+struct RunOpts
+{
+    std::string model;
+    std::string planFile;
+    std::string profile = "G3";
+    std::vector<int> tp{1, 2};
+    std::int64_t batch = 1, seq = 128;
+    int warmup = 1, iters = 3;
+    std::string backend = "cpu";
+    std::string trace, json, csv;
+    bool jsonStream = false;
+    bool randomWeights = false;
+    std::uint64_t seed = 0x5eed;
+    int timeoutS = 60;
+};
+
+void emit(const nlohmann::ordered_json& j)
+{
+    std::cout << j.dump() << "\n" << std::flush;
+}
+
+int failWith(const RunOpts& o, const std::string& message)
+{
+    if (o.jsonStream)
+        emit({{"event", "error"}, {"message", message}});
+    else
+        fmt::print(stderr, "tpstudio-cli run: {}\n", message);
+    return kBadInput;
+}
+
+bool writeFile(const std::string& path, const std::function<void(std::ostream&)>& write)
+{
+    std::ofstream out(path);
+    write(out);
+    return static_cast<bool>(out);
+}
+
+int runVerb(const RunOpts& o)
+{
+    if (o.backend != "cpu")
+        return failWith(o, fmt::format("backend '{}' is not available in this build (the CPU engine runs everywhere; "
+                                       "the CUDA backend needs a GPU build)",
+                                       o.backend));
+    auto om = tp::openModel(o.model);
+    if (!om)
+        return failWith(o, om.status().message());
+    const tp::VersionProfile profile = *tp::profileFromName(o.profile);
+    tp::Plan base = tp::defaultPlan(om->spec, 1, profile);
+    if (!o.planFile.empty()) {
+        auto p = tp::loadPlanFile(o.planFile, profile);
+        if (!p)
+            return failWith(o, p.status().message());
+        base = tp::resolveOverrides(om->spec, *p);
+    }
+    // T=1 first, so that every other size has its speedup.
+    std::vector<int> sizes = o.tp;
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+
+    // Every size is checked before anything runs.
+    std::vector<tp::ShardedGraph> graphs;
+    for (int t : sizes) {
+        tp::Plan p = base;
+        p.tpSize = t;
+        graphs.push_back(tp::shardModel(om->spec, p, {.batch = o.batch, .seq = o.seq, .activationDtype = tp::DType::F32}));
+        std::string errors;
+        for (const auto& d : graphs.back().diagnostics)
+            if (d.severity == tp::Severity::Error)
+                errors += fmt::format("\n  {}: {}{}", d.where, d.message, d.hint.empty() ? "" : " (hint: " + d.hint + ")");
+        if (!errors.empty())
+            return failWith(o, fmt::format("the plan has errors at tp_size {}; nothing ran:{}", t, errors));
+        if (auto why = tp::cpuExecutableProblem(om->spec, graphs.back()); !why.empty())
+            return failWith(o, why);
+    }
+    const bool useCheckpoint = om->checkpoint && !o.randomWeights;
+    tp::WeightSource weights{useCheckpoint ? &*om->checkpoint : nullptr, o.seed};
+    if (useCheckpoint)
+        if (auto st = tp::checkWeights(om->spec, weights); !st.ok())
+            return failWith(o, st.message());
+
+    tp::RunRecord rec;
+    rec.settings = {o.model, om->spec.className, o.planFile.empty() ? "default plan" : o.planFile, o.backend, "local",
+                    o.batch, o.seq, o.warmup, o.iters,
+                    useCheckpoint ? "checkpoint" : fmt::format("random (seed {:#x})", o.seed)};
+    rec.provenance = tp::collectProvenance();
+    if (o.jsonStream)
+        emit({{"event", "start"}, {"model", o.model}, {"class", om->spec.className}, {"tp", sizes}, {"batch", o.batch},
+              {"seq", o.seq}, {"warmup", o.warmup}, {"iterations", o.iters}, {"weights", rec.settings.weights}});
+    else if (!useCheckpoint)
+        fmt::print(stderr, "note: {} has no checkpoint here; running seeded random weights\n", o.model);
+
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+        tp::RunOptions ro;
+        ro.batch = o.batch;
+        ro.seq = o.seq;
+        ro.warmup = o.warmup;
+        ro.iterations = o.iters;
+        ro.collectiveTimeout = std::chrono::seconds(o.timeoutS);
+        const int t = sizes[i];
+        ro.progress = [&](int it, bool warm, double secs) {
+            if (o.jsonStream)
+                emit({{"event", "progress"}, {"tp", t}, {"iteration", it}, {"warmup", warm}, {"seconds", secs}});
+            else
+                fmt::print(stderr, "T={} {} {}: {:.2f} ms\n", t, warm ? "warm-up" : "iteration", it, secs * 1e3);
+        };
+        auto r = tp::runModel(om->spec, graphs[i], weights, ro);
+        if (!r)
+            return failWith(o, fmt::format("tp_size {}: {}", t, r.status().message()));
+        tp::addRun(rec, graphs[i], *r);
+        const auto& run = rec.runs.back();
+        if (o.jsonStream)
+            emit({{"event", "result"}, {"tp", t}, {"median_s", run.medianSeconds}, {"tokens_per_s", run.tokensPerSecond},
+                  {"speedup", run.speedup}, {"comm_share", run.commShare}, {"load_s", run.loadSeconds}});
+    }
+
+    for (const auto& [path, writer] : std::vector<std::pair<std::string, std::function<void(std::ostream&)>>>{
+             {o.trace, [&](std::ostream& s) { tp::writeChromeTrace(rec, s); }},
+             {o.json, [&](std::ostream& s) { tp::writeJson(rec, s); }},
+             {o.csv, [&](std::ostream& s) { tp::writeCsv(rec, s); }}})
+        if (!path.empty() && !writeFile(path, writer))
+            return failWith(o, fmt::format("{}: cannot write", path));
+    if (o.jsonStream)
+        emit({{"event", "record"}, {"record", tp::recordToJson(rec)}});
+    else
+        tp::writeConsole(rec, std::cout);
+    return kOk;
+}
+
+} // namespace
+
+std::function<int()> addRun(CLI::App& app)
+{
+    auto o = std::make_shared<RunOpts>();
+    auto* run = app.add_subcommand(
+        "run", "Run a plan on the embedded engine (one thread per rank) for each tp size; print per-layer compute and "
+               "communication and the speedup against T=1; write a Chrome trace, JSON record or CSV");
+    run->add_option("--model", o->model, "Model: folder with a checkpoint, config.json, HF cache id or catalog id")
+        ->required();
+    run->add_option("--plan", o->planFile, "Plan JSON (overrides of the default plan under G3); default: the model's plan");
+    run->add_option("--profile", o->profile, "Transformers generation for plan names: G1, G2, G3")
+        ->check(CLI::IsMember({"G1", "G2", "G3"}))
+        ->capture_default_str();
+    run->add_option("--tp", o->tp, "Tensor-parallel sizes, e.g. 1,2,4")->delimiter(',')->check(CLI::Range(1, 256))
+        ->capture_default_str();
+    run->add_option("--batch", o->batch, "Batch size")->check(CLI::Range(1, 4096))->capture_default_str();
+    run->add_option("--seq", o->seq, "Sequence length (prefill)")->check(CLI::Range(1, 65536))->capture_default_str();
+    run->add_option("--warmup", o->warmup, "Untimed iterations")->check(CLI::Range(0, 1000))->capture_default_str();
+    run->add_option("--iters", o->iters, "Timed iterations")->check(CLI::Range(1, 100000))->capture_default_str();
+    run->add_option("--backend", o->backend, "cpu (fp32, OpenBLAS) or cuda")->capture_default_str();
+    run->add_option("--trace", o->trace, "Write Chrome trace-event JSON (opens in Perfetto / chrome://tracing)");
+    run->add_option("--json", o->json, "Write the run record (schema tpstudio.run/1)");
+    run->add_option("--csv", o->csv, "Write every span as CSV");
+    run->add_flag("--json-stream", o->jsonStream, "Print progress and results as JSON lines (for the GUI)");
+    run->add_flag("--random-weights", o->randomWeights, "Ignore the checkpoint; use seeded random weights");
+    run->add_option("--seed", o->seed, "Seed of random weights")->capture_default_str();
+    run->add_option("--timeout", o->timeoutS, "Seconds a collective may wait for the other ranks (watchdog)")
+        ->check(CLI::Range(1, 86400))
+        ->capture_default_str();
+    return [o] { return runVerb(*o); };
+}
+
+} // namespace tpcli

@@ -1,0 +1,88 @@
+// run_record.h — what one `run` measured, and its reporters. Measurement produces records; the
+// console table, JSON (schema tpstudio.run/1), CSV and Chrome trace-event JSON are views of it.
+//
+//   RunRecord rec = makeRecord(settings);
+//   addRun(rec, spec, graph, result);   // once per tp size, T=1 first when it is measured
+//   writeChromeTrace(rec, out);         // pid = rank, tid = tp size, "X" events in µs
+#pragma once
+
+#include "tp/runtime/executor.h"
+#include "tp/shard/sharded_graph.h"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace tp {
+
+struct RunSettings
+{
+    std::string model;         // as given
+    std::string modelClass;
+    std::string plan;          // file, or "default"
+    std::string backend = "cpu";
+    std::string communicator = "local";
+    std::int64_t batch = 1, seq = 1;
+    int warmup = 0, iterations = 1;
+    std::string weights;       // "checkpoint" or "random (seed …)"
+};
+
+struct Provenance
+{
+    std::string cpuModel;
+    int logicalCores = 0;
+    std::string hostname, os, compiler, openblas, tpstudio, startedAt;
+};
+Provenance collectProvenance();
+
+struct RecordedSpan
+{
+    int rank = 0;
+    std::string name;          // node name, or node name + "/" + collective kind
+    std::string kind;          // "compute" | "comm"
+    std::string op;            // op kind or collective kind
+    int layer = -1;
+    double startUs = 0, endUs = 0;
+    std::int64_t bytes = 0;
+};
+
+struct LayerTiming
+{
+    int layer = -1;            // -1: outside the decoder layers
+    double computeUs = 0;      // slowest rank
+    double commUs = 0;
+};
+
+struct TpRun
+{
+    int tp = 1;
+    double loadSeconds = 0;
+    std::vector<double> iterationSeconds;
+    double medianSeconds = 0;
+    double tokensPerSecond = 0;
+    double speedup = 0;        // vs T=1 of the same invocation; 0 when T=1 was not run
+    double commShare = 0;      // comm / (compute + comm) on the slowest rank, from the spans
+    std::vector<LayerTiming> layers;
+    std::vector<RecordedSpan> spans; // last timed iteration, every rank
+};
+
+struct RunRecord
+{
+    RunSettings settings;
+    Provenance provenance;
+    std::vector<TpRun> runs;
+};
+
+// Folds one tp size's result into the record (per-layer totals, speedup against a T=1 run).
+void addRun(RunRecord& record, const ShardedGraph& g, const RunResult& result);
+
+nlohmann::ordered_json recordToJson(const RunRecord& record);
+void writeJson(const RunRecord& record, std::ostream& out);
+void writeCsv(const RunRecord& record, std::ostream& out);          // one row per span
+void writeChromeTrace(const RunRecord& record, std::ostream& out);  // chrome://tracing, Perfetto
+void writeConsole(const RunRecord& record, std::ostream& out);      // per-layer table + summary
+
+} // namespace tp

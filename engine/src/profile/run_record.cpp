@@ -1,0 +1,239 @@
+// run_record.cpp — run records and their reporters.
+#include "tp/profile/run_record.h"
+
+#include "tp/core/units.h"
+#include "tp/graph/layer_graph.h"
+
+#include <cblas.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <sys/utsname.h>
+#include <thread>
+#include <unistd.h>
+
+namespace tp {
+
+Provenance collectProvenance()
+{
+    Provenance p;
+    std::ifstream cpu("/proc/cpuinfo");
+    for (std::string line; std::getline(cpu, line);)
+        if (line.starts_with("model name")) {
+            p.cpuModel = line.substr(line.find(':') + 2);
+            break;
+        }
+    p.logicalCores = static_cast<int>(std::thread::hardware_concurrency());
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) == 0)
+        p.hostname = host;
+    utsname u{};
+    if (::uname(&u) == 0)
+        p.os = fmt::format("{} {} {}", u.sysname, u.release, u.machine);
+#if defined(__clang__)
+    p.compiler = fmt::format("clang {}", __clang_version__);
+#elif defined(__GNUC__)
+    p.compiler = fmt::format("gcc {}", __VERSION__);
+#endif
+    p.openblas = openblas_get_config();
+#ifdef TP_VERSION
+    p.tpstudio = TP_VERSION;
+#endif
+    const std::time_t now = std::time(nullptr);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    p.startedAt = buf;
+    return p;
+}
+
+void addRun(RunRecord& record, const ShardedGraph& g, const RunResult& result)
+{
+    TpRun run;
+    run.tp = result.tpSize;
+    run.loadSeconds = result.loadSeconds;
+    run.iterationSeconds = result.iterationSeconds;
+    auto sorted = result.iterationSeconds;
+    std::sort(sorted.begin(), sorted.end());
+    run.medianSeconds = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+    const double tokens = static_cast<double>(record.settings.batch * record.settings.seq);
+    run.tokensPerSecond = run.medianSeconds > 0 ? tokens / run.medianSeconds : 0;
+    for (const auto& r : record.runs)
+        if (r.tp == 1 && r.medianSeconds > 0 && run.medianSeconds > 0)
+            run.speedup = r.medianSeconds / run.medianSeconds;
+    if (run.tp == 1)
+        run.speedup = 1.0;
+
+    int maxLayer = -1;
+    for (const auto& n : g.graph.nodes)
+        maxLayer = std::max(maxLayer, n.layer);
+    const std::size_t L = static_cast<std::size_t>(maxLayer + 2);
+    std::vector<std::vector<double>> compute(static_cast<std::size_t>(run.tp), std::vector<double>(L)),
+        comm(static_cast<std::size_t>(run.tp), std::vector<double>(L));
+    for (const Span& s : result.spans) {
+        const GraphNode& n = g.graph.nodes[static_cast<std::size_t>(s.node)];
+        RecordedSpan rs;
+        rs.rank = s.rank;
+        rs.layer = s.layer;
+        rs.startUs = s.startUs;
+        rs.endUs = s.endUs;
+        rs.bytes = s.bytes;
+        const double d = s.endUs - s.startUs;
+        if (s.collective >= 0) {
+            const Collective& c = g.collectives[static_cast<std::size_t>(s.collective)];
+            rs.name = fmt::format("{}/{}", n.name, collectiveName(c.kind));
+            rs.kind = "comm";
+            rs.op = collectiveName(c.kind);
+            comm[static_cast<std::size_t>(s.rank)][static_cast<std::size_t>(s.layer + 1)] += d;
+        } else {
+            rs.name = n.name;
+            rs.kind = "compute";
+            rs.op = opKindName(n.kind);
+            compute[static_cast<std::size_t>(s.rank)][static_cast<std::size_t>(s.layer + 1)] += d;
+        }
+        run.spans.push_back(std::move(rs));
+    }
+    double worst = -1;
+    for (std::size_t l = 0; l < L; ++l) {
+        LayerTiming t;
+        t.layer = static_cast<int>(l) - 1;
+        for (std::size_t r = 0; r < compute.size(); ++r) {
+            t.computeUs = std::max(t.computeUs, compute[r][l]);
+            t.commUs = std::max(t.commUs, comm[r][l]);
+        }
+        run.layers.push_back(t);
+    }
+    for (std::size_t r = 0; r < compute.size(); ++r) {
+        double c = 0, m = 0;
+        for (std::size_t l = 0; l < L; ++l) {
+            c += compute[r][l];
+            m += comm[r][l];
+        }
+        if (c + m > worst) {
+            worst = c + m;
+            run.commShare = c + m > 0 ? m / (c + m) : 0;
+        }
+    }
+    record.runs.push_back(std::move(run));
+}
+
+nlohmann::ordered_json recordToJson(const RunRecord& rec)
+{
+    nlohmann::ordered_json j;
+    j["schema"] = "tpstudio.run/1";
+    const auto& s = rec.settings;
+    j["settings"] = {{"model", s.model},          {"class", s.modelClass}, {"plan", s.plan},
+                     {"backend", s.backend},      {"communicator", s.communicator},
+                     {"batch", s.batch},          {"seq", s.seq},          {"warmup", s.warmup},
+                     {"iterations", s.iterations}, {"weights", s.weights}, {"compute_dtype", "f32"}};
+    const auto& p = rec.provenance;
+    j["provenance"] = {{"cpu", p.cpuModel}, {"logical_cores", p.logicalCores}, {"hostname", p.hostname},
+                       {"os", p.os},        {"compiler", p.compiler},        {"openblas", p.openblas},
+                       {"tpstudio", p.tpstudio}, {"started_at", p.startedAt}};
+    auto runs = nlohmann::ordered_json::array();
+    for (const auto& r : rec.runs) {
+        nlohmann::ordered_json x;
+        x["tp"] = r.tp;
+        x["load_s"] = r.loadSeconds;
+        x["iteration_s"] = r.iterationSeconds;
+        x["median_s"] = r.medianSeconds;
+        x["tokens_per_s"] = r.tokensPerSecond;
+        x["speedup"] = r.speedup;
+        x["comm_share"] = r.commShare;
+        auto layers = nlohmann::ordered_json::array();
+        for (const auto& l : r.layers)
+            layers.push_back({{"layer", l.layer}, {"compute_us", l.computeUs}, {"comm_us", l.commUs}});
+        x["layers"] = layers;
+        auto spans = nlohmann::ordered_json::array();
+        for (const auto& sp : r.spans)
+            spans.push_back({{"rank", sp.rank}, {"name", sp.name}, {"kind", sp.kind}, {"op", sp.op}, {"layer", sp.layer},
+                             {"start_us", sp.startUs}, {"end_us", sp.endUs}, {"bytes", sp.bytes}});
+        x["spans"] = spans;
+        runs.push_back(std::move(x));
+    }
+    j["runs"] = runs;
+    return j;
+}
+
+void writeJson(const RunRecord& rec, std::ostream& out) { out << recordToJson(rec).dump(1) << "\n"; }
+
+namespace {
+std::string csvField(const std::string& s)
+{
+    if (s.find_first_of(",\"\n") == std::string::npos)
+        return s;
+    std::string q = "\"";
+    for (char c : s)
+        q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+}
+} // namespace
+
+void writeCsv(const RunRecord& rec, std::ostream& out)
+{
+    out << "tp,rank,name,kind,op,layer,start_us,end_us,duration_us,bytes\n";
+    for (const auto& r : rec.runs)
+        for (const auto& s : r.spans)
+            out << fmt::format("{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{}\n", r.tp, s.rank, csvField(s.name), s.kind, s.op,
+                               s.layer, s.startUs, s.endUs, s.endUs - s.startUs, s.bytes);
+}
+
+void writeChromeTrace(const RunRecord& rec, std::ostream& out)
+{
+    nlohmann::ordered_json events = nlohmann::ordered_json::array();
+    int maxRank = 0;
+    for (const auto& r : rec.runs)
+        maxRank = std::max(maxRank, r.tp - 1);
+    for (int rank = 0; rank <= maxRank; ++rank) {
+        events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", fmt::format("rank {}", rank)}}}});
+        events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", rank}, {"args", {{"sort_index", rank}}}});
+    }
+    for (const auto& r : rec.runs) {
+        for (int rank = 0; rank < r.tp; ++rank)
+            events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", r.tp},
+                              {"args", {{"name", fmt::format("tp={}", r.tp)}}}});
+        for (const auto& s : r.spans)
+            events.push_back({{"name", s.name},
+                              {"cat", s.kind},
+                              {"ph", "X"},
+                              {"ts", s.startUs},
+                              {"dur", std::max(0.0, s.endUs - s.startUs)},
+                              {"pid", s.rank},
+                              {"tid", r.tp},
+                              {"args", {{"op", s.op}, {"layer", s.layer}, {"bytes", s.bytes}}}});
+    }
+    nlohmann::ordered_json j;
+    j["traceEvents"] = std::move(events);
+    j["displayTimeUnit"] = "ms";
+    j["otherData"] = {{"generator", "tpstudio"}, {"model", rec.settings.model}, {"schema", "tpstudio.run/1"}};
+    out << j.dump() << "\n";
+}
+
+void writeConsole(const RunRecord& rec, std::ostream& out)
+{
+    const auto& s = rec.settings;
+    out << fmt::format("{} · {} · batch {} · seq {} · {} warm-up + {} iterations · backend {} ({}) · {}\n",
+                       s.modelClass, s.plan, s.batch, s.seq, s.warmup, s.iterations, s.backend, s.communicator,
+                       rec.provenance.cpuModel);
+    for (const auto& r : rec.runs) {
+        out << fmt::format("\nT={}  per layer, slowest rank (µs)\n  {:<9} {:>11} {:>11} {:>7}\n", r.tp, "layer",
+                           "compute", "comm", "comm %");
+        for (std::size_t i = 0; i < r.layers.size(); ++i) {
+            const auto& l = r.layers[i];
+            const double tot = l.computeUs + l.commUs;
+            out << fmt::format("  {:<9} {:>11.1f} {:>11.1f} {:>6.1f}%\n", l.layer < 0 ? std::string("other") : std::to_string(l.layer),
+                               l.computeUs, l.commUs, tot > 0 ? 100 * l.commUs / tot : 0.0);
+        }
+    }
+    out << fmt::format("\n  {:>3} {:>12} {:>12} {:>9} {:>7} {:>9}\n", "T", "median", "tokens/s", "speedup", "comm %",
+                       "load");
+    for (const auto& r : rec.runs)
+        out << fmt::format("  {:>3} {:>10.2f}ms {:>12.1f} {:>8.2f}× {:>6.1f}% {:>8.2f}s\n", r.tp, r.medianSeconds * 1e3,
+                           r.tokensPerSecond, r.speedup, 100 * r.commShare, r.loadSeconds);
+}
+
+} // namespace tp
