@@ -5,6 +5,7 @@
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
 #include "tp/profile/run_record.h"
+#include "tp/runtime/communicator.h"
 #include "tp/runtime/executor.h"
 
 #include <fmt/format.h>
@@ -26,11 +27,15 @@ struct RunOpts
     std::int64_t batch = 1, seq = 128;
     int warmup = 1, iters = 3;
     std::string backend = "cpu";
+    std::string comm = "local";
     std::string trace, json, csv;
     bool jsonStream = false;
     bool randomWeights = false;
     std::uint64_t seed = 0x5eed;
     int timeoutS = 60;
+    std::string logitsFile;
+    std::vector<std::int32_t> tokens;
+    std::string injectFailure; // "RANK:NODE", for fault tests
 };
 
 void emit(const nlohmann::ordered_json& j)
@@ -54,8 +59,34 @@ bool writeFile(const std::string& path, const std::function<void(std::ostream&)>
     return static_cast<bool>(out);
 }
 
-int runVerb(const RunOpts& o)
+// Under mpirun every process runs this; only rank 0 reports. A failing rank ends the job.
+struct MpiSession
 {
+    std::unique_ptr<tp::Communicator> comm;
+    ~MpiSession()
+    {
+        if (comm)
+            tp::mpiFinalize();
+    }
+};
+
+int runVerb(RunOpts o)
+{
+    MpiSession mpi;
+    if (o.comm == "mpi") {
+        if (!tp::haveMpi())
+            return failWith(o, "this build has no MPI (install libopenmpi-dev and rebuild)");
+        tp::mpiInit(nullptr, nullptr);
+        mpi.comm = tp::makeMpiCommunicator(std::chrono::seconds(o.timeoutS));
+        if (o.tp.size() != 1 || o.tp[0] != mpi.comm->size())
+            o.tp = {mpi.comm->size()}; // one process per rank: T is the job's size
+        if (mpi.comm->rank() != 0) { // quiet ranks: no files, no console
+            o.trace.clear();
+            o.json.clear();
+            o.csv.clear();
+        }
+    }
+    const bool reporter = !mpi.comm || mpi.comm->rank() == 0;
     if (o.backend != "cpu")
         return failWith(o, fmt::format("backend '{}' is not available in this build (the CPU engine runs everywhere; "
                                        "the CUDA backend needs a GPU build)",
@@ -98,14 +129,14 @@ int runVerb(const RunOpts& o)
             return failWith(o, st.message());
 
     tp::RunRecord rec;
-    rec.settings = {o.model, om->spec.className, o.planFile.empty() ? "default plan" : o.planFile, o.backend, "local",
+    rec.settings = {o.model, om->spec.className, o.planFile.empty() ? "default plan" : o.planFile, o.backend, o.comm,
                     o.batch, o.seq, o.warmup, o.iters,
                     useCheckpoint ? "checkpoint" : fmt::format("random (seed {:#x})", o.seed)};
     rec.provenance = tp::collectProvenance();
-    if (o.jsonStream)
+    if (o.jsonStream && reporter)
         emit({{"event", "start"}, {"model", o.model}, {"class", om->spec.className}, {"tp", sizes}, {"batch", o.batch},
               {"seq", o.seq}, {"warmup", o.warmup}, {"iterations", o.iters}, {"weights", rec.settings.weights}});
-    else if (!useCheckpoint)
+    else if (!useCheckpoint && reporter)
         fmt::print(stderr, "note: {} has no checkpoint here; running seeded random weights\n", o.model);
 
     for (std::size_t i = 0; i < sizes.size(); ++i) {
@@ -113,8 +144,14 @@ int runVerb(const RunOpts& o)
         ro.batch = o.batch;
         ro.seq = o.seq;
         ro.warmup = o.warmup;
+        ro.tokens = o.tokens;
         ro.iterations = o.iters;
         ro.collectiveTimeout = std::chrono::seconds(o.timeoutS);
+        if (!o.injectFailure.empty()) {
+            const auto colon = o.injectFailure.find(':');
+            ro.failRank = std::atoi(o.injectFailure.substr(0, colon).c_str());
+            ro.failNode = colon == std::string::npos ? "" : o.injectFailure.substr(colon + 1);
+        }
         const int t = sizes[i];
         ro.progress = [&](int it, bool warm, double secs) {
             if (o.jsonStream)
@@ -122,9 +159,23 @@ int runVerb(const RunOpts& o)
             else
                 fmt::print(stderr, "T={} {} {}: {:.2f} ms\n", t, warm ? "warm-up" : "iteration", it, secs * 1e3);
         };
-        auto r = tp::runModel(om->spec, graphs[i], weights, ro);
-        if (!r)
-            return failWith(o, fmt::format("tp_size {}: {}", t, r.status().message()));
+        auto r = mpi.comm ? tp::runModelRank(om->spec, graphs[i], weights, ro, *mpi.comm)
+                          : tp::runModel(om->spec, graphs[i], weights, ro);
+        if (!r) {
+            const int code = failWith(o, fmt::format("tp_size {}{}: {}", t,
+                                                     mpi.comm ? fmt::format(", process rank {}", mpi.comm->rank()) : "",
+                                                     r.status().message()));
+            if (mpi.comm && mpi.comm->size() > 1)
+                tp::mpiAbortJob(code); // the other processes may be waiting in a collective
+            return code;
+        }
+        if (!reporter)
+            continue;
+        if (!o.logitsFile.empty() && i + 1 == sizes.size()
+            && !writeFile(o.logitsFile, [&](std::ostream& s) {
+                   s << nlohmann::json({{"tp", t}, {"vocab", r->vocab}, {"logits", r->logits}}).dump() << "\n";
+               }))
+            return failWith(o, fmt::format("{}: cannot write", o.logitsFile));
         tp::addRun(rec, graphs[i], *r);
         const auto& run = rec.runs.back();
         if (o.jsonStream)
@@ -132,6 +183,8 @@ int runVerb(const RunOpts& o)
                   {"speedup", run.speedup}, {"comm_share", run.commShare}, {"load_s", run.loadSeconds}});
     }
 
+    if (!reporter)
+        return kOk;
     for (const auto& [path, writer] : std::vector<std::pair<std::string, std::function<void(std::ostream&)>>>{
              {o.trace, [&](std::ostream& s) { tp::writeChromeTrace(rec, s); }},
              {o.json, [&](std::ostream& s) { tp::writeJson(rec, s); }},
@@ -166,6 +219,11 @@ std::function<int()> addRun(CLI::App& app)
     run->add_option("--warmup", o->warmup, "Untimed iterations")->check(CLI::Range(0, 1000))->capture_default_str();
     run->add_option("--iters", o->iters, "Timed iterations")->check(CLI::Range(1, 100000))->capture_default_str();
     run->add_option("--backend", o->backend, "cpu (fp32, OpenBLAS) or cuda")->capture_default_str();
+    run->add_option("--comm", o->comm,
+                    "local: one thread per rank in this process; mpi: one process per rank, started by "
+                    "'mpirun -n T tpstudio-cli run --comm mpi …' (T = the job's size)")
+        ->check(CLI::IsMember({"local", "mpi"}))
+        ->capture_default_str();
     run->add_option("--trace", o->trace, "Write Chrome trace-event JSON (opens in Perfetto / chrome://tracing)");
     run->add_option("--json", o->json, "Write the run record (schema tpstudio.run/1)");
     run->add_option("--csv", o->csv, "Write every span as CSV");
@@ -175,6 +233,10 @@ std::function<int()> addRun(CLI::App& app)
     run->add_option("--timeout", o->timeoutS, "Seconds a collective may wait for the other ranks (watchdog)")
         ->check(CLI::Range(1, 86400))
         ->capture_default_str();
+    run->add_option("--tokens", o->tokens, "Token ids, B·S of them, comma-separated (default: a fixed sequence)")
+        ->delimiter(',');
+    run->add_option("--dump-logits", o->logitsFile, "Write rank 0's logits of the last tp size as JSON ([B·S × vocab])");
+    run->add_option("--inject-failure", o->injectFailure, "Testing: make RANK fail at graph node NODE (RANK:NODE)");
     return [o] { return runVerb(*o); };
 }
 

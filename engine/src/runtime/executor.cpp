@@ -115,6 +115,47 @@ public:
         return res;
     }
 
+    // This process is one rank; spans of every rank are gathered to rank 0.
+    Result<RunResult> runOne(Communicator& comm)
+    {
+        openblas_set_num_threads(1);
+        RankOut out;
+        if (Status st = rankMain(comm.rank(), comm, out); !st.ok()) {
+            comm.abort(st.message());
+            return st;
+        }
+        // 4 floats per span: node, collective, start, end (layer and bytes follow from the graph).
+        std::vector<float> mine;
+        for (const auto& sp : out.spans)
+            mine.insert(mine.end(), {float(sp.node), float(sp.collective), float(sp.startUs), float(sp.endUs)});
+        std::vector<float> counts(static_cast<std::size_t>(m_T));
+        const float n = static_cast<float>(mine.size());
+        TP_RETURN_IF_ERROR(comm.allGather(std::span<const float>(&n, 1), counts));
+        std::vector<float> all(static_cast<std::size_t>(std::accumulate(counts.begin(), counts.end(), 0.0f)));
+        TP_RETURN_IF_ERROR(comm.allGather(mine, all));
+        RunResult res;
+        res.tpSize = m_T;
+        res.vocab = m_c.vocabSize;
+        res.loadSeconds = out.loadSeconds;
+        res.iterationSeconds = out.iterations;
+        std::size_t at = 0;
+        for (int r = 0; r < m_T; ++r)
+            for (std::size_t i = 0; i < static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]); i += 4, at += 4) {
+                Span sp;
+                sp.rank = r;
+                sp.node = static_cast<int>(all[at]);
+                sp.collective = static_cast<int>(all[at + 1]);
+                sp.startUs = all[at + 2];
+                sp.endUs = all[at + 3];
+                sp.layer = m_g.graph.nodes[static_cast<std::size_t>(sp.node)].layer;
+                if (sp.collective >= 0)
+                    sp.bytes = m_g.collectives[static_cast<std::size_t>(sp.collective)].bytes(m_o.batch, m_o.seq, 4);
+                res.spans.push_back(sp);
+            }
+        res.logits = std::move(m_rank0Logits);
+        return res;
+    }
+
 private:
     struct RankOut
     {
@@ -632,8 +673,9 @@ std::string cpuExecutableProblem(const ModelSpec& spec, const ShardedGraph& g)
     return {};
 }
 
-Result<RunResult> runModel(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights,
-                           const RunOptions& options)
+namespace {
+
+Status checkRunnable(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights, const RunOptions& options)
 {
     if (!g.valid()) {
         std::string errors;
@@ -649,11 +691,29 @@ Result<RunResult> runModel(const ModelSpec& spec, const ShardedGraph& g, const W
     if (!options.tokens.empty() && static_cast<std::int64_t>(options.tokens.size()) != options.batch * options.seq)
         return invalidArgument(fmt::format("{} token ids given for batch {} × sequence {}", options.tokens.size(),
                                            options.batch, options.seq));
-    TP_RETURN_IF_ERROR(checkWeights(spec, weights));
+    return checkWeights(spec, weights);
+}
+
+} // namespace
+
+Result<RunResult> runModel(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights,
+                           const RunOptions& options)
+{
+    TP_RETURN_IF_ERROR(checkRunnable(spec, g, weights, options));
     Runner runner(spec, g, weights, options);
     TP_ASSIGN_OR_RETURN(RunResult r, runner.run());
     r.logits = std::move(runner.m_rank0Logits);
     return r;
+}
+
+Result<RunResult> runModelRank(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights,
+                               const RunOptions& options, Communicator& comm)
+{
+    if (comm.size() != g.tpSize)
+        return invalidArgument(fmt::format("{} processes for tp_size {}: start one process per rank", comm.size(), g.tpSize));
+    TP_RETURN_IF_ERROR(checkRunnable(spec, g, weights, options));
+    Runner runner(spec, g, weights, options);
+    return runner.runOne(comm);
 }
 
 } // namespace tp

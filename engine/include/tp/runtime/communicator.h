@@ -57,3 +57,20 @@ public:
 };
 
 } // namespace tp
+
+namespace tp {
+
+// One process per rank under mpirun (OpenMPI), over MPI_COMM_WORLD. Collectives are non-blocking
+// MPI calls polled against the timeout, so a lost partner ends in DeadlineExceeded, not a hang.
+// The caller initialises and finalises MPI (see mpiInit); `abort` only marks the communicator:
+// ending the job (MPI_Abort) is the front end's decision.
+// Null when TP Studio was built without MPI.
+std::unique_ptr<Communicator> makeMpiCommunicator(std::chrono::milliseconds timeout = std::chrono::seconds(60));
+// MPI_Init_thread once per process; false when this build has no MPI.
+bool mpiInit(int* argc, char*** argv);
+void mpiFinalize();
+// MPI_Abort(MPI_COMM_WORLD, code): ends every process of the job.
+void mpiAbortJob(int code);
+bool haveMpi();
+
+} // namespace tp

@@ -65,4 +65,11 @@ std::string cpuExecutableProblem(const ModelSpec& spec, const ShardedGraph& g);
 Result<RunResult> runModel(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights,
                            const RunOptions& options);
 
+class Communicator;
+
+// One rank of a run whose ranks are processes (under mpirun): this process runs comm.rank() of
+// comm.size() == g.tpSize ranks. Rank 0's result holds the logits and every rank's spans (gathered).
+Result<RunResult> runModelRank(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights,
+                               const RunOptions& options, Communicator& comm);
+
 } // namespace tp

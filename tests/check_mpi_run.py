@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""The MPI communicator under a real `mpirun -n 2`: logits of the llama fixture match Transformers'
+reference, and a failing rank ends the job with its rank and node named, without hanging.
+
+  python3 tests/check_mpi_run.py TPSTUDIO_CLI FIXTURES_DIR
+Exits 77 (skip) when mpirun is missing.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def main():
+    cli, fixtures = sys.argv[1], sys.argv[2]
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        print("SKIP: mpirun not found")
+        return 77
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_btl="self,vader",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    base = [mpirun, "-n", "2", "--oversubscribe", cli, "run", "--comm", "mpi", "--model", f"{fixtures}/models/llama"]
+    ref = json.load(open(f"{fixtures}/models/llama/logits.json"))
+    tokens = ref["tokens"]
+    failures = 0
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "logits.json")
+        # The reference's token ids: batch 2 × seq 10, given through a one-line plan-free run.
+        run = subprocess.run(base + ["--batch", str(ref["batch"]), "--seq", str(ref["seq"]), "--warmup", "0",
+                                     "--iters", "1", "--tokens", ",".join(map(str, tokens)), "--dump-logits", out],
+                             capture_output=True, text=True, env=env, timeout=120)
+        if run.returncode != 0:
+            print("FAIL mpirun run:", run.stdout[-500:], run.stderr[-1500:])
+            return 1
+        got = json.load(open(out))["logits"]
+        want = ref["logits"]
+        scale = max(abs(v) for v in want)
+        err = max(abs(a - b) for a, b in zip(got, want)) / scale if len(got) == len(want) else float("inf")
+        print(f"{'ok  ' if err < 1e-4 else 'FAIL'} mpirun -n 2: logits vs Transformers, relative error {err:.2e}")
+        failures += err >= 1e-4
+        t0 = time.time()
+        bad = subprocess.run(base + ["--seq", "8", "--iters", "1", "--warmup", "0",
+                                     "--inject-failure", "1:model.layers.1.mlp.down_proj"],
+                             capture_output=True, text=True, env=env, timeout=120)
+        took = time.time() - t0
+        named = "process rank 1" in bad.stderr and "model.layers.1.mlp.down_proj: injected failure" in bad.stderr
+        ok = bad.returncode != 0 and named and took < 60
+        print(f"{'ok  ' if ok else 'FAIL'} injected failure on rank 1: exit {bad.returncode} after {took:.1f} s")
+        if not ok:
+            print(bad.stderr[-1500:])
+        failures += not ok
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
