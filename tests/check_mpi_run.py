@@ -52,6 +52,20 @@ def main():
         if not ok:
             print(bad.stderr[-1500:])
         failures += not ok
+        # nccl-tests table over MPI: every collective, data checked.
+        bench = subprocess.run([mpirun, "-n", "2", "--oversubscribe", cli, "bench", "comm", "--comm", "mpi", "-e", "64K",
+                                "-f", "8", "-n", "3", "-w", "1", "-o", "all", "--json"],
+                               capture_output=True, text=True, env=env, timeout=120)
+        try:
+            rows = json.loads(bench.stdout)["rows"]
+            wrong = sum(r[f]["wrong"] for r in rows for f in ("out_of_place", "in_place") if f in r)
+            ok = bench.returncode == 0 and len(rows) == 25 and wrong == 0
+        except (ValueError, KeyError):
+            ok = False
+        print(f"{'ok  ' if ok else 'FAIL'} mpirun -n 2 bench comm: all five collectives, data checked")
+        if not ok:
+            print(bench.stdout[-800:], bench.stderr[-800:])
+        failures += not ok
     return 1 if failures else 0
 
 

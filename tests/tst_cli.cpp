@@ -46,6 +46,7 @@ private slots:
         QTest::addRow("plan preview") << QStringList{"plan", "preview", "--help"};
         QTest::addRow("bench plan") << QStringList{"bench", "plan", "--help"};
         QTest::addRow("run") << QStringList{"run", "--help"};
+        QTest::addRow("bench comm") << QStringList{"bench", "comm", "--help"};
     }
     void help()
     {
@@ -271,6 +272,31 @@ private slots:
         const Run stream = cli({"run", "--model", "deepseek-v3", "--tp", "1", "--json-stream"});
         QCOMPARE(stream.code, 1);
         QCOMPARE(QString::fromStdString(nlohmann::json::parse(stream.out.toStdString())["event"].get<std::string>()), "error");
+    }
+
+    void benchCommLocal()
+    {
+        const Run r = cli({"bench", "comm", "-t", "3", "-b", "8", "-e", "64K", "-f", "8", "-n", "3", "-w", "1", "-o", "all", "--json"});
+        QCOMPARE(r.code, 0);
+        const auto j = nlohmann::json::parse(r.out.toStdString());
+        QCOMPARE(j["ranks"], 3);
+        int rows = 0;
+        for (const auto& row : j["rows"]) {
+            ++rows;
+            // The full buffer holds a whole number of floats per rank.
+            QCOMPARE(row["size"].get<std::int64_t>() % (3 * 4), 0);
+            for (const char* form : {"out_of_place", "in_place"})
+                if (row.contains(form)) {
+                    QCOMPARE(row[form]["wrong"], 0);
+                    QVERIFY(row[form]["time_us"].get<double>() > 0);
+                }
+        }
+        QCOMPARE(rows, 5 * 5); // 8, 64, 512, 4K, 32K for each of the five collectives
+        const Run text = cli({"bench", "comm", "-e", "1K", "-n", "2", "-w", "0"});
+        QCOMPARE(text.code, 0);
+        QVERIFY(text.out.contains("# Out of bounds values : 0 OK"));
+        QVERIFY(text.out.contains("busbw"));
+        QCOMPARE(cli({"bench", "comm", "-e", "12Q"}).code, 2);
     }
 
     void catalogListsAll()

@@ -218,11 +218,14 @@ std::function<int()> addBench(CLI::App& app)
     plan->add_option("--hardware", po->hardware, "Hardware profile for the cost model")->capture_default_str();
     plan->add_option("--repeat", po->repeat, "Timed repetitions")->check(CLI::Range(1, 10000))->capture_default_str();
     plan->add_flag("--json", po->json, "Print JSON");
-    return [o, load, po, plan] {
+    auto comm = addBenchComm(bench);
+    return [o, load, po, plan, comm] {
         if (load->parsed())
             return benchLoad(*o);
         if (plan->parsed())
             return benchPlan(*po);
+        if (const int rc = comm(); rc >= 0)
+            return rc;
         return int(kUsage);
     };
 }

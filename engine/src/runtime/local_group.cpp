@@ -172,7 +172,8 @@ Status LocalCommunicator::allGather(std::span<const float> in, std::span<float> 
     std::int64_t off = 0;
     for (int p = 0; p < m_g.m_n; ++p) {
         const auto c = m_g.m_count[static_cast<std::size_t>(p)];
-        std::memcpy(out.data() + off, m_g.m_ptr[static_cast<std::size_t>(p)], static_cast<std::size_t>(c) * sizeof(float));
+        if (out.data() + off != m_g.m_ptr[static_cast<std::size_t>(p)]) // in place: my piece is already there
+            std::memcpy(out.data() + off, m_g.m_ptr[static_cast<std::size_t>(p)], static_cast<std::size_t>(c) * sizeof(float));
         off += c;
     }
     return m_g.wait(m_rank, "all_gather");
