@@ -200,6 +200,33 @@ private slots:
         QVERIFY(d.status().message().find("deepseek_v3") != std::string::npos);
     }
 
+    void stylesTheEngineDoesNotModelAreRefused()
+    {
+        const ModelSpec s = tptest::openSpec("example");
+        Plan p = defaultPlan(s, 2);
+        p.entries.push_back({"model.norm", "sequence_parallel"});
+        auto r = runModel(s, shardModel(s, p), {}, {});
+        QCOMPARE(r.status().code(), StatusCode::Unimplemented);
+        QVERIFY2(r.status().message().find("style 'sequence_parallel' (on 'model.norm') is not executable") != std::string::npos,
+                 r.status().message().c_str());
+    }
+
+    void cancellation()
+    {
+        const ModelSpec s = tptest::openSpec("example");
+        std::stop_source stop;
+        RunOptions o;
+        o.seq = 8;
+        o.iterations = 1000000; // would run for hours
+        o.progress = [&](int it, bool, double) {
+            if (it == 2)
+                stop.request_stop();
+        };
+        o.stop = stop.get_token();
+        auto r = runModel(s, shardModel(s, defaultPlan(s, 2)), {}, o);
+        QCOMPARE(r.status().code(), StatusCode::Cancelled);
+    }
+
     void faultOnOneRankEndsTheRun()
     {
         const ModelSpec s = tptest::openSpec("example");

@@ -3,6 +3,7 @@
 
 #include "tp/core/units.h"
 #include "tp/graph/layer_graph.h"
+#include "nvtx.h"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -18,6 +19,19 @@
 #include <unistd.h>
 
 namespace tp {
+
+std::string nvtxName(const std::string& nodeName, int layer)
+{
+    if (layer < 0)
+        return nodeName;
+    const std::string prefix = fmt::format("model.layers.{}", layer);
+    if (!nodeName.starts_with(prefix))
+        return nodeName;
+    std::string rest = nodeName.substr(prefix.size());
+    if (!rest.empty() && (rest[0] == '.' || rest[0] == ':'))
+        rest.erase(0, 1);
+    return fmt::format("layer {}/{}", layer, rest);
+}
 
 Provenance collectProvenance()
 {

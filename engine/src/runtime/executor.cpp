@@ -8,6 +8,7 @@
 
 #include "tp/model/loader.h"
 #include "tp/runtime/communicator.h"
+#include "../profile/nvtx.h"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <numbers>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 namespace tp {
@@ -74,6 +76,8 @@ public:
         m_nodeCollectives.resize(g.graph.nodes.size());
         for (std::size_t i = 0; i < g.collectives.size(); ++i)
             m_nodeCollectives[static_cast<std::size_t>(g.collectives[i].node)].push_back(static_cast<int>(i));
+        for (const auto& n : g.graph.nodes)
+            m_nvtxNames.push_back(nvtxName(n.name, n.layer));
         m_tokens = o.tokens;
         if (m_tokens.empty())
             for (std::int64_t i = 0; i < m_N; ++i)
@@ -270,6 +274,7 @@ private:
             return Status(StatusCode::Internal, fmt::format("rank {}, node {}: injected failure", k.r, n.name));
         Span sp{k.r, ni, -1, n.layer, nowUs(k), 0, 0};
         Status st;
+        std::optional<NvtxRange> range(std::in_place, m_nvtxNames[static_cast<std::size_t>(ni)]);
         switch (n.kind) {
         case OpKind::Embedding: st = embedding(k, n); break;
         case OpKind::Norm: st = norm(k, n, false); break;
@@ -292,6 +297,7 @@ private:
         }
         case OpKind::Logits: break;
         }
+        range.reset();
         TP_RETURN_IF_ERROR(st);
         sp.endUs = nowUs(k);
         k.spans.push_back(sp);
@@ -334,6 +340,7 @@ private:
         Span sp{k.r, static_cast<int>(&n - m_g.graph.nodes.data()), ci, n.layer, nowUs(k), 0,
                 c.bytes(m_o.batch, m_o.seq, static_cast<std::int64_t>(sizeof(float)))};
         auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
+        const NvtxRange range(m_nvtxNames[static_cast<std::size_t>(sp.node)] + "/" + collectiveName(c.kind));
         switch (c.kind) {
         case CollectiveKind::AllReduce: TP_RETURN_IF_ERROR(k.comm->allReduce(y)); break;
         case CollectiveKind::AllGather: {
@@ -645,6 +652,7 @@ private:
     std::vector<int> m_firstParam;
     std::vector<std::vector<int>> m_nodeCollectives;
     std::vector<std::int32_t> m_tokens;
+    std::vector<std::string> m_nvtxNames;
     std::vector<double> m_invFreq;
     std::mutex m_errorMutex;
     Status m_firstError;
@@ -665,6 +673,22 @@ std::string cpuExecutableProblem(const ModelSpec& spec, const ShardedGraph& g)
                            familyName(c.family));
     if (!c.ropeScaling.type.empty() && c.ropeScaling.type != "llama3" && c.ropeScaling.type != "linear")
         return fmt::format("rope scaling '{}' is not implemented in the CPU engine", c.ropeScaling.type);
+    // Styles whose forward the engine does not model (their effect is more than placements + the
+    // collectives of the sharded graph).
+    static const char* const kNotExecutable[] = {"sequence_parallel", "moe_identity_expert", "megamoe_router",
+                                                 "megamoe_experts", "ep_router", "local", "gather", "local_colwise",
+                                                 "local_rowwise", "local_packed_rowwise", "mla_kv_a_proj",
+                                                 "local_params", "packed_rowwise", "all_reduce"};
+    const Plan& plan = *g.plan;
+    for (std::size_t i = 0; i < plan.entries.size(); ++i) {
+        const Style* s = g.match.entryStyles[i];
+        if (!s || g.match.entryMatches[i] == 0)
+            continue;
+        for (const char* name : kNotExecutable)
+            if (s->name == name)
+                return fmt::format("style '{}' (on '{}') is not executable on the CPU engine yet", s->name,
+                                   plan.entries[i].key);
+    }
     for (const auto& col : g.collectives)
         if (col.kind == CollectiveKind::AllToAll)
             return fmt::format("style '{}' on '{}' dispatches tokens with all-to-all, which the CPU engine does not "
