@@ -170,6 +170,31 @@ private slots:
         QVERIFY2(ranAt == (std::set<int>{1, 2, 4}), "every family runs at T = 1, 2 and 4");
     }
 
+    void hiddenShardedEmbeddingAndCustomReduceScatterFreeStyles()
+    {
+        // embedding_colwise (hidden split, all-gathered) and a custom colwise-gather head also run.
+        auto om = openModel(kModels + "llama");
+        QVERIFY(om.ok());
+        const Reference ref = reference("llama");
+        Plan p = defaultPlan(om->spec, 2);
+        for (auto& e : p.entries) {
+            if (e.key == "model.embed_tokens")
+                e.style = "embedding_colwise";
+            if (e.key == "lm_head")
+                e.style = "head_gather";
+        }
+        p.customStyles.push_back(*makeCustomStyle({"head_gather", "colwise", Layout::Replicate, Layout::Replicate}));
+        const ShardedGraph g = shardModel(om->spec, p, {.batch = ref.batch, .seq = ref.seq});
+        QVERIFY(g.valid());
+        RunOptions o;
+        o.batch = ref.batch;
+        o.seq = ref.seq;
+        o.tokens = ref.tokens;
+        auto r = runModel(om->spec, g, {&*om->checkpoint}, o);
+        QVERIFY2(r.ok(), r.status().message().c_str());
+        QVERIFY(relError(r->logits, ref.logits) < 1e-4);
+    }
+
     void randomWeightsAgreeAcrossTp()
     {
         // A config alone: seeded weights that depend on the global index, so T=2 equals T=1.

@@ -55,6 +55,9 @@ Provenance collectProvenance()
     p.compiler = fmt::format("gcc {}", __VERSION__);
 #endif
     p.openblas = openblas_get_config();
+    p.libraries = fmt::format("fmt {}.{}.{}, nlohmann-json {}.{}.{}", FMT_VERSION / 10000, FMT_VERSION / 100 % 100,
+                              FMT_VERSION % 100, NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
+                              NLOHMANN_JSON_VERSION_PATCH);
 #ifdef TP_VERSION
     p.tpstudio = TP_VERSION;
 #endif
@@ -146,7 +149,7 @@ nlohmann::ordered_json recordToJson(const RunRecord& rec)
                      {"iterations", s.iterations}, {"weights", s.weights}, {"compute_dtype", "f32"}};
     const auto& p = rec.provenance;
     j["provenance"] = {{"cpu", p.cpuModel}, {"logical_cores", p.logicalCores}, {"hostname", p.hostname},
-                       {"os", p.os},        {"compiler", p.compiler},        {"openblas", p.openblas},
+                       {"os", p.os},        {"compiler", p.compiler},        {"openblas", p.openblas}, {"libraries", p.libraries},
                        {"tpstudio", p.tpstudio}, {"started_at", p.startedAt}};
     auto runs = nlohmann::ordered_json::array();
     for (const auto& r : rec.runs) {

@@ -35,6 +35,7 @@ struct Provenance
     std::string cpuModel;
     int logicalCores = 0;
     std::string hostname, os, compiler, openblas, tpstudio, startedAt;
+    std::string libraries;     // fmt, nlohmann-json, MPI versions this build uses
 };
 Provenance collectProvenance();
 
