@@ -20,10 +20,6 @@ public:
         // Ranks beyond the machine's devices share them.
         , m_share(std::max(1.0, static_cast<double>(g.tpSize) / std::max(hw.devices, 1)))
     {
-        m_firstParam.assign(spec.modules.size(), -1);
-        for (std::size_t i = 0; i < g.params.size(); ++i)
-            if (m_firstParam[static_cast<std::size_t>(g.params[i].module)] < 0)
-                m_firstParam[static_cast<std::size_t>(g.params[i].module)] = static_cast<int>(i);
     }
 
     CostReport run()
@@ -55,16 +51,7 @@ public:
     }
 
 private:
-    const ParamShard* param(int module, const char* name) const
-    {
-        if (module < 0 || m_firstParam[static_cast<std::size_t>(module)] < 0)
-            return nullptr;
-        for (std::size_t i = static_cast<std::size_t>(m_firstParam[static_cast<std::size_t>(module)]);
-             i < m_g.params.size() && m_g.params[i].module == module; ++i)
-            if (m_spec.modules[static_cast<std::size_t>(module)].params[static_cast<std::size_t>(m_g.params[i].param)].name == name)
-                return &m_g.params[i];
-        return nullptr;
-    }
+    const ParamShard* param(int module, const char* name) const { return m_g.param(module, name); }
 
     // Roofline: the slower of math at the size-dependent efficiency and memory traffic.
     double roofline(double flops, double bytes, double gemmFlops) const
@@ -158,7 +145,6 @@ private:
     const HardwareProfile& m_hw;
     const int m_T;
     const double m_tokens, m_e, m_share;
-    std::vector<int> m_firstParam;
 };
 
 } // namespace

@@ -69,10 +69,6 @@ public:
         , m_T(g.tpSize)
         , m_N(o.batch * o.seq)
     {
-        m_firstParam.assign(spec.modules.size(), -1);
-        for (std::size_t i = 0; i < g.params.size(); ++i)
-            if (m_firstParam[static_cast<std::size_t>(g.params[i].module)] < 0)
-                m_firstParam[static_cast<std::size_t>(g.params[i].module)] = static_cast<int>(i);
         m_nodeCollectives.resize(g.graph.nodes.size());
         for (std::size_t i = 0; i < g.collectives.size(); ++i)
             m_nodeCollectives[static_cast<std::size_t>(g.collectives[i].node)].push_back(static_cast<int>(i));
@@ -181,16 +177,7 @@ private:
     };
 
     // --- plumbing -----------------------------------------------------------------------------
-    const ParamShard* shard(int module, const char* name) const
-    {
-        if (module < 0 || m_firstParam[static_cast<std::size_t>(module)] < 0)
-            return nullptr;
-        for (std::size_t i = static_cast<std::size_t>(m_firstParam[static_cast<std::size_t>(module)]);
-             i < m_g.params.size() && m_g.params[i].module == module; ++i)
-            if (m_spec.modules[static_cast<std::size_t>(module)].params[static_cast<std::size_t>(m_g.params[i].param)].name == name)
-                return &m_g.params[i];
-        return nullptr;
-    }
+    const ParamShard* shard(int module, const char* name) const { return m_g.param(module, name); }
     const std::vector<float>& weight(const Rank& k, const ParamShard* s) const
     {
         return k.weights[static_cast<std::size_t>(s - m_g.params.data())];
@@ -649,7 +636,6 @@ private:
     const ModelConfig& m_c;
     const int m_T;
     const std::int64_t m_N;
-    std::vector<int> m_firstParam;
     std::vector<std::vector<int>> m_nodeCollectives;
     std::vector<std::int32_t> m_tokens;
     std::vector<std::string> m_nvtxNames;

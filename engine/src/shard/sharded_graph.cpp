@@ -19,6 +19,19 @@ namespace tp {
 
 std::int64_t ShardedGraph::elementBytes() const { return dtypeBytes(activationDtype, 1); }
 
+const ParamShard* ShardedGraph::param(int module, std::string_view name) const
+{
+    if (module < 0 || static_cast<std::size_t>(module) >= moduleFirstParam.size() || moduleFirstParam[static_cast<std::size_t>(module)] < 0)
+        return nullptr;
+    for (std::size_t i = static_cast<std::size_t>(moduleFirstParam[static_cast<std::size_t>(module)]);
+         i < params.size() && params[i].module == module; ++i) {
+        const std::string& p = params[i].path;
+        if (p.size() > name.size() && p.ends_with(name) && p[p.size() - name.size() - 1] == '.')
+            return &params[i];
+    }
+    return nullptr;
+}
+
 namespace {
 
 ParamShard shardParam(const std::string& path, const ParamSpec& p, const Placement& pl, int T)
@@ -90,7 +103,7 @@ private:
     // --- parameters ---------------------------------------------------------------------------
     void buildParams()
     {
-        m_moduleFirstParam.assign(m_spec.modules.size(), -1);
+        m_g.moduleFirstParam.assign(m_spec.modules.size(), -1);
         std::unordered_map<std::string, int> byPath;
         m_g.params.reserve(m_g.match.params.size());
         for (const auto& a : m_g.match.params) {
@@ -100,8 +113,8 @@ private:
             ParamShard s = shardParam(m.paramPath(p), p, pl, m_T);
             s.module = a.module;
             s.param = a.param;
-            if (m_moduleFirstParam[static_cast<std::size_t>(a.module)] < 0)
-                m_moduleFirstParam[static_cast<std::size_t>(a.module)] = static_cast<int>(m_g.params.size());
+            if (m_g.moduleFirstParam[static_cast<std::size_t>(a.module)] < 0)
+                m_g.moduleFirstParam[static_cast<std::size_t>(a.module)] = static_cast<int>(m_g.params.size());
             if (!p.tiedTo.empty()) {
                 s.tied = true;
                 auto it = byPath.find(p.tiedTo);
@@ -180,18 +193,7 @@ private:
         return m_spec.modules[static_cast<std::size_t>(s.module)].params[static_cast<std::size_t>(s.param)];
     }
 
-    const ParamShard* param(int module, const std::string& name) const
-    {
-        if (module < 0)
-            return nullptr;
-        const int first = m_moduleFirstParam[static_cast<std::size_t>(module)];
-        if (first < 0)
-            return nullptr;
-        for (std::size_t i = static_cast<std::size_t>(first); i < m_g.params.size() && m_g.params[i].module == module; ++i)
-            if (paramSpec(m_g.params[i]).name == name)
-                return &m_g.params[i];
-        return nullptr;
-    }
+    const ParamShard* param(int module, std::string_view name) const { return m_g.param(module, name); }
 
     // Per-rank size along the split dim (the whole size when not split along `dim`).
     std::vector<std::int64_t> localAlong(const ParamShard& s, int dim) const
@@ -718,7 +720,6 @@ private:
     const Plan& m_plan;
     ShardedGraph& m_g;
     const int m_T;
-    std::vector<int> m_moduleFirstParam;
 };
 
 DType defaultActivationDtype(const ModelConfig& c)

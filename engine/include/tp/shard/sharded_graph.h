@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tp {
@@ -90,8 +91,12 @@ struct ShardedGraph
     std::vector<RankMemory> memory;                // per rank
     std::vector<Diagnostic> diagnostics;           // the match's, then layout and shape findings
 
+    std::vector<int> moduleFirstParam;             // per module: its first entry in `params`, or -1
+
     bool valid() const { return !hasErrors(diagnostics); }
     std::int64_t elementBytes() const;
+    // The shard of `module`'s direct parameter `name` ("weight", "gate_up_proj"), or nullptr.
+    const ParamShard* param(int module, std::string_view name) const;
 };
 
 // Applies `plan` (its tpSize, profile, custom styles) to `spec`.
