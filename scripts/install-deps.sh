@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(
   build-essential cmake ninja-build ccache pkg-config git
   qt6-base-dev qt6-base-dev-tools libqt6opengl6-dev libgl-dev
-  libqcustomplot-dev libqcustomplot2.1-qt6
+  libqcustomplot-dev libqcustomplot2.1-qt6 qt6-svg-dev
   nlohmann-json3-dev libfmt-dev libcli11-dev
   libopenblas-dev libopenmpi-dev openmpi-bin
   qt6-qpa-plugins xvfb xauth adwaita-icon-theme

@@ -1,16 +1,28 @@
 // tst_gui — the module tree model (checked by QAbstractItemModelTester) and the main window.
 #include "models/module_tree_model.h"
+#include "models/preview_models.h"
+#include "widgets/custom_style_dialog.h"
+#include "widgets/dataflow_view.h"
 #include "widgets/main_window.h"
+#include "widgets/results_page.h"
+#include "widgets/shard_view.h"
 
 #include "tp/model/loader.h"
+#include "tp/plan/plan_io.h"
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
 #include <QLineEdit>
 #include <QMimeData>
 #include <QSignalSpy>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QTableView>
+#include <QTemporaryDir>
 #include <QTreeView>
-#include <QTreeWidget>
+#include <qcustomplot.h>
 #include "testutils.h"
 
 #include <QtTest>
@@ -22,6 +34,39 @@ std::shared_ptr<const tp::ModelSpec> catalogSpec(const char* id)
 {
     return std::make_shared<const tp::ModelSpec>(tptest::openSpec(id));
 }
+
+// Opens `what` in the window and waits for the model and its first preview.
+bool openAndPreview(MainWindow& w, const QString& what)
+{
+    QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+    QSignalSpy applied(&w, &MainWindow::previewApplied);
+    w.openModel(what);
+    if (!loaded.wait(30000))
+        return false;
+    return applied.count() > 0 || applied.wait(30000);
+}
+
+// Waits until the preview reflects the document (the newest request has been applied).
+bool settle(MainWindow& w)
+{
+    QSignalSpy applied(&w, &MainWindow::previewApplied);
+    for (int i = 0; i < 100; ++i) {
+        auto p = w.previews()->latest();
+        if (p && !w.previews()->busy() && p->settings == w.document()->settings() && p->graph.plan
+            && p->graph.plan->entries == w.document()->plan().entries)
+            return true;
+        applied.wait(200);
+    }
+    return false;
+}
+
+QString planStyle(const MainWindow& w, const std::string& key)
+{
+    for (const auto& e : w.document()->plan().entries)
+        if (e.key == key)
+            return QString::fromStdString(e.style);
+    return {};
+}
 } // namespace
 
 class TestGui : public QObject
@@ -30,8 +75,59 @@ class TestGui : public QObject
 private slots:
     void initTestCase()
     {
+        QStandardPaths::setTestModeEnabled(true); // settings and sessions go to a test location
         QCoreApplication::setOrganizationName(QStringLiteral("TP Studio Tests"));
         QCoreApplication::setApplicationName(QStringLiteral("tst_gui"));
+        qputenv("TPSTUDIO_CLI", TP_CLI_PATH);
+    }
+
+    void previewModelsAreValid_data()
+    {
+        QTest::addColumn<QString>("id");
+        QTest::addColumn<int>("tp");
+        QTest::addRow("llama-3.1-8b T=8") << "llama-3.1-8b" << 8;
+        QTest::addRow("qwen3-30b-a3b T=8 (invalid)") << "qwen3-30b-a3b" << 8;
+        QTest::addRow("deepseek-v3 T=4") << "deepseek-v3" << 4;
+    }
+    void previewModelsAreValid()
+    {
+        QFETCH(QString, id);
+        QFETCH(int, tp);
+        auto spec = catalogSpec(id.toLatin1().constData());
+        PreviewSettings s;
+        s.tpSize = tp;
+        auto r = computePreview(spec, tp::defaultPlan(*spec, tp), s);
+        ModuleTreeModel tree;
+        PlanTableModel plan;
+        CollectivesModel coll;
+        MemoryModel mem;
+        DiagnosticsModel diag;
+        std::vector<std::unique_ptr<QAbstractItemModelTester>> testers;
+        for (QAbstractItemModel* m : std::initializer_list<QAbstractItemModel*>{&tree, &plan, &coll, &mem, &diag})
+            testers.push_back(std::make_unique<QAbstractItemModelTester>(m, QAbstractItemModelTester::FailureReportingMode::QtTest));
+        tree.setSpec(spec);
+        tree.setPreview(r);
+        plan.setPreview(r);
+        coll.setPreview(r);
+        mem.setPreview(r);
+        diag.setDiagnostics(r->graph.diagnostics);
+        QCOMPARE(plan.rowCount(), int(spec->defaultTpPlan.size()));
+        QCOMPARE(mem.rowCount(), tp);
+        QCOMPARE(coll.rowCount(), int(r->graph.collectives.size()));
+        QCOMPARE(diag.count(tp::Severity::Error) > 0, !r->graph.valid());
+        // Every cell answers (the testers check the roles' types on the way).
+        for (QAbstractItemModel* m : std::initializer_list<QAbstractItemModel*>{&plan, &coll, &mem, &diag})
+            for (int row = 0; row < m->rowCount(); ++row)
+                for (int c = 0; c < m->columnCount(); ++c)
+                    (void)m->index(row, c).data();
+        // The tree's style and key columns follow the plan.
+        const QModelIndex down = tree.indexForPath(QStringLiteral("model.layers.0.mlp.down_proj"));
+        if (id == QLatin1String("llama-3.1-8b")) {
+            QCOMPARE(down.siblingAtColumn(ModuleTreeModel::StyleColumn).data().toString(), QStringLiteral("rowwise"));
+            QCOMPARE(down.siblingAtColumn(ModuleTreeModel::KeyColumn).data().toString(), QStringLiteral("model.layers.*.mlp.down_proj"));
+            const QModelIndex w = tree.indexForPath(QStringLiteral("model.layers.0.mlp.down_proj.weight"));
+            QCOMPARE(w.siblingAtColumn(ModuleTreeModel::LocalShapeColumn).data().toString(), QStringLiteral("[4096, 1792]"));
+        }
     }
 
     void treeModelIsValid_data()
@@ -116,11 +212,17 @@ private slots:
         QVERIFY(loaded.wait(10000));
         w.openModel(QStringLiteral("deepseek-v3"));
         QVERIFY(loaded.wait(10000));
-        QTreeWidget* d = w.diagnosticsView();
-        QVERIFY(d->topLevelItemCount() > 0);
-        QTreeWidgetItem* item = d->topLevelItem(0);
-        item->setData(1, Qt::UserRole, QStringLiteral("model.layers.*.mlp.experts"));
-        emit d->itemActivated(item, 0);
+        // A plan error names a generic module; activating it selects its first instance.
+        QVERIFY(settle(w));
+        w.document()->setStyle(QStringLiteral("model.layers.*.mlp.experts"), QString()); // experts left unreduced
+        QVERIFY(settle(w));
+        QTableView* d = w.diagnosticsView();
+        int row = -1;
+        for (int r = 0; r < d->model()->rowCount(); ++r)
+            if (d->model()->index(r, 0).data(DiagnosticsModel::WhereRole).toString() == QLatin1String("model.layers.*.mlp.experts"))
+                row = r;
+        QVERIFY(row >= 0);
+        emit d->activated(d->model()->index(row, DiagnosticsModel::MessageColumn));
         QCOMPARE(w.treeView()->currentIndex().data(ModuleTreeModel::PathRole).toString(), QStringLiteral("model.layers.3.mlp.experts")); // layers 0-2 are dense
     }
 
@@ -139,6 +241,270 @@ private slots:
         QVERIFY(loaded.wait(10000));
         QCOMPARE(QString::fromStdString(w.spec()->className), QStringLiteral("Phi3ForCausalLM"));
         QVERIFY(w.treeModel()->indexForPath(QStringLiteral("model.layers.1.self_attn.qkv_proj.weight")).isValid());
+    }
+
+    void undoRedoMergesRepeats()
+    {
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QVERIFY(openAndPreview(w, QStringLiteral("llama-3.1-8b")));
+        PlanDocument* doc = w.document();
+        QUndoStack* undo = doc->undoStack();
+        const QString key = QStringLiteral("model.layers.*.mlp.down_proj");
+        doc->setStyle(key, QStringLiteral("colwise"));
+        doc->setStyle(key, QStringLiteral("rowwise_split_input"));
+        doc->setStyle(key, QStringLiteral("replicate"));
+        QCOMPARE(undo->count(), 1); // three edits of one key: one step
+        QCOMPARE(planStyle(w, key.toStdString()), QStringLiteral("replicate"));
+        doc->setStyle(QStringLiteral("lm_head"), QStringLiteral("colwise"));
+        QCOMPARE(undo->count(), 2);
+        undo->undo();
+        QCOMPARE(planStyle(w, "lm_head"), QStringLiteral("colwise_gather_output"));
+        undo->undo();
+        QCOMPARE(planStyle(w, key.toStdString()), QStringLiteral("rowwise"));
+        undo->redo();
+        QCOMPARE(planStyle(w, key.toStdString()), QStringLiteral("replicate"));
+        // Removing another key and undoing it restores it at its place.
+        const auto before = doc->plan().entries;
+        doc->setStyle(QStringLiteral("model.layers.*.mlp.up_proj"), QString());
+        QVERIFY(planStyle(w, "model.layers.*.mlp.up_proj").isEmpty());
+        undo->undo();
+        QVERIFY(doc->plan().entries == before);
+        // A removal right after edits of the same key merges with them: one undo restores the original.
+        doc->setStyle(key, QString());
+        undo->undo();
+        QCOMPARE(planStyle(w, key.toStdString()), QStringLiteral("rowwise"));
+        undo->redo();
+        QVERIFY(planStyle(w, key.toStdString()).isEmpty());
+        undo->undo();
+        QVERIFY(settle(w));
+        QCOMPARE(w.treeModel()->indexForPath(QStringLiteral("model.layers.5.mlp.down_proj")).siblingAtColumn(ModuleTreeModel::StyleColumn).data().toString(),
+                 QStringLiteral("rowwise"));
+    }
+
+    void editThroughDelegateAndEveryLayer()
+    {
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QVERIFY(openAndPreview(w, QStringLiteral("llama-3.1-8b")));
+        QVERIFY(settle(w));
+        auto styleCell = [&](const char* path) {
+            w.selectPath(QString::fromLatin1(path));
+            return w.treeView()->currentIndex().siblingAtColumn(ModuleTreeModel::StyleColumn);
+        };
+        auto editWith = [&](const QModelIndex& cell, const QString& style) {
+            QAbstractItemDelegate* del = w.treeView()->itemDelegateForColumn(ModuleTreeModel::StyleColumn);
+            QStyleOptionViewItem opt;
+            std::unique_ptr<QWidget> editor(del->createEditor(w.treeView()->viewport(), opt, cell));
+            auto* combo = qobject_cast<QComboBox*>(editor.get());
+            QVERIFY(combo);
+            del->setEditorData(combo, cell);
+            QCOMPARE(combo->currentText(), cell.data(Qt::EditRole).toString().isEmpty() ? QStringLiteral("(none)") : cell.data(Qt::EditRole).toString());
+            combo->setCurrentText(style);
+            del->setModelData(combo, const_cast<QAbstractItemModel*>(cell.model()), cell);
+        };
+        // Every layer: the wildcard key.
+        editWith(styleCell("model.layers.3.self_attn.o_proj"), QStringLiteral("rowwise_split_input"));
+        QCOMPARE(planStyle(w, "model.layers.*.self_attn.o_proj"), QStringLiteral("rowwise_split_input"));
+        QVERIFY(settle(w));
+        QVERIFY(!w.previews()->latest()->graph.valid()); // q/k/v colwise feed it sharded: split twice
+        // One layer only: an indexed key for layer 3.
+        w.everyLayerBox()->setChecked(false);
+        editWith(styleCell("model.layers.3.mlp.up_proj"), QStringLiteral("colwise_gather_output"));
+        QCOMPARE(planStyle(w, "model.layers.3.mlp.up_proj"), QStringLiteral("colwise_gather_output"));
+        QVERIFY(planStyle(w, "model.layers.*.mlp.up_proj") == QStringLiteral("colwise"));
+        // "(none)" removes the key.
+        editWith(styleCell("model.layers.3.mlp.up_proj"), QStringLiteral("(none)"));
+        QVERIFY(planStyle(w, "model.layers.3.mlp.up_proj").isEmpty());
+        // The plan table edits keys directly.
+        QAbstractItemModel* pm = w.planView()->model();
+        int row = -1;
+        for (int r = 0; r < pm->rowCount(); ++r)
+            if (pm->index(r, PlanTableModel::KeyColumn).data().toString() == QLatin1String("model.layers.*.self_attn.o_proj"))
+                row = r;
+        QVERIFY(row >= 0);
+        QVERIFY(pm->setData(pm->index(row, PlanTableModel::StyleColumn), QStringLiteral("rowwise")));
+        QCOMPARE(planStyle(w, "model.layers.*.self_attn.o_proj"), QStringLiteral("rowwise"));
+        QVERIFY(settle(w));
+        QVERIFY(w.previews()->latest()->graph.valid());
+    }
+
+    void paletteDropAssignsStyle()
+    {
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        w.resize(1400, 900);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QVERIFY(openAndPreview(w, QStringLiteral("llama-3.1-8b")));
+        w.selectPath(QStringLiteral("model.layers.0.mlp.gate_proj"));
+        const QModelIndex idx = w.treeView()->currentIndex();
+        QTRY_VERIFY(w.treeView()->visualRect(idx).isValid()); // after the view's delayed layout
+        const QRect r = w.treeView()->visualRect(idx);
+        QMimeData mime;
+        mime.setData(QStringLiteral("application/x-tpstudio-style"), "colwise_gather_output");
+        QDragEnterEvent enter(r.center(), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(w.treeView()->viewport(), &enter);
+        QDropEvent drop(r.center(), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(w.treeView()->viewport(), &drop);
+        QCOMPARE(planStyle(w, "model.layers.*.mlp.gate_proj"), QStringLiteral("colwise_gather_output"));
+    }
+
+    void tpChangeRefreshesEveryView()
+    {
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QVERIFY(openAndPreview(w, QStringLiteral("llama-3.1-70b")));
+        for (int tp : {2, 4, 8}) {
+            w.tpBox()->setValue(tp);
+            QVERIFY(settle(w));
+            auto p = w.previews()->latest();
+            QCOMPARE(p->graph.tpSize, tp);
+            QCOMPARE(w.memoryModel()->rowCount(), tp);
+            QCOMPARE(w.collectivesModel()->rowCount(), 80 * 2 + 2);
+            QVERIFY(p->cost.has_value());
+            QVERIFY(w.lastApplyMs() > 0);
+            qInfo("T=%d: preview %lld ms on the worker, %.2f ms on the GUI thread", tp, p->workerMs, w.lastApplyMs());
+        }
+        // T=3 breaks the heads: the diagnostics say so and the collectives are still listed.
+        w.tpBox()->setValue(3);
+        QVERIFY(settle(w));
+        QVERIFY(w.diagnosticsModel()->count(tp::Severity::Error) > 0);
+        // Views draw with real data.
+        w.selectPath(QStringLiteral("model.layers.2.mlp.gate_proj.weight"));
+        QCOMPARE(w.shardView()->parameter(), QStringLiteral("model.layers.2.mlp.gate_proj.weight"));
+        QVERIFY(!w.shardView()->grab().isNull());
+        QCOMPARE(w.dataflowView()->layer(), 2);
+        QVERIFY(w.dataflowView()->sizeHint().height() > 400);
+    }
+
+    void importExportAndSession()
+    {
+        QTemporaryDir dir;
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QVERIFY(openAndPreview(w, QStringLiteral("example")));
+        PlanDocument* doc = w.document();
+        // Import a plan with custom styles: one undoable step.
+        const int before = doc->undoStack()->count();
+        QVERIFY(doc->importPlan(QStringLiteral(TP_SOURCE_DIR "/tests/fixtures/plans/custom-styles.json")).ok());
+        QCOMPARE(doc->undoStack()->count(), before + 1);
+        QCOMPARE(planStyle(w, "lm_head"), QStringLiteral("vocab_gather"));
+        QCOMPARE(int(doc->plan().customStyles.size()), 2);
+        QCOMPARE(doc->settings().tpSize, 2);
+        // Export: JSON and Python.
+        const QString json = dir.filePath(QStringLiteral("plan.json")), py = dir.filePath(QStringLiteral("plan.py"));
+        QVERIFY(doc->exportJson(json).ok());
+        QVERIFY(doc->exportPython(py).ok());
+        QFile pf(py);
+        QVERIFY(pf.open(QIODevice::ReadOnly));
+        QVERIFY(pf.readAll().contains("ALL_PARALLEL_STYLES.register("));
+        auto reread = tp::loadPlanFile(json.toStdString(), tp::VersionProfile::G3);
+        QVERIFY(reread.ok());
+        QCOMPARE(int(reread->customStyles.size()), 2);
+        // A bad file names itself and changes nothing.
+        QFile bad(dir.filePath(QStringLiteral("bad.json")));
+        QVERIFY(bad.open(QIODevice::WriteOnly));
+        bad.write("{\"tp_plan\": {\"lm_head\": 3}}");
+        bad.close();
+        const auto st = doc->importPlan(bad.fileName());
+        QVERIFY(!st.ok());
+        QVERIFY(QString::fromStdString(st.message()).contains(QStringLiteral("bad.json")));
+        QCOMPARE(planStyle(w, "lm_head"), QStringLiteral("vocab_gather"));
+        // Session round trip into a fresh window.
+        w.tpBox()->setValue(4);
+        const QString session = dir.filePath(QStringLiteral("s.tpsession"));
+        QVERIFY(w.saveSession(session));
+        MainWindow w2;
+        w2.setShowErrorDialogs(false);
+        QSignalSpy loaded(&w2, &MainWindow::modelLoaded);
+        w2.openSession(session);
+        QVERIFY(loaded.wait(30000));
+        QCOMPARE(w2.document()->settings().tpSize, 4);
+        QCOMPARE(planStyle(w2, "lm_head"), QStringLiteral("vocab_gather"));
+        QCOMPARE(int(w2.document()->plan().customStyles.size()), 2);
+    }
+
+    void customStyleDialogShowsRegistration()
+    {
+        CustomStyleDialog dlg;
+        dlg.setSpec({"qkv_gather", "colwise", tp::Layout::Replicate, tp::Layout::Replicate});
+        QVERIFY(dlg.style().ok());
+        QCOMPARE(dlg.style()->forward, tp::CollectiveKind::AllGather);
+        QVERIFY(dlg.registrationText().contains(
+            QStringLiteral("ALL_PARALLEL_STYLES.register(\"qkv_gather\", ColwiseParallel(input_layouts=Replicate(), output_layouts=Replicate()))")));
+        dlg.setSpec({"colwise", "colwise", tp::Layout::Replicate, tp::Layout::Replicate}); // a built-in name
+        QVERIFY(!dlg.style().ok());
+    }
+
+    void fullRunFromRunPage()
+    {
+        QTemporaryDir dir;
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QVERIFY(openAndPreview(w, QStringLiteral(TP_SOURCE_DIR "/tests/fixtures/models/llama")));
+        RunPage* run = w.runPage();
+        run->tpSizes()->setText(QStringLiteral("1,2"));
+        run->seqBox()->setValue(8);
+        QSignalSpy done(run, &RunPage::runFinished);
+        QSignalSpy failed(run, &RunPage::runFailed);
+        run->start();
+        QVERIFY(run->running());
+        QVERIFY2(done.wait(120000), qPrintable(run->log()->toPlainText()));
+        QCOMPARE(failed.count(), 0);
+        ResultsPage* res = w.resultsPage();
+        QVERIFY(res->run());
+        QCOMPARE(res->run()->record.value(QStringLiteral("runs")).toArray().size(), 2);
+        QCOMPARE(w.tabs()->currentIndex(), int(MainWindow::ResultsPageIndex));
+        QVERIFY(res->itemCount(0) > 0); // per-layer bars
+        QVERIFY(res->itemCount(1) > 0); // speedup points
+        QVERIFY(res->itemCount(2) > 2 * 10); // timeline spans
+        // Baseline, then a second run compared against it.
+        res->setBaseline(res->run());
+        QVERIFY(res->itemCount(3) > 0);
+        // Charts and records export.
+        for (const char* name : {"chart.png", "chart.svg", "chart.pdf"}) {
+            res->tabs()->setCurrentIndex(0);
+            const QString f = dir.filePath(QString::fromLatin1(name));
+            QVERIFY2(res->exportChart(f), name);
+            QVERIFY(QFileInfo(f).size() > 500);
+        }
+        for (const auto& [name, kind] : {std::pair{"run.json", "json"}, std::pair{"spans.csv", "csv"}, std::pair{"run.trace.json", "trace"}}) {
+            const QString f = dir.filePath(QString::fromLatin1(name));
+            QVERIFY(res->exportRecord(f, QString::fromLatin1(kind)));
+            QVERIFY(QFileInfo(f).size() > 100);
+        }
+        // Collective benchmark curves from a child bench comm.
+        QSignalSpy bench(res, &ResultsPage::benchmarkFinished);
+        res->runBenchmark();
+        QVERIFY(bench.wait(120000));
+        QVERIFY(res->itemCount(4) > 20);
+    }
+
+    void crashedOrCancelledChildLosesNothing()
+    {
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QVERIFY(openAndPreview(w, QStringLiteral("example")));
+        const auto entries = w.document()->plan().entries;
+        RunPage* run = w.runPage();
+        // Cancel a long run.
+        run->tpSizes()->setText(QStringLiteral("1"));
+        run->seqBox()->setValue(2048);
+        QSignalSpy failed(run, &RunPage::runFailed);
+        run->start();
+        QTest::qWait(300);
+        run->cancel();
+        QVERIFY(failed.count() > 0 || failed.wait(30000));
+        QVERIFY(failed.last().first().toString().contains(QStringLiteral("cancelled")));
+        // A child that dies without a record is reported; the plan is untouched.
+        qputenv("TPSTUDIO_CLI", "/bin/false");
+        run->start();
+        QVERIFY(failed.wait(30000));
+        qputenv("TPSTUDIO_CLI", TP_CLI_PATH);
+        QVERIFY(failed.last().first().toString().contains(QStringLiteral("exited with code 1")));
+        QVERIFY(w.document()->plan().entries == entries);
+        QVERIFY(w.spec());
     }
 
     void badModelReportsAndKeepsPrevious()

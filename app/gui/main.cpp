@@ -1,14 +1,62 @@
 // tpstudio — the TP Studio GUI.
 #include "widgets/main_window.h"
+#include "widgets/results_page.h"
+#include "widgets/run_page.h"
 
 #include "tp/model/catalog.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QElapsedTimer>
 #include <QIcon>
 #include <QLineEdit>
+#include <QSpinBox>
 #include <QTabWidget>
 #include <QTimer>
+
+#include <algorithm>
+#include <functional>
+#include <cstdio>
+
+namespace {
+
+// Changes the tp size back and forth and reports the GUI-thread time each preview took to reach
+// every view: the models' updates plus a synchronous repaint of the window.
+void benchmarkRefresh(tpui::MainWindow& window)
+{
+    auto* sizes = new std::vector<int>{2, 4, 8, 2, 4, 8, 2, 4, 8, 2, 4, 8};
+    auto* times = new std::vector<double>;
+    auto next = std::make_shared<std::function<void()>>();
+    *next = [&window, sizes, times, next] {
+        if (sizes->empty()) {
+            std::sort(times->begin(), times->end());
+            std::printf("tp-size change on %s: GUI-thread time per refresh of all views over %zu changes: min %.2f ms, "
+                        "median %.2f ms, max %.2f ms\n",
+                        window.spec()->className.c_str(), times->size(), times->front(), (*times)[times->size() / 2],
+                        times->back());
+            QApplication::exit(0);
+            return;
+        }
+        int t = sizes->front();
+        sizes->erase(sizes->begin());
+        if (t == window.tpBox()->value()) // no change, no preview: take the next size
+            t = t == 8 ? 2 : t * 2;
+        window.tpBox()->setValue(t);
+    };
+    QObject::connect(&window, &tpui::MainWindow::previewApplied, &window, [&window, times, next] {
+        if (window.previews()->busy())
+            return; // a newer request is on its way
+        // Models updated (measured inside applyPreview) + one synchronous repaint of the window.
+        QElapsedTimer paint;
+        paint.start();
+        window.repaint();
+        times->push_back(window.lastApplyMs() + double(paint.nsecsElapsed()) / 1e6);
+        QTimer::singleShot(0, &window, *next);
+    });
+    (*next)();
+}
+
+} // namespace
 
 int main(int argc, char** argv)
 {
@@ -28,40 +76,102 @@ int main(int argc, char** argv)
     parser.addVersionOption();
     parser.addPositionalArgument(QStringLiteral("MODEL"),
                                  QStringLiteral("Folder, config.json, .safetensors, Hugging Face repo id in the local cache, "
-                                                "or catalog id. Default: the built-in example."));
+                                                "catalog id, or a .tpsession file. Default: the built-in example."));
     QCommandLineOption screenshot(QStringLiteral("screenshot"),
-                                  QStringLiteral("Save a PNG of the window once the model is open, then quit."),
+                                  QStringLiteral("Save a PNG of the window once the model (and --run) is done, then quit."),
                                   QStringLiteral("FILE"));
     QCommandLineOption filter(QStringLiteral("filter"), QStringLiteral("Initial module filter."), QStringLiteral("TEXT"));
-    QCommandLineOption tab(QStringLiteral("tab"), QStringLiteral("Initial tab index on the right."), QStringLiteral("N"));
-    parser.addOption(screenshot);
-    parser.addOption(filter);
-    parser.addOption(tab);
+    QCommandLineOption tab(QStringLiteral("tab"),
+                           QStringLiteral("Initial page: summary, plan, shards, dataflow, collectives, diagnostics, run, results."),
+                           QStringLiteral("PAGE"));
+    QCommandLineOption tp(QStringLiteral("tp"), QStringLiteral("TP size of the previews."), QStringLiteral("N"));
+    QCommandLineOption select(QStringLiteral("select"), QStringLiteral("Select this module or parameter."), QStringLiteral("PATH"));
+    QCommandLineOption run(QStringLiteral("run"), QStringLiteral("Run the plan for these tp sizes once the model is open."),
+                           QStringLiteral("SIZES"));
+    QCommandLineOption hardware(QStringLiteral("hardware"), QStringLiteral("Hardware profile of the previews."),
+                                QStringLiteral("ID"));
+    QCommandLineOption chart(QStringLiteral("chart"),
+                             QStringLiteral("Results chart after --run: layers, speedup, timeline, compare, collectives."),
+                             QStringLiteral("CHART"));
+    QCommandLineOption bench(QStringLiteral("benchmark-refresh"),
+                             QStringLiteral("Print the GUI-thread time of refreshing every view on tp-size changes, then quit."));
+    for (const auto& o : {screenshot, filter, tab, tp, select, run, chart, hardware, bench})
+        parser.addOption(o);
     parser.process(app);
 
     tpui::MainWindow window;
     const QStringList args = parser.positionalArguments();
     const QString model = args.isEmpty() ? QString::fromLatin1(tp::kExampleModelId.data(), qsizetype(tp::kExampleModelId.size()))
                                          : args.first();
-    QObject::connect(&window, &tpui::MainWindow::modelLoaded, &window, [&] {
+    const QStringList pages{QStringLiteral("summary"), QStringLiteral("plan"), QStringLiteral("shards"), QStringLiteral("dataflow"),
+                            QStringLiteral("collectives"), QStringLiteral("diagnostics"), QStringLiteral("run"), QStringLiteral("results")};
+    std::function<void()> shoot = [&] {
+        QTimer::singleShot(500, &window, [&] {
+            const bool ok = window.grab().save(parser.value(screenshot));
+            QApplication::exit(ok ? 0 : 1);
+        });
+    };
+    bool started = false;
+    QObject::connect(&window, &tpui::MainWindow::previewApplied, &window, [&] {
+        if (started || !window.spec())
+            return;
+        started = true;
         if (parser.isSet(filter))
             window.filterEdit()->setText(parser.value(filter));
+        if (parser.isSet(select))
+            window.selectPath(parser.value(select));
         if (parser.isSet(tab))
-            window.tabs()->setCurrentIndex(parser.value(tab).toInt());
+            window.tabs()->setCurrentIndex(std::max<qsizetype>(0, pages.indexOf(parser.value(tab))));
+        if (parser.isSet(bench))
+            return benchmarkRefresh(window);
+        if (parser.isSet(run)) {
+            window.runPage()->tpSizes()->setText(parser.value(run));
+            window.runPage()->start();
+            return;
+        }
         if (parser.isSet(screenshot))
-            QTimer::singleShot(300, &window, [&] {
-                const bool ok = window.grab().save(parser.value(screenshot));
-                QApplication::exit(ok ? 0 : 1);
-            });
+            shoot();
     });
-    if (parser.isSet(screenshot)) {
+    if (parser.isSet(run) && parser.isSet(screenshot)) {
+        QObject::connect(window.runPage(), &tpui::RunPage::runFinished, &window, [&] {
+            if (parser.isSet(tab))
+                window.tabs()->setCurrentIndex(std::max<qsizetype>(0, pages.indexOf(parser.value(tab))));
+            const QStringList charts{QStringLiteral("layers"), QStringLiteral("speedup"), QStringLiteral("timeline"),
+                                     QStringLiteral("compare"), QStringLiteral("collectives")};
+            if (parser.isSet(chart))
+                window.resultsPage()->tabs()->setCurrentIndex(std::max<qsizetype>(0, charts.indexOf(parser.value(chart))));
+            if (parser.value(chart) == QLatin1String("compare"))
+                window.resultsPage()->setBaseline(window.resultsPage()->run());
+            if (parser.value(chart) == QLatin1String("collectives")) {
+                QObject::connect(window.resultsPage(), &tpui::ResultsPage::benchmarkFinished, &window, shoot);
+                window.resultsPage()->runBenchmark();
+                return;
+            }
+            shoot();
+        });
+        QObject::connect(window.runPage(), &tpui::RunPage::runFailed, &window, [](const QString& m) {
+            qCritical("%s", qPrintable(m));
+            QApplication::exit(1);
+        });
+    }
+    if (parser.isSet(screenshot) || parser.isSet(bench)) {
         window.setShowErrorDialogs(false);
         QObject::connect(&window, &tpui::MainWindow::loadFailed, &window, [](const QString& msg) {
             qCritical("%s", qPrintable(msg));
             QApplication::exit(1);
         });
     }
+    if (parser.isSet(tp))
+        window.tpBox()->setValue(parser.value(tp).toInt());
+    if (parser.isSet(hardware)) {
+        tpui::PreviewSettings s = window.document()->settings();
+        s.hardware = parser.value(hardware);
+        window.document()->setSettings(s);
+    }
     window.show();
-    window.openModel(model);
+    if (model.endsWith(QLatin1String(".tpsession")))
+        window.openSession(model);
+    else
+        window.openModel(model);
     return QApplication::exec();
 }

@@ -36,6 +36,47 @@ void ModuleTreeModel::setSpec(std::shared_ptr<const tp::ModelSpec> spec)
     endResetModel();
 }
 
+void ModuleTreeModel::setPreview(std::shared_ptr<const PreviewResult> preview)
+{
+    if (preview && preview->spec != m_spec)
+        return; // a preview of another model
+    // Same rows, new column values: a layout change keeps expansion and selection.
+    emit layoutAboutToBeChanged();
+    m_preview = std::move(preview);
+    emit layoutChanged();
+}
+
+const tp::ParamAssignment* ModuleTreeModel::assignment(Node n) const
+{
+    if (!m_preview || n.param < 0)
+        return nullptr;
+    const auto& g = m_preview->graph;
+    if (std::size_t(n.module) >= g.moduleFirstParam.size() || g.moduleFirstParam[std::size_t(n.module)] < 0)
+        return nullptr;
+    const std::size_t i = std::size_t(g.moduleFirstParam[std::size_t(n.module)] + n.param);
+    return i < g.match.params.size() ? &g.match.params[i] : nullptr;
+}
+
+Qt::ItemFlags ModuleTreeModel::flags(const QModelIndex& index) const
+{
+    Qt::ItemFlags f = QAbstractItemModel::flags(index);
+    if (index.isValid() && index.column() == StyleColumn && nodeOf(index).module > 0)
+        f |= Qt::ItemIsEditable;
+    if (index.isValid())
+        f |= Qt::ItemIsDropEnabled;
+    return f;
+}
+
+bool ModuleTreeModel::setData(const QModelIndex& index, const QVariant& value, int role)
+{
+    if (!m_spec || !index.isValid() || index.column() != StyleColumn || role != Qt::EditRole)
+        return false;
+    emit styleEditRequested(index.data(PathRole).toString(), value.toString());
+    return true;
+}
+
+QStringList ModuleTreeModel::mimeTypes() const { return {QStringLiteral("application/x-tpstudio-style")}; }
+
 ModuleTreeModel::Node ModuleTreeModel::nodeOf(const QModelIndex& index) const
 {
     return index.isValid() ? decode(index.internalId()) : Node{};
@@ -148,8 +189,29 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const
                 return tr("From %n checkpoint tensor(s), first: %1", nullptr, int(p.checkpointTensors.size()))
                     .arg(QString::fromStdString(p.checkpointTensors.front()));
             return {};
+        case Qt::EditRole:
         case Qt::DisplayRole:
             switch (index.column()) {
+            case StyleColumn: {
+                const auto* a = assignment(n);
+                if (!a || !a->style)
+                    return {};
+                const QString st = QString::fromStdString(a->style->name);
+                return a->viaModuleKey && role == Qt::DisplayRole ? tr("(%1)").arg(st) : st;
+            }
+            case KeyColumn: {
+                const auto* a = assignment(n);
+                if (!a || a->entry < 0 || a->viaModuleKey)
+                    return {};
+                return QString::fromStdString(m_preview->graph.plan->entries[std::size_t(a->entry)].key);
+            }
+            case LocalShapeColumn: {
+                const auto* a = assignment(n);
+                if (!a)
+                    return {};
+                const auto& shard = m_preview->graph.params[std::size_t(a - m_preview->graph.match.params.data())];
+                return shard.dim < 0 ? tr("whole") : shapeText(shard.shapes[0]);
+            }
             case NameColumn: return QString::fromStdString(p.name);
             case TypeColumn: return p.buffer ? tr("buffer") : p.tiedTo.empty() ? tr("parameter") : tr("tied parameter");
             case ShapeColumn: return shapeText(p.shape);
@@ -175,8 +237,19 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const
             return qlonglong(m_subtreeBytes[std::size_t(n.module)]);
         return data(index, Qt::DisplayRole);
     case Qt::ToolTipRole: return QString::fromStdString(m.path.empty() ? m_spec->className : m.path);
+    case Qt::EditRole:
     case Qt::DisplayRole:
         switch (index.column()) {
+        case StyleColumn:
+        case KeyColumn: {
+            if (!m_preview || std::size_t(n.module) >= m_preview->graph.match.moduleEntry.size())
+                return {};
+            const int e = m_preview->graph.match.moduleEntry[std::size_t(n.module)];
+            if (e < 0)
+                return {};
+            const auto& entry = m_preview->graph.plan->entries[std::size_t(e)];
+            return QString::fromStdString(index.column() == StyleColumn ? entry.style : entry.key);
+        }
         case NameColumn: return QString::fromStdString(m.name.empty() ? m_spec->className : m.name);
         case TypeColumn: return QString::fromStdString(m.className);
         case ParamsColumn: return m_subtreeParams[std::size_t(n.module)] ? humanCount(m_subtreeParams[std::size_t(n.module)]) : QString();
@@ -194,7 +267,10 @@ QVariant ModuleTreeModel::headerData(int section, Qt::Orientation orientation, i
     switch (section) {
     case NameColumn: return tr("Module");
     case TypeColumn: return tr("Type");
+    case StyleColumn: return tr("Style");
+    case KeyColumn: return tr("Matched key");
     case ShapeColumn: return tr("Shape");
+    case LocalShapeColumn: return tr("Rank 0 shard");
     case DTypeColumn: return tr("DType");
     case ParamsColumn: return tr("Params");
     case SizeColumn: return tr("Size");

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "tp/model/model_spec.h"
+#include "models/preview_service.h"
 
 #include <QAbstractItemModel>
 
@@ -16,7 +17,18 @@ class ModuleTreeModel final : public QAbstractItemModel
 {
     Q_OBJECT
 public:
-    enum Column { NameColumn, TypeColumn, ShapeColumn, DTypeColumn, ParamsColumn, SizeColumn, NUM_COLUMNS };
+    enum Column {
+        NameColumn,
+        TypeColumn,
+        StyleColumn,      // the style the plan gives the module (forward) or parameter (placement); editable
+        KeyColumn,        // the plan key that matched it
+        ShapeColumn,
+        LocalShapeColumn, // rank 0's shard
+        DTypeColumn,
+        ParamsColumn,
+        SizeColumn,
+        NUM_COLUMNS
+    };
     enum Role {
         PathRole = Qt::UserRole + 1, // full dotted path of the module or parameter
         SortRole,                    // numbers for numeric columns
@@ -26,6 +38,8 @@ public:
     explicit ModuleTreeModel(QObject* parent = nullptr);
 
     void setSpec(std::shared_ptr<const tp::ModelSpec> spec);
+    // The plan applied to the spec: fills the style, key and local-shape columns.
+    void setPreview(std::shared_ptr<const PreviewResult> preview);
     const tp::ModelSpec* spec() const { return m_spec.get(); }
     // Index of the module or parameter with this full path (column 0), invalid when absent.
     QModelIndex indexForPath(const QString& path) const;
@@ -36,6 +50,13 @@ public:
     int columnCount(const QModelIndex& parent = {}) const final;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const final;
     QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const final;
+    Qt::ItemFlags flags(const QModelIndex& index) const final;
+    // An edit of the style column is a request: the document decides (and the preview comes back).
+    bool setData(const QModelIndex& index, const QVariant& value, int role = Qt::EditRole) final;
+    QStringList mimeTypes() const final;
+
+signals:
+    void styleEditRequested(const QString& path, const QString& style);
 
 private:
     struct Node
@@ -49,7 +70,9 @@ private:
     QModelIndex moduleIndex(int module) const;
     // Subtree totals per module, for the Params and Size columns.
     std::vector<std::int64_t> m_subtreeParams, m_subtreeBytes;
+    const tp::ParamAssignment* assignment(Node n) const;
     std::shared_ptr<const tp::ModelSpec> m_spec;
+    std::shared_ptr<const PreviewResult> m_preview;
 };
 
 } // namespace tpui

@@ -2,37 +2,60 @@
 
 #include "models/format.h"
 #include "models/module_tree_model.h"
+#include "models/preview_models.h"
+#include "widgets/custom_style_dialog.h"
+#include "widgets/dataflow_view.h"
+#include "widgets/results_page.h"
+#include "widgets/shard_view.h"
+#include "widgets/style_delegate.h"
 
+#include "tp/cost/hardware.h"
 #include "tp/model/catalog.h"
 
 #include <QAction>
 #include <QApplication>
+#include <QCheckBox>
+#include <QCloseEvent>
+#include <QComboBox>
 #include <QDragEnterEvent>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QFileDialog>
+#include <QFileInfo>
+#include <QDir>
+#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QInputDialog>
 #include <QLabel>
 #include <QLineEdit>
+#include <QListWidget>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QPushButton>
+#include <QScrollArea>
 #include <QSettings>
 #include <QSortFilterProxyModel>
+#include <QSpinBox>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
-#include <QTableWidget>
+#include <QTableView>
 #include <QTextBrowser>
 #include <QToolBar>
 #include <QTreeView>
-#include <QTreeWidget>
+#include <QUndoStack>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
+
+// The icons live in tp_widgets, a static library: register its resources explicitly.
+static void initWidgetResources() { Q_INIT_RESOURCE(tpstudio); }
 
 namespace tpui {
 
 namespace {
+
+const QString kStyleMime = QStringLiteral("application/x-tpstudio-style");
 
 QIcon themeIcon(const char* name, const char* fallback)
 {
@@ -58,15 +81,96 @@ protected:
     }
 };
 
+// The style palette: drag a style onto a module of the tree.
+class StylePalette final : public QListWidget
+{
+public:
+    StylePalette()
+    {
+        setDragEnabled(true);
+        setDragDropMode(QAbstractItemView::DragOnly);
+        setToolTip(QObject::tr("Drag a style onto a module or parameter of the tree"));
+        setFlow(QListView::LeftToRight);
+        setWrapping(true);
+        setResizeMode(QListView::Adjust);
+        setSpacing(2);
+        setMaximumHeight(fontMetrics().height() * 5 + 12);
+    }
+
+protected:
+    QMimeData* mimeData(const QList<QListWidgetItem*>& items) const override
+    {
+        auto* m = new QMimeData;
+        if (!items.isEmpty())
+            m->setData(kStyleMime, items.first()->text().toUtf8());
+        return m;
+    }
+    QStringList mimeTypes() const override { return {kStyleMime}; }
+};
+
+// The module tree accepts styles dropped from the palette.
+class StyleDropTree final : public QTreeView
+{
+public:
+    std::function<void(const QModelIndex&, const QString&)> onDrop;
+    StyleDropTree()
+    {
+        setAcceptDrops(true);
+        setDropIndicatorShown(true);
+        setDragDropMode(QAbstractItemView::DropOnly);
+    }
+
+protected:
+    void dragEnterEvent(QDragEnterEvent* e) override
+    {
+        if (e->mimeData()->hasFormat(kStyleMime))
+            e->acceptProposedAction();
+        else
+            QTreeView::dragEnterEvent(e);
+    }
+    void dragMoveEvent(QDragMoveEvent* e) override
+    {
+        if (e->mimeData()->hasFormat(kStyleMime) && indexAt(e->position().toPoint()).isValid())
+            e->acceptProposedAction();
+        else
+            e->ignore();
+    }
+    void dropEvent(QDropEvent* e) override
+    {
+        const QModelIndex idx = indexAt(e->position().toPoint());
+        if (!e->mimeData()->hasFormat(kStyleMime) || !idx.isValid() || !onDrop)
+            return e->ignore();
+        onDrop(idx, QString::fromUtf8(e->mimeData()->data(kStyleMime)));
+        e->acceptProposedAction();
+    }
+};
+
+QTableView* makeTable(QAbstractItemModel* model)
+{
+    auto* t = new QTableView;
+    t->setModel(model);
+    t->setAlternatingRowColors(true);
+    t->setSelectionBehavior(QAbstractItemView::SelectRows);
+    t->verticalHeader()->hide();
+    t->verticalHeader()->setDefaultSectionSize(t->fontMetrics().height() + 8);
+    t->horizontalHeader()->setHighlightSections(false);
+    t->setWordWrap(false);
+    return t;
+}
+
 } // namespace
 
 MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent)
+    , m_doc(new PlanDocument(this))
+    , m_previews(new PreviewService(m_doc, this))
 {
+    initWidgetResources();
     setWindowTitle(tr("TP Studio"));
     setWindowIcon(QIcon(QStringLiteral(":/icons/tpstudio.svg")));
     setAcceptDrops(true);
 
+    // --- module tree ------------------------------------------------------------------------
     m_treeModel = new ModuleTreeModel(this);
     m_proxy = new PathFilterProxy(this);
     m_proxy->setSourceModel(m_treeModel);
@@ -82,81 +186,327 @@ MainWindow::MainWindow(QWidget* parent)
         if (!text.isEmpty())
             m_tree->expandToDepth(6);
     });
+    m_everyLayer = new QCheckBox(tr("Apply to every &layer"));
+    m_everyLayer->setChecked(true);
+    m_everyLayer->setToolTip(tr("On: an edit writes the wildcard key (model.layers.*.…). Off: the exact, indexed key of "
+                                "that one layer (honoured by current Transformers only)."));
 
-    m_tree = new QTreeView;
+    auto* tree = new StyleDropTree;
+    tree->onDrop = [this](const QModelIndex& idx, const QString& style) {
+        editStyle(idx.data(ModuleTreeModel::PathRole).toString(), style);
+    };
+    m_tree = tree;
     m_tree->setModel(m_proxy);
     m_tree->setUniformRowHeights(true);
     m_tree->setAlternatingRowColors(true);
+    m_tree->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::SelectedClicked | QAbstractItemView::EditKeyPressed);
     m_tree->header()->setStretchLastSection(false);
-    m_tree->header()->setSectionResizeMode(ModuleTreeModel::NameColumn, QHeaderView::Stretch);
-    for (int c = ModuleTreeModel::TypeColumn; c < ModuleTreeModel::NUM_COLUMNS; ++c)
-        m_tree->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+    m_tree->header()->setSectionResizeMode(QHeaderView::Interactive);
+    const int em = m_tree->fontMetrics().horizontalAdvance(QLatin1Char('M'));
+    const std::pair<int, int> widths[] = {{ModuleTreeModel::NameColumn, 20}, {ModuleTreeModel::TypeColumn, 13},
+                                          {ModuleTreeModel::StyleColumn, 14}, {ModuleTreeModel::KeyColumn, 18},
+                                          {ModuleTreeModel::ShapeColumn, 10}, {ModuleTreeModel::LocalShapeColumn, 10},
+                                          {ModuleTreeModel::SizeColumn, 7}};
+    for (const auto& [c, w] : widths)
+        m_tree->header()->resizeSection(c, w * em);
+    m_tree->setColumnHidden(ModuleTreeModel::DTypeColumn, true);
+    m_tree->setColumnHidden(ModuleTreeModel::ParamsColumn, true);
+    auto styleNames = [this] {
+        QStringList names;
+        for (const auto& n : tp::StyleRegistry::builtin().names(m_doc->plan().profile))
+            names << qs(n);
+        for (const auto& c : m_doc->plan().customStyles)
+            names << qs(c.name);
+        return names;
+    };
+    m_tree->setItemDelegateForColumn(ModuleTreeModel::StyleColumn, new StyleDelegate(styleNames, this));
+    connect(m_treeModel, &ModuleTreeModel::styleEditRequested, this, &MainWindow::editStyle);
 
     auto* left = new QWidget;
     auto* leftLayout = new QVBoxLayout(left);
     leftLayout->setContentsMargins(0, 0, 0, 0);
     leftLayout->addWidget(m_filter);
-    leftLayout->addWidget(m_tree);
+    leftLayout->addWidget(m_tree, 1);
+    leftLayout->addWidget(m_everyLayer);
+    m_palette = new StylePalette;
+    leftLayout->addWidget(new QLabel(tr("Styles — drag onto a module:")));
+    leftLayout->addWidget(m_palette);
 
+    // --- pages ------------------------------------------------------------------------------
     m_summary = new QTextBrowser;
     m_summary->setOpenLinks(false);
-    m_plan = new QTableWidget(0, 2);
-    m_plan->setHorizontalHeaderLabels({tr("Key"), tr("Style")});
-    m_plan->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
-    m_plan->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
-    m_plan->verticalHeader()->hide();
-    m_plan->verticalHeader()->setDefaultSectionSize(m_plan->fontMetrics().height() + 6);
-    m_plan->setWordWrap(false);
-    m_plan->setEditTriggers(QAbstractItemView::NoEditTriggers);
-    m_plan->setAlternatingRowColors(true);
-    m_diagnostics = new QTreeWidget;
-    m_diagnostics->setHeaderLabels({tr("Severity"), tr("Where"), tr("Message")});
-    m_diagnostics->setRootIsDecorated(false);
+    m_shardView = new ShardView;
+    m_dataflow = new DataflowView;
+    connect(m_dataflow, &DataflowView::moduleActivated, this, &MainWindow::selectPath);
+    m_layerBox = new QSpinBox;
+    m_layerBox->setPrefix(tr("layer "));
+    connect(m_layerBox, &QSpinBox::valueChanged, m_dataflow, &DataflowView::setLayer);
+    auto* dataflowPage = new QWidget;
+    auto* dl = new QVBoxLayout(dataflowPage);
+    dl->setContentsMargins(0, 4, 0, 0);
+    auto* dlBar = new QHBoxLayout;
+    dlBar->addWidget(new QLabel(tr("Decoder layer:")));
+    dlBar->addWidget(m_layerBox);
+    dlBar->addStretch(1);
+    dl->addLayout(dlBar);
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(m_dataflow);
+    scroll->setWidgetResizable(true);
+    dl->addWidget(scroll, 1);
+
+    m_diagnosticsModel = new DiagnosticsModel(this);
+    m_diagnostics = makeTable(m_diagnosticsModel);
+    m_diagnostics->horizontalHeader()->setSectionResizeMode(DiagnosticsModel::MessageColumn, QHeaderView::Stretch);
+    m_diagnostics->horizontalHeader()->setSectionResizeMode(DiagnosticsModel::WhereColumn, QHeaderView::ResizeToContents);
     m_diagnostics->setWordWrap(true);
-    m_diagnostics->header()->setSectionResizeMode(2, QHeaderView::Stretch);
-    connect(m_diagnostics, &QTreeWidget::itemActivated, this, [this](QTreeWidgetItem* item) {
-        selectPath(item->data(1, Qt::UserRole).toString());
+    m_diagnostics->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    connect(m_diagnostics, &QTableView::activated, this, [this](const QModelIndex& i) {
+        selectPath(i.data(DiagnosticsModel::WhereRole).toString());
     });
+
+    m_runPage = new RunPage(m_doc);
+    m_results = new ResultsPage;
+    connect(m_runPage, &RunPage::runFinished, this, [this](std::shared_ptr<const RunData> d) {
+        m_results->setRun(d);
+        m_tabs->setCurrentIndex(ResultsPageIndex);
+        report(tr("Run finished"));
+    });
+    connect(m_runPage, &RunPage::runFailed, this, [this](const QString& m) { report(m); });
+    connect(m_results, &ResultsPage::message, this, &MainWindow::report);
 
     m_tabs = new QTabWidget;
     m_tabs->setDocumentMode(true);
     m_tabs->addTab(m_summary, themeIcon("dialog-information", ":/icons/info.svg"), tr("Summary"));
-    m_tabs->addTab(m_plan, QIcon(QStringLiteral(":/icons/plan.svg")), tr("Default plan"));
+    m_tabs->addTab(makePlanPage(), QIcon(QStringLiteral(":/icons/plan.svg")), tr("Plan"));
+    m_tabs->addTab(m_shardView, themeIcon("view-grid", ":/icons/plan.svg"), tr("Shards"));
+    m_tabs->addTab(dataflowPage, themeIcon("view-list-tree", ":/icons/plan.svg"), tr("Layer dataflow"));
+    m_tabs->addTab(makeCollectivesPage(), themeIcon("network-transmit-receive", ":/icons/plan.svg"), tr("Collectives && memory"));
     m_tabs->addTab(m_diagnostics, themeIcon("dialog-warning", ":/icons/warning.svg"), tr("Diagnostics"));
+    m_tabs->addTab(m_runPage, themeIcon("media-playback-start", ":/icons/plan.svg"), tr("Run"));
+    m_tabs->addTab(m_results, themeIcon("x-office-spreadsheet", ":/icons/plan.svg"), tr("Results"));
 
     auto* split = new QSplitter;
     split->addWidget(left);
     split->addWidget(m_tabs);
     split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
+    split->setStretchFactor(1, 4);
     setCentralWidget(split);
 
-    m_statusLabel = new QLabel;
-    statusBar()->addWidget(m_statusLabel, 1);
+    split->setSizes({760, 680});
 
+    // --- style palette under the tree: drag a style onto a module -------------------------------
+    auto fillPalette = [this, styleNames] {
+        m_palette->clear();
+        for (const QString& n : styleNames()) {
+            auto* item = new QListWidgetItem(n, m_palette);
+            if (const tp::Style* s = tp::StyleRegistry::builtin().find(n.toStdString(), m_doc->plan().profile))
+                item->setToolTip(qs(s->description));
+        }
+    };
+    connect(m_doc, &PlanDocument::planChanged, this, fillPalette);
+
+    m_statusLabel = new QLabel;
+    m_previewLabel = new QLabel;
+    statusBar()->addWidget(m_statusLabel, 1);
+    statusBar()->addPermanentWidget(m_previewLabel);
+
+    // Tree selection drives the shard view and the dataflow layer.
+    connect(m_tree->selectionModel(), &QItemSelectionModel::currentChanged, this, [this](const QModelIndex& cur) {
+        const QString path = cur.data(ModuleTreeModel::PathRole).toString();
+        m_shardView->setParameter(path);
+        const QRegularExpression layer(QStringLiteral("^model\\.layers\\.(\\d+)\\."));
+        if (const auto m = layer.match(path); m.hasMatch())
+            m_layerBox->setValue(m.captured(1).toInt());
+    });
+
+    connect(m_previews, &PreviewService::ready, this, &MainWindow::applyPreview);
     connect(&m_watcher, &QFutureWatcher<LoadResult>::finished, this, [this] {
         const LoadResult r = m_watcher.result();
         if (r.generation != m_generation)
             return; // a newer request replaced this one
         if (!r.model) {
             m_statusLabel->setText(tr("Could not open %1").arg(r.what));
+            m_pendingSession.clear();
             emit loadFailed(r.error);
             if (m_showErrorDialogs)
                 QMessageBox::warning(this, tr("Cannot open model"), r.error);
             return;
         }
-        showModel(std::make_shared<const tp::ModelSpec>(r.model->spec), *r.model, r.ms);
+        showModel(*r.model, r.what, r.ms);
         addRecent(r.what);
         emit modelLoaded(r.what);
     });
 
     setupActions();
-    resize(1280, 800);
+    setupPreviewBar();
+    resize(1440, 900);
+    QSettings settings;
+    restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+    restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
 }
 
-MainWindow::~MainWindow()
+MainWindow::~MainWindow() { m_watcher.waitForFinished(); }
+
+QWidget* MainWindow::makePlanPage()
 {
-    m_watcher.waitForFinished();
+    m_planModel = new PlanTableModel(this);
+    connect(m_planModel, &PlanTableModel::styleEditRequested, this, [this](const QString& key, const QString& style) {
+        m_doc->setStyle(key, style);
+    });
+    m_planView = makeTable(m_planModel);
+    m_planView->setEditTriggers(QAbstractItemView::AllEditTriggers);
+    m_planView->horizontalHeader()->setSectionResizeMode(PlanTableModel::KeyColumn, QHeaderView::Stretch);
+    for (int c = PlanTableModel::StyleColumn; c < PlanTableModel::NUM_COLUMNS; ++c)
+        m_planView->horizontalHeader()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+    m_planView->setItemDelegateForColumn(PlanTableModel::StyleColumn, new StyleDelegate([this] {
+        QStringList names;
+        for (const auto& n : tp::StyleRegistry::builtin().names(m_doc->plan().profile))
+            names << qs(n);
+        for (const auto& c : m_doc->plan().customStyles)
+            names << qs(c.name);
+        return names;
+    }, this));
+    connect(m_planView, &QTableView::activated, this, [this](const QModelIndex& i) {
+        if (i.column() == PlanTableModel::KeyColumn)
+            selectPath(m_planModel->keyAt(i.row()));
+    });
+    auto* add = new QPushButton(themeIcon("list-add", ":/icons/plan.svg"), tr("&Add Key…"));
+    auto* remove = new QPushButton(themeIcon("list-remove", ":/icons/plan.svg"), tr("&Remove Key"));
+    auto* custom = new QPushButton(tr("&Custom Style…"));
+    auto* reset = new QPushButton(themeIcon("edit-undo", ":/icons/plan.svg"), tr("Reset to &Default"));
+    connect(add, &QPushButton::clicked, this, [this] {
+        bool ok = false;
+        const QString key = QInputDialog::getText(this, tr("Add key"), tr("Full key from the loaded class ('*' = one layer index):"),
+                                                  QLineEdit::Normal, QStringLiteral("model.layers.*."), &ok);
+        if (ok && !key.trimmed().isEmpty())
+            m_doc->setStyle(key.trimmed(), QStringLiteral("replicate"));
+    });
+    connect(remove, &QPushButton::clicked, this, [this] {
+        const QModelIndex i = m_planView->currentIndex();
+        if (i.isValid())
+            m_doc->setStyle(m_planModel->keyAt(i.row()), QString());
+    });
+    connect(custom, &QPushButton::clicked, this, [this] {
+        CustomStyleDialog dlg(this);
+        if (dlg.exec() == QDialog::Accepted)
+            if (auto s = dlg.style(); s.ok())
+                m_doc->addCustomStyle(*s);
+    });
+    connect(reset, &QPushButton::clicked, m_doc, &PlanDocument::resetToDefault);
+    auto* page = new QWidget;
+    auto* lay = new QVBoxLayout(page);
+    lay->setContentsMargins(0, 4, 0, 0);
+    auto* bar = new QHBoxLayout;
+    for (auto* b : {add, remove, custom, reset})
+        bar->addWidget(b);
+    bar->addStretch(1);
+    lay->addLayout(bar);
+    lay->addWidget(m_planView, 1);
+    return page;
+}
+
+QWidget* MainWindow::makeCollectivesPage()
+{
+    m_collectivesModel = new CollectivesModel(this);
+    auto* proxy = new QSortFilterProxyModel(this);
+    proxy->setSourceModel(m_collectivesModel);
+    proxy->setSortRole(CollectivesModel::SortRole);
+    m_collectives = makeTable(proxy);
+    m_collectives->setSortingEnabled(true);
+    m_collectives->sortByColumn(-1, Qt::AscendingOrder);
+    m_collectives->horizontalHeader()->setSectionResizeMode(CollectivesModel::WhereColumn, QHeaderView::Stretch);
+    connect(m_collectives, &QTableView::activated, this, [this](const QModelIndex& i) {
+        selectPath(i.data(CollectivesModel::PathRole).toString());
+    });
+    m_memoryModel = new MemoryModel(this);
+    m_memory = makeTable(m_memoryModel);
+    m_memory->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+    m_scaling = new QLabel;
+    m_scaling->setWordWrap(true);
+    m_scaling->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    auto* split = new QSplitter(Qt::Vertical);
+    split->addWidget(m_collectives);
+    auto* bottom = new QWidget;
+    auto* bl = new QVBoxLayout(bottom);
+    bl->setContentsMargins(0, 0, 0, 0);
+    bl->addWidget(m_scaling);
+    bl->addWidget(new QLabel(tr("<b>Memory per rank</b>")));
+    bl->addWidget(m_memory, 1);
+    split->addWidget(bottom);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    return split;
+}
+
+void MainWindow::setupPreviewBar()
+{
+    auto* tb = addToolBar(tr("Preview"));
+    tb->setObjectName(QStringLiteral("previewToolBar"));
+    m_tp = new QSpinBox;
+    m_tp->setRange(1, 256);
+    m_batch = new QSpinBox;
+    m_batch->setRange(1, 1 << 16);
+    m_seq = new QSpinBox;
+    m_seq->setRange(1, 1 << 20);
+    m_hardware = new QComboBox;
+    for (const auto& id : tp::builtinHardwareIds()) {
+        auto hw = tp::findHardware(id);
+        m_hardware->addItem(hw.ok() ? qs(hw->name) : qs(id), qs(id));
+    }
+    m_dtype = new QComboBox;
+    m_dtype->addItem(tr("model dtype"), QStringLiteral("model"));
+    for (const char* d : {"bf16", "f16", "f32"})
+        m_dtype->addItem(QString::fromLatin1(d), QString::fromLatin1(d));
+    tb->addWidget(new QLabel(tr(" TP size ")));
+    tb->addWidget(m_tp);
+    tb->addWidget(new QLabel(tr("  Hardware ")));
+    tb->addWidget(m_hardware);
+    tb->addWidget(new QLabel(tr("  Batch ")));
+    tb->addWidget(m_batch);
+    tb->addWidget(new QLabel(tr("  Sequence ")));
+    tb->addWidget(m_seq);
+    tb->addWidget(new QLabel(tr("  DType ")));
+    tb->addWidget(m_dtype);
+
+    // Settings kept between runs.
+    QSettings settings;
+    PreviewSettings s;
+    s.tpSize = settings.value(QStringLiteral("preview/tp"), 2).toInt();
+    s.batch = settings.value(QStringLiteral("preview/batch"), 1).toLongLong();
+    s.seq = settings.value(QStringLiteral("preview/seq"), 512).toLongLong();
+    s.dtype = settings.value(QStringLiteral("preview/dtype"), QStringLiteral("model")).toString();
+    s.hardware = settings.value(QStringLiteral("preview/hardware"), QStringLiteral("h100-sxm-8")).toString();
+    m_tp->setValue(s.tpSize);
+    m_batch->setValue(int(s.batch));
+    m_seq->setValue(int(s.seq));
+    m_dtype->setCurrentIndex(std::max(0, m_dtype->findData(s.dtype)));
+    m_hardware->setCurrentIndex(std::max(0, m_hardware->findData(s.hardware)));
+    m_doc->setSettings(s);
+    for (auto* sb : {m_tp, m_batch, m_seq})
+        connect(sb, &QSpinBox::valueChanged, this, &MainWindow::settingsFromBar);
+    for (auto* cb : {m_hardware, m_dtype})
+        connect(cb, &QComboBox::currentIndexChanged, this, &MainWindow::settingsFromBar);
+    // The document can change them too (imported plans, sessions).
+    connect(m_doc, &PlanDocument::settingsChanged, this, [this] {
+        const PreviewSettings& s = m_doc->settings();
+        const QSignalBlocker a(m_tp), b(m_batch), c(m_seq), d(m_hardware), e(m_dtype);
+        m_tp->setValue(s.tpSize);
+        m_batch->setValue(int(s.batch));
+        m_seq->setValue(int(s.seq));
+        m_dtype->setCurrentIndex(std::max(0, m_dtype->findData(s.dtype)));
+        m_hardware->setCurrentIndex(std::max(0, m_hardware->findData(s.hardware)));
+    });
+}
+
+void MainWindow::settingsFromBar()
+{
+    PreviewSettings s;
+    s.tpSize = m_tp->value();
+    s.batch = m_batch->value();
+    s.seq = m_seq->value();
+    s.dtype = m_dtype->currentData().toString();
+    s.hardware = m_hardware->currentData().toString();
+    m_doc->setSettings(s);
 }
 
 void MainWindow::setupActions()
@@ -164,7 +514,7 @@ void MainWindow::setupActions()
     auto* file = menuBar()->addMenu(tr("&File"));
     auto* tb = addToolBar(tr("Main"));
     tb->setObjectName(QStringLiteral("mainToolBar"));
-    tb->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    tb->setToolButtonStyle(Qt::ToolButtonIconOnly);
 
     auto* openFolder = file->addAction(themeIcon("folder-open", ":/icons/folder-open.svg"), tr("Open &Folder…"), this, [this] {
         const QString dir = QFileDialog::getExistingDirectory(this, tr("Open model folder"));
@@ -195,14 +545,102 @@ void MainWindow::setupActions()
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     rebuildRecentMenu();
     file->addSeparator();
+    auto* importPlan = file->addAction(themeIcon("document-import", ":/icons/document-open.svg"), tr("&Import Plan…"), this, [this] {
+        const QString f = QFileDialog::getOpenFileName(this, tr("Import plan"), QString(), tr("Plans (*.json);;All files (*)"));
+        if (f.isEmpty())
+            return;
+        if (auto st = m_doc->importPlan(f); !st.ok())
+            QMessageBox::warning(this, tr("Cannot import plan"), qs(st.message()));
+    });
+    importPlan->setShortcut(QKeySequence(tr("Ctrl+I")));
+    auto* exportPlan = file->addAction(themeIcon("document-export", ":/icons/document-open.svg"), tr("&Export Plan…"), this, [this] {
+        QString selected;
+        const QString f = QFileDialog::getSaveFileName(this, tr("Export plan"), QStringLiteral("tp_plan.json"),
+                                                       tr("Transformers JSON (*.json);;Python script (*.py)"), &selected);
+        if (f.isEmpty())
+            return;
+        const auto st = f.endsWith(QLatin1String(".py")) ? m_doc->exportPython(f) : m_doc->exportJson(f);
+        if (!st.ok())
+            QMessageBox::warning(this, tr("Cannot export plan"), qs(st.message()));
+        else
+            report(tr("Plan written to %1").arg(f));
+    });
+    exportPlan->setShortcut(QKeySequence(tr("Ctrl+E")));
+    file->addSeparator();
+    file->addAction(tr("Open &Session…"), this, [this] {
+        const QString f = QFileDialog::getOpenFileName(this, tr("Open session"), QString(), tr("TP Studio sessions (*.tpsession);;All files (*)"));
+        if (!f.isEmpty())
+            openSession(f);
+    });
+    file->addAction(tr("Restore &Last Session"), this, [this] {
+        const QString last = QFileInfo(QSettings().fileName()).dir().filePath(QStringLiteral("last.tpsession"));
+        if (QFile::exists(last))
+            openSession(last);
+        else
+            report(tr("No session was saved at the last quit"));
+    });
+    auto* save = file->addAction(themeIcon("document-save", ":/icons/document-open.svg"), tr("&Save Session…"), this, [this] {
+        const QString f = QFileDialog::getSaveFileName(this, tr("Save session"), QStringLiteral("plan.tpsession"),
+                                                       tr("TP Studio sessions (*.tpsession)"));
+        if (!f.isEmpty())
+            saveSession(f);
+    });
+    save->setShortcut(QKeySequence::Save);
+    file->addSeparator();
     auto* quit = file->addAction(themeIcon("application-exit", ":/icons/quit.svg"), tr("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
+
+    auto* edit = menuBar()->addMenu(tr("&Edit"));
+    QAction* undo = m_doc->undoStack()->createUndoAction(this, tr("&Undo"));
+    undo->setShortcut(QKeySequence::Undo);
+    undo->setIcon(themeIcon("edit-undo", ":/icons/plan.svg"));
+    QAction* redo = m_doc->undoStack()->createRedoAction(this, tr("&Redo"));
+    redo->setShortcut(QKeySequence::Redo);
+    redo->setIcon(themeIcon("edit-redo", ":/icons/plan.svg"));
+    edit->addAction(undo);
+    edit->addAction(redo);
+    edit->addSeparator();
+    edit->addAction(tr("Define &Custom Style…"), this, [this] {
+        CustomStyleDialog dlg(this);
+        if (dlg.exec() == QDialog::Accepted)
+            if (auto s = dlg.style(); s.ok())
+                m_doc->addCustomStyle(*s);
+    });
+    edit->addAction(tr("Reset to &Default Plan"), m_doc, &PlanDocument::resetToDefault);
 
     auto* view = menuBar()->addMenu(tr("&View"));
     auto* find = view->addAction(tr("&Filter Modules"), this, [this] { m_filter->setFocus(); m_filter->selectAll(); });
     find->setShortcut(QKeySequence::Find);
     view->addAction(tr("&Expand All"), m_tree, &QTreeView::expandAll);
     view->addAction(tr("&Collapse All"), m_tree, &QTreeView::collapseAll);
+
+    auto* runMenu = menuBar()->addMenu(tr("&Run"));
+    auto* run = runMenu->addAction(themeIcon("media-playback-start", ":/icons/plan.svg"), tr("&Run Plan"), this, [this] {
+        m_tabs->setCurrentIndex(RunPageIndex);
+        m_runPage->start();
+    });
+    run->setShortcut(QKeySequence(Qt::Key_F5));
+    runMenu->addAction(tr("&Cancel Run"), m_runPage, &RunPage::cancel);
+    runMenu->addSeparator();
+    runMenu->addAction(tr("Export &Chart…"), this, [this] {
+        const QString f = QFileDialog::getSaveFileName(this, tr("Export chart"), QStringLiteral("chart.png"),
+                                                       tr("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)"));
+        if (!f.isEmpty() && !m_results->exportChart(f))
+            QMessageBox::warning(this, tr("Export chart"), tr("Cannot write %1").arg(f));
+    });
+    runMenu->addAction(tr("Export Run &Record…"), this, [this] {
+        QString selected;
+        const QString f = QFileDialog::getSaveFileName(this, tr("Export run record"), QStringLiteral("run.json"),
+                                                       tr("Run record JSON (*.json);;Spans CSV (*.csv);;Chrome trace (*.trace.json)"),
+                                                       &selected);
+        if (f.isEmpty())
+            return;
+        const QString kind = f.endsWith(QLatin1String(".csv")) ? QStringLiteral("csv")
+            : f.endsWith(QLatin1String(".trace.json")) || selected.startsWith(QLatin1String("Chrome")) ? QStringLiteral("trace")
+                                                                                                        : QStringLiteral("json");
+        if (!m_results->exportRecord(f, kind))
+            QMessageBox::warning(this, tr("Export run record"), tr("No run to export, or cannot write %1").arg(f));
+    });
 
     auto* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&About TP Studio"), this, [this] {
@@ -213,9 +651,14 @@ void MainWindow::setupActions()
                                .arg(QApplication::applicationVersion()));
     });
 
-    tb->addAction(openFolder);
-    tb->addAction(openFile);
-    tb->addAction(openHub);
+    for (QAction* a : {openFolder, openFile, openHub})
+        tb->addAction(a);
+    tb->addSeparator();
+    tb->addAction(undo);
+    tb->addAction(redo);
+    tb->addAction(importPlan);
+    tb->addAction(exportPlan);
+    tb->addAction(run);
 }
 
 void MainWindow::openModel(const QString& what)
@@ -240,21 +683,73 @@ void MainWindow::openModel(const QString& what)
     }));
 }
 
-void MainWindow::showModel(std::shared_ptr<const tp::ModelSpec> spec, const tp::OpenedModel& om, qint64 ms)
+void MainWindow::showModel(const tp::OpenedModel& om, const QString& what, qint64 ms)
 {
-    m_spec = std::move(spec);
-    m_treeModel->setSpec(m_spec);
+    auto spec = std::make_shared<const tp::ModelSpec>(om.spec);
+    m_modelDiagnostics = spec->diagnostics;
+    m_treeModel->setSpec(spec);
+    m_doc->setModel(spec, what);
+    if (!m_pendingSession.isEmpty()) {
+        if (auto st = m_doc->restoreSession(m_pendingSession, nullptr); !st.ok())
+            report(tr("Session not restored: %1").arg(qs(st.message())));
+        m_pendingSession.clear();
+    }
     m_tree->expandToDepth(1);
     m_tree->setCurrentIndex(m_proxy->index(0, 0));
+    m_layerBox->setRange(0, int(std::max<std::int64_t>(0, spec->config.numLayers - 1)));
     fillSummary(om);
-    fillPlan(*m_spec);
-    fillDiagnostics(*m_spec);
-    setWindowTitle(tr("%1 — TP Studio").arg(qs(m_spec->source)));
+    setWindowTitle(tr("%1 — TP Studio").arg(qs(spec->source)));
     m_statusLabel->setText(tr("%1: %2 modules, %3 parameters, opened in %4 ms")
-                               .arg(qs(m_spec->className))
-                               .arg(m_spec->modules.size())
-                               .arg(humanCount(m_spec->parameterCount()))
+                               .arg(qs(spec->className))
+                               .arg(spec->modules.size())
+                               .arg(humanCount(spec->parameterCount()))
                                .arg(ms));
+}
+
+void MainWindow::applyPreview(std::shared_ptr<const PreviewResult> r)
+{
+    QElapsedTimer timer;
+    timer.start();
+    m_treeModel->setPreview(r);
+    m_planModel->setPreview(r);
+    m_collectivesModel->setPreview(r);
+    m_memoryModel->setPreview(r);
+    std::vector<tp::Diagnostic> all = m_modelDiagnostics;
+    all.insert(all.end(), r->graph.diagnostics.begin(), r->graph.diagnostics.end());
+    m_diagnosticsModel->setDiagnostics(std::move(all));
+    m_shardView->setPreview(r);
+    m_dataflow->setPreview(r);
+    m_results->setPreview(r);
+
+    const int errors = m_diagnosticsModel->count(tp::Severity::Error), warnings = m_diagnosticsModel->count(tp::Severity::Warning);
+    m_tabs->setTabText(DiagnosticsPage, errors + warnings ? tr("Diagnostics (%1)").arg(errors + warnings) : tr("Diagnostics"));
+    m_tabs->setTabIcon(DiagnosticsPage, errors ? themeIcon("dialog-error", ":/icons/error.svg") : themeIcon("dialog-warning", ":/icons/warning.svg"));
+    QString scaling;
+    if (r->cost)
+        scaling = tr("<b>Predicted forward</b> on %1 at T=%2: %3 ms compute + %4 ms communication (%5% communicating). ")
+                      .arg(r->hardware ? qs(r->hardware->name) : QString())
+                      .arg(r->graph.tpSize)
+                      .arg(r->cost->computeSeconds * 1e3, 0, 'f', 2)
+                      .arg(r->cost->commSeconds * 1e3, 0, 'f', 2)
+                      .arg(r->cost->commShare() * 100, 0, 'f', 1);
+    else
+        scaling = r->hardwareError.isEmpty() ? tr("<b>The plan has errors</b> at T=%1: see Diagnostics. ").arg(r->graph.tpSize)
+                                             : r->hardwareError.toHtmlEscaped();
+    QStringList pts;
+    for (const auto& p : r->scaling)
+        pts << (p.valid ? QStringLiteral("T=%1: %2×").arg(p.tp).arg(p.speedup, 0, 'f', 2) : QStringLiteral("T=%1: –").arg(p.tp));
+    if (!pts.isEmpty())
+        scaling += tr("Predicted speedup: %1").arg(pts.join(QStringLiteral(", ")));
+    m_scaling->setText(scaling);
+    m_lastApplyMs = double(timer.nsecsElapsed()) / 1e6;
+    m_previewLabel->setText(tr("T=%1 · %2 collectives · %3 errors, %4 warnings · preview %5 ms worker + %6 ms GUI")
+                                .arg(r->graph.tpSize)
+                                .arg(r->graph.collectives.size())
+                                .arg(errors)
+                                .arg(warnings)
+                                .arg(r->workerMs)
+                                .arg(m_lastApplyMs, 0, 'f', 1));
+    emit previewApplied();
 }
 
 void MainWindow::fillSummary(const tp::OpenedModel& om)
@@ -291,62 +786,40 @@ void MainWindow::fillSummary(const tp::OpenedModel& om)
         row(tr("Checkpoint"), tr("%1 file(s), %2 tensors, %3").arg(om.checkpoint->files.size())
                                   .arg(QLocale(QLocale::English).toString(qlonglong(om.checkpoint->tensors.size()))).arg(humanBytes(double(om.checkpoint->totalBytes))));
     else
-        row(tr("Checkpoint"), tr("none (config only)"));
+        row(tr("Checkpoint"), tr("none (config only; runs use seeded random weights)"));
     h += QStringLiteral("</table>");
+    if (!s.defaultEpPlan.empty()) {
+        h += tr("<p><b>Expert-parallel plan</b> (ep_plan): ");
+        QStringList eps;
+        for (const auto& e : s.defaultEpPlan)
+            eps << QStringLiteral("%1 → %2").arg(qs(e.key), qs(e.style)).toHtmlEscaped();
+        h += eps.join(QStringLiteral(", ")) + QStringLiteral("</p>");
+    }
     m_summary->setHtml(h);
 }
 
-void MainWindow::fillPlan(const tp::ModelSpec& s)
+void MainWindow::editStyle(const QString& path, const QString& style)
 {
-    m_plan->setRowCount(0);
-    auto add = [this](const tp::PlanEntry& e, const QString& suffix) {
-        const int r = m_plan->rowCount();
-        m_plan->insertRow(r);
-        m_plan->setItem(r, 0, new QTableWidgetItem(qs(e.key)));
-        m_plan->setItem(r, 1, new QTableWidgetItem(qs(e.style) + suffix));
-    };
-    for (const auto& e : s.defaultTpPlan)
-        add(e, QString());
-    for (const auto& e : s.defaultEpPlan)
-        add(e, tr("  (ep_plan)"));
+    if (path.isEmpty())
+        return;
+    m_doc->setStyle(PlanDocument::keyFor(path, m_everyLayer->isChecked()), style);
 }
 
-void MainWindow::fillDiagnostics(const tp::ModelSpec& s)
-{
-    m_diagnostics->clear();
-    int errors = 0, warnings = 0;
-    for (const auto& d : s.diagnostics) {
-        auto* item = new QTreeWidgetItem(m_diagnostics);
-        const char* icon = d.severity == tp::Severity::Error ? "dialog-error"
-            : d.severity == tp::Severity::Warning            ? "dialog-warning"
-                                                             : "dialog-information";
-        const char* fallback = d.severity == tp::Severity::Error ? ":/icons/error.svg"
-            : d.severity == tp::Severity::Warning                ? ":/icons/warning.svg"
-                                                                 : ":/icons/info.svg";
-        item->setIcon(0, themeIcon(icon, fallback));
-        item->setText(0, QString::fromLatin1(tp::severityName(d.severity)));
-        item->setText(1, qs(d.where));
-        item->setData(1, Qt::UserRole, qs(d.where));
-        item->setText(2, qs(d.message) + (d.hint.empty() ? QString() : QStringLiteral("\n") + tr("Hint: %1").arg(qs(d.hint))));
-        item->setToolTip(2, item->text(2));
-        errors += d.severity == tp::Severity::Error;
-        warnings += d.severity == tp::Severity::Warning;
-    }
-    m_tabs->setTabText(2, errors + warnings ? tr("Diagnostics (%1)").arg(errors + warnings) : tr("Diagnostics"));
-}
+void MainWindow::report(const QString& text) { statusBar()->showMessage(text, 8000); }
 
 void MainWindow::selectPath(const QString& path)
 {
+    const tp::ModelSpec* spec = m_doc->spec();
     QModelIndex src = m_treeModel->indexForPath(path);
-    if (!src.isValid() && m_spec && path.contains(QLatin1Char('*'))) {
+    if (!src.isValid() && spec && path.contains(QLatin1Char('*'))) {
         // A generic path ("model.layers.*.mlp.experts") selects its first instance.
-        const std::string pattern = path.toStdString();
-        for (const auto& [name, p] : m_spec->allParams())
+        const std::string pattern = path.section(QLatin1Char(':'), 0, 0).toStdString();
+        for (const auto& [name, p] : spec->allParams())
             if (tp::genericName(name) == pattern) {
                 src = m_treeModel->indexForPath(qs(name));
                 break;
             }
-        for (const auto& m : m_spec->modules)
+        for (const auto& m : spec->modules)
             if (!src.isValid() && tp::genericName(m.path) == pattern)
                 src = m_treeModel->indexForPath(qs(m.path));
     }
@@ -354,8 +827,41 @@ void MainWindow::selectPath(const QString& path)
         return;
     m_filter->clear();
     const QModelIndex idx = m_proxy->mapFromSource(src);
+    for (QModelIndex p = idx.parent(); p.isValid(); p = p.parent())
+        m_tree->expand(p);
     m_tree->scrollTo(idx);
     m_tree->setCurrentIndex(idx);
+}
+
+bool MainWindow::saveSession(const QString& path)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(m_doc->sessionJson()) < 0) {
+        report(tr("Cannot write %1").arg(path));
+        return false;
+    }
+    report(tr("Session saved to %1").arg(path));
+    return true;
+}
+
+void MainWindow::openSession(const QString& path)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        report(tr("Cannot read %1").arg(path));
+        return;
+    }
+    const QByteArray json = f.readAll();
+    auto model = PlanDocument::sessionModel(json);
+    if (!model.ok()) {
+        const QString msg = tr("%1: %2").arg(path, qs(model.status().message()));
+        if (m_showErrorDialogs)
+            QMessageBox::warning(this, tr("Cannot open session"), msg);
+        emit loadFailed(msg);
+        return;
+    }
+    m_pendingSession = json;
+    openModel(*model);
 }
 
 void MainWindow::addRecent(const QString& what)
@@ -389,9 +895,33 @@ void MainWindow::dropEvent(QDropEvent* event)
 {
     const auto urls = event->mimeData()->urls();
     if (!urls.isEmpty() && urls.first().isLocalFile()) {
-        openModel(urls.first().toLocalFile());
+        const QString f = urls.first().toLocalFile();
+        if (f.endsWith(QLatin1String(".tpsession")))
+            openSession(f);
+        else
+            openModel(f);
         event->acceptProposedAction();
     }
+}
+
+void MainWindow::closeEvent(QCloseEvent* event)
+{
+    QSettings settings;
+    settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    settings.setValue(QStringLiteral("window/state"), saveState());
+    const PreviewSettings& s = m_doc->settings();
+    settings.setValue(QStringLiteral("preview/tp"), s.tpSize);
+    settings.setValue(QStringLiteral("preview/batch"), s.batch);
+    settings.setValue(QStringLiteral("preview/seq"), s.seq);
+    settings.setValue(QStringLiteral("preview/dtype"), s.dtype);
+    settings.setValue(QStringLiteral("preview/hardware"), s.hardware);
+    // The plan survives a quit: the session is saved next to the settings.
+    if (m_doc->spec()) {
+        QFile f(QFileInfo(settings.fileName()).dir().filePath(QStringLiteral("last.tpsession")));
+        if (f.open(QIODevice::WriteOnly | QIODevice::Truncate))
+            f.write(m_doc->sessionJson());
+    }
+    QMainWindow::closeEvent(event);
 }
 
 } // namespace tpui

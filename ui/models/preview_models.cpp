@@ -1,0 +1,289 @@
+#include "models/preview_models.h"
+
+#include "models/format.h"
+
+#include "tp/model/loader.h"
+
+#include <QColor>
+#include <QGuiApplication>
+#include <QIcon>
+#include <QPalette>
+
+namespace tpui {
+
+namespace {
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+QVariant right() { return int(Qt::AlignRight | Qt::AlignVCenter); }
+QIcon severityIcon(tp::Severity s)
+{
+    switch (s) {
+    case tp::Severity::Error: return QIcon::fromTheme(QStringLiteral("dialog-error"), QIcon(QStringLiteral(":/icons/error.svg")));
+    case tp::Severity::Warning: return QIcon::fromTheme(QStringLiteral("dialog-warning"), QIcon(QStringLiteral(":/icons/warning.svg")));
+    case tp::Severity::Info: break;
+    }
+    return QIcon::fromTheme(QStringLiteral("dialog-information"), QIcon(QStringLiteral(":/icons/info.svg")));
+}
+} // namespace
+
+// --- plan -------------------------------------------------------------------------------------
+
+void PlanTableModel::setPreview(std::shared_ptr<const PreviewResult> preview)
+{
+    beginResetModel();
+    m_p = std::move(preview);
+    endResetModel();
+}
+
+int PlanTableModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() || !m_p || !m_p->graph.plan ? 0 : int(m_p->graph.plan->entries.size());
+}
+int PlanTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : NUM_COLUMNS; }
+
+QString PlanTableModel::keyAt(int row) const
+{
+    return row >= 0 && row < rowCount() ? qs(m_p->graph.plan->entries[std::size_t(row)].key) : QString();
+}
+
+QVariant PlanTableModel::data(const QModelIndex& index, int role) const
+{
+    if (!index.isValid() || index.row() >= rowCount())
+        return {};
+    const auto& g = m_p->graph;
+    const auto& e = g.plan->entries[std::size_t(index.row())];
+    const int matches = g.match.entryMatches[std::size_t(index.row())];
+    const tp::Style* s = g.match.entryStyles[std::size_t(index.row())];
+    switch (role) {
+    case Qt::DisplayRole:
+    case Qt::EditRole:
+        switch (index.column()) {
+        case KeyColumn: return qs(e.key);
+        case StyleColumn: return qs(e.style);
+        case MatchesColumn: return matches;
+        case CollectiveColumn: return s ? QString::fromLatin1(tp::collectiveName(s->forward)) : tr("unknown style");
+        }
+        return {};
+    case Qt::DecorationRole:
+        if (index.column() == KeyColumn && (matches == 0 || !s))
+            return severityIcon(tp::Severity::Warning);
+        return {};
+    case Qt::ToolTipRole:
+        if (!s)
+            return tr("'%1' is not a style of this Transformers generation").arg(qs(e.style));
+        if (matches == 0)
+            return tr("This key matches no module or parameter of %1").arg(qs(m_p->spec->className));
+        return qs(s->description);
+    case Qt::TextAlignmentRole: return index.column() == MatchesColumn ? right() : QVariant();
+    case Qt::ForegroundRole:
+        if (matches == 0 || !s)
+            return QGuiApplication::palette().color(QPalette::Disabled, QPalette::Text);
+        return {};
+    }
+    return {};
+}
+
+QVariant PlanTableModel::headerData(int section, Qt::Orientation o, int role) const
+{
+    if (o != Qt::Horizontal || role != Qt::DisplayRole)
+        return {};
+    switch (section) {
+    case KeyColumn: return tr("Key");
+    case StyleColumn: return tr("Style");
+    case MatchesColumn: return tr("Matches");
+    case CollectiveColumn: return tr("Forward collective");
+    }
+    return {};
+}
+
+Qt::ItemFlags PlanTableModel::flags(const QModelIndex& index) const
+{
+    Qt::ItemFlags f = QAbstractTableModel::flags(index);
+    if (index.isValid() && index.column() == StyleColumn)
+        f |= Qt::ItemIsEditable;
+    return f;
+}
+
+bool PlanTableModel::setData(const QModelIndex& index, const QVariant& value, int role)
+{
+    if (!index.isValid() || index.column() != StyleColumn || role != Qt::EditRole)
+        return false;
+    emit styleEditRequested(keyAt(index.row()), value.toString());
+    return true;
+}
+
+// --- collectives ------------------------------------------------------------------------------
+
+void CollectivesModel::setPreview(std::shared_ptr<const PreviewResult> preview)
+{
+    beginResetModel();
+    m_p = std::move(preview);
+    endResetModel();
+}
+
+int CollectivesModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() || !m_p ? 0 : int(m_p->graph.collectives.size());
+}
+int CollectivesModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : NUM_COLUMNS; }
+
+QVariant CollectivesModel::data(const QModelIndex& index, int role) const
+{
+    if (!index.isValid() || index.row() >= rowCount())
+        return {};
+    const auto& g = m_p->graph;
+    const auto& c = g.collectives[std::size_t(index.row())];
+    const qint64 bytes = c.bytes(g.options.batch, g.options.seq, g.elementBytes());
+    const double us = m_p->cost && std::size_t(index.row()) < m_p->cost->collectives.size()
+        ? m_p->cost->collectives[std::size_t(index.row())].seconds * 1e6
+        : -1;
+    switch (role) {
+    case Qt::DisplayRole:
+        switch (index.column()) {
+        case LayerColumn: return c.layer < 0 ? tr("–") : QString::number(c.layer);
+        case KindColumn: return QString::fromLatin1(tp::collectiveName(c.kind));
+        case WhereColumn: return qs(c.where);
+        case StyleColumn: return qs(c.style);
+        case BytesColumn: return humanBytes(double(bytes));
+        case TimeColumn: return us < 0 ? QString() : QStringLiteral("%1 µs").arg(us, 0, 'f', 1);
+        }
+        return {};
+    case SortRole:
+        switch (index.column()) {
+        case LayerColumn: return c.layer;
+        case BytesColumn: return bytes;
+        case TimeColumn: return us;
+        default: return data(index, Qt::DisplayRole);
+        }
+    case PathRole: return qs(c.where);
+    case Qt::TextAlignmentRole: return index.column() >= BytesColumn || index.column() == LayerColumn ? right() : QVariant();
+    case Qt::ToolTipRole:
+        return tr("%1 of %2 per rank share (B=%3, S=%4, %5 bytes per element)")
+            .arg(QString::fromLatin1(tp::collectiveName(c.kind)), humanBytes(double(bytes)))
+            .arg(g.options.batch)
+            .arg(g.options.seq)
+            .arg(g.elementBytes());
+    }
+    return {};
+}
+
+QVariant CollectivesModel::headerData(int section, Qt::Orientation o, int role) const
+{
+    if (o != Qt::Horizontal || role != Qt::DisplayRole)
+        return {};
+    switch (section) {
+    case LayerColumn: return tr("Layer");
+    case KindColumn: return tr("Collective");
+    case WhereColumn: return tr("After");
+    case StyleColumn: return tr("Style");
+    case BytesColumn: return tr("Bytes");
+    case TimeColumn: return tr("Predicted");
+    }
+    return {};
+}
+
+// --- memory -----------------------------------------------------------------------------------
+
+void MemoryModel::setPreview(std::shared_ptr<const PreviewResult> preview)
+{
+    beginResetModel();
+    m_p = std::move(preview);
+    endResetModel();
+}
+
+int MemoryModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() || !m_p ? 0 : int(m_p->graph.memory.size());
+}
+int MemoryModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : NUM_COLUMNS; }
+
+QVariant MemoryModel::data(const QModelIndex& index, int role) const
+{
+    if (!index.isValid() || index.row() >= rowCount())
+        return {};
+    const auto& m = m_p->graph.memory[std::size_t(index.row())];
+    const qint64 context = m_p->graph.options.batch * m_p->graph.options.seq;
+    const qint64 kv = m.kvCacheBytesPerToken * context;
+    if (role == Qt::TextAlignmentRole)
+        return index.column() == RankColumn ? QVariant() : right();
+    if (role == Qt::ToolTipRole && index.column() == TotalColumn && m_p->hardware)
+        return tr("%1 of the %2 GiB of one device")
+            .arg(humanBytes(double(m.weightBytes + kv + m.activationPeakBytes)))
+            .arg(m_p->hardware->memoryGiB);
+    if (role != Qt::DisplayRole)
+        return {};
+    switch (index.column()) {
+    case RankColumn: return tr("rank %1").arg(index.row());
+    case WeightsColumn: return humanBytes(double(m.weightBytes));
+    case KvColumn: return humanBytes(double(m.kvCacheBytesPerToken));
+    case KvAtSeqColumn: return humanBytes(double(kv));
+    case ActivationColumn: return humanBytes(double(m.activationPeakBytes));
+    case TotalColumn: return humanBytes(double(m.weightBytes + kv + m.activationPeakBytes));
+    }
+    return {};
+}
+
+QVariant MemoryModel::headerData(int section, Qt::Orientation o, int role) const
+{
+    if (o != Qt::Horizontal || role != Qt::DisplayRole)
+        return {};
+    switch (section) {
+    case RankColumn: return tr("Rank");
+    case WeightsColumn: return tr("Weights");
+    case KvColumn: return tr("KV cache / token");
+    case KvAtSeqColumn: return tr("KV cache (B×S)");
+    case ActivationColumn: return tr("Activation peak");
+    case TotalColumn: return tr("Total");
+    }
+    return {};
+}
+
+// --- diagnostics ------------------------------------------------------------------------------
+
+void DiagnosticsModel::setDiagnostics(std::vector<tp::Diagnostic> diagnostics)
+{
+    beginResetModel();
+    m_d = std::move(diagnostics);
+    endResetModel();
+}
+
+int DiagnosticsModel::count(tp::Severity s) const
+{
+    return int(std::count_if(m_d.begin(), m_d.end(), [s](const tp::Diagnostic& d) { return d.severity == s; }));
+}
+
+int DiagnosticsModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(m_d.size()); }
+int DiagnosticsModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : NUM_COLUMNS; }
+
+QVariant DiagnosticsModel::data(const QModelIndex& index, int role) const
+{
+    if (!index.isValid() || index.row() >= rowCount())
+        return {};
+    const auto& d = m_d[std::size_t(index.row())];
+    switch (role) {
+    case Qt::DisplayRole:
+        switch (index.column()) {
+        case SeverityColumn: return QString::fromLatin1(tp::severityName(d.severity));
+        case WhereColumn: return qs(d.where);
+        case MessageColumn: return qs(d.message) + (d.hint.empty() ? QString() : QStringLiteral("\n") + tr("Hint: %1").arg(qs(d.hint)));
+        }
+        return {};
+    case Qt::DecorationRole: return index.column() == SeverityColumn ? QVariant(severityIcon(d.severity)) : QVariant();
+    case Qt::ToolTipRole: return qs(d.message) + (d.hint.empty() ? QString() : QStringLiteral("\n") + tr("Hint: %1").arg(qs(d.hint)));
+    case WhereRole: return qs(d.where);
+    }
+    return {};
+}
+
+QVariant DiagnosticsModel::headerData(int section, Qt::Orientation o, int role) const
+{
+    if (o != Qt::Horizontal || role != Qt::DisplayRole)
+        return {};
+    switch (section) {
+    case SeverityColumn: return tr("Severity");
+    case WhereColumn: return tr("Where");
+    case MessageColumn: return tr("Message");
+    }
+    return {};
+}
+
+} // namespace tpui

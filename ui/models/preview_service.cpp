@@ -1,0 +1,76 @@
+#include "models/preview_service.h"
+
+#include <QElapsedTimer>
+#include <QtConcurrent/QtConcurrentRun>
+
+namespace tpui {
+
+std::shared_ptr<const PreviewResult> computePreview(std::shared_ptr<const tp::ModelSpec> spec, tp::Plan plan,
+                                                    PreviewSettings settings)
+{
+    QElapsedTimer timer;
+    timer.start();
+    auto r = std::make_shared<PreviewResult>();
+    r->spec = spec;
+    r->settings = settings;
+    if (!spec)
+        return r;
+    plan.tpSize = settings.tpSize;
+    tp::ShardOptions o;
+    o.batch = settings.batch;
+    o.seq = settings.seq;
+    if (settings.dtype == QLatin1String("bf16"))
+        o.activationDtype = tp::DType::BF16;
+    else if (settings.dtype == QLatin1String("f16"))
+        o.activationDtype = tp::DType::F16;
+    else if (settings.dtype == QLatin1String("f32"))
+        o.activationDtype = tp::DType::F32;
+    r->graph = tp::shardModel(*spec, plan, o);
+    auto hw = tp::findHardware(settings.hardware.toStdString());
+    if (hw.ok()) {
+        r->hardware = *hw;
+        if (r->graph.valid())
+            r->cost = tp::estimateCost(*spec, r->graph, *hw);
+        r->scaling = tp::predictScaling(*spec, plan, o, *hw, std::max(8, std::min(settings.tpSize, 64)));
+    } else {
+        r->hardwareError = QString::fromStdString(hw.status().message());
+    }
+    r->workerMs = timer.elapsed();
+    return r;
+}
+
+PreviewService::PreviewService(PlanDocument* doc, QObject* parent)
+    : QObject(parent)
+    , m_doc(doc)
+{
+    connect(&m_watcher, &QFutureWatcher<std::shared_ptr<const PreviewResult>>::finished, this, [this] {
+        auto r = m_watcher.result();
+        if (m_running == m_generation) {
+            m_latest = r;
+            emit ready(r);
+        }
+        if (m_pending) { // a change arrived while this one ran: compute the newest state now
+            m_pending = false;
+            request();
+        }
+    });
+    connect(doc, &PlanDocument::planChanged, this, &PreviewService::request);
+    connect(doc, &PlanDocument::settingsChanged, this, &PreviewService::request);
+}
+
+PreviewService::~PreviewService() { m_watcher.waitForFinished(); }
+
+void PreviewService::request()
+{
+    if (!m_doc->spec())
+        return; // nothing to preview before a model is open
+    ++m_generation;
+    if (m_watcher.isRunning()) { // newest wins: run again when the current one ends
+        m_pending = true;
+        return;
+    }
+    m_running = m_generation;
+    m_watcher.setFuture(QtConcurrent::run(computePreview, m_doc->specPtr(), m_doc->plan(), m_doc->settings()));
+}
+
+} // namespace tpui

@@ -1,0 +1,56 @@
+// preview_service.h — computes the sharded graph, the cost model and the predicted scaling of the
+// document's plan on a worker thread. The newest request wins: results of superseded requests are
+// dropped, so editing quickly never shows a stale preview.
+#pragma once
+
+#include "models/plan_document.h"
+
+#include "tp/cost/cost_model.h"
+#include "tp/shard/sharded_graph.h"
+
+#include <QFutureWatcher>
+#include <QObject>
+
+#include <memory>
+
+namespace tpui {
+
+struct PreviewResult
+{
+    std::shared_ptr<const tp::ModelSpec> spec;
+    tp::ShardedGraph graph;
+    std::optional<tp::CostReport> cost;          // when the plan is valid and the profile loads
+    std::vector<tp::ScalingPoint> scaling;
+    std::optional<tp::HardwareProfile> hardware;
+    QString hardwareError;
+    PreviewSettings settings;
+    qint64 workerMs = 0;
+};
+
+// Computes one preview (what the worker runs; also usable synchronously in tests).
+std::shared_ptr<const PreviewResult> computePreview(std::shared_ptr<const tp::ModelSpec> spec, tp::Plan plan,
+                                                    PreviewSettings settings);
+
+class PreviewService final : public QObject
+{
+    Q_OBJECT
+public:
+    explicit PreviewService(PlanDocument* doc, QObject* parent = nullptr);
+    ~PreviewService() override;
+    std::shared_ptr<const PreviewResult> latest() const { return m_latest; }
+    // Starts a preview of the document's current state (called on every change).
+    void request();
+    bool busy() const { return m_watcher.isRunning(); }
+
+signals:
+    void ready(std::shared_ptr<const tpui::PreviewResult> result);
+
+private:
+    PlanDocument* m_doc;
+    QFutureWatcher<std::shared_ptr<const PreviewResult>> m_watcher;
+    std::shared_ptr<const PreviewResult> m_latest;
+    quint64 m_generation = 0, m_running = 0;
+    bool m_pending = false;
+};
+
+} // namespace tpui

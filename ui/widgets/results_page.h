@@ -1,0 +1,66 @@
+// results_page.h — charts of runs (QCustomPlot): per-layer compute vs communication per rank,
+// measured speedup against the predicted one, a timeline per rank (zoom, pan, tooltips), a
+// baseline-vs-current comparison, and collective benchmark curves. Charts export to PNG, SVG and
+// PDF; records to JSON, CSV and Chrome trace.
+#pragma once
+
+#include "models/preview_service.h"
+#include "widgets/run_page.h"
+
+#include <QJsonArray>
+#include <QWidget>
+
+class QCustomPlot;
+class QComboBox;
+class QLabel;
+class QProcess;
+class QTabWidget;
+
+namespace tpui {
+
+class ResultsPage final : public QWidget
+{
+    Q_OBJECT
+public:
+    explicit ResultsPage(QWidget* parent = nullptr);
+    void setRun(std::shared_ptr<const RunData> run);
+    void setPreview(std::shared_ptr<const PreviewResult> preview);
+    // Collective benchmark rows (tpstudio-cli bench comm --json) of one communicator.
+    void setBenchmark(const QString& communicator, const QJsonArray& rows);
+    void runBenchmark();
+    std::shared_ptr<const RunData> run() const { return m_run; }
+    std::shared_ptr<const RunData> baseline() const { return m_baseline; }
+    void setBaseline(std::shared_ptr<const RunData> run);
+    QTabWidget* tabs() const { return m_tabs; }
+    QCustomPlot* currentPlot() const;
+    // Writes the visible chart; the format follows the suffix (.png, .svg, .pdf).
+    bool exportChart(const QString& path) const;
+    // Writes the run's record (.json), spans (.csv) or Chrome trace (.trace.json / any other .json).
+    bool exportRecord(const QString& path, const QString& kind) const;
+    // Number of plottables and items drawn in each chart (for tests and the status bar).
+    int itemCount(int tab) const;
+
+signals:
+    void benchmarkFinished();
+    void message(const QString& text);
+
+private:
+    void refresh();
+    void plotLayers();
+    void plotSpeedup();
+    void plotTimeline();
+    void plotCompare();
+    void plotBenchmark();
+    QJsonObject selectedRun(const RunData& d) const;
+
+    QTabWidget* m_tabs;
+    QCustomPlot *m_layers, *m_speedup, *m_timeline, *m_compare, *m_bench;
+    QComboBox *m_tpBox, *m_rankBox;
+    QLabel* m_info;
+    std::shared_ptr<const RunData> m_run, m_baseline;
+    std::shared_ptr<const PreviewResult> m_preview;
+    std::map<QString, QJsonArray> m_benchRows;
+    QProcess* m_benchProc = nullptr;
+};
+
+} // namespace tpui

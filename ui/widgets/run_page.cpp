@@ -1,0 +1,250 @@
+#include "widgets/run_page.h"
+
+#include "models/plan_document.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileInfo>
+#include <QFontDatabase>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRegularExpressionValidator>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QVBoxLayout>
+
+namespace tpui {
+
+RunPage::RunPage(PlanDocument* doc, QWidget* parent)
+    : QWidget(parent)
+    , m_doc(doc)
+    , m_backend(new QComboBox)
+    , m_tp(new QLineEdit(QStringLiteral("1,2")))
+    , m_batch(new QSpinBox)
+    , m_seq(new QSpinBox)
+    , m_warmup(new QSpinBox)
+    , m_iters(new QSpinBox)
+    , m_random(new QCheckBox(tr("Seeded random weights (ignore the checkpoint)")))
+    , m_run(new QPushButton(QIcon::fromTheme(QStringLiteral("media-playback-start")), tr("&Run")))
+    , m_cancel(new QPushButton(QIcon::fromTheme(QStringLiteral("process-stop")), tr("&Cancel")))
+    , m_progress(new QProgressBar)
+    , m_log(new QPlainTextEdit)
+{
+    m_backend->addItem(tr("CPU (fp32, OpenBLAS, one thread per rank)"), QStringLiteral("cpu"));
+    m_tp->setValidator(new QRegularExpressionValidator(QRegularExpression(QStringLiteral("\\d+(,\\d+)*")), m_tp));
+    m_tp->setToolTip(tr("Comma-separated tp sizes; T=1 runs first so that the others get a speedup"));
+    m_batch->setRange(1, 4096);
+    m_seq->setRange(1, 65536);
+    m_seq->setValue(128);
+    m_warmup->setRange(0, 100);
+    m_warmup->setValue(1);
+    m_iters->setRange(1, 1000);
+    m_iters->setValue(3);
+    m_cancel->setEnabled(false);
+    m_log->setReadOnly(true);
+    m_log->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+    m_log->setMaximumBlockCount(5000);
+
+    auto* form = new QFormLayout;
+    form->addRow(tr("Backend:"), m_backend);
+    form->addRow(tr("TP sizes:"), m_tp);
+    form->addRow(tr("Batch:"), m_batch);
+    form->addRow(tr("Sequence:"), m_seq);
+    form->addRow(tr("Warm-up iterations:"), m_warmup);
+    form->addRow(tr("Timed iterations:"), m_iters);
+    form->addRow(QString(), m_random);
+    auto* buttons = new QHBoxLayout;
+    buttons->addWidget(m_run);
+    buttons->addWidget(m_cancel);
+    buttons->addWidget(m_progress, 1);
+    auto* lay = new QVBoxLayout(this);
+    lay->addLayout(form);
+    lay->addLayout(buttons);
+    lay->addWidget(new QLabel(tr("Log")));
+    lay->addWidget(m_log, 1);
+
+    // Runs use the shapes the previews use, so measured and predicted compare like for like.
+    auto follow = [this] {
+        m_batch->setValue(int(m_doc->settings().batch));
+        m_seq->setValue(int(std::min<qint64>(m_doc->settings().seq, m_seq->maximum())));
+    };
+    follow();
+    connect(m_doc, &PlanDocument::settingsChanged, this, follow);
+    connect(m_run, &QPushButton::clicked, this, &RunPage::start);
+    connect(m_cancel, &QPushButton::clicked, this, &RunPage::cancel);
+}
+
+RunPage::~RunPage()
+{
+    if (m_proc && m_proc->state() != QProcess::NotRunning) {
+        m_proc->kill();
+        m_proc->waitForFinished(3000);
+    }
+}
+
+QString RunPage::cliPath()
+{
+    const QString env = qEnvironmentVariable("TPSTUDIO_CLI");
+    if (!env.isEmpty())
+        return env;
+    const QString sibling = QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("tpstudio-cli"));
+    if (QFileInfo(sibling).isExecutable())
+        return sibling;
+    const QString onPath = QStandardPaths::findExecutable(QStringLiteral("tpstudio-cli"));
+    return onPath.isEmpty() ? sibling : onPath;
+}
+
+QStringList RunPage::arguments(const QString& planFile, const QString& dir) const
+{
+    QStringList a{QStringLiteral("run"), QStringLiteral("--model"), m_doc->source(), QStringLiteral("--plan"), planFile,
+                  QStringLiteral("--tp"), m_tp->text(), QStringLiteral("--batch"), QString::number(m_batch->value()),
+                  QStringLiteral("--seq"), QString::number(m_seq->value()), QStringLiteral("--warmup"),
+                  QString::number(m_warmup->value()), QStringLiteral("--iters"), QString::number(m_iters->value()),
+                  QStringLiteral("--backend"), m_backend->currentData().toString(), QStringLiteral("--json-stream"),
+                  QStringLiteral("--trace"), dir + QStringLiteral("/trace.json"), QStringLiteral("--csv"),
+                  dir + QStringLiteral("/spans.csv"), QStringLiteral("--json"), dir + QStringLiteral("/run.json")};
+    if (m_random->isChecked())
+        a << QStringLiteral("--random-weights");
+    return a;
+}
+
+bool RunPage::running() const { return m_proc && m_proc->state() != QProcess::NotRunning; }
+
+void RunPage::start()
+{
+    if (running() || !m_doc->spec())
+        return;
+    m_dir = std::make_shared<QTemporaryDir>();
+    const QString planFile = m_dir->filePath(QStringLiteral("plan.json"));
+    if (auto st = m_doc->exportJson(planFile); !st.ok()) {
+        emit runFailed(QString::fromStdString(st.message()));
+        return;
+    }
+    m_log->clear();
+    m_record = {};
+    m_error.clear();
+    m_buffer.clear();
+    m_cancelled = false;
+    m_steps = 0;
+    const int sizes = int(m_tp->text().split(QLatin1Char(','), Qt::SkipEmptyParts).size());
+    m_progress->setRange(0, std::max(1, sizes * (m_warmup->value() + m_iters->value())));
+    m_progress->setValue(0);
+    m_proc = new QProcess(this);
+    m_proc->setProcessChannelMode(QProcess::SeparateChannels);
+    connect(m_proc, &QProcess::readyReadStandardOutput, this, &RunPage::readLines);
+    connect(m_proc, &QProcess::readyReadStandardError, this, [this] {
+        m_log->appendPlainText(QString::fromUtf8(m_proc->readAllStandardError()).trimmed());
+    });
+    connect(m_proc, &QProcess::finished, this, &RunPage::finished);
+    connect(m_proc, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
+        if (e == QProcess::FailedToStart) {
+            m_log->appendPlainText(tr("Cannot start %1: %2").arg(cliPath(), m_proc->errorString()));
+            finished(-1, QProcess::CrashExit);
+        }
+    });
+    const QStringList args = arguments(planFile, m_dir->path());
+    m_log->appendPlainText(QStringLiteral("$ %1 %2").arg(cliPath(), args.join(QLatin1Char(' '))));
+    m_run->setEnabled(false);
+    m_cancel->setEnabled(true);
+    m_proc->start(cliPath(), args);
+}
+
+void RunPage::cancel()
+{
+    if (!running())
+        return;
+    m_cancelled = true;
+    m_log->appendPlainText(tr("Cancelling…"));
+    m_proc->kill();
+}
+
+void RunPage::readLines()
+{
+    m_buffer += m_proc->readAllStandardOutput();
+    int nl;
+    while ((nl = int(m_buffer.indexOf('\n'))) >= 0) {
+        const QByteArray line = m_buffer.left(nl).trimmed();
+        m_buffer.remove(0, nl + 1);
+        if (line.isEmpty())
+            continue;
+        QJsonParseError err{};
+        const QJsonDocument d = QJsonDocument::fromJson(line, &err);
+        if (d.isObject())
+            handle(d.object());
+        else
+            m_log->appendPlainText(QString::fromUtf8(line));
+    }
+}
+
+void RunPage::handle(const QJsonObject& e)
+{
+    const QString ev = e.value(QStringLiteral("event")).toString();
+    if (ev == QLatin1String("start")) {
+        m_log->appendPlainText(tr("Running %1 (%2) for tp sizes %3")
+                                   .arg(e.value(QStringLiteral("class")).toString(), e.value(QStringLiteral("weights")).toString(),
+                                        QString::fromUtf8(QJsonDocument(e.value(QStringLiteral("tp")).toArray()).toJson(QJsonDocument::Compact))));
+    } else if (ev == QLatin1String("progress")) {
+        m_progress->setValue(++m_steps);
+        m_log->appendPlainText(tr("T=%1 %2 %3: %4 ms")
+                                   .arg(e.value(QStringLiteral("tp")).toInt())
+                                   .arg(e.value(QStringLiteral("warmup")).toBool() ? tr("warm-up") : tr("iteration"))
+                                   .arg(e.value(QStringLiteral("iteration")).toInt())
+                                   .arg(e.value(QStringLiteral("seconds")).toDouble() * 1e3, 0, 'f', 2));
+    } else if (ev == QLatin1String("result")) {
+        m_log->appendPlainText(tr("T=%1: median %2 ms, %3 tokens/s, speedup %4×, communication %5%")
+                                   .arg(e.value(QStringLiteral("tp")).toInt())
+                                   .arg(e.value(QStringLiteral("median_s")).toDouble() * 1e3, 0, 'f', 2)
+                                   .arg(e.value(QStringLiteral("tokens_per_s")).toDouble(), 0, 'f', 1)
+                                   .arg(e.value(QStringLiteral("speedup")).toDouble(), 0, 'f', 2)
+                                   .arg(e.value(QStringLiteral("comm_share")).toDouble() * 100, 0, 'f', 1));
+    } else if (ev == QLatin1String("record")) {
+        m_record = e.value(QStringLiteral("record")).toObject();
+    } else if (ev == QLatin1String("error")) {
+        m_error = e.value(QStringLiteral("message")).toString();
+        m_log->appendPlainText(tr("Error: %1").arg(m_error));
+    }
+}
+
+void RunPage::finished(int code, QProcess::ExitStatus status)
+{
+    if (m_proc)
+        readLines();
+    m_run->setEnabled(true);
+    m_cancel->setEnabled(false);
+    QString failure;
+    if (m_cancelled)
+        failure = tr("Run cancelled");
+    else if (status == QProcess::CrashExit)
+        failure = tr("The engine process crashed or was killed (%1); the plan and earlier results are untouched")
+                      .arg(m_proc ? m_proc->errorString() : tr("did not start"));
+    else if (code != 0 || m_record.isEmpty())
+        failure = m_error.isEmpty() ? tr("The engine exited with code %1").arg(code) : m_error;
+    if (m_proc) {
+        m_proc->deleteLater();
+        m_proc = nullptr;
+    }
+    if (!failure.isEmpty()) {
+        m_log->appendPlainText(failure);
+        emit runFailed(failure);
+        return;
+    }
+    m_progress->setValue(m_progress->maximum());
+    auto data = std::make_shared<RunData>();
+    data->record = m_record;
+    data->tracePath = m_dir->filePath(QStringLiteral("trace.json"));
+    data->csvPath = m_dir->filePath(QStringLiteral("spans.csv"));
+    data->jsonPath = m_dir->filePath(QStringLiteral("run.json"));
+    data->dir = m_dir;
+    emit runFinished(data);
+}
+
+} // namespace tpui
