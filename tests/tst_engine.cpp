@@ -267,6 +267,35 @@ private slots:
         QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
     }
 
+    void faultKinds_data()
+    {
+        QTest::addColumn<QString>("kind");
+        QTest::addColumn<int>("code");
+        QTest::addColumn<QString>("message");
+        QTest::addRow("out of memory") << "oom" << int(StatusCode::ResourceExhausted) << "rank 1, node model.layers.2.self_attn.o_proj: out of memory";
+        QTest::addRow("exception") << "exception" << int(StatusCode::Internal) << "rank 1, node model.layers.2.self_attn.o_proj: injected exception";
+        QTest::addRow("hung rank") << "hang" << int(StatusCode::DeadlineExceeded) << "waited 300 ms";
+    }
+    void faultKinds()
+    {
+        QFETCH(QString, kind);
+        QFETCH(int, code);
+        QFETCH(QString, message);
+        const ModelSpec s = tptest::openSpec("example");
+        RunOptions o;
+        o.seq = 8;
+        o.failRank = 1;
+        o.failNode = "model.layers.2.self_attn.o_proj";
+        o.failKind = kind.toStdString();
+        o.collectiveTimeout = std::chrono::milliseconds(300);
+        const auto t0 = std::chrono::steady_clock::now();
+        auto r = runModel(s, shardModel(s, defaultPlan(s, 2)), {}, o);
+        QVERIFY(!r.ok());
+        QCOMPARE(int(r.status().code()), code);
+        QVERIFY2(QString::fromStdString(r.status().message()).contains(message), r.status().message().c_str());
+        QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+    }
+
     void wrongCheckpointIsRefusedBeforeAnyRankStarts()
     {
         // The llama fixture's tensors under a config with another hidden size: shape errors, no run.

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -148,9 +149,16 @@ int runVerb(RunOpts o)
         ro.iterations = o.iters;
         ro.collectiveTimeout = std::chrono::seconds(o.timeoutS);
         if (!o.injectFailure.empty()) {
+            // RANK:NODE[:KIND], KIND = error | oom | exception | hang
             const auto colon = o.injectFailure.find(':');
             ro.failRank = std::atoi(o.injectFailure.substr(0, colon).c_str());
-            ro.failNode = colon == std::string::npos ? "" : o.injectFailure.substr(colon + 1);
+            std::string rest = colon == std::string::npos ? "" : o.injectFailure.substr(colon + 1);
+            for (const char* kind : {":oom", ":exception", ":hang", ":error"})
+                if (rest.ends_with(kind)) {
+                    ro.failKind = std::string(kind + 1);
+                    rest.resize(rest.size() - std::strlen(kind));
+                }
+            ro.failNode = rest;
         }
         const int t = sizes[i];
         ro.progress = [&](int it, bool warm, double secs) {
@@ -236,7 +244,8 @@ std::function<int()> addRun(CLI::App& app)
     run->add_option("--tokens", o->tokens, "Token ids, B·S of them, comma-separated (default: a fixed sequence)")
         ->delimiter(',');
     run->add_option("--dump-logits", o->logitsFile, "Write rank 0's logits of the last tp size as JSON ([B·S × vocab])");
-    run->add_option("--inject-failure", o->injectFailure, "Testing: make RANK fail at graph node NODE (RANK:NODE)");
+    run->add_option("--inject-failure", o->injectFailure,
+                    "Testing: make RANK fail at graph node NODE: RANK:NODE[:error|oom|exception|hang]");
     return [o] { return runVerb(*o); };
 }
 

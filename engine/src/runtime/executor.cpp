@@ -90,7 +90,7 @@ public:
         for (int r = 0; r < m_T; ++r)
             threads.emplace_back([&, r] {
                 Communicator& comm = group->rank(r);
-                Status st = rankMain(r, comm, outs[static_cast<std::size_t>(r)]);
+                Status st = guardedRankMain(r, comm, outs[static_cast<std::size_t>(r)]);
                 if (!st.ok()) {
                     {
                         std::lock_guard lock(m_errorMutex);
@@ -120,7 +120,7 @@ public:
     {
         openblas_set_num_threads(1);
         RankOut out;
-        if (Status st = rankMain(comm.rank(), comm, out); !st.ok()) {
+        if (Status st = guardedRankMain(comm.rank(), comm, out); !st.ok()) {
             comm.abort(st.message());
             return st;
         }
@@ -159,6 +159,7 @@ public:
 private:
     struct RankOut
     {
+        int node = -1; // the node this rank is in (for errors raised as exceptions)
         std::vector<double> iterations;
         std::vector<Span> spans;
         double loadSeconds = 0;
@@ -219,6 +220,25 @@ private:
     }
 
     // --- one rank -----------------------------------------------------------------------------
+    // Nothing may escape a rank's thread: exceptions (allocation failures above all) become errors
+    // that name the rank and the node.
+    Status guardedRankMain(int r, Communicator& comm, RankOut& out)
+    {
+        auto where = [&] {
+            return out.node >= 0 ? fmt::format("rank {}, node {}", r, m_g.graph.nodes[static_cast<std::size_t>(out.node)].name)
+                                 : fmt::format("rank {}, loading weights", r);
+        };
+        try {
+            return rankMain(r, comm, out);
+        } catch (const std::bad_alloc&) {
+            return Status(StatusCode::ResourceExhausted, fmt::format("{}: out of memory", where()));
+        } catch (const std::exception& e) {
+            return Status(StatusCode::Internal, fmt::format("{}: {}", where(), e.what()));
+        } catch (...) {
+            return Status(StatusCode::Internal, fmt::format("{}: unknown exception", where()));
+        }
+    }
+
     Status rankMain(int r, Communicator& comm, RankOut& out)
     {
         Rank k;
@@ -238,6 +258,7 @@ private:
             k.spans.clear();
             k.t0 = Clock::now();
             for (std::size_t ni = 0; ni < m_g.graph.nodes.size(); ++ni) {
+                out.node = static_cast<int>(ni);
                 if (m_o.stop.stop_requested())
                     return Status(StatusCode::Cancelled, fmt::format("rank {}: run cancelled", r));
                 TP_RETURN_IF_ERROR(node(k, static_cast<int>(ni)));
@@ -257,8 +278,18 @@ private:
     Status node(Rank& k, int ni)
     {
         const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(ni)];
-        if (k.r == m_o.failRank && n.name == m_o.failNode)
+        if (k.r == m_o.failRank && n.name == m_o.failNode) {
+            if (m_o.failKind == "oom")
+                throw std::bad_alloc();
+            if (m_o.failKind == "exception")
+                throw std::runtime_error("injected exception");
+            if (m_o.failKind == "hang") { // stops answering until the group gives up on it
+                while (!k.comm->aborted())
+                    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                return Status(StatusCode::Cancelled, fmt::format("rank {}, node {}: hung until the watchdog ended the run", k.r, n.name));
+            }
             return Status(StatusCode::Internal, fmt::format("rank {}, node {}: injected failure", k.r, n.name));
+        }
         Span sp{k.r, ni, -1, n.layer, nowUs(k), 0, 0};
         Status st;
         std::optional<NvtxRange> range(std::in_place, m_nvtxNames[static_cast<std::size_t>(ni)]);

@@ -37,6 +37,7 @@ public:
     Status allToAll(std::span<const float> in, std::span<const std::int64_t> sendCounts, std::vector<float>& out) override;
     Status barrier() override;
     void abort(const std::string& why) override;
+    bool aborted() const override;
 
 private:
     Group& m_g;
@@ -93,6 +94,12 @@ public:
         m_cv.notify_all();
     }
 
+    bool isAborted()
+    {
+        std::lock_guard lock(m_mutex);
+        return m_aborted;
+    }
+
     Status abortedStatus(int rank, const char* what) const
     {
         return Status(StatusCode::Cancelled, fmt::format("rank {}: {} abandoned: {}", rank, what, m_why));
@@ -123,6 +130,8 @@ private:
 int LocalCommunicator::size() const { return m_g.m_n; }
 
 void LocalCommunicator::abort(const std::string& why) { m_g.abort(why); }
+
+bool LocalCommunicator::aborted() const { return m_g.isAborted(); }
 
 Status LocalCommunicator::barrier() { return m_g.wait(m_rank, "barrier"); }
 

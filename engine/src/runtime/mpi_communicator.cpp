@@ -89,6 +89,7 @@ public:
         if (m_why.empty())
             m_why = why;
     }
+    bool aborted() const override { return !m_why.empty(); }
 
 private:
     static int count(std::size_t n) { return static_cast<int>(n); }

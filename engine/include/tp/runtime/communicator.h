@@ -43,6 +43,8 @@ public:
     virtual Status barrier() = 0;
     // Makes every pending and later call of every rank fail (a rank hit an error).
     virtual void abort(const std::string& why) = 0;
+    // Whether the group was aborted (by any rank, or by the watchdog).
+    virtual bool aborted() const = 0;
 };
 
 // T ranks in one process. Data moves through shared memory: each rank publishes its buffer, then

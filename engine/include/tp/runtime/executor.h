@@ -28,9 +28,12 @@ struct RunOptions
     int iterations = 1;
     std::chrono::milliseconds collectiveTimeout{30000};
     std::stop_token stop;                       // cancellation, checked between nodes
-    // Fault injection for tests: this rank fails when it reaches the node named `failNode`.
+    // Fault injection for tests: rank `failRank` fails when it reaches the node named `failNode`:
+    // "error" returns an error, "oom" throws std::bad_alloc, "exception" throws, "hang" stops
+    // answering (the other ranks' watchdog ends the run).
     int failRank = -1;
     std::string failNode;
+    std::string failKind = "error";
     // Called by rank 0 after each iteration (warm-up ones too) with its index and seconds.
     std::function<void(int iteration, bool warmup, double seconds)> progress;
 };
