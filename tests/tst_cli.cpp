@@ -299,6 +299,35 @@ private slots:
         QCOMPARE(cli({"bench", "comm", "-e", "12Q"}).code, 2);
     }
 
+    void malformedInputs_data()
+    {
+        // tests/fixtures/malformed/manifest.json: each broken input and the error it must give.
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("expect");
+        QFile f(kFixtures + QStringLiteral("/malformed/manifest.json"));
+        if (!f.open(QIODevice::ReadOnly))
+            qFatal("no malformed manifest");
+        const auto cases = nlohmann::json::parse(f.readAll().toStdString());
+        for (const auto& c : cases) {
+            QStringList args;
+            for (const auto& a : c["args"])
+                args << QString::fromStdString(a.get<std::string>())
+                            .replace(QStringLiteral("{malformed}"), kFixtures + QStringLiteral("/malformed"))
+                            .replace(QStringLiteral("{models}"), kFixtures + QStringLiteral("/models"));
+            const QString name = QString::fromStdString(c["args"].back().get<std::string>()).section(QLatin1Char('/'), -1);
+            QTest::addRow("%s %s", c["args"][0].get<std::string>().c_str(), qPrintable(name))
+                << args << QString::fromStdString(c["expect"].get<std::string>());
+        }
+    }
+    void malformedInputs()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, expect);
+        const Run r = cli(args);
+        QCOMPARE(r.code, 1); // bad input: a clear message, never a crash (a crash is not exit code 1)
+        QVERIFY2(r.err.contains(expect) || r.out.contains(expect), qPrintable(r.err + r.out));
+    }
+
     void catalogListsAll()
     {
         const Run r = cli({"catalog", "--json"});
