@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds the .deb from a build folder and checks it: file list, dependencies, desktop entry and
+# AppStream metadata (validated when the Debian validators are installed), the man page, and that
+# the packaged programs run from an unpacked copy.
+#   check_package.sh BUILD_DIR
+set -euo pipefail
+build="$1"
+cd "$build"
+cpack -G DEB > cpack.log 2>&1 || { cat cpack.log; exit 1; }
+deb="$(ls -t tpstudio_*_*.deb | head -1)"
+fail=0
+check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
+files="$(dpkg-deb -c "$deb" | awk '{print $6}')"
+for f in ./usr/bin/tpstudio ./usr/bin/tpstudio-cli ./usr/share/applications/tpstudio.desktop \
+         ./usr/share/metainfo/io.github.tpstudio.TPStudio.metainfo.xml \
+         ./usr/share/icons/hicolor/scalable/apps/tpstudio.svg ./usr/share/man/man1/tpstudio-cli.1.gz \
+         ./usr/share/tpstudio/plans/index.json ./usr/share/tpstudio/plans/hardware/h100-sxm-8.json; do
+  check "contains $f" "grep -qx '$f' <<< \"\$files\""
+done
+depends="$(dpkg-deb -f "$deb" Depends)"
+for d in libqt6widgets6 libqt6svg6 libqcustomplot2.1-qt6 libopenblas0 libopenmpi3 libfmt9; do
+  check "depends on $d" "grep -q '$d' <<< \"\$depends\""
+done
+recommends="$(dpkg-deb -f "$deb" Recommends)"
+check "recommends openmpi-bin" "grep -q openmpi-bin <<< \"\$recommends\""
+# Every dependency must be a package Debian has.
+for p in $(tr ',' '\n' <<< "$depends" | sed 's/(.*//; s/|.*//' | tr -d ' '); do
+  check "dependency $p exists in the archive" "apt-cache show '$p' > /dev/null 2>&1"
+done
+check "no build paths in the binaries" "! dpkg-deb --fsys-tarfile '$deb' | tar -xO ./usr/bin/tpstudio-cli | grep -aq '$PWD'"
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+dpkg-deb -x "$deb" "$scratch"
+if command -v desktop-file-validate > /dev/null; then
+  check "desktop-file-validate" "desktop-file-validate '$scratch/usr/share/applications/tpstudio.desktop'"
+fi
+if command -v appstreamcli > /dev/null; then
+  check "appstreamcli validate" "appstreamcli validate --no-net --pedantic '$scratch/usr/share/metainfo/io.github.tpstudio.TPStudio.metainfo.xml' > '$scratch/as.log' 2>&1 || { cat '$scratch/as.log'; false; }"
+fi
+check "man page renders" "zcat '$scratch/usr/share/man/man1/tpstudio-cli.1.gz' | grep -q '^.SS plan preview'"
+check "packaged tpstudio-cli runs" "'$scratch/usr/bin/tpstudio-cli' plan validate llama-3.1-8b --tp 8 > /dev/null"
+check "packaged tpstudio runs" "QT_QPA_PLATFORM=offscreen '$scratch/usr/bin/tpstudio' example --screenshot '$scratch/shot.png' > /dev/null 2>&1 && test -s '$scratch/shot.png'"
+echo "package: $deb ($(du -h "$deb" | cut -f1))"
+exit $fail
