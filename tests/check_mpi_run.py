@@ -52,6 +52,31 @@ def main():
         if not ok:
             print(bad.stderr[-1500:])
         failures += not ok
+        # A rank process killed mid-run: mpirun ends the job, nothing hangs.
+        marker = os.path.join(d, "killed-rank")
+        job = subprocess.Popen(base + ["--seq", "64", "--iters", "100000", "--warmup", "0", "--json", marker],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        victim = None
+        for _ in range(200):
+            time.sleep(0.05)
+            ps = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+            ranks = [int(p) for p in ps if int(p) != job.pid]
+            if len(ranks) >= 2:
+                victim = max(ranks)
+                break
+        t0 = time.time()
+        if victim:
+            time.sleep(0.5)
+            os.kill(victim, 9)
+        try:
+            _, err = job.communicate(timeout=60)
+            ended = job.returncode != 0
+        except subprocess.TimeoutExpired:
+            job.kill()
+            err, ended = "", False
+        ok = victim is not None and ended
+        print(f"{'ok  ' if ok else 'FAIL'} a rank process killed with SIGKILL: job ended (exit {job.returncode}) after {time.time() - t0:.1f} s")
+        failures += not ok
         # nccl-tests table over MPI: every collective, data checked.
         bench = subprocess.run([mpirun, "-n", "2", "--oversubscribe", cli, "bench", "comm", "--comm", "mpi", "-e", "64K",
                                 "-f", "8", "-n", "3", "-w", "1", "-o", "all", "--json"],
