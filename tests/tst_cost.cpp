@@ -36,6 +36,10 @@ private slots:
             "memory_bandwidth_gbps": 3000, "peak_tflops": {"bf16": 100})";
         QTest::addRow("not json") << "{" << "not valid JSON";
         QTest::addRow("schema") << R"({"id": "x"})" << "key 'schema'";
+        QTest::addRow("schema not a string (fuzz crash)") << R"({"schema": 3})" << "key 'schema'";
+        QTest::addRow("fractional devices")
+            << R"({"schema": "tpstudio.hardware/1", "id": "x", "name": "x", "devices": 1e300, "memory_gib": 80,
+                   "memory_bandwidth_gbps": 1, "peak_tflops": {"bf16": 1}, "collectives": {}})" << "key 'devices' must be a whole number";
         QTest::addRow("no collectives") << "{" + ok + "}" << "key 'collectives'";
         QTest::addRow("negative bandwidth")
             << "{" + ok + R"(, "collectives": {"all_reduce": {"base_latency_us": 1, "hop_latency_us": 1, "bus_bandwidth_gbps": -3}}})"

@@ -102,7 +102,7 @@ Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::stri
     }
     if (!j.is_object())
         return invalidArgument(fmt::format("{}: a hardware profile must be a JSON object", source));
-    if (j.value("schema", "") != "tpstudio.hardware/1")
+    if (!j.contains("schema") || !j["schema"].is_string() || j["schema"].get<std::string>() != "tpstudio.hardware/1")
         return invalidArgument(fmt::format("{}: key 'schema' must be \"tpstudio.hardware/1\"", source));
     HardwareProfile hw;
     hw.source = source;
@@ -112,8 +112,11 @@ Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::stri
     }
     hw.id = j["id"].get<std::string>();
     hw.name = j["name"].get<std::string>();
-    hw.interconnect = j.value("interconnect", "");
+    if (j.contains("interconnect") && j["interconnect"].is_string())
+        hw.interconnect = j["interconnect"].get<std::string>();
     TP_ASSIGN_OR_RETURN(double devices, positive(j, "devices", source));
+    if (devices > 65536 || devices != std::floor(devices))
+        return invalidArgument(fmt::format("{}: key 'devices' must be a whole number up to 65536", source));
     hw.devices = static_cast<int>(devices);
     if (hw.devices == 0) // the local machine: one device per logical core
         hw.devices = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

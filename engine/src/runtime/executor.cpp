@@ -93,8 +93,11 @@ public:
                 Status st = guardedRankMain(r, comm, outs[static_cast<std::size_t>(r)]);
                 if (!st.ok()) {
                     {
+                        // The cause wins over its consequences: ranks abandoned because of another
+                        // rank's failure report Cancelled, which never replaces a real error.
                         std::lock_guard lock(m_errorMutex);
-                        if (m_firstError.ok())
+                        if (m_firstError.ok()
+                            || (m_firstError.code() == StatusCode::Cancelled && st.code() != StatusCode::Cancelled))
                             m_firstError = st;
                     }
                     comm.abort(st.message());
