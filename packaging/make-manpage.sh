@@ -8,7 +8,7 @@ include="$(mktemp)"
 trap 'rm -f "$include"' EXIT
 {
   echo "[COMMANDS]"
-  for verb in "inspect" "catalog" "plan show" "plan validate" "plan preview" "plan export" "run" \
+  for verb in "inspect" "catalog" "plan show" "plan validate" "plan preview" "plan export" "run" "report" \
               "bench load" "bench plan" "bench comm"; do
     echo ".SS $verb"
     echo ".nf"

@@ -6,9 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz --target fuzz_safetensors_header fuzz_config fuzz_plan fuzz_hardware
+cmake --build --preset fuzz --target fuzz_safetensors_header fuzz_config fuzz_plan fuzz_hardware fuzz_run_record
 status=0
-for t in fuzz_safetensors_header fuzz_config fuzz_plan fuzz_hardware; do
+for t in fuzz_safetensors_header fuzz_config fuzz_plan fuzz_hardware fuzz_run_record; do
   corpus=tests/fuzz/corpus/${t#fuzz_}
   [ "$t" = fuzz_safetensors_header ] && corpus=tests/fuzz/corpus/safetensors
   out=fuzz-out/$t; mkdir -p "$out/corpus"

@@ -253,6 +253,20 @@ private slots:
         QVERIFY(cf.readLine().startsWith("tp,rank,name,kind,op,layer,start_us,end_us,duration_us,bytes"));
     }
 
+    void reportReRendersARecord()
+    {
+        QTemporaryDir dir;
+        const QString record = dir.filePath("run.json"), trace = dir.filePath("trace.json");
+        QCOMPARE(cli({"run", "--model", kFixtures + "/models/llama", "--tp", "1,2", "--seq", "4", "--iters", "1",
+                      "--warmup", "0", "--json", record}).code, 0);
+        const Run r = cli({"report", record, "--trace", trace});
+        QCOMPARE(r.code, 0);
+        QVERIFY(r.out.contains("T=2  per layer"));
+        QFile tf(trace);
+        QVERIFY(tf.open(QIODevice::ReadOnly));
+        QVERIFY(nlohmann::json::parse(tf.readAll().toStdString())["traceEvents"].size() > 20);
+    }
+
     void runJsonStreamAndRefusals()
     {
         const Run r = cli({"run", "--model", kFixtures + "/models/llama", "--tp", "2", "--seq", "8", "--iters", "1",

@@ -24,6 +24,7 @@ int main(int argc, char** argv)
     add(tpcli::addCatalog);
     add(tpcli::addPlan);
     add(tpcli::addRun);
+    add(tpcli::addReport);
     add(tpcli::addBench);
 
     try {

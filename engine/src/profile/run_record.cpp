@@ -13,6 +13,7 @@
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sys/utsname.h>
 #include <thread>
@@ -174,6 +175,121 @@ nlohmann::ordered_json recordToJson(const RunRecord& rec)
     }
     j["runs"] = runs;
     return j;
+}
+
+namespace {
+
+// Typed reads that name the key on failure.
+struct Reader
+{
+    const nlohmann::json& j;
+    std::string where;
+    Status need(const char* key, bool (nlohmann::json::*is)() const noexcept, const char* what) const
+    {
+        if (!j.is_object() || !j.contains(key) || !(j.at(key).*is)())
+            return invalidArgument(fmt::format("{}: key '{}' must be {}", where, key, what));
+        return {};
+    }
+    Result<std::string> str(const char* key) const
+    {
+        TP_RETURN_IF_ERROR(need(key, &nlohmann::json::is_string, "a string"));
+        return j.at(key).get<std::string>();
+    }
+    Result<double> num(const char* key) const
+    {
+        TP_RETURN_IF_ERROR(need(key, &nlohmann::json::is_number, "a number"));
+        return j.at(key).get<double>();
+    }
+    Result<std::int64_t> integer(const char* key, std::int64_t lo, std::int64_t hi) const
+    {
+        TP_RETURN_IF_ERROR(need(key, &nlohmann::json::is_number_integer, "an integer"));
+        const auto v = j.at(key).get<std::int64_t>();
+        if (v < lo || v > hi)
+            return invalidArgument(fmt::format("{}: key '{}' must be in {}..{}, found {}", where, key, lo, hi, v));
+        return v;
+    }
+};
+
+} // namespace
+
+Result<RunRecord> parseRunRecord(std::string_view text, const std::string& source)
+{
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        return invalidArgument(fmt::format("{}: not valid JSON: {}", source, e.what()));
+    }
+    const Reader top{j, source};
+    TP_ASSIGN_OR_RETURN(std::string schema, top.str("schema"));
+    if (schema != "tpstudio.run/1")
+        return invalidArgument(fmt::format("{}: key 'schema' is \"{}\", expected \"tpstudio.run/1\"", source, schema));
+    RunRecord rec;
+    TP_RETURN_IF_ERROR(top.need("settings", &nlohmann::json::is_object, "an object"));
+    const Reader s{j["settings"], source + ": settings"};
+    TP_ASSIGN_OR_RETURN(rec.settings.model, s.str("model"));
+    TP_ASSIGN_OR_RETURN(rec.settings.modelClass, s.str("class"));
+    TP_ASSIGN_OR_RETURN(rec.settings.plan, s.str("plan"));
+    TP_ASSIGN_OR_RETURN(rec.settings.backend, s.str("backend"));
+    TP_ASSIGN_OR_RETURN(rec.settings.communicator, s.str("communicator"));
+    TP_ASSIGN_OR_RETURN(rec.settings.batch, s.integer("batch", 1, std::int64_t(1) << 40));
+    TP_ASSIGN_OR_RETURN(rec.settings.seq, s.integer("seq", 1, std::int64_t(1) << 40));
+    TP_ASSIGN_OR_RETURN(std::int64_t warmup, s.integer("warmup", 0, 1 << 30));
+    TP_ASSIGN_OR_RETURN(std::int64_t iters, s.integer("iterations", 1, 1 << 30));
+    rec.settings.warmup = static_cast<int>(warmup);
+    rec.settings.iterations = static_cast<int>(iters);
+    TP_ASSIGN_OR_RETURN(rec.settings.weights, s.str("weights"));
+    if (j.contains("provenance") && j["provenance"].is_object()) {
+        const Reader p{j["provenance"], source + ": provenance"};
+        if (auto v = p.str("cpu"); v.ok())
+            rec.provenance.cpuModel = *v;
+        if (auto v = p.str("os"); v.ok())
+            rec.provenance.os = *v;
+    }
+    TP_RETURN_IF_ERROR(top.need("runs", &nlohmann::json::is_array, "an array"));
+    for (std::size_t i = 0; i < j["runs"].size(); ++i) {
+        const Reader r{j["runs"][i], fmt::format("{}: runs[{}]", source, i)};
+        TpRun run;
+        TP_ASSIGN_OR_RETURN(std::int64_t tp, r.integer("tp", 1, 1 << 16));
+        run.tp = static_cast<int>(tp);
+        TP_ASSIGN_OR_RETURN(run.loadSeconds, r.num("load_s"));
+        TP_ASSIGN_OR_RETURN(run.medianSeconds, r.num("median_s"));
+        TP_ASSIGN_OR_RETURN(run.tokensPerSecond, r.num("tokens_per_s"));
+        TP_ASSIGN_OR_RETURN(run.speedup, r.num("speedup"));
+        TP_ASSIGN_OR_RETURN(run.commShare, r.num("comm_share"));
+        TP_RETURN_IF_ERROR(r.need("layers", &nlohmann::json::is_array, "an array"));
+        for (const auto& l : r.j["layers"]) {
+            const Reader lr{l, r.where + ": layers"};
+            LayerTiming t;
+            TP_ASSIGN_OR_RETURN(std::int64_t layer, lr.integer("layer", -1, 1 << 20));
+            t.layer = static_cast<int>(layer);
+            TP_ASSIGN_OR_RETURN(t.computeUs, lr.num("compute_us"));
+            TP_ASSIGN_OR_RETURN(t.commUs, lr.num("comm_us"));
+            run.layers.push_back(t);
+        }
+        TP_RETURN_IF_ERROR(r.need("spans", &nlohmann::json::is_array, "an array"));
+        for (const auto& sp : r.j["spans"]) {
+            const Reader sr{sp, r.where + ": spans"};
+            RecordedSpan x;
+            TP_ASSIGN_OR_RETURN(std::int64_t rank, sr.integer("rank", 0, run.tp - 1));
+            x.rank = static_cast<int>(rank);
+            TP_ASSIGN_OR_RETURN(x.name, sr.str("name"));
+            TP_ASSIGN_OR_RETURN(x.kind, sr.str("kind"));
+            TP_ASSIGN_OR_RETURN(x.op, sr.str("op"));
+            TP_ASSIGN_OR_RETURN(std::int64_t layer, sr.integer("layer", -1, 1 << 20));
+            x.layer = static_cast<int>(layer);
+            TP_ASSIGN_OR_RETURN(x.startUs, sr.num("start_us"));
+            TP_ASSIGN_OR_RETURN(x.endUs, sr.num("end_us"));
+            TP_ASSIGN_OR_RETURN(x.bytes, sr.integer("bytes", 0, std::numeric_limits<std::int64_t>::max()));
+            run.spans.push_back(std::move(x));
+        }
+        if (r.j.contains("iteration_s") && r.j["iteration_s"].is_array())
+            for (const auto& v : r.j["iteration_s"])
+                if (v.is_number())
+                    run.iterationSeconds.push_back(v.get<double>());
+        rec.runs.push_back(std::move(run));
+    }
+    return rec;
 }
 
 void writeJson(const RunRecord& rec, std::ostream& out) { out << recordToJson(rec).dump(1) << "\n"; }

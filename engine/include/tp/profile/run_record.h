@@ -6,6 +6,7 @@
 //   writeChromeTrace(rec, out);         // pid = rank, tid = tp size, "X" events in µs
 #pragma once
 
+#include "tp/core/status.h"
 #include "tp/runtime/executor.h"
 #include "tp/shard/sharded_graph.h"
 
@@ -81,6 +82,8 @@ struct RunRecord
 void addRun(RunRecord& record, const ShardedGraph& g, const RunResult& result);
 
 nlohmann::ordered_json recordToJson(const RunRecord& record);
+// Reads a record written by writeJson back (schema tpstudio.run/1); errors name the file and key.
+Result<RunRecord> parseRunRecord(std::string_view text, const std::string& source);
 void writeJson(const RunRecord& record, std::ostream& out);
 void writeCsv(const RunRecord& record, std::ostream& out);          // one row per span
 void writeChromeTrace(const RunRecord& record, std::ostream& out);  // chrome://tracing, Perfetto

@@ -1,0 +1,56 @@
+// report.cpp — `tpstudio-cli report RECORD`: re-render a saved run record (console table, Chrome
+// trace, CSV) without running anything.
+#include "commands.h"
+
+#include "tp/profile/run_record.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace tpcli {
+
+std::function<int()> addReport(CLI::App& app)
+{
+    struct Opts
+    {
+        std::string record, trace, csv;
+    };
+    auto o = std::make_shared<Opts>();
+    auto* cmd = app.add_subcommand("report", "Show a saved run record (tpstudio-cli run --json) and convert it to a "
+                                             "Chrome trace or CSV");
+    cmd->add_option("RECORD", o->record, "Run record JSON (schema tpstudio.run/1)")->required();
+    cmd->add_option("--trace", o->trace, "Write Chrome trace-event JSON");
+    cmd->add_option("--csv", o->csv, "Write the spans as CSV");
+    return [o] {
+        std::ifstream in(o->record, std::ios::binary);
+        if (!in) {
+            fmt::print(stderr, "tpstudio-cli report: {}: cannot open\n", o->record);
+            return int(kBadInput);
+        }
+        std::ostringstream ss;
+        ss << in.rdbuf();
+        auto rec = tp::parseRunRecord(ss.str(), o->record);
+        if (!rec) {
+            fmt::print(stderr, "tpstudio-cli report: {}\n", rec.status().message());
+            return int(kBadInput);
+        }
+        for (const auto& [path, write] : {std::pair<std::string, void (*)(const tp::RunRecord&, std::ostream&)>{o->trace, tp::writeChromeTrace},
+                                          {o->csv, tp::writeCsv}}) {
+            if (path.empty())
+                continue;
+            std::ofstream out(path);
+            write(*rec, out);
+            if (!out) {
+                fmt::print(stderr, "tpstudio-cli report: {}: cannot write\n", path);
+                return int(kBadInput);
+            }
+        }
+        tp::writeConsole(*rec, std::cout);
+        return int(kOk);
+    };
+}
+
+} // namespace tpcli
