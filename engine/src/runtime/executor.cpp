@@ -8,6 +8,7 @@
 
 #include "tp/model/loader.h"
 #include "tp/runtime/communicator.h"
+#include "tp/runtime/cpu_ops.h"
 #include "../profile/nvtx.h"
 
 #include <cblas.h>
@@ -41,19 +42,7 @@ bool executableFamily(Family f)
     }
 }
 
-// y[N, out] = x[N, in] · W[out, in]ᵀ
-void gemm(const float* x, const float* w, float* y, std::int64_t n, std::int64_t in, std::int64_t out)
-{
-    if (n == 0 || out == 0)
-        return;
-    if (in == 0) {
-        std::fill(y, y + n * out, 0.0f);
-        return;
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(n), static_cast<blasint>(out),
-                static_cast<blasint>(in), 1.0f, x, static_cast<blasint>(in), w, static_cast<blasint>(in), 0.0f, y,
-                static_cast<blasint>(out));
-}
+using cpu::gemm;
 
 float silu(float v) { return v / (1.0f + std::exp(-v)); }
 
@@ -417,15 +406,9 @@ private:
         const std::int64_t rows = shape[0], cols = shape[1];
         const std::int64_t first = s->dim == 0 ? s->slices[static_cast<std::size_t>(k.r)][0].offset : 0;
         auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
-        y.assign(static_cast<std::size_t>(m_N * cols), 0.0f);
-        for (std::int64_t t = 0; t < m_N; ++t) {
-            const std::int64_t id = m_tokens[static_cast<std::size_t>(t)];
-            if (id < 0 || id >= m_c.vocabSize)
-                return fail(k, n, fmt::format("token id {} outside the vocabulary of {}", id, m_c.vocabSize));
-            const std::int64_t local = id - first;
-            if (local >= 0 && local < rows) // vocab-parallel: other ranks' ids stay zero (masked)
-                std::copy_n(W.begin() + local * cols, cols, y.begin() + t * cols);
-        }
+        y.resize(static_cast<std::size_t>(m_N * cols));
+        if (!cpu::embedding(m_tokens.data(), m_N, W.data(), rows, cols, first, m_c.vocabSize, y.data()))
+            return fail(k, n, fmt::format("a token id is outside the vocabulary of {}", m_c.vocabSize));
         return {};
     }
 
@@ -439,16 +422,7 @@ private:
             return fail(k, n, fmt::format("norm over {} of {} features with a weight of {}", d, W, w.size()));
         auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
         y.resize(x.size());
-        const float eps = static_cast<float>(m_c.rmsNormEps);
-        for (std::int64_t row = 0; row < m_N * (W / d); ++row) {
-            const float* xi = x.data() + row * d;
-            double ss = 0;
-            for (std::int64_t j = 0; j < d; ++j)
-                ss += double(xi[j]) * xi[j];
-            const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(d)) + eps);
-            for (std::int64_t j = 0; j < d; ++j)
-                y[static_cast<std::size_t>(row * d + j)] = w[static_cast<std::size_t>(j)] * (xi[j] * inv);
-        }
+        cpu::rmsNorm(x.data(), w.data(), y.data(), m_N * (W / d), d, static_cast<float>(m_c.rmsNormEps));
         return {};
     }
 
@@ -502,25 +476,11 @@ private:
 
     void rope(Rank& k, const GraphNode& n)
     {
-        const std::int64_t hd = n.headDim, half = hd / 2;
         for (std::size_t i = 0; i < 2; ++i) {
             const auto& x = k.acts[static_cast<std::size_t>(n.inputs[i])];
             auto& y = k.acts[static_cast<std::size_t>(n.outputs[i])];
             y.resize(x.size());
-            const std::int64_t W = width(k, n.inputs[i]);
-            for (std::int64_t t = 0; t < m_N; ++t) {
-                const double pos = static_cast<double>(t % m_o.seq);
-                for (std::int64_t h = 0; h < W / hd; ++h) {
-                    const float* xi = x.data() + t * W + h * hd;
-                    float* yi = y.data() + t * W + h * hd;
-                    for (std::int64_t j = 0; j < half; ++j) {
-                        const double a = pos * m_invFreq[static_cast<std::size_t>(j)];
-                        const float c = static_cast<float>(std::cos(a)), s = static_cast<float>(std::sin(a));
-                        yi[j] = xi[j] * c - xi[j + half] * s;
-                        yi[j + half] = xi[j + half] * c + xi[j] * s;
-                    }
-                }
-            }
+            cpu::rope(x.data(), y.data(), m_N, width(k, n.inputs[i]), n.headDim, m_o.seq, m_invFreq);
         }
     }
 
@@ -535,34 +495,7 @@ private:
             return fail(k, n, fmt::format("{} local q heads do not pair with {} kv heads in groups of {}", heads, kvHeads, group));
         auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
         y.resize(static_cast<std::size_t>(m_N * qw)); // every element is written by the second GEMM
-        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-        const std::int64_t S = m_o.seq;
-        auto& p = k.scratch2;
-        p.resize(static_cast<std::size_t>(S * S));
-        for (std::int64_t b = 0; b < m_o.batch; ++b)
-            for (std::int64_t h = 0; h < heads; ++h) {
-                const float* qh = q.data() + b * S * qw + h * hd;
-                const float* kh = kk.data() + b * S * kw + (h / group) * hd;
-                const float* vh = v.data() + b * S * kw + (h / group) * hd;
-                // scores = q·kᵀ·scale over this head's rows (strided views of the token-major buffers)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(S), static_cast<blasint>(S),
-                            static_cast<blasint>(hd), scale, qh, static_cast<blasint>(qw), kh, static_cast<blasint>(kw),
-                            0.0f, p.data(), static_cast<blasint>(S));
-                for (std::int64_t i = 0; i < S; ++i) { // causal softmax
-                    float* row = p.data() + i * S;
-                    const float mx = *std::max_element(row, row + i + 1);
-                    float sum = 0;
-                    for (std::int64_t j = 0; j <= i; ++j)
-                        sum += (row[j] = std::exp(row[j] - mx));
-                    const float inv = 1.0f / sum;
-                    for (std::int64_t j = 0; j <= i; ++j)
-                        row[j] *= inv;
-                    std::fill(row + i + 1, row + S, 0.0f);
-                }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(S), static_cast<blasint>(hd),
-                            static_cast<blasint>(S), 1.0f, p.data(), static_cast<blasint>(S), vh, static_cast<blasint>(kw),
-                            0.0f, y.data() + b * S * qw + h * hd, static_cast<blasint>(qw));
-            }
+        cpu::attention(q.data(), kk.data(), v.data(), y.data(), m_o.batch, m_o.seq, heads, kvHeads, hd, k.scratch2);
         return {};
     }
 
@@ -581,8 +514,7 @@ private:
         const auto& g = k.acts[static_cast<std::size_t>(n.inputs[0])];
         const auto& u = k.acts[static_cast<std::size_t>(n.inputs[1])];
         y.resize(g.size());
-        for (std::size_t i = 0; i < g.size(); ++i)
-            y[i] = silu(g[i]) * u[i];
+        cpu::siluMul(g.data(), u.data(), y.data(), static_cast<std::int64_t>(g.size()));
     }
 
     Status router(Rank& k, const GraphNode& n)
