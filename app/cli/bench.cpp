@@ -8,6 +8,7 @@
 #include "tp/model/synthetic.h"
 #include "tp/cost/cost_model.h"
 #include "tp/shard/sharded_graph.h"
+#include "tp/runtime/gpu.h"
 
 #include <nlohmann/json.hpp>
 
@@ -193,6 +194,67 @@ int benchPlan(const PlanBenchOpts& o)
     return kOk;
 }
 
+struct GemmOpts
+{
+    std::string model = "llama-3.1-8b";
+    int tp = 1;
+    std::int64_t tokens = 512;
+    int device = 0;
+    int iters = 20;
+    bool json = false;
+};
+
+// cuBLAS bf16 GEMMs with the shapes one rank runs for a model at tp size T, against a large square
+// GEMM as the measured peak.
+int benchGemm(const GemmOpts& o)
+{
+    auto inv = tp::gpu::probe();
+    if (!inv) {
+        fmt::print(stderr, "tpstudio-cli bench gemm: {}\n", inv.status().message());
+        return kBadInput;
+    }
+    auto om = tp::openModel(o.model);
+    if (!om) {
+        fmt::print(stderr, "tpstudio-cli bench gemm: {}\n", om.status().message());
+        return kBadInput;
+    }
+    const tp::ShardedGraph g = tp::shardModel(om->spec, tp::defaultPlan(om->spec, o.tp));
+    std::vector<std::pair<std::int64_t, std::int64_t>> shapes; // (out, in) on rank 0
+    for (const auto& p : g.params) {
+        const auto& m = om->spec.modules[static_cast<std::size_t>(p.module)];
+        if (m.kind != tp::ModuleKind::Linear || p.shapes[0].size() != 2 || p.path.ends_with(".bias"))
+            continue;
+        const std::pair<std::int64_t, std::int64_t> s{p.shapes[0][0], p.shapes[0][1]};
+        if (s.first > 0 && s.second > 0 && std::find(shapes.begin(), shapes.end(), s) == shapes.end())
+            shapes.push_back(s);
+    }
+    auto peak = tp::gpu::benchGemmBf16(o.device, 8192, 8192, 8192, o.iters);
+    if (!peak) {
+        fmt::print(stderr, "tpstudio-cli bench gemm: {}\n", peak.status().message());
+        return kBadInput;
+    }
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    if (!o.json)
+        fmt::print("{} on {} (device {}): cuBLAS bf16, fp32 accumulate; peak 8192^3 = {:.1f} TFLOP/s\n{:>8} {:>8} {:>8} {:>10} {:>8}\n",
+                   om->spec.className, inv->devices[static_cast<std::size_t>(o.device)].name, o.device, peak->tflops, "M",
+                   "N", "K", "TFLOP/s", "% peak");
+    for (const auto& [n, k] : shapes) {
+        auto t = tp::gpu::benchGemmBf16(o.device, o.tokens, n, k, o.iters);
+        if (!t) {
+            fmt::print(stderr, "tpstudio-cli bench gemm: {}\n", t.status().message());
+            return kBadInput;
+        }
+        rows.push_back({{"m", o.tokens}, {"n", n}, {"k", k}, {"seconds", t->seconds}, {"tflops", t->tflops},
+                        {"fraction_of_peak", t->tflops / peak->tflops}});
+        if (!o.json)
+            fmt::print("{:>8} {:>8} {:>8} {:>10.1f} {:>7.1f}%\n", o.tokens, n, k, t->tflops, 100 * t->tflops / peak->tflops);
+    }
+    if (o.json)
+        std::cout << nlohmann::ordered_json({{"bench", "gemm"}, {"model", o.model}, {"tp", o.tp}, {"device", inv->devices[static_cast<std::size_t>(o.device)].name},
+                                             {"peak_tflops", peak->tflops}, {"shapes", rows}}).dump(2) << "\n";
+    return kOk;
+}
+
 } // namespace
 
 std::function<int()> addBench(CLI::App& app)
@@ -218,12 +280,24 @@ std::function<int()> addBench(CLI::App& app)
     plan->add_option("--hardware", po->hardware, "Hardware profile for the cost model")->capture_default_str();
     plan->add_option("--repeat", po->repeat, "Timed repetitions")->check(CLI::Range(1, 10000))->capture_default_str();
     plan->add_flag("--json", po->json, "Print JSON");
+    auto go = std::make_shared<GemmOpts>();
+    auto* gemm = bench->add_subcommand(
+        "gemm", "cuBLAS bf16 GEMM TFLOP/s for the shapes one rank of a model runs at a tp size, against a 8192^3 "
+                "GEMM as the measured peak (needs a GPU)");
+    gemm->add_option("--model", go->model, "Model whose Linear shapes to time")->capture_default_str();
+    gemm->add_option("--tp", go->tp, "Tensor-parallel size (rank 0's shards)")->check(CLI::Range(1, 4096))->capture_default_str();
+    gemm->add_option("--tokens", go->tokens, "Rows M (batch × sequence)")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+    gemm->add_option("--device", go->device, "CUDA device")->check(CLI::Range(0, 255))->capture_default_str();
+    gemm->add_option("--iters", go->iters, "Timed repetitions per shape")->check(CLI::Range(1, 10000))->capture_default_str();
+    gemm->add_flag("--json", go->json, "Print JSON");
     auto comm = addBenchComm(bench);
-    return [o, load, po, plan, comm] {
+    return [o, load, po, plan, go, gemm, comm] {
         if (load->parsed())
             return benchLoad(*o);
         if (plan->parsed())
             return benchPlan(*po);
+        if (gemm->parsed())
+            return benchGemm(*go);
         if (const int rc = comm(); rc >= 0)
             return rc;
         return int(kUsage);
