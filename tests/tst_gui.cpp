@@ -488,6 +488,14 @@ private slots:
         QVERIFY(openAndPreview(w, QStringLiteral("example")));
         const auto entries = w.document()->plan().entries;
         RunPage* run = w.runPage();
+        // A first run that succeeds: its results must survive the failures below.
+        run->tpSizes()->setText(QStringLiteral("1"));
+        run->seqBox()->setValue(4);
+        QSignalSpy done(run, &RunPage::runFinished);
+        run->start();
+        QVERIFY(done.wait(60000));
+        const auto earlier = w.resultsPage()->run();
+        QVERIFY(earlier);
         // Cancel a long run.
         run->tpSizes()->setText(QStringLiteral("1"));
         run->seqBox()->setValue(2048);
@@ -505,6 +513,7 @@ private slots:
         QVERIFY(failed.last().first().toString().contains(QStringLiteral("exited with code 1")));
         QVERIFY(w.document()->plan().entries == entries);
         QVERIFY(w.spec());
+        QCOMPARE(w.resultsPage()->run(), earlier); // earlier results intact
     }
 
     void badModelReportsAndKeepsPrevious()
