@@ -5,6 +5,10 @@
 
 #include <QtGlobal>
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 namespace tptest {
 
 // Opens a model (catalog id, folder, …) or aborts the test binary with the engine's message.
@@ -19,6 +23,19 @@ inline tp::ModelSpec openSpec(const char* what)
 } // namespace tptest
 
 namespace tptest {
+
+// max |a - b| relative to the largest |b|: the tolerance measure of the fidelity tests.
+inline double relError(const std::vector<float>& a, const std::vector<float>& b)
+{
+    if (a.size() != b.size())
+        return 1e30;
+    double diff = 0, scale = 1e-12;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        diff = std::max(diff, double(std::abs(a[i] - b[i])));
+        scale = std::max(scale, double(std::abs(b[i])));
+    }
+    return diff / scale;
+}
 
 // A model from config.json text (for shapes no catalog model has).
 inline tp::ModelSpec specFromConfig(const std::string& json)

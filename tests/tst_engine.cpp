@@ -38,18 +38,7 @@ Reference reference(const std::string& family)
     return {j["batch"], j["seq"], j["vocab"], j["tokens"].get<std::vector<std::int32_t>>(), j["logits"].get<std::vector<float>>()};
 }
 
-// max |a - b| relative to the reference's largest magnitude.
-double relError(const std::vector<float>& a, const std::vector<float>& b)
-{
-    if (a.size() != b.size())
-        return 1e30;
-    double diff = 0, scale = 1e-12;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        diff = std::max(diff, double(std::abs(a[i] - b[i])));
-        scale = std::max(scale, double(std::abs(b[i])));
-    }
-    return diff / scale;
-}
+using tptest::relError;
 
 // The default plan with the attention left whole (the shipped "mlp-only"/"experts-only" pattern).
 Plan attentionReplicated(const ModelSpec& s, int tp)

@@ -3,6 +3,8 @@
 #include "tp/runtime/cpu_ops.h"
 #include "tp/runtime/gpu.h"
 
+#include "testutils.h"
+
 #include <QtTest>
 
 #include <cmath>
@@ -23,18 +25,7 @@ std::vector<float> randomVector(std::size_t n, std::uint32_t seed, float scale =
     return v;
 }
 
-// max |a - b| relative to max |b|.
-double relError(const std::vector<float>& a, const std::vector<float>& b)
-{
-    if (a.size() != b.size())
-        return 1e30;
-    double diff = 0, scale = 1e-12;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        diff = std::max(diff, double(std::abs(a[i] - b[i])));
-        scale = std::max(scale, double(std::abs(b[i])));
-    }
-    return diff / scale;
-}
+using tptest::relError;
 
 double tolerance(gpu::Storage s) { return s == gpu::Storage::BF16 ? 2e-2 : 1e-4; }
 

@@ -211,14 +211,7 @@ MainWindow::MainWindow(QWidget* parent)
         m_tree->header()->resizeSection(c, w * em);
     m_tree->setColumnHidden(ModuleTreeModel::DTypeColumn, true);
     m_tree->setColumnHidden(ModuleTreeModel::ParamsColumn, true);
-    auto styleNames = [this] {
-        QStringList names;
-        for (const auto& n : tp::StyleRegistry::builtin().names(m_doc->plan().profile))
-            names << qs(n);
-        for (const auto& c : m_doc->plan().customStyles)
-            names << qs(c.name);
-        return names;
-    };
+    auto styleNames = [this] { return this->styleNames(); };
     m_tree->setItemDelegateForColumn(ModuleTreeModel::StyleColumn, new StyleDelegate(styleNames, this));
     connect(m_treeModel, &ModuleTreeModel::styleEditRequested, this, &MainWindow::editStyle);
 
@@ -358,14 +351,8 @@ QWidget* MainWindow::makePlanPage()
     m_planView->horizontalHeader()->setSectionResizeMode(PlanTableModel::KeyColumn, QHeaderView::Stretch);
     for (int c = PlanTableModel::StyleColumn; c < PlanTableModel::NUM_COLUMNS; ++c)
         m_planView->horizontalHeader()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
-    m_planView->setItemDelegateForColumn(PlanTableModel::StyleColumn, new StyleDelegate([this] {
-        QStringList names;
-        for (const auto& n : tp::StyleRegistry::builtin().names(m_doc->plan().profile))
-            names << qs(n);
-        for (const auto& c : m_doc->plan().customStyles)
-            names << qs(c.name);
-        return names;
-    }, this));
+    m_planView->setItemDelegateForColumn(PlanTableModel::StyleColumn,
+                                         new StyleDelegate([this] { return styleNames(); }, this));
     connect(m_planView, &QTableView::activated, this, [this](const QModelIndex& i) {
         if (i.column() == PlanTableModel::KeyColumn)
             selectPath(m_planModel->keyAt(i.row()));
@@ -796,6 +783,17 @@ void MainWindow::fillSummary(const tp::OpenedModel& om)
         h += eps.join(QStringLiteral(", ")) + QStringLiteral("</p>");
     }
     m_summary->setHtml(h);
+}
+
+QStringList MainWindow::styleNames() const
+{
+    // The current generation's built-in names, then the plan's custom styles.
+    QStringList names;
+    for (const auto& n : tp::StyleRegistry::builtin().names(m_doc->plan().profile))
+        names << qs(n);
+    for (const auto& c : m_doc->plan().customStyles)
+        names << qs(c.name);
+    return names;
 }
 
 void MainWindow::editStyle(const QString& path, const QString& style)

@@ -105,6 +105,7 @@ private:
     void addRecent(const QString& what);
     void rebuildRecentMenu();
     void editStyle(const QString& path, const QString& style);
+    QStringList styleNames() const;
     void report(const QString& text);
 
     PlanDocument* m_doc;
