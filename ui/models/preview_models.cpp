@@ -241,6 +241,9 @@ QVariant MemoryModel::headerData(int section, Qt::Orientation o, int role) const
 
 void DiagnosticsModel::setDiagnostics(std::vector<tp::Diagnostic> diagnostics)
 {
+    // Errors first, then warnings, then notes; each group in the order found.
+    std::stable_sort(diagnostics.begin(), diagnostics.end(),
+                     [](const tp::Diagnostic& a, const tp::Diagnostic& b) { return a.severity > b.severity; });
     beginResetModel();
     m_d = std::move(diagnostics);
     endResetModel();
