@@ -1,5 +1,6 @@
 // tst_gpu — every CUDA op against the CPU op on fresh random inputs, per storage dtype. Skips (and
 // says why) when the build has no CUDA backend or no GPU is visible.
+#include "tp/runtime/communicator.h"
 #include "tp/runtime/cpu_ops.h"
 #include "tp/runtime/gpu.h"
 
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <bit>
 #include <random>
+#include <thread>
 
 using namespace tp;
 
@@ -115,6 +117,40 @@ private slots:
             auto g = gpu::embedding(ids, w, rows, cols, first, s);
             QVERIFY2(g.ok() && relError(*g, ref) < tol, "embedding (vocab shard, masked)");
         }
+    }
+
+    void ncclCollectives()
+    {
+        // One rank per visible GPU (at most 4), each in its own thread; uneven pieces as in the
+        // local communicator's test.
+        const int n = std::min<int>(4, int(gpu::probe()->devices.size()));
+        auto group = NcclGroup::create(n, std::chrono::seconds(30));
+        QVERIFY2(group.ok(), group.status().message().c_str());
+        std::vector<std::string> errors(static_cast<std::size_t>(n));
+        std::vector<std::thread> ts;
+        for (int r = 0; r < n; ++r)
+            ts.emplace_back([&, r] {
+                Communicator& c = (*group)->rank(r);
+                auto check = [&](bool ok, const char* what) {
+                    if (!ok && errors[std::size_t(r)].empty())
+                        errors[std::size_t(r)] = what;
+                };
+                std::vector<float> v(7, float(r + 1));
+                check(c.allReduce(v).ok() && v == std::vector<float>(7, float(n * (n + 1) / 2)), "all_reduce");
+                std::vector<float> mine(std::size_t(r + 1), float(r)), all(std::size_t(n * (n + 1) / 2));
+                check(c.allGather(mine, all).ok(), "all_gather");
+                std::size_t at = 0;
+                for (int p = 0; p < n; ++p)
+                    for (int i = 0; i <= p; ++i)
+                        check(all[at++] == float(p), "all_gather value");
+                std::vector<float> b(4, float(r));
+                check(c.broadcast(b, 0).ok() && b == std::vector<float>(4, 0.0f), "broadcast");
+                check(c.barrier().ok(), "barrier");
+            });
+        for (auto& t : ts)
+            t.join();
+        for (const auto& e : errors)
+            QVERIFY2(e.empty(), e.c_str());
     }
 
     void gemmBenchmarkRuns()

@@ -298,17 +298,30 @@ int benchComm(const CommOpts& o)
         tp::mpiFinalize();
         return kOk;
     }
-    auto group = tp::LocalGroup::create(o.ranks, std::chrono::seconds(120));
+    // Threads in this process: the local communicator, or NCCL with one GPU per rank.
+    std::shared_ptr<tp::LocalGroup> local;
+    std::shared_ptr<tp::NcclGroup> nccl;
+    if (o.comm == "nccl") {
+        auto g = tp::NcclGroup::create(o.ranks, std::chrono::seconds(120));
+        if (!g) {
+            fmt::print(stderr, "tpstudio-cli bench comm: {}\n", g.status().message());
+            return kBadInput;
+        }
+        nccl = *g;
+    } else {
+        local = tp::LocalGroup::create(o.ranks, std::chrono::seconds(120));
+    }
+    auto rankComm = [&](int r) -> tp::Communicator& { return nccl ? nccl->rank(r) : local->rank(r); };
     std::vector<tp::Status> status(static_cast<std::size_t>(o.ranks));
     std::vector<std::thread> threads;
     for (int r = 0; r < o.ranks; ++r)
         threads.emplace_back([&, r] {
             std::vector<Row> mine;
-            Bench b(group->rank(r), o);
+            Bench b(rankComm(r), o);
             for (const auto& op : ops) {
                 tp::Status st = b.run(op, mine);
                 if (!st.ok()) {
-                    group->rank(r).abort(st.message());
+                    rankComm(r).abort(st.message());
                     status[static_cast<std::size_t>(r)] = st;
                     return;
                 }
@@ -323,7 +336,7 @@ int benchComm(const CommOpts& o)
             fmt::print(stderr, "tpstudio-cli bench comm: {}\n", st.message());
             return kBadInput;
         }
-    print(o, "local", o.ranks, rows);
+    print(o, o.comm, o.ranks, rows);
     return kOk;
 }
 
@@ -335,10 +348,10 @@ std::function<int()> addBenchComm(CLI::App* bench)
     auto* cmd = bench->add_subcommand(
         "comm", "The nccl-tests table for a communicator: time, algbw, busbw and #wrong per message size, "
                 "out-of-place and in-place. MPI: mpirun -n N tpstudio-cli bench comm --comm mpi");
-    cmd->add_option("--comm", o->comm, "local (threads) or mpi (processes)")
-        ->check(CLI::IsMember({"local", "mpi"}))
+    cmd->add_option("--comm", o->comm, "local (threads), nccl (threads, one GPU each) or mpi (processes)")
+        ->check(CLI::IsMember({"local", "nccl", "mpi"}))
         ->capture_default_str();
-    cmd->add_option("-t,--ranks", o->ranks, "Ranks of the local communicator")->check(CLI::Range(1, 256))->capture_default_str();
+    cmd->add_option("-t,--ranks", o->ranks, "Ranks (threads) of the local or NCCL communicator")->check(CLI::Range(1, 256))->capture_default_str();
     // Sizes as nccl-tests takes them: 8, 64K, 128M, 1G.
     auto sizeOption = [&](const char* flags, std::int64_t& target, const char* help) {
         cmd->add_option_function<std::string>(

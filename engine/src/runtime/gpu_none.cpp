@@ -21,3 +21,16 @@ Result<std::vector<float>> embedding(const std::vector<std::int32_t>&, const std
 Result<GemmTiming> benchGemmBf16(int, std::int64_t, std::int64_t, std::int64_t, int) { return notBuilt(); }
 
 } // namespace tp::gpu
+
+#include "tp/runtime/communicator.h"
+
+namespace tp {
+
+bool haveNccl() { return false; }
+
+Result<std::shared_ptr<NcclGroup>> NcclGroup::create(int, std::chrono::milliseconds)
+{
+    return Status(StatusCode::Unimplemented, "this build has no NCCL communicator (the CUDA toolkit was not found)");
+}
+
+} // namespace tp

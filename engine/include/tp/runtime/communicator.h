@@ -75,4 +75,19 @@ void mpiFinalize();
 void mpiAbortJob(int code);
 bool haveMpi();
 
+// NCCL on one GPU per rank, one thread per rank in this process (ncclCommInitAll over devices
+// 0..size-1). Buffers stay host spans: each call stages them through the rank's device, so the
+// communicator fits the engine's CPU ranks and the benchmark; a collective that exceeds the timeout
+// aborts the NCCL communicator (ncclCommAbort) and returns DeadlineExceeded. Unimplemented without a
+// CUDA build; FailedPrecondition when fewer GPUs than ranks are visible.
+class NcclGroup
+{
+public:
+    static Result<std::shared_ptr<NcclGroup>> create(int size, std::chrono::milliseconds timeout = std::chrono::seconds(60));
+    virtual ~NcclGroup() = default;
+    virtual Communicator& rank(int r) = 0;
+    virtual int size() const = 0;
+};
+bool haveNccl();
+
 } // namespace tp

@@ -7,7 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <fmt/format.h>
+#include <sstream>
 
 #include <algorithm>
 #include <cmath>
@@ -17,18 +17,25 @@ namespace tp::gpu {
 
 namespace {
 
+// nvcc cannot compile fmt in C++20 mode: messages are built with a stream.
+template <typename... A> std::string cat(const A&... a)
+{
+    std::ostringstream s;
+    (s << ... << a);
+    return s.str();
+}
+
 Status cudaStatus(cudaError_t e, const char* call, const char* file, int line)
 {
     if (e == cudaSuccess)
         return {};
-    return Status(StatusCode::Internal, fmt::format("{} failed at {}:{}: {} ({})", call, file, line,
-                                                    cudaGetErrorString(e), cudaGetErrorName(e)));
+    return Status(StatusCode::Internal, cat(call, " failed at ", file, ":", line, ": ", cudaGetErrorString(e), " (", cudaGetErrorName(e), ")"));
 }
 Status cublasStatus(cublasStatus_t e, const char* call, const char* file, int line)
 {
     if (e == CUBLAS_STATUS_SUCCESS)
         return {};
-    return Status(StatusCode::Internal, fmt::format("{} failed at {}:{}: {}", call, file, line, cublasGetStatusString(e)));
+    return Status(StatusCode::Internal, cat(call, " failed at ", file, ":", line, ": ", cublasGetStatusString(e)));
 }
 #define TP_CUDA(call) TP_RETURN_IF_ERROR(cudaStatus((call), #call, __FILE__, __LINE__))
 #define TP_CUBLAS(call) TP_RETURN_IF_ERROR(cublasStatus((call), #call, __FILE__, __LINE__))
@@ -94,8 +101,8 @@ Status requireDevice()
     const cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0)
         return Status(StatusCode::FailedPrecondition,
-                      fmt::format("no CUDA device visible ({})", e == cudaSuccess ? "cudaGetDeviceCount returned 0"
-                                                                                   : cudaGetErrorString(e)));
+                      cat("no CUDA device visible (", e == cudaSuccess ? "cudaGetDeviceCount returned 0"
+                                                                                   : cudaGetErrorString(e), ")"));
     return {};
 }
 
@@ -367,7 +374,7 @@ Result<std::vector<float>> attention(const std::vector<float>& q, const std::vec
 {
     TP_RETURN_IF_ERROR(requireDevice());
     if (seq * std::int64_t(sizeof(float)) > 48 * 1024)
-        return invalidArgument(fmt::format("attention: sequence {} exceeds this kernel's 12,288-token row", seq));
+        return invalidArgument(cat("attention: sequence ", seq, " exceeds this kernel's 12,288-token row"));
     Tensor Q, K, V, Y;
     TP_RETURN_IF_ERROR(upload(q, s, Q));
     TP_RETURN_IF_ERROR(upload(k, s, K));
