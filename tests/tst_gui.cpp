@@ -474,11 +474,19 @@ private slots:
             QVERIFY(res->exportRecord(f, QString::fromLatin1(kind)));
             QVERIFY(QFileInfo(f).size() > 100);
         }
-        // Collective benchmark curves from a child bench comm.
+        // Collective benchmark curves from a child bench comm, per communicator.
         QSignalSpy bench(res, &ResultsPage::benchmarkFinished);
-        res->runBenchmark();
+        res->runBenchmark(QStringLiteral("local"));
         QVERIFY(bench.wait(120000));
-        QVERIFY(res->itemCount(4) > 20);
+        const int localPoints = res->itemCount(4);
+        QVERIFY(localPoints > 20);
+#if !defined(__SANITIZE_ADDRESS__) // under ASan, OpenMPI's own leaks fail the child (see mpi_run)
+        if (!QStandardPaths::findExecutable(QStringLiteral("mpirun")).isEmpty()) {
+            res->runBenchmark(QStringLiteral("mpi"));
+            QVERIFY(bench.wait(120000));
+            QVERIFY(res->itemCount(4) >= 2 * localPoints); // the MPI curves join the local ones
+        }
+#endif
     }
 
     void crashedOrCancelledChildLosesNothing()

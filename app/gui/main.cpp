@@ -11,11 +11,13 @@
 #include <QIcon>
 #include <QLineEdit>
 #include <QSpinBox>
+#include <QStandardPaths>
 #include <QTabWidget>
 #include <QTimer>
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <cstdio>
 
 namespace {
@@ -142,9 +144,15 @@ int main(int argc, char** argv)
                 window.resultsPage()->tabs()->setCurrentIndex(std::max<qsizetype>(0, charts.indexOf(parser.value(chart))));
             if (parser.value(chart) == QLatin1String("compare"))
                 window.resultsPage()->setBaseline(window.resultsPage()->run());
-            if (parser.value(chart) == QLatin1String("collectives")) {
-                QObject::connect(window.resultsPage(), &tpui::ResultsPage::benchmarkFinished, &window, shoot);
-                window.resultsPage()->runBenchmark();
+            if (parser.value(chart) == QLatin1String("collectives")) { // local, then MPI when mpirun exists
+                auto rounds = std::make_shared<int>(0);
+                QObject::connect(window.resultsPage(), &tpui::ResultsPage::benchmarkFinished, &window, [&, rounds] {
+                    if ((*rounds)++ == 0 && !QStandardPaths::findExecutable(QStringLiteral("mpirun")).isEmpty())
+                        window.resultsPage()->runBenchmark(QStringLiteral("mpi"));
+                    else
+                        shoot();
+                });
+                window.resultsPage()->runBenchmark(QStringLiteral("local"));
                 return;
             }
             shoot();

@@ -9,6 +9,7 @@
 #include <QLabel>
 #include <QProcess>
 #include <QPushButton>
+#include <QStandardPaths>
 #include <QSvgGenerator>
 #include <QTabWidget>
 #include <QToolTip>
@@ -79,6 +80,7 @@ ResultsPage::ResultsPage(QWidget* parent)
     , m_bench(makePlot())
     , m_tpBox(new QComboBox)
     , m_rankBox(new QComboBox)
+    , m_commBox(new QComboBox)
     , m_info(new QLabel(tr("Run a plan on the Run page; its results appear here.")))
 {
     m_tabs->setDocumentMode(true);
@@ -90,13 +92,18 @@ ResultsPage::ResultsPage(QWidget* parent)
 
     auto* baseline = new QPushButton(tr("Set as &Baseline"));
     auto* bench = new QPushButton(tr("Benchmark &Collectives"));
-    bench->setToolTip(tr("tpstudio-cli bench comm over the local communicator (2 ranks, 8 B – 16 MiB)"));
+    bench->setToolTip(tr("tpstudio-cli bench comm over the chosen communicator (2 ranks, 8 B – 16 MiB)"));
+    m_commBox->addItem(tr("local (threads)"), QStringLiteral("local"));
+    if (!QStandardPaths::findExecutable(QStringLiteral("mpirun")).isEmpty())
+        m_commBox->addItem(tr("MPI (mpirun -n 2)"), QStringLiteral("mpi"));
+    m_commBox->addItem(tr("NCCL (one GPU per rank)"), QStringLiteral("nccl"));
     auto* bar = new QHBoxLayout;
     bar->addWidget(new QLabel(tr("TP size:")));
     bar->addWidget(m_tpBox);
     bar->addWidget(new QLabel(tr("Rank:")));
     bar->addWidget(m_rankBox);
     bar->addWidget(baseline);
+    bar->addWidget(m_commBox);
     bar->addWidget(bench);
     bar->addStretch(1);
     auto* lay = new QVBoxLayout(this);
@@ -120,7 +127,7 @@ ResultsPage::ResultsPage(QWidget* parent)
         setBaseline(m_run);
         emit message(tr("Baseline set: the next run is compared with this one"));
     });
-    connect(bench, &QPushButton::clicked, this, &ResultsPage::runBenchmark);
+    connect(bench, &QPushButton::clicked, this, [this] { runBenchmark(m_commBox->currentData().toString()); });
 
     // Timeline: zoom and pan on time; tooltips name the span under the cursor.
     m_timeline->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
@@ -410,19 +417,20 @@ void ResultsPage::plotBenchmark()
     m_bench->replot();
 }
 
-void ResultsPage::runBenchmark()
+void ResultsPage::runBenchmark(const QString& communicator)
 {
     if (m_benchProc)
         return;
     m_benchProc = new QProcess(this);
     connect(m_benchProc, &QProcess::finished, this, [this](int code, QProcess::ExitStatus status) {
         const QByteArray out = m_benchProc->readAllStandardOutput();
-        const QString err = QString::fromUtf8(m_benchProc->readAllStandardError());
+        const QString err = QString::fromUtf8(m_benchProc->readAllStandardError()).trimmed();
         m_benchProc->deleteLater();
         m_benchProc = nullptr;
+        // Under mpirun only rank 0 prints; its JSON is the whole output.
         const QJsonDocument d = QJsonDocument::fromJson(out);
         if (status != QProcess::NormalExit || code != 0 || !d.isObject()) {
-            emit message(tr("Collective benchmark failed: %1").arg(err.isEmpty() ? tr("exit code %1").arg(code) : err));
+            emit message(tr("Collective benchmark failed: %1").arg(err.isEmpty() ? tr("exit code %1").arg(code) : err.section(QLatin1Char('\n'), -1)));
             emit benchmarkFinished();
             return;
         }
@@ -430,10 +438,20 @@ void ResultsPage::runBenchmark()
         m_tabs->setCurrentWidget(m_bench);
         emit benchmarkFinished();
     });
-    m_benchProc->start(RunPage::cliPath(), {QStringLiteral("bench"), QStringLiteral("comm"), QStringLiteral("--json"),
-                                            QStringLiteral("-o"), QStringLiteral("all"), QStringLiteral("-e"), QStringLiteral("16M"),
-                                            QStringLiteral("-f"), QStringLiteral("4"), QStringLiteral("-n"), QStringLiteral("5"),
-                                            QStringLiteral("-w"), QStringLiteral("1")});
+    const QStringList bench{QStringLiteral("bench"), QStringLiteral("comm"), QStringLiteral("--json"), QStringLiteral("-o"),
+                            QStringLiteral("all"), QStringLiteral("-e"), QStringLiteral("16M"), QStringLiteral("-f"),
+                            QStringLiteral("4"), QStringLiteral("-n"), QStringLiteral("5"), QStringLiteral("-w"),
+                            QStringLiteral("1"), QStringLiteral("--comm"), communicator};
+    if (communicator == QLatin1String("mpi")) {
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT"), QStringLiteral("1")); // harmless when not root
+        env.insert(QStringLiteral("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), QStringLiteral("1"));
+        m_benchProc->setProcessEnvironment(env);
+        m_benchProc->start(QStandardPaths::findExecutable(QStringLiteral("mpirun")),
+                           QStringList{QStringLiteral("-n"), QStringLiteral("2"), QStringLiteral("--oversubscribe"), RunPage::cliPath()} + bench);
+    } else {
+        m_benchProc->start(RunPage::cliPath(), bench);
+    }
 }
 
 QCustomPlot* ResultsPage::currentPlot() const { return qobject_cast<QCustomPlot*>(m_tabs->currentWidget()); }

@@ -27,7 +27,9 @@ public:
     void setPreview(std::shared_ptr<const PreviewResult> preview);
     // Collective benchmark rows (tpstudio-cli bench comm --json) of one communicator.
     void setBenchmark(const QString& communicator, const QJsonArray& rows);
-    void runBenchmark();
+    // Runs a child `tpstudio-cli bench comm` over `communicator`: "local" (threads), "mpi" (under
+    // mpirun -n 2) or "nccl" (one GPU per rank); its curves join those already shown.
+    void runBenchmark(const QString& communicator = QStringLiteral("local"));
     std::shared_ptr<const RunData> run() const { return m_run; }
     std::shared_ptr<const RunData> baseline() const { return m_baseline; }
     void setBaseline(std::shared_ptr<const RunData> run);
@@ -55,7 +57,7 @@ private:
 
     QTabWidget* m_tabs;
     QCustomPlot *m_layers, *m_speedup, *m_timeline, *m_compare, *m_bench;
-    QComboBox *m_tpBox, *m_rankBox;
+    QComboBox *m_tpBox, *m_rankBox, *m_commBox;
     QLabel* m_info;
     std::shared_ptr<const RunData> m_run, m_baseline;
     std::shared_ptr<const PreviewResult> m_preview;
