@@ -606,7 +606,8 @@ private:
                 report(Severity::Error, where + ".gate_up_proj",
                        "a plain split of the packed gate_up_proj separates gate rows from up rows",
                        "use 'packed_colwise' (or 'packed_rowwise' for [E, H, 2I] layouts)");
-            else if (std::vector<std::int64_t> half = localAlong(*gu, guDim); true) {
+            else {
+                std::vector<std::int64_t> half = localAlong(*gu, guDim); // gate rows = up rows per rank
                 for (auto& h : half)
                     h /= 2;
                 if (half != localAlong(*dn, downDim))
