@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <atomic>
+#include <chrono>
 #include <mutex>
 #include <numeric>
 
@@ -63,42 +65,58 @@ public:
 
     Status wait(int rank, const char* what)
     {
-        std::unique_lock lock(m_mutex);
-        if (m_aborted)
+        if (m_aborted.load(std::memory_order_acquire))
             return abortedStatus(rank, what);
-        const std::uint64_t gen = m_generation;
-        if (++m_arrived == m_n) {
-            m_arrived = 0;
-            ++m_generation;
+        const std::uint64_t gen = m_generation.load(std::memory_order_acquire);
+        if (m_arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == m_n) {
+            m_arrived.store(0, std::memory_order_relaxed); // before the release: the next barrier starts clean
+            {
+                std::lock_guard lock(m_mutex);
+                m_generation.store(gen + 1, std::memory_order_release);
+            }
             m_cv.notify_all();
             return {};
         }
-        if (!m_cv.wait_for(lock, m_timeout, [&] { return m_generation != gen || m_aborted; })) {
-            m_aborted = true;
+        // Partners are usually microseconds away: poll briefly before sleeping on the condition.
+        const auto spinUntil = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+        for (int i = 0;; ++i) {
+            if (m_generation.load(std::memory_order_acquire) != gen)
+                return m_aborted.load(std::memory_order_acquire) ? abortedStatus(rank, what) : Status();
+            if (m_aborted.load(std::memory_order_acquire))
+                return abortedStatus(rank, what);
+            if ((i & 63) == 63 && std::chrono::steady_clock::now() > spinUntil)
+                break;
+#if defined(__x86_64__)
+            __builtin_ia32_pause();
+#endif
+        }
+        std::unique_lock lock(m_mutex);
+        if (!m_cv.wait_for(lock, m_timeout, [&] {
+                return m_generation.load(std::memory_order_acquire) != gen || m_aborted.load(std::memory_order_acquire);
+            })) {
             m_why = fmt::format("rank {} waited {} ms in {} for the other ranks (watchdog)", rank, m_timeout.count(), what);
+            m_aborted.store(true, std::memory_order_release);
             m_cv.notify_all();
             return Status(StatusCode::DeadlineExceeded, m_why);
         }
-        if (m_aborted)
+        if (m_aborted.load(std::memory_order_acquire))
             return abortedStatus(rank, what);
         return {};
     }
 
     void abort(const std::string& why)
     {
-        std::lock_guard lock(m_mutex);
-        if (!m_aborted) {
-            m_aborted = true;
-            m_why = why;
+        {
+            std::lock_guard lock(m_mutex);
+            if (!m_aborted.load(std::memory_order_acquire)) {
+                m_why = why;
+                m_aborted.store(true, std::memory_order_release);
+            }
         }
         m_cv.notify_all();
     }
 
-    bool isAborted()
-    {
-        std::lock_guard lock(m_mutex);
-        return m_aborted;
-    }
+    bool isAborted() const { return m_aborted.load(std::memory_order_acquire); }
 
     Status abortedStatus(int rank, const char* what) const
     {
@@ -121,9 +139,9 @@ public:
 private:
     std::mutex m_mutex;
     std::condition_variable m_cv;
-    int m_arrived = 0;
-    std::uint64_t m_generation = 0;
-    bool m_aborted = false;
+    std::atomic<int> m_arrived{0};
+    std::atomic<std::uint64_t> m_generation{0};
+    std::atomic<bool> m_aborted{false};
     std::string m_why;
 };
 
