@@ -16,6 +16,7 @@ Exits 77 (ctest's skip code) when transformers is not installed, 1 on any failur
 import glob
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -84,10 +85,17 @@ def run_for_real(cli, root, custom):
             with open(path, "w") as f:
                 f.write(script)
             env = dict(os.environ, OMP_NUM_THREADS="1")
-            run = subprocess.run([torchrun, "--nproc-per-node", "2", path, fixture], capture_output=True, text=True,
-                                 env=env, timeout=240)
+            # A free rendezvous port: ctest runs other suites (mpirun among them) at the same time.
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            run = subprocess.run([torchrun, "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port",
+                                  str(port), path, fixture], capture_output=True, text=True, env=env, timeout=240)
         if run.returncode != 0 or "logits (1, 16, 96)" not in run.stdout:
-            fail(f"torchrun {what}", (run.stdout + run.stderr).strip()[-800:])
+            # The first error lines say why; torchrun's own summary follows them.
+            lines = (run.stdout + run.stderr).splitlines()
+            why = [l for l in lines if "Error" in l or "error" in l or "terminate" in l or "what()" in l][:8]
+            fail(f"torchrun {what}", "\n".join(why + lines[-5:]))
         else:
             print(f"ok   torchrun --nproc-per-node 2, {what}: loaded the fixture sharded and ran a forward")
 
