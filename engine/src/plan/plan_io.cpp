@@ -266,6 +266,9 @@ def main():
         logits = model(ids).logits
     if torch.distributed.get_rank() == 0:
         print("logits", tuple(logits.shape))
+    # Tear the process group down before exit: a live gloo/NCCL group at interpreter shutdown can abort.
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
