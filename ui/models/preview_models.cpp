@@ -25,20 +25,41 @@ QIcon severityIcon(tp::Severity s)
 }
 } // namespace
 
-// --- plan -------------------------------------------------------------------------------------
+// --- shared -------------------------------------------------------------------------------------
 
-void PlanTableModel::setPreview(std::shared_ptr<const PreviewResult> preview)
+HeaderedTableModel::HeaderedTableModel(QStringList headers, QObject* parent)
+    : QAbstractTableModel(parent)
+    , m_headers(std::move(headers))
+{
+}
+
+int HeaderedTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(m_headers.size()); }
+
+QVariant HeaderedTableModel::headerData(int section, Qt::Orientation o, int role) const
+{
+    if (o != Qt::Horizontal || role != Qt::DisplayRole || section < 0 || section >= m_headers.size())
+        return {};
+    return m_headers[section];
+}
+
+void PreviewTableModel::setPreview(std::shared_ptr<const PreviewResult> preview)
 {
     beginResetModel();
     m_p = std::move(preview);
     endResetModel();
 }
 
+// --- plan -------------------------------------------------------------------------------------
+
+PlanTableModel::PlanTableModel(QObject* parent)
+    : PreviewTableModel({tr("Key"), tr("Style"), tr("Matches"), tr("Forward collective")}, parent)
+{
+}
+
 int PlanTableModel::rowCount(const QModelIndex& parent) const
 {
     return parent.isValid() || !m_p || !m_p->graph.plan ? 0 : int(m_p->graph.plan->entries.size());
 }
-int PlanTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : NUM_COLUMNS; }
 
 QString PlanTableModel::keyAt(int row) const
 {
@@ -82,18 +103,6 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const
     return {};
 }
 
-QVariant PlanTableModel::headerData(int section, Qt::Orientation o, int role) const
-{
-    if (o != Qt::Horizontal || role != Qt::DisplayRole)
-        return {};
-    switch (section) {
-    case KeyColumn: return tr("Key");
-    case StyleColumn: return tr("Style");
-    case MatchesColumn: return tr("Matches");
-    case CollectiveColumn: return tr("Forward collective");
-    }
-    return {};
-}
 
 Qt::ItemFlags PlanTableModel::flags(const QModelIndex& index) const
 {
@@ -113,18 +122,15 @@ bool PlanTableModel::setData(const QModelIndex& index, const QVariant& value, in
 
 // --- collectives ------------------------------------------------------------------------------
 
-void CollectivesModel::setPreview(std::shared_ptr<const PreviewResult> preview)
+CollectivesModel::CollectivesModel(QObject* parent)
+    : PreviewTableModel({tr("Layer"), tr("Collective"), tr("After"), tr("Style"), tr("Bytes"), tr("Predicted")}, parent)
 {
-    beginResetModel();
-    m_p = std::move(preview);
-    endResetModel();
 }
 
 int CollectivesModel::rowCount(const QModelIndex& parent) const
 {
     return parent.isValid() || !m_p ? 0 : int(m_p->graph.collectives.size());
 }
-int CollectivesModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : NUM_COLUMNS; }
 
 QVariant CollectivesModel::data(const QModelIndex& index, int role) const
 {
@@ -166,35 +172,20 @@ QVariant CollectivesModel::data(const QModelIndex& index, int role) const
     return {};
 }
 
-QVariant CollectivesModel::headerData(int section, Qt::Orientation o, int role) const
-{
-    if (o != Qt::Horizontal || role != Qt::DisplayRole)
-        return {};
-    switch (section) {
-    case LayerColumn: return tr("Layer");
-    case KindColumn: return tr("Collective");
-    case WhereColumn: return tr("After");
-    case StyleColumn: return tr("Style");
-    case BytesColumn: return tr("Bytes");
-    case TimeColumn: return tr("Predicted");
-    }
-    return {};
-}
 
 // --- memory -----------------------------------------------------------------------------------
 
-void MemoryModel::setPreview(std::shared_ptr<const PreviewResult> preview)
+MemoryModel::MemoryModel(QObject* parent)
+    : PreviewTableModel({tr("Rank"), tr("Weights"), tr("KV cache / token"), tr("KV cache (B×S)"), tr("Activation peak"),
+                         tr("Total")},
+                        parent)
 {
-    beginResetModel();
-    m_p = std::move(preview);
-    endResetModel();
 }
 
 int MemoryModel::rowCount(const QModelIndex& parent) const
 {
     return parent.isValid() || !m_p ? 0 : int(m_p->graph.memory.size());
 }
-int MemoryModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : NUM_COLUMNS; }
 
 QVariant MemoryModel::data(const QModelIndex& index, int role) const
 {
@@ -222,22 +213,13 @@ QVariant MemoryModel::data(const QModelIndex& index, int role) const
     return {};
 }
 
-QVariant MemoryModel::headerData(int section, Qt::Orientation o, int role) const
-{
-    if (o != Qt::Horizontal || role != Qt::DisplayRole)
-        return {};
-    switch (section) {
-    case RankColumn: return tr("Rank");
-    case WeightsColumn: return tr("Weights");
-    case KvColumn: return tr("KV cache / token");
-    case KvAtSeqColumn: return tr("KV cache (B×S)");
-    case ActivationColumn: return tr("Activation peak");
-    case TotalColumn: return tr("Total");
-    }
-    return {};
-}
 
 // --- diagnostics ------------------------------------------------------------------------------
+
+DiagnosticsModel::DiagnosticsModel(QObject* parent)
+    : HeaderedTableModel({tr("Severity"), tr("Where"), tr("Message")}, parent)
+{
+}
 
 void DiagnosticsModel::setDiagnostics(std::vector<tp::Diagnostic> diagnostics)
 {
@@ -255,7 +237,6 @@ int DiagnosticsModel::count(tp::Severity s) const
 }
 
 int DiagnosticsModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(m_d.size()); }
-int DiagnosticsModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : NUM_COLUMNS; }
 
 QVariant DiagnosticsModel::data(const QModelIndex& index, int role) const
 {
@@ -277,16 +258,5 @@ QVariant DiagnosticsModel::data(const QModelIndex& index, int role) const
     return {};
 }
 
-QVariant DiagnosticsModel::headerData(int section, Qt::Orientation o, int role) const
-{
-    if (o != Qt::Horizontal || role != Qt::DisplayRole)
-        return {};
-    switch (section) {
-    case SeverityColumn: return tr("Severity");
-    case WhereColumn: return tr("Where");
-    case MessageColumn: return tr("Message");
-    }
-    return {};
-}
 
 } // namespace tpui

@@ -9,74 +9,79 @@
 
 namespace tpui {
 
-class PlanTableModel final : public QAbstractTableModel
+// A table whose column titles are a fixed list.
+class HeaderedTableModel : public QAbstractTableModel
+{
+    Q_OBJECT
+public:
+    HeaderedTableModel(QStringList headers, QObject* parent);
+    int columnCount(const QModelIndex& parent = {}) const final;
+    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const final;
+
+private:
+    QStringList m_headers;
+};
+
+// A table over one preview, reset when a new preview arrives.
+class PreviewTableModel : public HeaderedTableModel
+{
+    Q_OBJECT
+public:
+    using HeaderedTableModel::HeaderedTableModel;
+    void setPreview(std::shared_ptr<const PreviewResult> preview);
+
+protected:
+    std::shared_ptr<const PreviewResult> m_p;
+};
+
+class PlanTableModel final : public PreviewTableModel
 {
     Q_OBJECT
 public:
     enum Column { KeyColumn, StyleColumn, MatchesColumn, CollectiveColumn, NUM_COLUMNS };
-    using QAbstractTableModel::QAbstractTableModel;
-    void setPreview(std::shared_ptr<const PreviewResult> preview);
+    explicit PlanTableModel(QObject* parent = nullptr);
     int rowCount(const QModelIndex& parent = {}) const final;
-    int columnCount(const QModelIndex& parent = {}) const final;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const final;
-    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const final;
     Qt::ItemFlags flags(const QModelIndex& index) const final;
     bool setData(const QModelIndex& index, const QVariant& value, int role = Qt::EditRole) final;
     QString keyAt(int row) const;
 
 signals:
     void styleEditRequested(const QString& key, const QString& style);
-
-private:
-    std::shared_ptr<const PreviewResult> m_p;
 };
 
-class CollectivesModel final : public QAbstractTableModel
+class CollectivesModel final : public PreviewTableModel
 {
     Q_OBJECT
 public:
     enum Column { LayerColumn, KindColumn, WhereColumn, StyleColumn, BytesColumn, TimeColumn, NUM_COLUMNS };
     enum Role { PathRole = Qt::UserRole + 1, SortRole };
-    using QAbstractTableModel::QAbstractTableModel;
-    void setPreview(std::shared_ptr<const PreviewResult> preview);
+    explicit CollectivesModel(QObject* parent = nullptr);
     int rowCount(const QModelIndex& parent = {}) const final;
-    int columnCount(const QModelIndex& parent = {}) const final;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const final;
-    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const final;
-
-private:
-    std::shared_ptr<const PreviewResult> m_p;
 };
 
-class MemoryModel final : public QAbstractTableModel
+class MemoryModel final : public PreviewTableModel
 {
     Q_OBJECT
 public:
     enum Column { RankColumn, WeightsColumn, KvColumn, KvAtSeqColumn, ActivationColumn, TotalColumn, NUM_COLUMNS };
-    using QAbstractTableModel::QAbstractTableModel;
-    void setPreview(std::shared_ptr<const PreviewResult> preview);
+    explicit MemoryModel(QObject* parent = nullptr);
     int rowCount(const QModelIndex& parent = {}) const final;
-    int columnCount(const QModelIndex& parent = {}) const final;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const final;
-    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const final;
-
-private:
-    std::shared_ptr<const PreviewResult> m_p;
 };
 
-class DiagnosticsModel final : public QAbstractTableModel
+class DiagnosticsModel final : public HeaderedTableModel
 {
     Q_OBJECT
 public:
     enum Column { SeverityColumn, WhereColumn, MessageColumn, NUM_COLUMNS };
     enum Role { WhereRole = Qt::UserRole + 1 };
-    using QAbstractTableModel::QAbstractTableModel;
+    explicit DiagnosticsModel(QObject* parent = nullptr);
     // The model's own findings (loading) followed by the preview's (plan).
     void setDiagnostics(std::vector<tp::Diagnostic> diagnostics);
     int rowCount(const QModelIndex& parent = {}) const final;
-    int columnCount(const QModelIndex& parent = {}) const final;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const final;
-    QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const final;
     int count(tp::Severity s) const;
 
 private:
