@@ -1,6 +1,8 @@
 // cost_model.cpp — roofline compute and alpha-beta communication per node (docs/metrics.md).
 #include "tp/cost/cost_model.h"
 
+#include "tp/model/arch_traits.h"
+
 #include <algorithm>
 
 namespace tp {
@@ -127,7 +129,7 @@ private:
         const ParamShard* dn = param(n.module, "down_proj");
         if (!gu || !dn)
             return;
-        const bool lastPacked = m_spec.config.family == Family::Llama4 || m_spec.config.family == Family::GptOss;
+        const bool lastPacked = archTraits(m_spec.config.family).expertsLastPacked;
         const double H = static_cast<double>(m_spec.config.hiddenSize);
         const double localExperts = static_cast<double>(gu->shapes[r][0]);
         const double inter = static_cast<double>(gu->shapes[r][lastPacked ? 2 : 1]) / 2;

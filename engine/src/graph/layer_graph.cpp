@@ -2,7 +2,12 @@
 // computes it (modeling_llama.py and its siblings; MLA per modeling_deepseek_v3.py).
 #include "tp/graph/layer_graph.h"
 
+#include "tp/model/arch_traits.h"
+
 #include <fmt/format.h>
+
+#include <cmath>
+#include <numbers>
 
 namespace tp {
 
@@ -25,7 +30,43 @@ const char* opKindName(OpKind k)
     return "?";
 }
 
+const char* activationName(Activation a)
+{
+    switch (a) {
+    case Activation::Silu: return "silu";
+    case Activation::GeluTanh: return "gelu_pytorch_tanh";
+    }
+    return "?";
+}
+
 namespace {
+
+// inv_freq of Transformers' rope init functions: default, "linear" and "llama3" scaling.
+RopeTable ropeTable(const ModelConfig& c, std::int64_t headDim)
+{
+    RopeTable t;
+    t.headDim = headDim;
+    const RopeScaling& s = c.ropeScaling;
+    for (std::int64_t i = 0; i < headDim / 2; ++i) {
+        double f = 1.0 / std::pow(c.ropeTheta, static_cast<double>(2 * i) / static_cast<double>(headDim));
+        if (s.type == "llama3") {
+            const double low = static_cast<double>(s.originalMaxPositions) / s.lowFreqFactor;
+            const double high = static_cast<double>(s.originalMaxPositions) / s.highFreqFactor;
+            const double wavelen = 2 * std::numbers::pi / f;
+            if (wavelen > low) {
+                f /= s.factor;
+            } else if (wavelen >= high) {
+                const double smooth = (static_cast<double>(s.originalMaxPositions) / wavelen - s.lowFreqFactor)
+                    / (s.highFreqFactor - s.lowFreqFactor);
+                f = (1 - smooth) * f / s.factor + smooth * f;
+            }
+        } else if (s.type == "linear") {
+            f /= s.factor;
+        }
+        t.invFreq.push_back(f);
+    }
+    return t;
+}
 
 class GraphBuilder
 {
@@ -34,11 +75,25 @@ public:
         : m_spec(spec)
         , m_g(g)
         , m_c(spec.config)
+        , m_t(archTraits(spec.config.family))
     {
     }
 
     void build()
     {
+        if (m_c.hiddenAct == "silu")
+            m_act = Activation::Silu;
+        else if (m_c.hiddenAct == "gelu_pytorch_tanh")
+            m_act = Activation::GeluTanh;
+        else
+            m_g.unsupported = fmt::format("activation '{}' (hidden_act) is not one the engine computes (silu, "
+                                          "gelu_pytorch_tanh)",
+                                          m_c.hiddenAct);
+        if (!m_c.ropeScaling.type.empty() && m_c.ropeScaling.type != "llama3" && m_c.ropeScaling.type != "linear")
+            m_g.unsupported = fmt::format("rope scaling '{}' is not implemented in the engine (default, linear and "
+                                          "llama3 are)",
+                                          m_c.ropeScaling.type);
+        m_g.ropes.push_back(ropeTable(m_c, m_c.headDim));
         const int ids = tensor("input_ids", 1, -1);
         int h = module(OpKind::Embedding, "model.embed_tokens", {ids}, m_c.hiddenSize);
         for (int l = 0; l < static_cast<int>(m_c.numLayers); ++l)
@@ -79,6 +134,8 @@ private:
     int module(OpKind kind, const std::string& path, std::vector<int> inputs, std::int64_t features)
     {
         GraphNode& n = node(kind, path, m_spec.indexOf(path), std::move(inputs));
+        if (kind == OpKind::Norm)
+            n.eps = m_c.rmsNormEps;
         return output(n, features);
     }
 
@@ -94,7 +151,7 @@ private:
     {
         m_layer = l;
         const std::string p = fmt::format("model.layers.{}", l);
-        const bool gemma = m_c.family == Family::Gemma2 || m_c.family == Family::Gemma3;
+        const bool gemma = m_t.sandwichNorms;
         int x = module(OpKind::Norm, p + ".input_layernorm", {h}, m_c.hiddenSize);
         int a = attention(p + ".self_attn", x);
         if (gemma)
@@ -119,6 +176,7 @@ private:
         n.headDim = qkHeadDim;
         n.vHeadDim = vHeadDim;
         n.ownerModule = m_spec.indexOf(p);
+        n.scale = 1.0 / std::sqrt(static_cast<double>(qkHeadDim));
         return n;
     }
 
@@ -128,7 +186,7 @@ private:
         if (m_c.isMla())
             return mla(p, x);
         int q, k, v;
-        if (m_c.family == Family::Phi3) {
+        if (m_t.fusedQkv) {
             const int qkv = module(OpKind::Linear, p + ".qkv_proj", {x}, (H + 2 * KV) * hd);
             GraphNode& s = node(OpKind::Split, p + ":split_qkv", -1, {qkv});
             s.parts = {H * hd, KV * hd, KV * hd};
@@ -139,13 +197,14 @@ private:
             q = module(OpKind::Linear, p + ".q_proj", {x}, H * hd);
             k = module(OpKind::Linear, p + ".k_proj", {x}, KV * hd);
             v = module(OpKind::Linear, p + ".v_proj", {x}, KV * hd);
-            if (m_spec.indexOf(p + ".q_norm") >= 0 && !m_spec.find(p + ".q_norm")->params.empty()) {
+            if (m_t.qkNorm) {
                 q = headNorm(p + ".q_norm", q, hd);
                 k = headNorm(p + ".k_norm", k, hd);
             }
         }
         GraphNode& r = node(OpKind::Rope, p + ":rope", -1, {q, k});
         r.headDim = hd;
+        r.rope = 0;
         q = output(r, H * hd, "q");
         k = output(m_g.nodes.back(), KV * hd, "k");
         GraphNode& at = attentionNode(p, {q, k, v}, hd, hd, KV);
@@ -157,6 +216,7 @@ private:
     {
         GraphNode& n = node(OpKind::HeadNorm, path, m_spec.indexOf(path), {in});
         n.headDim = hd;
+        n.eps = m_c.rmsNormEps;
         return output(n, m_g.tensors[static_cast<std::size_t>(in)].features);
     }
 
@@ -188,25 +248,28 @@ private:
     {
         const int g = module(OpKind::Linear, p + ".gate_proj", {x}, I);
         const int u = module(OpKind::Linear, p + ".up_proj", {x}, I);
-        const int a = op(OpKind::GatedAct, p + ":act", {g, u}, I);
+        GraphNode& act = node(OpKind::GatedAct, p + ":act", -1, {g, u});
+        act.act = m_act;
+        const int a = output(act, I);
         return module(OpKind::Linear, p + ".down_proj", {a}, m_c.hiddenSize);
     }
 
     int feedForward(const std::string& layerPath, int x)
     {
-        const std::string ffn = layerPath + (m_c.family == Family::Llama4 ? ".feed_forward" : ".mlp");
+        const std::string ffn = layerPath + "." + m_t.ffnBlock;
         const ModuleSpec* block = m_spec.find(ffn);
         if (block && block->kind == ModuleKind::Moe)
             return moe(ffn, *block, x);
-        if (m_c.family == Family::Phi3) {
+        if (m_t.fusedGateUp) {
             const std::int64_t I = m_c.intermediateSize;
             const int gu = module(OpKind::Linear, ffn + ".gate_up_proj", {x}, 2 * I);
             GraphNode& act = node(OpKind::GatedAct, ffn + ":act", -1, {gu});
             act.packed = true;
+            act.act = m_act;
             const int a = output(act, I);
             return module(OpKind::Linear, ffn + ".down_proj", {a}, m_c.hiddenSize);
         }
-        const std::int64_t I = m_c.family == Family::Llama4 ? m_c.intermediateSizeMlp : m_c.intermediateSize;
+        const std::int64_t I = m_c.denseIntermediateSize();
         return denseMlp(ffn, x, I);
     }
 
@@ -227,6 +290,8 @@ private:
         GraphNode& e = node(OpKind::Experts, p + ".experts", m_spec.indexOf(p + ".experts"), {x, scores});
         e.experts = m_c.numExperts;
         e.topK = m_c.expertsPerToken;
+        e.act = m_act;
+        e.normalizeTopK = m_t.alwaysNormalizeTopK || m_c.normTopkProb;
         int out = output(e, m_c.hiddenSize);
         if (!sharedPath.empty()) {
             const int s = denseMlp(sharedPath, x, m_c.sharedIntermediateSize);
@@ -238,6 +303,8 @@ private:
     const ModelSpec& m_spec;
     LayerGraph& m_g;
     const ModelConfig& m_c;
+    const ArchTraits& m_t;
+    Activation m_act = Activation::Silu;
     int m_layer = -1;
 };
 

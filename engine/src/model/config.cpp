@@ -218,11 +218,13 @@ void applyDefaults(ModelConfig& c)
         dense(256000, 2304, 9216, 26, 8, 4, 8192, 1e-6, 10000.0, true);
         c.headDim = 256;
         c.slidingWindow = 4096;
+        c.hiddenAct = "gelu_pytorch_tanh";
         break;
     case Family::Gemma3:
         dense(262208, 2304, 9216, 26, 8, 4, 131072, 1e-6, 1000000.0, true);
         c.headDim = 256;
         c.slidingWindow = 4096;
+        c.hiddenAct = "gelu_pytorch_tanh";
         break;
     case Family::Phi3: dense(32064, 3072, 8192, 32, 32, 0, 4096, 1e-5, 10000.0, false); break;
     case Family::Mixtral:
@@ -337,6 +339,8 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
     if (c.family != Family::Qwen2) // Qwen2 has no switch: its q/k/v always carry biases
         TP_RETURN_IF_ERROR(r.readBool("attention_bias", c.attentionBias));
     TP_RETURN_IF_ERROR(r.readBool("mlp_bias", c.mlpBias));
+    for (const char* k : {"hidden_act", "hidden_activation"})
+        TP_RETURN_IF_ERROR(r.readString(k, c.hiddenAct));
     TP_RETURN_IF_ERROR(r.readOptInt("sliding_window", c.slidingWindow, 0));
     TP_RETURN_IF_ERROR(r.readStringList("layer_types", c.layerTypes));
     TP_RETURN_IF_ERROR(readDType(r, c, diags));

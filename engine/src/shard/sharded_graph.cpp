@@ -5,6 +5,7 @@
 // diagnostic rather than a cascade.
 #include "tp/shard/sharded_graph.h"
 
+#include "tp/model/arch_traits.h"
 #include "tp/model/loader.h"
 
 #include <fmt/format.h>
@@ -93,6 +94,7 @@ public:
         m_g.tensors.assign(m_g.graph.tensors.size(), whole(0));
         for (std::size_t t = 0; t < m_g.graph.tensors.size(); ++t)
             m_g.tensors[t] = whole(m_g.graph.tensors[t].features);
+        m_g.nodes.assign(m_g.graph.nodes.size(), {});
         for (std::size_t n = 0; n < m_g.graph.nodes.size(); ++n)
             visit(static_cast<int>(n));
         memory();
@@ -263,12 +265,21 @@ private:
         m_g.diagnostics.push_back({sev, where, std::move(message), std::move(hint)});
     }
 
+    // Adds a collective after node `n` (none at tp_size 1). `local`: per-rank widths of the pieces
+    // an all_gather joins or a reduce_scatter leaves.
     void collective(CollectiveKind kind, const GraphNode& n, std::int64_t features, const Style* s,
-                    std::int64_t rows = 1)
+                    std::int64_t rows = 1, const std::vector<std::int64_t>& local = {}, const ParamShard* bias = nullptr)
     {
         if (m_T <= 1)
             return;
         Collective c;
+        std::int64_t offset = 0;
+        for (const std::int64_t w : local) {
+            c.pieces.push_back({offset, w});
+            offset += w;
+        }
+        if (bias)
+            c.bias = static_cast<int>(bias - m_g.params.data());
         c.kind = kind;
         c.node = static_cast<int>(&n - m_g.graph.nodes.data());
         c.where = n.module >= 0 ? m_spec.modules[static_cast<std::size_t>(n.module)].path : n.name;
@@ -367,7 +378,7 @@ private:
         } else {
             lay(out) = sharded(localAlong(*w, 1));
             if (s && s->forward != CollectiveKind::None) {
-                collective(CollectiveKind::AllGather, n, H, s);
+                collective(CollectiveKind::AllGather, n, H, s, 1, localAlong(*w, 1));
                 lay(out) = whole(H);
             }
         }
@@ -404,15 +415,20 @@ private:
             } else if (inL.layout == Layout::Partial) {
                 requireWhole(in, where, "");
             }
+            if (splitsLocally && inL.layout == Layout::Replicate)
+                for (std::size_t r = 0; r < static_cast<std::size_t>(m_T); ++r)
+                    m_g.nodes[static_cast<std::size_t>(&n - m_g.graph.nodes.data())].inputSlice.push_back(w->slices[r][0]);
+            // Transformers adds a rowwise bias once, to the reduced sum.
+            const ParamShard* bias = param(n.module, "bias");
             lay(out) = partial(features);
             if (s && s->forward == CollectiveKind::AllReduce) {
-                collective(CollectiveKind::AllReduce, n, features, s);
+                collective(CollectiveKind::AllReduce, n, features, s, 1, {}, bias);
                 lay(out) = whole(features);
             } else if (s && s->forward == CollectiveKind::ReduceScatter) {
-                collective(CollectiveKind::ReduceScatter, n, features, s);
                 std::vector<std::int64_t> local;
                 for (const auto& iv : chunkSizes(features, m_T))
                     local.push_back(iv.size);
+                collective(CollectiveKind::ReduceScatter, n, features, s, 1, local, bias);
                 lay(out) = sharded(local);
             }
             return;
@@ -429,7 +445,7 @@ private:
             const int blocks = w->placement.kind == Placement::Kind::StridedShard ? w->placement.splitFactor : 1;
             lay(out) = sharded(localAlong(*w, 0), blocks);
             if (s && s->forward == CollectiveKind::AllGather) {
-                collective(CollectiveKind::AllGather, n, features, s);
+                collective(CollectiveKind::AllGather, n, features, s, 1, localAlong(*w, 0));
                 lay(out) = whole(features);
             }
             return;
@@ -503,10 +519,7 @@ private:
     }
 
     // Llama4 and gpt-oss store experts as [E, H, 2I] / [E, I, H]; the others [E, 2I, H] / [E, H, I].
-    bool lastPackedExperts() const
-    {
-        return m_spec.config.family == Family::Llama4 || m_spec.config.family == Family::GptOss;
-    }
+    bool lastPackedExperts() const { return archTraits(m_spec.config.family).expertsLastPacked; }
 
     bool hasHeadDivisibilityError() const
     {

@@ -33,6 +33,21 @@ enum class OpKind {
 };
 const char* opKindName(OpKind k);
 
+// The nonlinearity of a gated MLP: act(gate) · up.
+enum class Activation {
+    Silu,         // x·sigmoid(x) ("silu")
+    GeluTanh,     // the tanh approximation of GELU ("gelu_pytorch_tanh")
+};
+const char* activationName(Activation a);
+
+// Rotary embedding of one head size: inv_freq[j] for j < head_dim / 2, scaling applied (default,
+// linear, llama3), as Transformers' rope init functions compute it.
+struct RopeTable
+{
+    std::int64_t headDim = 0;
+    std::vector<double> invFreq;
+};
+
 struct GraphTensor
 {
     std::string name;            // "model.layers.0.self_attn.q_proj:out"
@@ -54,12 +69,22 @@ struct GraphNode
     std::int64_t experts = 0, topK = 0;
     bool packed = false;         // GatedAct on one packed [gate; up] input
     int ownerModule = -1;        // Attention: the attention module (owner of sinks)
+    // Op attributes, so that whoever executes the node needs nothing but the node.
+    double eps = 0;              // Norm, HeadNorm: RMSNorm epsilon
+    int rope = -1;               // Rope: index into LayerGraph::ropes
+    double scale = 0;            // Attention: softmax scale of q·kᵀ
+    Activation act = Activation::Silu; // GatedAct, Experts
+    bool normalizeTopK = false;  // Experts: renormalise the top-k router weights to sum to 1
 };
 
 struct LayerGraph
 {
     std::vector<GraphTensor> tensors;
     std::vector<GraphNode> nodes;  // in execution order
+    std::vector<RopeTable> ropes;  // the rotary tables Rope nodes name
+    // Why this graph cannot be executed as Transformers computes it (an activation or rope scaling
+    // the ops do not have); empty when it can. Planning ignores it.
+    std::string unsupported;
 };
 
 // Every known family has a graph; an unknown one gets an empty graph.

@@ -70,6 +70,7 @@ struct ModelConfig
     bool tieWordEmbeddings = false;
     bool attentionBias = false;            // bias on q/k/v (qwen2: always; gpt_oss: q/k/v/o)
     bool mlpBias = false;
+    std::string hiddenAct = "silu";      // hidden_act / hidden_activation ("silu", "gelu_pytorch_tanh", …)
     std::optional<std::int64_t> slidingWindow;
     std::vector<std::string> layerTypes;   // "full_attention" / "sliding_attention" per layer
     DType dtype = DType::F32;              // torch_dtype / dtype; float32 when absent
@@ -101,6 +102,8 @@ struct ModelConfig
     bool isMla() const { return family == Family::DeepseekV3; }
     // Whether decoder layer `layer` has a routed-expert block.
     bool isMoeLayer(std::int64_t layer) const;
+    // Intermediate size of the dense MLP layers (Llama 4 keeps it in intermediate_size_mlp).
+    std::int64_t denseIntermediateSize() const { return family == Family::Llama4 ? intermediateSizeMlp : intermediateSize; }
 };
 
 // Parses config.json text. `source` names the file in errors ("…/config.json: key 'hidden_size' …").

@@ -55,12 +55,25 @@ struct Collective
     std::int64_t featuresPerToken = 0;             // full (gathered / reduced) width
     std::int64_t tokensPerToken = 1;               // rows per token: top-k for expert dispatch
     std::string style;                             // the style that issues it
+    // Per rank, the columns of the full tensor that rank holds: all_gather, what it contributes (the
+    // output is the pieces side by side in rank order); reduce_scatter, what it keeps. Empty for
+    // all_reduce (every rank holds everything) and all_to_all.
+    std::vector<Interval> pieces;
+    int bias = -1;                                 // index into ShardedGraph::params of a bias added after the reduction
 
     // Bytes of the full tensor (nccl-tests' "size"): B·S·rows·features·elementBytes.
     std::int64_t bytes(std::int64_t batch, std::int64_t seq, std::int64_t elementBytes) const
     {
         return batch * seq * tokensPerToken * featuresPerToken * elementBytes;
     }
+};
+
+// What a node does on each rank beyond its op.
+struct NodeSharding
+{
+    // Per rank, the columns of the node's first input it computes with, when a style splits a whole
+    // input locally (rowwise_split_input); empty when the node takes its inputs as they are.
+    std::vector<Interval> inputSlice;
 };
 
 struct RankMemory
@@ -88,6 +101,7 @@ struct ShardedGraph
     std::vector<ParamShard> params;                // one per parameter, ModelSpec::allParams order
     std::vector<TensorLayout> tensors;             // one per graph tensor
     std::vector<Collective> collectives;           // in execution order
+    std::vector<NodeSharding> nodes;               // one per graph node
     std::vector<RankMemory> memory;                // per rank
     std::vector<Diagnostic> diagnostics;           // the match's, then layout and shape findings
 

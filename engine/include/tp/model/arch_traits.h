@@ -1,0 +1,32 @@
+// arch_traits.h — what each architecture does differently from the Llama pattern, in one table.
+//
+// The graph builder, the sharded graph, the cost model and the engine read these facts here instead
+// of testing families one by one. A new family is one row; a fact that only one place needs stays
+// in that place (the module tree's class names, the config's defaults).
+//
+//   const ArchTraits& t = archTraits(spec.config.family);
+//   if (t.fusedQkv) …   // Phi-3: one qkv_proj, cut into q, k, v
+#pragma once
+
+#include "tp/model/config.h"
+
+namespace tp {
+
+struct ArchTraits
+{
+    Family family = Family::Unknown;
+    const char* ffnBlock = "mlp";         // the decoder layer's feed-forward attribute
+    bool sandwichNorms = false;           // norms after attention and around the MLP (Gemma)
+    bool fusedQkv = false;                // one qkv_proj cut into q, k and v (Phi-3)
+    bool fusedGateUp = false;             // one gate_up_proj chunked in two (Phi-3)
+    bool qkNorm = false;                  // RMSNorm per head on q and k (Qwen3, Gemma 3)
+    // Fused experts stored [E, H, 2I] / [E, I, H] (used with bmm) rather than [E, 2I, H] / [E, H, I].
+    bool expertsLastPacked = false;
+    bool alwaysNormalizeTopK = false;     // the router renormalises its top-k weights (Mixtral)
+    // Why the engine does not run this architecture yet; empty when it does.
+    const char* engineLacks = "";
+};
+
+const ArchTraits& archTraits(Family f);
+
+} // namespace tp
