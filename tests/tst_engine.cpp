@@ -40,6 +40,8 @@ Reference reference(const std::string& family)
 
 using tptest::relError;
 
+Tensor host(std::vector<float>& v) { return Tensor::contiguous(v.data(), DType::F32, 1, std::int64_t(v.size()), DeviceKind::Cpu); }
+
 // The default plan with the attention left whole (the shipped "mlp-only"/"experts-only" pattern).
 Plan attentionReplicated(const ModelSpec& s, int tp)
 {
@@ -58,8 +60,9 @@ class TestEngine : public QObject
 private slots:
     void localCommunicator()
     {
-        // 3 ranks with uneven pieces: all-reduce, all-gather, reduce-scatter, broadcast, all-to-all.
-        auto group = LocalGroup::create(3, std::chrono::seconds(10));
+        // 3 ranks with uneven pieces: all-reduce (in and out of place), all-gather, reduce-scatter,
+        // broadcast, all-to-all, the integer exchange.
+        auto group = makeLocalGroup(3, std::chrono::seconds(10));
         std::vector<std::string> errors(3);
         std::vector<std::thread> ts;
         for (int r = 0; r < 3; ++r)
@@ -69,35 +72,43 @@ private slots:
                     if (!ok && errors[std::size_t(r)].empty())
                         errors[std::size_t(r)] = what;
                 };
-                std::vector<float> v(7);
+                std::vector<float> v(7), w(7);
                 for (int i = 0; i < 7; ++i)
                     v[std::size_t(i)] = float(r * 10 + i);
-                check(c.allReduce(v).ok(), "all_reduce status");
+                check(c.allReduce(host(v), host(w)).ok(), "all_reduce status");
                 for (int i = 0; i < 7; ++i)
-                    check(v[std::size_t(i)] == float(30 + 3 * i), "all_reduce value");
+                    check(w[std::size_t(i)] == float(30 + 3 * i) && v[std::size_t(i)] == float(r * 10 + i), "all_reduce value");
+                check(c.allReduce(host(v)).ok() && v == w, "all_reduce in place");
                 std::vector<float> mine(std::size_t(r + 1), float(r)), all(6);
-                check(c.allGather(mine, all).ok(), "all_gather status");
+                const std::vector<std::int64_t> gather{1, 2, 3};
+                check(c.allGather(host(mine), host(all), gather).ok(), "all_gather status");
                 check(all == std::vector<float>{0, 1, 1, 2, 2, 2}, "all_gather value");
                 const std::vector<std::int64_t> counts{3, 2, 0};
                 std::vector<float> in(5, 1.0f), out(std::size_t(counts[std::size_t(r)]));
-                check(c.reduceScatter(in, out, counts).ok(), "reduce_scatter status");
+                check(c.reduceScatter(host(in), host(out), counts).ok(), "reduce_scatter status");
                 for (float x : out)
                     check(x == 3.0f, "reduce_scatter value");
                 std::vector<float> b(4, float(r));
-                check(c.broadcast(b, 2).ok() && b == std::vector<float>(4, 2.0f), "broadcast");
+                check(c.broadcast(host(b), 2).ok() && b == std::vector<float>(4, 2.0f), "broadcast");
                 // rank r sends p+1 copies of (10r + p) to rank p.
                 std::vector<float> send;
-                std::vector<std::int64_t> sc;
+                std::vector<std::int64_t> sc, rc(3, r + 1);
                 for (int p = 0; p < 3; ++p) {
                     sc.push_back(p + 1);
                     send.insert(send.end(), std::size_t(p + 1), float(10 * r + p));
                 }
-                std::vector<float> got;
-                check(c.allToAll(send, sc, got).ok(), "all_to_all status");
+                std::vector<float> got(std::size_t(3 * (r + 1)));
+                check(c.allToAll(host(send), sc, host(got), rc).ok(), "all_to_all status");
                 std::vector<float> want;
                 for (int p = 0; p < 3; ++p)
                     want.insert(want.end(), std::size_t(r + 1), float(10 * p + r));
                 check(got == want, "all_to_all value");
+                // Integers travel as integers: 2^53 + 1 is not a double, let alone a float.
+                const std::int64_t big = (std::int64_t(1) << 53) + 1 + r;
+                std::vector<std::int64_t> ints, lens;
+                check(c.exchange(std::vector<std::int64_t>(std::size_t(r), big), ints, lens).ok(), "exchange status");
+                check(lens == std::vector<std::int64_t>{0, 1, 2} && ints == std::vector<std::int64_t>{big - r + 1, big - r + 2, big - r + 2},
+                      "exchange value");
                 check(c.barrier().ok(), "barrier");
             });
         for (auto& t : ts)
@@ -106,12 +117,46 @@ private slots:
             QVERIFY2(e.empty(), e.c_str());
     }
 
+    void localCommunicatorSumsHalvesInFloat_data()
+    {
+        QTest::addColumn<int>("dtype");
+        QTest::addRow("bf16") << int(DType::BF16);
+        QTest::addRow("f16") << int(DType::F16);
+    }
+    void localCommunicatorSumsHalvesInFloat()
+    {
+        // Rank 0 holds 2^8 (bf16) or 2^11 (f16), the others 1, where one step of the 16-bit type is 2:
+        // added and rounded pairwise the sum stays 2^k; summed in fp32 and rounded once it is 2^k + 4.
+        const bool bf16 = QTest::currentDataTag() == QLatin1String("bf16");
+        const DType dt = bf16 ? DType::BF16 : DType::F16;
+        const float big = bf16 ? 256.0f : 2048.0f;
+        auto group = makeLocalGroup(4, std::chrono::seconds(10));
+        std::vector<std::vector<std::uint16_t>> bufs(4, std::vector<std::uint16_t>(9));
+        std::vector<std::thread> ts;
+        std::vector<Status> st(4);
+        for (int r = 0; r < 4; ++r)
+            ts.emplace_back([&, r] {
+                std::vector<float> v(9, r == 0 ? big : 1.0f);
+                fromFloat(v.data(), dt, bufs[std::size_t(r)].data(), 9);
+                st[std::size_t(r)] = group->rank(r).allReduce(Tensor::contiguous(bufs[std::size_t(r)].data(), dt, 1, 9, DeviceKind::Cpu));
+            });
+        for (auto& t : ts)
+            t.join();
+        for (int r = 0; r < 4; ++r) {
+            QVERIFY2(st[std::size_t(r)].ok(), st[std::size_t(r)].message().c_str());
+            std::vector<float> back(9);
+            toFloat(bufs[std::size_t(r)].data(), dt, back.data(), 9);
+            for (float x : back)
+                QCOMPARE(x, big + 4);
+        }
+    }
+
     void watchdogAndAbort()
     {
         // One rank never arrives: the other gets DeadlineExceeded, not a hang.
-        auto group = LocalGroup::create(2, std::chrono::milliseconds(200));
+        auto group = makeLocalGroup(2, std::chrono::milliseconds(200));
         std::vector<float> v(4, 1.0f);
-        const Status st = group->rank(0).allReduce(v);
+        const Status st = group->rank(0).allReduce(host(v));
         QCOMPARE(st.code(), StatusCode::DeadlineExceeded);
         QVERIFY(st.message().find("watchdog") != std::string::npos);
         // After an abort every call fails at once.

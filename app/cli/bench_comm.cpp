@@ -1,5 +1,6 @@
 // bench_comm.cpp — `tpstudio-cli bench comm`: the nccl-tests table for TP Studio's communicators
-// (local: one thread per rank; mpi: one process per rank under mpirun).
+// on their backends' buffers (local: one thread per rank, host memory; nccl: one thread per GPU,
+// device memory; mpi: one process per rank under mpirun).
 //
 // Columns as nccl-tests prints them: size (full buffer bytes), count (elements), type, redop, root,
 // then time (µs, mean of the ranks' per-iteration means), algbw = size/time and
@@ -9,6 +10,7 @@
 #include "commands.h"
 
 #include "tp/cost/hardware.h"
+#include "tp/runtime/backend.h"
 #include "tp/runtime/communicator.h"
 
 #include <fmt/format.h>
@@ -30,6 +32,7 @@ struct CommOpts
     std::int64_t minBytes = 8, maxBytes = 64 << 20;
     int factor = 2, iters = 20, warmup = 5;
     std::string op = "all_reduce";
+    std::string dtype = "f32";
     bool check = true, json = false;
 };
 
@@ -47,45 +50,64 @@ struct Row
     Cell outOfPlace, inPlace;
 };
 
+// Small integers, so that sums over ranks are exact in every dtype (bf16 holds integers to 256).
 float pattern(int rank, std::int64_t i) { return static_cast<float>((rank + 1) * (i % 7 + 1)); }
 
+tp::DType dtypeOf(const std::string& name) { return name == "bf16" ? tp::DType::BF16 : name == "f16" ? tp::DType::F16 : tp::DType::F32; }
+const char* typeColumn(tp::DType t) { return t == tp::DType::BF16 ? "bfloat16" : t == tp::DType::F16 ? "half" : "float"; }
+
+// One rank of the benchmark, on its backend's tensors: the send and receive buffers are allocated
+// once at the largest size; data is written and checked through the host.
 class Bench
 {
 public:
-    Bench(tp::Communicator& c, const CommOpts& o)
+    Bench(tp::Communicator& c, tp::Backend& be, const CommOpts& o)
         : m_c(c)
+        , m_be(be)
         , m_o(o)
         , m_n(c.size())
         , m_r(c.rank())
+        , m_dt(be.storage())
     {
     }
 
     tp::Status run(const std::string& op, std::vector<Row>& rows)
     {
+        const std::int64_t eb = tp::dtypeBytes(m_dt, 1);
+        if (!m_send.data()) {
+            const std::int64_t capacity = std::max<std::int64_t>(m_o.maxBytes / eb, m_n) + m_n;
+            TP_ASSIGN_OR_RETURN(m_send, m_be.allocate(capacity * eb));
+            TP_ASSIGN_OR_RETURN(m_recv, m_be.allocate(capacity * eb));
+        }
         for (std::int64_t bytes = m_o.minBytes; bytes <= m_o.maxBytes; bytes *= std::max(m_o.factor, 2)) {
-            // The full buffer holds a whole number of floats per rank.
-            const std::int64_t per = std::max<std::int64_t>(1, bytes / 4 / m_n);
+            // The full buffer holds a whole number of elements per rank.
+            const std::int64_t per = std::max<std::int64_t>(1, bytes / eb / m_n);
             const std::int64_t count = per * m_n;
-            Row row{op, count * 4, count, {}, {}};
+            Row row{op, count * eb, count, {}, {}};
+            const std::vector<std::int64_t> counts(static_cast<std::size_t>(m_n), per);
+            const tp::Tensor send = view(m_send, count), recv = view(m_recv, count);
+            const tp::Tensor mySend = view(m_send, per), myRecvPiece = view(m_recv, per, per * m_r);
             if (op == "all_reduce") {
-                TP_RETURN_IF_ERROR(time(row.outOfPlace, [&] { fill(m_send, count); }, [&] { return allReduce(false); },
-                                        [&] { return wrongSum(m_recv, 0); }));
-                TP_RETURN_IF_ERROR(time(row.inPlace, [&] { fill(m_send, count); }, [&] { return allReduce(true); },
-                                        [&] { return wrongSum(m_send, 0); }));
+                TP_RETURN_IF_ERROR(time(row.outOfPlace, [&] { return fill(send, 0); }, [&] { return m_c.allReduce(send, recv); },
+                                        [&] { return wrongSum(recv, 0); }));
+                TP_RETURN_IF_ERROR(time(row.inPlace, [&] { return fill(send, 0); }, [&] { return m_c.allReduce(send, send); },
+                                        [&] { return wrongSum(send, 0); }));
             } else if (op == "all_gather") {
-                TP_RETURN_IF_ERROR(time(row.outOfPlace, [&] { prepareGather(per, false); }, [&] { return allGather(per, false); },
-                                        [&] { return wrongGather(per); }));
-                TP_RETURN_IF_ERROR(time(row.inPlace, [&] { prepareGather(per, true); }, [&] { return allGather(per, true); },
-                                        [&] { return wrongGather(per); }));
+                TP_RETURN_IF_ERROR(time(row.outOfPlace, [&] { return fill(mySend, 0); }, [&] { return m_c.allGather(mySend, recv, counts); },
+                                        [&] { return wrongGather(recv, per); }));
+                TP_RETURN_IF_ERROR(time(row.inPlace, [&] { return fill(myRecvPiece, 0); },
+                                        [&] { return m_c.allGather(myRecvPiece, recv, counts); }, [&] { return wrongGather(recv, per); }));
             } else if (op == "reduce_scatter") {
-                TP_RETURN_IF_ERROR(time(row.outOfPlace, [&] { fill(m_send, per * m_n); m_recv.resize(static_cast<std::size_t>(per)); },
-                                        [&] { return reduceScatter(per); }, [&] { return wrongSum(m_recv, per * m_r); }));
+                TP_RETURN_IF_ERROR(time(row.outOfPlace, [&] { return fill(send, 0); },
+                                        [&] { return m_c.reduceScatter(send, view(m_recv, per), counts); },
+                                        [&] { return wrongSum(view(m_recv, per), per * m_r); }));
             } else if (op == "broadcast") {
-                TP_RETURN_IF_ERROR(time(row.inPlace, [&] { fill(m_send, count); }, [&] { return m_c.broadcast(m_send, 0); },
-                                        [&] { return wrongBroadcast(count); }));
+                TP_RETURN_IF_ERROR(time(row.inPlace, [&] { return fill(send, 0); }, [&] { return m_c.broadcast(send, 0); },
+                                        [&] { return wrongBroadcast(send); }));
             } else if (op == "all_to_all") {
-                TP_RETURN_IF_ERROR(time(row.outOfPlace, [&] { prepareAllToAll(per); }, [&] { return allToAll(per); },
-                                        [&] { return wrongAllToAll(per); }));
+                TP_RETURN_IF_ERROR(time(row.outOfPlace, [&] { return fillAllToAll(send, per); },
+                                        [&] { return m_c.allToAll(send, counts, recv, counts); },
+                                        [&] { return wrongAllToAll(recv, per); }));
             }
             rows.push_back(row);
         }
@@ -93,116 +115,120 @@ public:
     }
 
 private:
-    // Warm-up and timed iterations of the bare collective (time = mean over ranks), then one more on
-    // freshly filled buffers whose result is checked (#wrong, summed over ranks).
-    tp::Status time(Cell& cell, const std::function<void()>& prepare, const std::function<tp::Status()>& once,
-                    const std::function<std::int64_t()>& wrong)
+    tp::Tensor view(const tp::DeviceBuffer& b, std::int64_t n, std::int64_t offset = 0) const
     {
-        prepare();
+        return tp::Tensor::contiguous(static_cast<char*>(b.data()) + offset * tp::dtypeBytes(m_dt, 1), m_dt, 1, n, m_be.device());
+    }
+
+    // Warm-up and timed iterations of the bare collective (time = mean over ranks; device work is
+    // waited for inside the timed region), then one more on freshly filled buffers whose result is
+    // checked (#wrong, summed over ranks).
+    tp::Status time(Cell& cell, const std::function<tp::Status()>& prepare, const std::function<tp::Status()>& once,
+                    const std::function<tp::Result<std::int64_t>()>& wrong)
+    {
+        TP_RETURN_IF_ERROR(prepare());
         for (int i = 0; i < m_o.warmup; ++i)
             TP_RETURN_IF_ERROR(once());
+        TP_RETURN_IF_ERROR(m_c.synchronize());
         TP_RETURN_IF_ERROR(m_c.barrier());
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < m_o.iters; ++i)
             TP_RETURN_IF_ERROR(once());
+        TP_RETURN_IF_ERROR(m_c.synchronize());
         const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count()
             / std::max(m_o.iters, 1);
         std::int64_t bad = 0;
         if (m_o.check) {
-            prepare();
+            TP_RETURN_IF_ERROR(prepare());
             TP_RETURN_IF_ERROR(once());
-            bad = wrong();
+            TP_RETURN_IF_ERROR(m_c.synchronize());
+            TP_ASSIGN_OR_RETURN(bad, wrong());
         }
-        std::vector<float> stats{static_cast<float>(us), static_cast<float>(bad)};
-        TP_RETURN_IF_ERROR(m_c.allReduce(stats));
-        cell.us = stats[0] / m_n;
-        cell.wrong = static_cast<std::int64_t>(stats[1]);
+        // Mean time in ns and the wrong count, exchanged as integers.
+        std::vector<std::int64_t> all, counts;
+        TP_RETURN_IF_ERROR(m_c.exchange(std::vector<std::int64_t>{std::llround(us * 1e3), bad}, all, counts));
+        double sum = 0;
+        cell.wrong = 0;
+        for (std::size_t i = 0; i + 1 < all.size(); i += 2) {
+            sum += static_cast<double>(all[i]) / 1e3;
+            cell.wrong += all[i + 1];
+        }
+        cell.us = sum / m_n;
         cell.present = true;
         return {};
     }
 
-    void fill(std::vector<float>& v, std::int64_t n, std::int64_t offset = 0)
+    tp::Status upload(const tp::Tensor& t, const std::vector<float>& values)
     {
-        v.resize(static_cast<std::size_t>(n));
-        for (std::int64_t i = 0; i < n; ++i)
-            v[static_cast<std::size_t>(i)] = pattern(m_r, offset + i);
+        std::vector<unsigned char> raw(static_cast<std::size_t>(t.bytes()));
+        tp::fromFloat(values.data(), m_dt, raw.data(), t.numel());
+        return m_be.upload(raw.data(), t);
     }
-    std::int64_t wrongSum(const std::vector<float>& v, std::int64_t offset) const
+    tp::Result<std::vector<float>> download(const tp::Tensor& t)
     {
+        std::vector<unsigned char> raw(static_cast<std::size_t>(t.bytes()));
+        TP_RETURN_IF_ERROR(m_be.download(t, raw.data()));
+        std::vector<float> v(static_cast<std::size_t>(t.numel()));
+        tp::toFloat(raw.data(), m_dt, v.data(), t.numel());
+        return v;
+    }
+    tp::Status fill(const tp::Tensor& t, std::int64_t offset)
+    {
+        std::vector<float> v(static_cast<std::size_t>(t.numel()));
+        for (std::size_t i = 0; i < v.size(); ++i)
+            v[i] = pattern(m_r, offset + static_cast<std::int64_t>(i));
+        return upload(t, v);
+    }
+    tp::Status fillAllToAll(const tp::Tensor& t, std::int64_t per)
+    {
+        // To rank p: per elements of value 10·rank + p.
+        std::vector<float> v(static_cast<std::size_t>(t.numel()));
+        for (int p = 0; p < m_n; ++p)
+            std::fill_n(v.begin() + p * per, per, static_cast<float>(10 * m_r + p));
+        return upload(t, v);
+    }
+    tp::Result<std::int64_t> wrongSum(const tp::Tensor& t, std::int64_t offset)
+    {
+        TP_ASSIGN_OR_RETURN(const auto v, download(t));
         const float ranksSum = static_cast<float>(m_n * (m_n + 1) / 2);
         std::int64_t bad = 0;
         for (std::size_t i = 0; i < v.size(); ++i)
             bad += v[i] != ranksSum * static_cast<float>((offset + static_cast<std::int64_t>(i)) % 7 + 1);
         return bad;
     }
-
-    tp::Status allReduce(bool inPlace)
+    tp::Result<std::int64_t> wrongGather(const tp::Tensor& t, std::int64_t per)
     {
-        if (inPlace)
-            return m_c.allReduce(m_send);
-        m_recv.resize(m_send.size()); // out-of-place: the result lands in another buffer
-        std::memcpy(m_recv.data(), m_send.data(), m_send.size() * sizeof(float));
-        return m_c.allReduce(m_recv);
-    }
-
-    void prepareGather(std::int64_t per, bool inPlace)
-    {
-        m_recv.assign(static_cast<std::size_t>(per * m_n), 0.0f);
-        fill(m_send, per);
-        if (inPlace) // the contribution sits at this rank's place in the output
-            std::memcpy(m_recv.data() + per * m_r, m_send.data(), static_cast<std::size_t>(per) * sizeof(float));
-    }
-    tp::Status allGather(std::int64_t per, bool inPlace)
-    {
-        const float* src = inPlace ? m_recv.data() + per * m_r : m_send.data();
-        return m_c.allGather(std::span<const float>(src, static_cast<std::size_t>(per)), m_recv);
-    }
-    std::int64_t wrongGather(std::int64_t per) const
-    {
+        TP_ASSIGN_OR_RETURN(const auto v, download(t));
         std::int64_t bad = 0;
         for (int p = 0; p < m_n; ++p)
             for (std::int64_t i = 0; i < per; ++i)
-                bad += m_recv[static_cast<std::size_t>(p * per + i)] != pattern(p, i);
+                bad += v[static_cast<std::size_t>(p * per + i)] != pattern(p, i);
         return bad;
     }
-    tp::Status reduceScatter(std::int64_t per)
+    tp::Result<std::int64_t> wrongBroadcast(const tp::Tensor& t)
     {
-        const std::vector<std::int64_t> counts(static_cast<std::size_t>(m_n), per);
-        return m_c.reduceScatter(m_send, m_recv, counts);
-    }
-    std::int64_t wrongBroadcast(std::int64_t count) const
-    {
+        TP_ASSIGN_OR_RETURN(const auto v, download(t));
         std::int64_t bad = 0;
-        for (std::int64_t i = 0; i < count; ++i)
-            bad += m_send[static_cast<std::size_t>(i)] != pattern(0, i);
+        for (std::size_t i = 0; i < v.size(); ++i)
+            bad += v[i] != pattern(0, static_cast<std::int64_t>(i));
         return bad;
     }
-    void prepareAllToAll(std::int64_t per)
+    tp::Result<std::int64_t> wrongAllToAll(const tp::Tensor& t, std::int64_t per)
     {
-        // To rank p: per elements of value 1000·rank + p.
-        m_send.resize(static_cast<std::size_t>(per * m_n));
+        TP_ASSIGN_OR_RETURN(const auto v, download(t));
+        std::int64_t bad = 0;
         for (int p = 0; p < m_n; ++p)
-            std::fill_n(m_send.begin() + p * per, per, static_cast<float>(1000 * m_r + p));
-    }
-    tp::Status allToAll(std::int64_t per)
-    {
-        const std::vector<std::int64_t> counts(static_cast<std::size_t>(m_n), per);
-        return m_c.allToAll(m_send, counts, m_recv);
-    }
-    std::int64_t wrongAllToAll(std::int64_t per) const
-    {
-        std::int64_t bad = static_cast<std::int64_t>(m_recv.size()) != per * m_n;
-        if (!bad)
-            for (int p = 0; p < m_n; ++p)
-                for (std::int64_t i = 0; i < per; ++i)
-                    bad += m_recv[static_cast<std::size_t>(p * per + i)] != static_cast<float>(1000 * p + m_r);
+            for (std::int64_t i = 0; i < per; ++i)
+                bad += v[static_cast<std::size_t>(p * per + i)] != static_cast<float>(10 * p + m_r);
         return bad;
     }
 
     tp::Communicator& m_c;
+    tp::Backend& m_be;
     const CommOpts& m_o;
     const int m_n, m_r;
-    std::vector<float> m_send, m_recv;
+    const tp::DType m_dt;
+    tp::DeviceBuffer m_send, m_recv;
 };
 
 tp::CollectiveKind kindOf(const std::string& op)
@@ -225,7 +251,7 @@ void print(const CommOpts& o, const std::string& kind, int n, const std::vector<
     if (o.json) {
         auto arr = nlohmann::ordered_json::array();
         for (const auto& r : rows) {
-            nlohmann::ordered_json x = {{"op", r.op}, {"size", r.bytes}, {"count", r.count}, {"type", "float"}};
+            nlohmann::ordered_json x = {{"op", r.op}, {"size", r.bytes}, {"count", r.count}, {"type", typeColumn(dtypeOf(o.dtype))}};
             for (const auto& [name, c] : {std::pair{"out_of_place", r.outOfPlace}, std::pair{"in_place", r.inPlace}})
                 if (c.present) {
                     const double alg = static_cast<double>(r.bytes) / (c.us * 1e3);
@@ -255,13 +281,13 @@ void print(const CommOpts& o, const std::string& kind, int n, const std::vector<
         if (r.op != op) {
             op = r.op;
             fmt::print("# {}\n#{:>38}{:>33}{:>33}\n", op, "", "out-of-place", "in-place");
-            fmt::print("#{:>11} {:>12} {:>6} {:>6} {:>5} {:>9} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>6}\n", "size", "count",
+            fmt::print("#{:>11} {:>12} {:>8} {:>6} {:>5} {:>9} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>6}\n", "size", "count",
                        "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-            fmt::print("#{:>11} {:>12} {:>6} {:>6} {:>5} {:>9} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>6}\n", "(B)",
+            fmt::print("#{:>11} {:>12} {:>8} {:>6} {:>5} {:>9} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>6}\n", "(B)",
                        "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
         }
         const bool reduces = r.op == "all_reduce" || r.op == "reduce_scatter";
-        fmt::print(" {:>11} {:>12} {:>6} {:>6} {:>5} {} {}\n", r.bytes, r.count, "float", reduces ? "sum" : "none",
+        fmt::print(" {:>11} {:>12} {:>8} {:>6} {:>5} {} {}\n", r.bytes, r.count, typeColumn(dtypeOf(o.dtype)), reduces ? "sum" : "none",
                    r.op == "broadcast" ? 0 : -1, cell(r, r.outOfPlace), cell(r, r.inPlace));
     }
     fmt::print("# Out of bounds values : {} {}\n# Avg bus bandwidth    : {:.3f}\n", wrong, wrong ? "FAILED" : "OK",
@@ -273,19 +299,25 @@ int benchComm(const CommOpts& o)
     const std::vector<std::string> ops = o.op == "all"
         ? std::vector<std::string>{"all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"}
         : std::vector<std::string>{o.op};
+    const tp::DType dt = dtypeOf(o.dtype);
+    auto fail = [](const std::string& m) {
+        fmt::print(stderr, "tpstudio-cli bench comm: {}\n", m);
+        return kBadInput;
+    };
     std::vector<Row> rows;
     if (o.comm == "mpi") {
-        if (!tp::haveMpi()) {
-            fmt::print(stderr, "tpstudio-cli bench comm: this build has no MPI\n");
-            return kBadInput;
-        }
+        if (!tp::haveMpi())
+            return fail("this build has no MPI");
         tp::mpiInit(nullptr, nullptr);
         auto comm = tp::makeMpiCommunicator(std::chrono::seconds(120));
-        tp::Status st;
-        Bench b(*comm, o);
-        for (const auto& op : ops)
-            if (st.ok())
-                st = b.run(op, rows);
+        auto be = tp::makeCpuBackend(dt);
+        tp::Status st = be.status();
+        if (st.ok()) {
+            Bench b(*comm, **be, o);
+            for (const auto& op : ops)
+                if (st.ok())
+                    st = b.run(op, rows);
+        }
         const int rank = comm->rank(), n = comm->size();
         if (!st.ok()) {
             fmt::print(stderr, "tpstudio-cli bench comm: rank {}: {}\n", rank, st.message());
@@ -298,30 +330,36 @@ int benchComm(const CommOpts& o)
         tp::mpiFinalize();
         return kOk;
     }
-    // Threads in this process: the local communicator, or NCCL with one GPU per rank.
-    std::shared_ptr<tp::LocalGroup> local;
-    std::shared_ptr<tp::NcclGroup> nccl;
-    if (o.comm == "nccl") {
-        auto g = tp::NcclGroup::create(o.ranks, std::chrono::seconds(120));
-        if (!g) {
-            fmt::print(stderr, "tpstudio-cli bench comm: {}\n", g.status().message());
-            return kBadInput;
-        }
-        nccl = *g;
-    } else {
-        local = tp::LocalGroup::create(o.ranks, std::chrono::seconds(120));
+    // Threads in this process, each with its backend: the local communicator on host memory, or
+    // NCCL on device buffers with one GPU per rank.
+    std::vector<std::unique_ptr<tp::Backend>> backends;
+    std::vector<tp::Backend*> raw;
+    for (int r = 0; r < o.ranks; ++r) {
+        auto be = o.comm == "nccl" ? tp::makeCudaBackend(r, dt) : tp::makeCpuBackend(dt);
+        if (!be)
+            return fail(fmt::format("rank {}: {}", r, be.status().message()));
+        raw.push_back(be->get());
+        backends.push_back(std::move(*be));
     }
-    auto rankComm = [&](int r) -> tp::Communicator& { return nccl ? nccl->rank(r) : local->rank(r); };
+    std::shared_ptr<tp::CommGroup> group;
+    if (o.comm == "nccl") {
+        auto g = tp::makeNcclGroup(raw, std::chrono::seconds(120));
+        if (!g)
+            return fail(g.status().message());
+        group = *g;
+    } else {
+        group = tp::makeLocalGroup(o.ranks, std::chrono::seconds(120));
+    }
     std::vector<tp::Status> status(static_cast<std::size_t>(o.ranks));
     std::vector<std::thread> threads;
     for (int r = 0; r < o.ranks; ++r)
         threads.emplace_back([&, r] {
             std::vector<Row> mine;
-            Bench b(rankComm(r), o);
+            Bench b(group->rank(r), *raw[static_cast<std::size_t>(r)], o);
             for (const auto& op : ops) {
                 tp::Status st = b.run(op, mine);
                 if (!st.ok()) {
-                    rankComm(r).abort(st.message());
+                    group->rank(r).abort(st.message());
                     status[static_cast<std::size_t>(r)] = st;
                     return;
                 }
@@ -332,10 +370,8 @@ int benchComm(const CommOpts& o)
     for (auto& t : threads)
         t.join();
     for (const auto& st : status)
-        if (!st.ok()) {
-            fmt::print(stderr, "tpstudio-cli bench comm: {}\n", st.message());
-            return kBadInput;
-        }
+        if (!st.ok())
+            return fail(st.message());
     print(o, o.comm, o.ranks, rows);
     return kOk;
 }
@@ -375,6 +411,9 @@ std::function<int()> addBenchComm(CLI::App* bench)
     cmd->add_option("-w,--warmup_iters", o->warmup, "Warm-up iterations")->check(CLI::Range(0, 100000))->capture_default_str();
     cmd->add_option("-o,--op", o->op, "all_reduce, all_gather, reduce_scatter, broadcast, all_to_all or all")
         ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "all"}))
+        ->capture_default_str();
+    cmd->add_option("-d,--dtype", o->dtype, "Element type: f32, bf16 or f16")
+        ->check(CLI::IsMember({"f32", "bf16", "f16"}))
         ->capture_default_str();
     cmd->add_option("-c,--check", o->check, "Check the data (1) or not (0)")->capture_default_str();
     cmd->add_flag("--json", o->json, "Print JSON");

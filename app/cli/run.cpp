@@ -5,13 +5,17 @@
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
 #include "tp/profile/run_record.h"
+#include "tp/cost/hardware.h"
 #include "tp/runtime/communicator.h"
 #include "tp/runtime/executor.h"
+#include "tp/runtime/gpu.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <cstring>
+#include <optional>
 #include <fstream>
 #include <iostream>
 
@@ -28,6 +32,9 @@ struct RunOpts
     std::int64_t batch = 1, seq = 128;
     int warmup = 1, iters = 3;
     std::string backend = "cpu";
+    std::string dtype;          // empty: f32 on the CPU, bf16 on CUDA
+    std::vector<int> emulate;   // sizes emulated on one device (instead of --tp)
+    std::string hardware;       // the profile that models emulated collectives
     std::string comm = "local";
     std::string trace, json, csv;
     bool jsonStream = false;
@@ -88,10 +95,54 @@ int runVerb(RunOpts o)
         }
     }
     const bool reporter = !mpi.comm || mpi.comm->rank() == 0;
-    if (o.backend != "cpu")
-        return failWith(o, fmt::format("backend '{}' is not available in this build (the CPU engine runs everywhere; "
-                                       "the CUDA backend needs a GPU build)",
-                                       o.backend));
+    const bool cuda = o.backend == "cuda";
+    const tp::DType dtype = o.dtype == "bf16" ? tp::DType::BF16
+        : o.dtype == "f16"                    ? tp::DType::F16
+        : o.dtype == "f32"                    ? tp::DType::F32
+        : cuda                                ? tp::DType::BF16
+                                              : tp::DType::F32;
+    const bool emulate = !o.emulate.empty();
+    if (emulate && o.comm == "mpi")
+        return failWith(o, "--emulate-tp runs every rank in this process; it does not combine with --comm mpi");
+    if (emulate)
+        o.tp = o.emulate;
+    std::string devices = "cpu";
+    std::optional<tp::HardwareProfile> commModel;
+    if (cuda) {
+        auto inv = tp::gpu::probe();
+        if (!inv)
+            return failWith(o, fmt::format("--backend cuda: {}", inv.status().message()));
+        const int most = *std::max_element(o.tp.begin(), o.tp.end());
+        if (!emulate && !mpi.comm && most > static_cast<int>(inv->devices.size()))
+            return failWith(o, fmt::format("tp size {} needs {} GPUs, {} visible; emulate it on one GPU with "
+                                           "--emulate-tp {}",
+                                           most, most, inv->devices.size(), most));
+        devices.clear();
+        for (const auto& d : inv->devices)
+            devices += fmt::format("{}cuda:{} {} ({:.0f} GiB)", devices.empty() ? "" : ", ", d.index, d.name,
+                                   static_cast<double>(d.memoryBytes) / (1 << 30));
+    }
+    if (emulate) {
+        // The profile of the device at hand models the collectives, unless one is named.
+        std::string id = o.hardware;
+        if (id.empty()) {
+            const std::string gpu = cuda ? devices : "";
+            id = !cuda                                          ? "local-cpu"
+                : gpu.find("H200") != std::string::npos         ? "h200-sxm-8"
+                : gpu.find("H100 PCIe") != std::string::npos    ? "pcie-h100-8"
+                : gpu.find("H100") != std::string::npos         ? "h100-sxm-8"
+                : gpu.find("A100") != std::string::npos         ? "a100-sxm-8"
+                                                                : "";
+            if (id.empty())
+                return failWith(o, fmt::format("no built-in hardware profile matches {}; name one with --hardware "
+                                               "(one of: {})",
+                                               devices, fmt::join(tp::builtinHardwareIds(), ", ")));
+        }
+        auto hw = tp::findHardware(id);
+        if (!hw)
+            return failWith(o, hw.status().message());
+        commModel = *hw;
+    }
     auto om = tp::openModel(o.model);
     if (!om)
         return failWith(o, om.status().message());
@@ -113,14 +164,14 @@ int runVerb(RunOpts o)
     for (int t : sizes) {
         tp::Plan p = base;
         p.tpSize = t;
-        graphs.push_back(tp::shardModel(om->spec, p, {.batch = o.batch, .seq = o.seq, .activationDtype = tp::DType::F32}));
+        graphs.push_back(tp::shardModel(om->spec, p, {.batch = o.batch, .seq = o.seq, .activationDtype = dtype}));
         std::string errors;
         for (const auto& d : graphs.back().diagnostics)
             if (d.severity == tp::Severity::Error)
                 errors += fmt::format("\n  {}: {}{}", d.where, d.message, d.hint.empty() ? "" : " (hint: " + d.hint + ")");
         if (!errors.empty())
             return failWith(o, fmt::format("the plan has errors at tp_size {}; nothing ran:{}", t, errors));
-        if (auto why = tp::cpuExecutableProblem(om->spec, graphs.back()); !why.empty())
+        if (auto why = tp::engineExecutableProblem(om->spec, graphs.back()); !why.empty())
             return failWith(o, why);
     }
     const bool useCheckpoint = om->checkpoint && !o.randomWeights;
@@ -130,13 +181,27 @@ int runVerb(RunOpts o)
             return failWith(o, st.message());
 
     tp::RunRecord rec;
-    rec.settings = {o.model, om->spec.className, o.planFile.empty() ? "default plan" : o.planFile, o.backend, o.comm,
-                    o.batch, o.seq, o.warmup, o.iters,
-                    useCheckpoint ? "checkpoint" : fmt::format("random (seed {:#x})", o.seed)};
+    auto& set = rec.settings;
+    set.model = o.model;
+    set.modelClass = om->spec.className;
+    set.plan = o.planFile.empty() ? "default plan" : o.planFile;
+    set.backend = o.backend;
+    set.communicator = emulate ? "emulated" : cuda ? (mpi.comm ? "nccl (mpi bootstrap)" : "nccl") : o.comm;
+    set.dtype = o.dtype.empty() ? (cuda ? "bf16" : "f32") : o.dtype;
+    set.emulated = emulate;
+    set.commModel = commModel ? commModel->id : "";
+    set.batch = o.batch;
+    set.seq = o.seq;
+    set.warmup = o.warmup;
+    set.iterations = o.iters;
+    set.weights = useCheckpoint ? "checkpoint" : fmt::format("random (seed {:#x})", o.seed);
     rec.provenance = tp::collectProvenance();
+    rec.provenance.devices = devices;
     if (o.jsonStream && reporter)
         emit({{"event", "start"}, {"model", o.model}, {"class", om->spec.className}, {"tp", sizes}, {"batch", o.batch},
-              {"seq", o.seq}, {"warmup", o.warmup}, {"iterations", o.iters}, {"weights", rec.settings.weights}});
+              {"seq", o.seq}, {"warmup", o.warmup}, {"iterations", o.iters}, {"weights", rec.settings.weights},
+              {"backend", o.backend}, {"dtype", set.dtype}, {"emulated", emulate}, {"comm_model", set.commModel},
+              {"devices", devices}});
     else if (!useCheckpoint && reporter)
         fmt::print(stderr, "note: {} has no checkpoint here; running seeded random weights\n", o.model);
 
@@ -147,6 +212,10 @@ int runVerb(RunOpts o)
         ro.warmup = o.warmup;
         ro.tokens = o.tokens;
         ro.iterations = o.iters;
+        ro.device = cuda ? tp::DeviceKind::Cuda : tp::DeviceKind::Cpu;
+        ro.dtype = dtype;
+        ro.emulate = emulate;
+        ro.commModel = commModel ? &*commModel : nullptr;
         ro.collectiveTimeout = std::chrono::seconds(o.timeoutS);
         if (!o.injectFailure.empty()) {
             // RANK:NODE[:KIND], KIND = error | oom | exception | hang
@@ -220,16 +289,33 @@ std::function<int()> addRun(CLI::App& app)
     run->add_option("--profile", o->profile, "Transformers generation for plan names: G1, G2, G3")
         ->check(CLI::IsMember({"G1", "G2", "G3"}))
         ->capture_default_str();
-    run->add_option("--tp", o->tp, "Tensor-parallel sizes, e.g. 1,2,4")->delimiter(',')->check(CLI::Range(1, 256))
+    auto* tpOpt = run->add_option("--tp", o->tp, "Tensor-parallel sizes, e.g. 1,2,4")->delimiter(',')->check(CLI::Range(1, 256))
         ->capture_default_str();
     run->add_option("--batch", o->batch, "Batch size")->check(CLI::Range(1, 4096))->capture_default_str();
     run->add_option("--seq", o->seq, "Sequence length (prefill)")->check(CLI::Range(1, 65536))->capture_default_str();
     run->add_option("--warmup", o->warmup, "Untimed iterations")->check(CLI::Range(0, 1000))->capture_default_str();
     run->add_option("--iters", o->iters, "Timed iterations")->check(CLI::Range(1, 100000))->capture_default_str();
-    run->add_option("--backend", o->backend, "cpu (fp32, OpenBLAS) or cuda")->capture_default_str();
+    run->add_option("--backend", o->backend,
+                    "cpu (fp32 math, OpenBLAS) or cuda (cuBLAS, one GPU per rank; NCCL between them)")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
+    run->add_option("--dtype", o->dtype,
+                    "Storage of weights and activations, fp32 accumulation: f32, bf16 or f16 (default: f32 on the CPU, "
+                    "bf16 on CUDA)")
+        ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+    auto* emulateOpt = run->add_option("--emulate-tp", o->emulate,
+                                       "Emulate these tp sizes on one device instead of --tp: every rank's shards run "
+                                       "there one op at a time, collectives are done on the device and timed by the "
+                                       "hardware profile's model; the record says 'emulated'")
+                           ->delimiter(',')
+                           ->check(CLI::Range(1, 256));
+    run->add_option("--hardware", o->hardware,
+                    "Hardware profile (built-in id or file) that models emulated collectives; default: the profile "
+                    "of the device at hand (local-cpu; h200-sxm-8, h100-sxm-8, a100-sxm-8 by the GPU's name)");
     run->add_option("--comm", o->comm,
-                    "local: one thread per rank in this process; mpi: one process per rank, started by "
-                    "'mpirun -n T tpstudio-cli run --comm mpi …' (T = the job's size)")
+                    "local: one thread per rank in this process (CUDA: NCCL between them); mpi: one process per rank, "
+                    "started by 'mpirun -n T tpstudio-cli run --comm mpi …' (T = the job's size; CUDA: NCCL "
+                    "bootstrapped over MPI, one GPU per process)")
         ->check(CLI::IsMember({"local", "mpi"}))
         ->capture_default_str();
     run->add_option("--trace", o->trace, "Write Chrome trace-event JSON (opens in Perfetto / chrome://tracing)");
@@ -246,6 +332,7 @@ std::function<int()> addRun(CLI::App& app)
     run->add_option("--dump-logits", o->logitsFile, "Write rank 0's logits of the last tp size as JSON ([B·S × vocab])");
     run->add_option("--inject-failure", o->injectFailure,
                     "Testing: make RANK fail at graph node NODE: RANK:NODE[:error|oom|exception|hang]");
+    emulateOpt->excludes(tpOpt);
     return [o] { return runVerb(*o); };
 }
 

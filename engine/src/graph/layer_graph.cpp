@@ -39,6 +39,19 @@ const char* activationName(Activation a)
     return "?";
 }
 
+std::vector<float> RopeTable::cosSin(std::int64_t positions) const
+{
+    const std::int64_t half = headDim / 2;
+    std::vector<float> t(static_cast<std::size_t>(positions * headDim));
+    for (std::int64_t p = 0; p < positions; ++p)
+        for (std::int64_t j = 0; j < half; ++j) {
+            const double a = static_cast<double>(p) * invFreq[static_cast<std::size_t>(j)];
+            t[static_cast<std::size_t>(p * headDim + j)] = static_cast<float>(std::cos(a));
+            t[static_cast<std::size_t>(p * headDim + half + j)] = static_cast<float>(std::sin(a));
+        }
+    return t;
+}
+
 namespace {
 
 // inv_freq of Transformers' rope init functions: default, "linear" and "llama3" scaling.
@@ -177,6 +190,9 @@ private:
         n.vHeadDim = vHeadDim;
         n.ownerModule = m_spec.indexOf(p);
         n.scale = 1.0 / std::sqrt(static_cast<double>(qkHeadDim));
+        const bool sliding = m_t.slidingWindowAllLayers
+            || (static_cast<std::size_t>(m_layer) < m_c.layerTypes.size() && m_c.layerTypes[static_cast<std::size_t>(m_layer)] == "sliding_attention");
+        n.window = sliding ? m_c.slidingWindow.value_or(0) : 0;
         return n;
     }
 

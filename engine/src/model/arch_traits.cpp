@@ -11,14 +11,18 @@ ArchTraits row(Family f)
     t.family = f;
     switch (f) {
     case Family::Llama:
-    case Family::Mistral:
     case Family::Qwen2: break;
+    case Family::Mistral: t.slidingWindowAllLayers = true; break;
     case Family::Qwen3: t.qkNorm = true; break;
     case Family::Phi3:
         t.fusedQkv = true;
         t.fusedGateUp = true;
+        t.slidingWindowAllLayers = true;
         break;
-    case Family::Mixtral: t.alwaysNormalizeTopK = true; break;
+    case Family::Mixtral:
+        t.alwaysNormalizeTopK = true;
+        t.slidingWindowAllLayers = true;
+        break;
     case Family::Qwen3Moe: t.qkNorm = true; break;
     case Family::Gemma2:
         t.sandwichNorms = true;

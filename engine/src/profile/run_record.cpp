@@ -3,7 +3,7 @@
 
 #include "tp/core/units.h"
 #include "tp/graph/layer_graph.h"
-#include "nvtx.h"
+#include "tp/profile/nvtx.h"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -69,7 +69,7 @@ Provenance collectProvenance()
     return p;
 }
 
-void addRun(RunRecord& record, const ShardedGraph& g, const RunResult& result)
+void addRun(RunRecord& record, const ShardedGraph& g, const Measurement& result)
 {
     TpRun run;
     run.tp = result.tpSize;
@@ -147,11 +147,12 @@ nlohmann::ordered_json recordToJson(const RunRecord& rec)
     j["settings"] = {{"model", s.model},          {"class", s.modelClass}, {"plan", s.plan},
                      {"backend", s.backend},      {"communicator", s.communicator},
                      {"batch", s.batch},          {"seq", s.seq},          {"warmup", s.warmup},
-                     {"iterations", s.iterations}, {"weights", s.weights}, {"compute_dtype", "f32"}};
+                     {"iterations", s.iterations}, {"weights", s.weights}, {"compute_dtype", "f32"},
+                     {"storage_dtype", s.dtype}, {"emulated", s.emulated}, {"comm_model", s.commModel}};
     const auto& p = rec.provenance;
     j["provenance"] = {{"cpu", p.cpuModel}, {"logical_cores", p.logicalCores}, {"hostname", p.hostname},
                        {"os", p.os},        {"compiler", p.compiler},        {"openblas", p.openblas}, {"libraries", p.libraries},
-                       {"tpstudio", p.tpstudio}, {"started_at", p.startedAt}};
+                       {"tpstudio", p.tpstudio}, {"started_at", p.startedAt}, {"devices", p.devices}};
     auto runs = nlohmann::ordered_json::array();
     for (const auto& r : rec.runs) {
         nlohmann::ordered_json x;
@@ -239,12 +240,25 @@ Result<RunRecord> parseRunRecord(std::string_view text, const std::string& sourc
     rec.settings.warmup = static_cast<int>(warmup);
     rec.settings.iterations = static_cast<int>(iters);
     TP_ASSIGN_OR_RETURN(rec.settings.weights, s.str("weights"));
+    // Added after the first records: absent means an fp32 run measured on real ranks.
+    if (s.j.contains("storage_dtype")) {
+        TP_ASSIGN_OR_RETURN(rec.settings.dtype, s.str("storage_dtype"));
+    }
+    if (s.j.contains("emulated")) {
+        TP_RETURN_IF_ERROR(s.need("emulated", &nlohmann::json::is_boolean, "true or false"));
+        rec.settings.emulated = s.j["emulated"].get<bool>();
+    }
+    if (s.j.contains("comm_model")) {
+        TP_ASSIGN_OR_RETURN(rec.settings.commModel, s.str("comm_model"));
+    }
     if (j.contains("provenance") && j["provenance"].is_object()) {
         const Reader p{j["provenance"], source + ": provenance"};
         if (auto v = p.str("cpu"); v.ok())
             rec.provenance.cpuModel = *v;
         if (auto v = p.str("os"); v.ok())
             rec.provenance.os = *v;
+        if (auto v = p.str("devices"); v.ok())
+            rec.provenance.devices = *v;
     }
     TP_RETURN_IF_ERROR(top.need("runs", &nlohmann::json::is_array, "an array"));
     for (std::size_t i = 0; i < j["runs"].size(); ++i) {
@@ -342,16 +356,22 @@ void writeChromeTrace(const RunRecord& rec, std::ostream& out)
     nlohmann::ordered_json j;
     j["traceEvents"] = std::move(events);
     j["displayTimeUnit"] = "ms";
-    j["otherData"] = {{"generator", "tpstudio"}, {"model", rec.settings.model}, {"schema", "tpstudio.run/1"}};
+    j["otherData"] = {{"generator", "tpstudio"},  {"model", rec.settings.model},       {"schema", "tpstudio.run/1"},
+                      {"backend", rec.settings.backend}, {"storage_dtype", rec.settings.dtype},
+                      {"emulated", rec.settings.emulated}};
     out << j.dump() << "\n";
 }
 
 void writeConsole(const RunRecord& rec, std::ostream& out)
 {
     const auto& s = rec.settings;
-    out << fmt::format("{} · {} · batch {} · seq {} · {} warm-up + {} iterations · backend {} ({}) · {}\n",
-                       s.modelClass, s.plan, s.batch, s.seq, s.warmup, s.iterations, s.backend, s.communicator,
-                       rec.provenance.cpuModel);
+    out << fmt::format("{} · {} · batch {} · seq {} · {} warm-up + {} iterations · backend {} ({}, {} storage) · {}\n",
+                       s.modelClass, s.plan, s.batch, s.seq, s.warmup, s.iterations, s.backend, s.communicator, s.dtype,
+                       rec.provenance.devices.empty() ? rec.provenance.cpuModel : rec.provenance.devices);
+    if (s.emulated)
+        out << fmt::format("EMULATED: every rank ran on one device, one at a time; communication times are modelled "
+                           "with the {} profile, not measured\n",
+                           s.commModel);
     for (const auto& r : rec.runs) {
         out << fmt::format("\nT={}  per layer, slowest rank (µs)\n  {:<9} {:>11} {:>11} {:>7}\n", r.tp, "layer",
                            "compute", "comm", "comm %");

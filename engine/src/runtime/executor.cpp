@@ -1,630 +1,40 @@
-// executor.cpp — the CPU engine: one thread per rank walking the sharded graph in order.
+// executor.cpp — one thread per rank walking the lowered sharded graph. No arithmetic happens here:
+// each node is a call of the rank's Backend on views into buffers allocated once, each collective a
+// call of its Communicator; the executor owns the order, the events that time it, cancellation,
+// fault injection and the report.
 //
-// Math follows the Transformers modeling code of each family in fp32 (modeling_llama.py and
-// siblings): RMSNorm, rotary embedding with rotate_half (default and llama3 scaling), causal GQA
-// attention, SiLU·mul, softmax top-k routers, fused experts. GEMMs go through OpenBLAS with one
-// BLAS thread per rank.
+// Per node: [compute] op on the compute stream between two events. Per collective: pack the pieces
+// (reduce_scatter) on the compute stream, hand over to the communication stream, collective, hand
+// back, unpack the pieces or add the bias after the reduction (all_gather, rowwise bias), with
+// events at the four points; the span is the whole of it.
 #include "tp/runtime/executor.h"
 
-#include "tp/model/loader.h"
+#include "program.h"
+#include "tp/core/units.h"
+#include "tp/model/arch_traits.h"
+#include "tp/profile/nvtx.h"
+#include "tp/runtime/backend.h"
 #include "tp/runtime/communicator.h"
-#include "tp/runtime/cpu_ops.h"
-#include "../profile/nvtx.h"
 
-#include <cblas.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cmath>
 #include <mutex>
-#include <numbers>
-#include <numeric>
 #include <optional>
 #include <thread>
 
 namespace tp {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-bool executableFamily(Family f)
-{
-    switch (f) {
-    case Family::Llama:
-    case Family::Mistral:
-    case Family::Qwen2:
-    case Family::Qwen3:
-    case Family::Phi3:
-    case Family::Mixtral:
-    case Family::Qwen3Moe: return true;
-    default: return false;
-    }
-}
-
-using cpu::gemm;
-
-float silu(float v) { return v / (1.0f + std::exp(-v)); }
-
-class Runner
-{
-public:
-    Runner(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights, const RunOptions& o)
-        : m_spec(spec)
-        , m_g(g)
-        , m_weights(weights)
-        , m_o(o)
-        , m_c(spec.config)
-        , m_T(g.tpSize)
-        , m_N(o.batch * o.seq)
-    {
-        m_nodeCollectives.resize(g.graph.nodes.size());
-        for (std::size_t i = 0; i < g.collectives.size(); ++i)
-            m_nodeCollectives[static_cast<std::size_t>(g.collectives[i].node)].push_back(static_cast<int>(i));
-        for (const auto& n : g.graph.nodes)
-            m_nvtxNames.push_back(nvtxName(n.name, n.layer));
-        m_tokens = o.tokens;
-        if (m_tokens.empty())
-            for (std::int64_t i = 0; i < m_N; ++i)
-                m_tokens.push_back(static_cast<std::int32_t>((i * 7919 + 13) % m_c.vocabSize));
-        ropeFrequencies();
-    }
-
-    Result<RunResult> run()
-    {
-        openblas_set_num_threads(1);
-        auto group = LocalGroup::create(m_T, m_o.collectiveTimeout);
-        std::vector<RankOut> outs(static_cast<std::size_t>(m_T));
-        std::vector<std::thread> threads;
-        for (int r = 0; r < m_T; ++r)
-            threads.emplace_back([&, r] {
-                Communicator& comm = group->rank(r);
-                Status st = guardedRankMain(r, comm, outs[static_cast<std::size_t>(r)]);
-                if (!st.ok()) {
-                    {
-                        // The cause wins over its consequences: ranks abandoned because of another
-                        // rank's failure report Cancelled, which never replaces a real error.
-                        std::lock_guard lock(m_errorMutex);
-                        if (m_firstError.ok()
-                            || (m_firstError.code() == StatusCode::Cancelled && st.code() != StatusCode::Cancelled))
-                            m_firstError = st;
-                    }
-                    comm.abort(st.message());
-                }
-            });
-        for (auto& t : threads)
-            t.join();
-        if (!m_firstError.ok())
-            return m_firstError;
-        RunResult res;
-        res.tpSize = m_T;
-        res.vocab = m_c.vocabSize;
-        res.iterationSeconds = outs[0].iterations;
-        for (const auto& o : outs) {
-            res.loadSeconds = std::max(res.loadSeconds, o.loadSeconds);
-            res.spans.insert(res.spans.end(), o.spans.begin(), o.spans.end());
-        }
-        return res;
-    }
-
-    // This process is one rank; spans of every rank are gathered to rank 0.
-    Result<RunResult> runOne(Communicator& comm)
-    {
-        openblas_set_num_threads(1);
-        RankOut out;
-        if (Status st = guardedRankMain(comm.rank(), comm, out); !st.ok()) {
-            comm.abort(st.message());
-            return st;
-        }
-        // 4 floats per span: node, collective, start, end (layer and bytes follow from the graph).
-        std::vector<float> mine;
-        for (const auto& sp : out.spans)
-            mine.insert(mine.end(), {float(sp.node), float(sp.collective), float(sp.startUs), float(sp.endUs)});
-        std::vector<float> counts(static_cast<std::size_t>(m_T));
-        const float n = static_cast<float>(mine.size());
-        TP_RETURN_IF_ERROR(comm.allGather(std::span<const float>(&n, 1), counts));
-        std::vector<float> all(static_cast<std::size_t>(std::accumulate(counts.begin(), counts.end(), 0.0f)));
-        TP_RETURN_IF_ERROR(comm.allGather(mine, all));
-        RunResult res;
-        res.tpSize = m_T;
-        res.vocab = m_c.vocabSize;
-        res.loadSeconds = out.loadSeconds;
-        res.iterationSeconds = out.iterations;
-        std::size_t at = 0;
-        for (int r = 0; r < m_T; ++r)
-            for (std::size_t i = 0; i < static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]); i += 4, at += 4) {
-                Span sp;
-                sp.rank = r;
-                sp.node = static_cast<int>(all[at]);
-                sp.collective = static_cast<int>(all[at + 1]);
-                sp.startUs = all[at + 2];
-                sp.endUs = all[at + 3];
-                sp.layer = m_g.graph.nodes[static_cast<std::size_t>(sp.node)].layer;
-                if (sp.collective >= 0)
-                    sp.bytes = m_g.collectives[static_cast<std::size_t>(sp.collective)].bytes(m_o.batch, m_o.seq, 4);
-                res.spans.push_back(sp);
-            }
-        res.logits = std::move(m_rank0Logits);
-        return res;
-    }
-
-private:
-    struct RankOut
-    {
-        int node = -1; // the node this rank is in (for errors raised as exceptions)
-        std::vector<double> iterations;
-        std::vector<Span> spans;
-        double loadSeconds = 0;
-    };
-
-    struct Rank
-    {
-        int r = 0;
-        Communicator* comm = nullptr;
-        std::vector<std::vector<float>> weights;
-        std::vector<std::vector<float>> acts;
-        std::vector<float> routerProbs;
-        std::vector<Span> spans;
-        Clock::time_point t0;
-        std::vector<float> scratch, scratch2, gathered;
-    };
-
-    // --- plumbing -----------------------------------------------------------------------------
-    const ParamShard* shard(int module, const char* name) const { return m_g.param(module, name); }
-    const std::vector<float>& weight(const Rank& k, const ParamShard* s) const
-    {
-        return k.weights[static_cast<std::size_t>(s - m_g.params.data())];
-    }
-    std::int64_t width(const Rank& k, int tensor) const
-    {
-        const auto& a = k.acts[static_cast<std::size_t>(tensor)];
-        return m_N == 0 ? 0 : static_cast<std::int64_t>(a.size()) / m_N;
-    }
-    double nowUs(const Rank& k) const { return std::chrono::duration<double, std::micro>(Clock::now() - k.t0).count(); }
-
-    Status fail(const Rank& k, const GraphNode& n, const std::string& what) const
-    {
-        return Status(StatusCode::Internal, fmt::format("rank {}, node {}: {}", k.r, n.name, what));
-    }
-
-    void ropeFrequencies()
-    {
-        const std::int64_t hd = m_c.headDim;
-        for (std::int64_t i = 0; i < hd / 2; ++i) {
-            double f = 1.0 / std::pow(m_c.ropeTheta, static_cast<double>(2 * i) / static_cast<double>(hd));
-            const RopeScaling& s = m_c.ropeScaling;
-            if (s.type == "llama3") {
-                const double low = static_cast<double>(s.originalMaxPositions) / s.lowFreqFactor;
-                const double high = static_cast<double>(s.originalMaxPositions) / s.highFreqFactor;
-                const double wavelen = 2 * std::numbers::pi / f;
-                if (wavelen > low) {
-                    f /= s.factor;
-                } else if (wavelen >= high) {
-                    const double smooth = (static_cast<double>(s.originalMaxPositions) / wavelen - s.lowFreqFactor)
-                        / (s.highFreqFactor - s.lowFreqFactor);
-                    f = (1 - smooth) * f / s.factor + smooth * f;
-                }
-            } else if (s.type == "linear") {
-                f /= s.factor;
-            }
-            m_invFreq.push_back(f);
-        }
-    }
-
-    // --- one rank -----------------------------------------------------------------------------
-    // Nothing may escape a rank's thread: exceptions (allocation failures above all) become errors
-    // that name the rank and the node.
-    Status guardedRankMain(int r, Communicator& comm, RankOut& out)
-    {
-        auto where = [&] {
-            return out.node >= 0 ? fmt::format("rank {}, node {}", r, m_g.graph.nodes[static_cast<std::size_t>(out.node)].name)
-                                 : fmt::format("rank {}, loading weights", r);
-        };
-        try {
-            return rankMain(r, comm, out);
-        } catch (const std::bad_alloc&) {
-            return Status(StatusCode::ResourceExhausted, fmt::format("{}: out of memory", where()));
-        } catch (const std::exception& e) {
-            return Status(StatusCode::Internal, fmt::format("{}: {}", where(), e.what()));
-        } catch (...) {
-            return Status(StatusCode::Internal, fmt::format("{}: unknown exception", where()));
-        }
-    }
-
-    Status rankMain(int r, Communicator& comm, RankOut& out)
-    {
-        Rank k;
-        k.r = r;
-        k.comm = &comm;
-        const auto l0 = Clock::now();
-        k.weights.resize(m_g.params.size());
-        for (std::size_t i = 0; i < m_g.params.size(); ++i) { // a tied parameter reads its owner's tensor
-            TP_ASSIGN_OR_RETURN(k.weights[i], loadParamShard(m_spec, m_g, i, r, m_weights));
-        }
-        out.loadSeconds = std::chrono::duration<double>(Clock::now() - l0).count();
-        k.acts.resize(m_g.graph.tensors.size());
-
-        const int total = m_o.warmup + std::max(m_o.iterations, 1);
-        for (int it = 0; it < total; ++it) {
-            TP_RETURN_IF_ERROR(comm.barrier());
-            k.spans.clear();
-            k.t0 = Clock::now();
-            for (std::size_t ni = 0; ni < m_g.graph.nodes.size(); ++ni) {
-                out.node = static_cast<int>(ni);
-                if (m_o.stop.stop_requested())
-                    return Status(StatusCode::Cancelled, fmt::format("rank {}: run cancelled", r));
-                TP_RETURN_IF_ERROR(node(k, static_cast<int>(ni)));
-            }
-            TP_RETURN_IF_ERROR(comm.barrier());
-            const double secs = std::chrono::duration<double>(Clock::now() - k.t0).count();
-            const bool warm = it < m_o.warmup;
-            if (!warm)
-                out.iterations.push_back(secs);
-            if (r == 0 && m_o.progress)
-                m_o.progress(warm ? it : it - m_o.warmup, warm, secs);
-        }
-        out.spans = std::move(k.spans);
-        return {};
-    }
-
-    Status node(Rank& k, int ni)
-    {
-        const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(ni)];
-        if (k.r == m_o.failRank && n.name == m_o.failNode) {
-            if (m_o.failKind == "oom")
-                throw std::bad_alloc();
-            if (m_o.failKind == "exception")
-                throw std::runtime_error("injected exception");
-            if (m_o.failKind == "hang") { // stops answering until the group gives up on it
-                while (!k.comm->aborted())
-                    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-                return Status(StatusCode::Cancelled, fmt::format("rank {}, node {}: hung until the watchdog ended the run", k.r, n.name));
-            }
-            return Status(StatusCode::Internal, fmt::format("rank {}, node {}: injected failure", k.r, n.name));
-        }
-        Span sp{k.r, ni, -1, n.layer, nowUs(k), 0, 0};
-        Status st;
-        std::optional<NvtxRange> range(std::in_place, m_nvtxNames[static_cast<std::size_t>(ni)]);
-        switch (n.kind) {
-        case OpKind::Embedding: st = embedding(k, n); break;
-        case OpKind::Norm: st = norm(k, n, false); break;
-        case OpKind::HeadNorm: st = norm(k, n, true); break;
-        case OpKind::Linear: st = linear(k, n); break;
-        case OpKind::Split: st = split(k, n); break;
-        case OpKind::Rope: rope(k, n); break;
-        case OpKind::Attention: st = attention(k, n); break;
-        case OpKind::GatedAct: gatedAct(k, n); break;
-        case OpKind::Router: st = router(k, n); break;
-        case OpKind::Experts: st = experts(k, n); break;
-        case OpKind::Add: {
-            const auto& a = k.acts[static_cast<std::size_t>(n.inputs[0])];
-            const auto& b = k.acts[static_cast<std::size_t>(n.inputs[1])];
-            auto& o = k.acts[static_cast<std::size_t>(n.outputs[0])];
-            o.resize(a.size());
-            for (std::size_t i = 0; i < a.size(); ++i)
-                o[i] = a[i] + b[i];
-            break;
-        }
-        case OpKind::Logits: break;
-        }
-        range.reset();
-        TP_RETURN_IF_ERROR(st);
-        sp.endUs = nowUs(k);
-        k.spans.push_back(sp);
-        for (int ci : m_nodeCollectives[static_cast<std::size_t>(ni)])
-            TP_RETURN_IF_ERROR(collective(k, n, ci));
-        TP_RETURN_IF_ERROR(afterCollectives(k, n));
-        // Each graph tensor must have the width the plan preview promised for this rank.
-        for (int t : n.outputs) {
-            const auto& L = m_g.tensors[static_cast<std::size_t>(t)];
-            if (L.layout != Layout::Partial && width(k, t) != L.local[static_cast<std::size_t>(k.r)])
-                return fail(k, n, fmt::format("output has {} features, the sharded graph says {}", width(k, t),
-                                              L.local[static_cast<std::size_t>(k.r)]));
-        }
-        if (n.kind == OpKind::Logits && k.r == 0)
-            m_rank0Logits = k.acts[static_cast<std::size_t>(n.inputs[0])];
-        return {};
-    }
-
-    // Rowwise biases are added once, after the reduction (as Transformers does).
-    Status afterCollectives(Rank& k, const GraphNode& n)
-    {
-        if (n.kind != OpKind::Linear)
-            return {};
-        const ParamShard* w = shard(n.module, "weight");
-        const ParamShard* b = shard(n.module, "bias");
-        if (!w || !b || w->dim != 1)
-            return {};
-        auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
-        const auto& bias = weight(k, b);
-        const std::int64_t width = static_cast<std::int64_t>(bias.size());
-        for (std::int64_t t = 0; t < m_N; ++t)
-            for (std::int64_t j = 0; j < width; ++j)
-                y[static_cast<std::size_t>(t * width + j)] += bias[static_cast<std::size_t>(j)];
-        return {};
-    }
-
-    Status collective(Rank& k, const GraphNode& n, int ci)
-    {
-        const Collective& c = m_g.collectives[static_cast<std::size_t>(ci)];
-        Span sp{k.r, static_cast<int>(&n - m_g.graph.nodes.data()), ci, n.layer, nowUs(k), 0,
-                c.bytes(m_o.batch, m_o.seq, static_cast<std::int64_t>(sizeof(float)))};
-        auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
-        const NvtxRange range(m_nvtxNames[static_cast<std::size_t>(sp.node)] + "/" + collectiveName(c.kind));
-        switch (c.kind) {
-        case CollectiveKind::AllReduce: TP_RETURN_IF_ERROR(k.comm->allReduce(y)); break;
-        case CollectiveKind::AllGather: {
-            // Every rank's [N, w_p] → [N, Σ w_p], columns in rank order.
-            std::vector<std::int64_t> widths(static_cast<std::size_t>(m_T));
-            const ParamShard* w = shard(n.module, "weight");
-            const int dim = n.kind == OpKind::Embedding ? 1 : 0;
-            for (int p = 0; p < m_T; ++p)
-                widths[static_cast<std::size_t>(p)] = w->shapes[static_cast<std::size_t>(p)][static_cast<std::size_t>(dim)];
-            const std::int64_t W = std::accumulate(widths.begin(), widths.end(), std::int64_t(0));
-            k.scratch.resize(static_cast<std::size_t>(W * m_N));
-            TP_RETURN_IF_ERROR(k.comm->allGather(y, k.scratch));
-            auto& full = k.gathered; // kept across iterations: no zero-filling of a fresh buffer
-            full.resize(static_cast<std::size_t>(W * m_N));
-            std::int64_t src = 0, col = 0;
-            for (int p = 0; p < m_T; ++p) {
-                const std::int64_t wp = widths[static_cast<std::size_t>(p)];
-                for (std::int64_t t = 0; t < m_N; ++t)
-                    std::copy_n(k.scratch.begin() + src + t * wp, wp, full.begin() + t * W + col);
-                src += wp * m_N;
-                col += wp;
-            }
-            y.swap(full);
-            break;
-        }
-        case CollectiveKind::ReduceScatter: {
-            const std::int64_t W = width(k, n.outputs[0]);
-            std::vector<std::int64_t> counts;
-            k.scratch.clear();
-            for (const auto& iv : chunkSizes(W, m_T)) {
-                counts.push_back(iv.size * m_N);
-                for (std::int64_t t = 0; t < m_N; ++t)
-                    k.scratch.insert(k.scratch.end(), y.begin() + t * W + iv.offset, y.begin() + t * W + iv.offset + iv.size);
-            }
-            std::vector<float> mine(static_cast<std::size_t>(counts[static_cast<std::size_t>(k.r)]));
-            TP_RETURN_IF_ERROR(k.comm->reduceScatter(k.scratch, mine, counts));
-            y = std::move(mine);
-            break;
-        }
-        default: return fail(k, n, fmt::format("{} is not executable on the CPU engine", collectiveName(c.kind)));
-        }
-        sp.endUs = nowUs(k);
-        k.spans.push_back(sp);
-        return {};
-    }
-
-    // --- ops ----------------------------------------------------------------------------------
-    Status embedding(Rank& k, const GraphNode& n)
-    {
-        const ParamShard* s = shard(n.module, "weight");
-        const auto& W = weight(k, s);
-        const auto& shape = s->shapes[static_cast<std::size_t>(k.r)];
-        const std::int64_t rows = shape[0], cols = shape[1];
-        const std::int64_t first = s->dim == 0 ? s->slices[static_cast<std::size_t>(k.r)][0].offset : 0;
-        auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
-        y.resize(static_cast<std::size_t>(m_N * cols));
-        if (!cpu::embedding(m_tokens.data(), m_N, W.data(), rows, cols, first, m_c.vocabSize, y.data()))
-            return fail(k, n, fmt::format("a token id is outside the vocabulary of {}", m_c.vocabSize));
-        return {};
-    }
-
-    Status norm(Rank& k, const GraphNode& n, bool perHead)
-    {
-        const auto& x = k.acts[static_cast<std::size_t>(n.inputs[0])];
-        const auto& w = weight(k, shard(n.module, "weight"));
-        const std::int64_t W = width(k, n.inputs[0]);
-        const std::int64_t d = perHead ? n.headDim : W;
-        if (d == 0 || W % d != 0 || static_cast<std::int64_t>(w.size()) != d)
-            return fail(k, n, fmt::format("norm over {} of {} features with a weight of {}", d, W, w.size()));
-        auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
-        y.resize(x.size());
-        cpu::rmsNorm(x.data(), w.data(), y.data(), m_N * (W / d), d, static_cast<float>(m_c.rmsNormEps));
-        return {};
-    }
-
-    Status linear(Rank& k, const GraphNode& n)
-    {
-        const ParamShard* ws = shard(n.module, "weight");
-        const auto& W = weight(k, ws);
-        const auto& shape = ws->shapes[static_cast<std::size_t>(k.r)];
-        const std::int64_t out = shape[0], in = shape[1];
-        const float* x = k.acts[static_cast<std::size_t>(n.inputs[0])].data();
-        const std::int64_t xw = width(k, n.inputs[0]);
-        std::vector<float> split;
-        if (xw != in) {
-            // rowwise_split_input: a whole input is split locally to this rank's columns.
-            if (ws->dim != 1 || xw != m_spec.modules[static_cast<std::size_t>(n.module)].params[static_cast<std::size_t>(ws->param)].shape[1])
-                return fail(k, n, fmt::format("input has {} features, the weight slice expects {}", xw, in));
-            const std::int64_t off = ws->slices[static_cast<std::size_t>(k.r)][0].offset;
-            split.resize(static_cast<std::size_t>(m_N * in));
-            for (std::int64_t t = 0; t < m_N; ++t)
-                std::copy_n(x + t * xw + off, in, split.begin() + t * in);
-            x = split.data();
-        }
-        auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
-        y.resize(static_cast<std::size_t>(m_N * out));
-        gemm(x, W.data(), y.data(), m_N, in, out);
-        const ParamShard* bs = shard(n.module, "bias");
-        if (bs && ws->dim != 1) {
-            const auto& b = weight(k, bs);
-            for (std::int64_t t = 0; t < m_N; ++t)
-                for (std::int64_t j = 0; j < out; ++j)
-                    y[static_cast<std::size_t>(t * out + j)] += b[static_cast<std::size_t>(j)];
-        }
-        return {};
-    }
-
-    Status split(Rank& k, const GraphNode& n)
-    {
-        const auto& x = k.acts[static_cast<std::size_t>(n.inputs[0])];
-        const std::int64_t W = width(k, n.inputs[0]);
-        std::int64_t off = 0;
-        for (std::size_t i = 0; i < n.outputs.size(); ++i) {
-            const std::int64_t w = n.parts[i];
-            auto& y = k.acts[static_cast<std::size_t>(n.outputs[i])];
-            y.resize(static_cast<std::size_t>(m_N * w));
-            for (std::int64_t t = 0; t < m_N; ++t)
-                std::copy_n(x.begin() + t * W + off, w, y.begin() + t * w);
-            off += w;
-        }
-        return off == W ? Status() : fail(k, n, fmt::format("parts sum to {}, input has {}", off, W));
-    }
-
-    void rope(Rank& k, const GraphNode& n)
-    {
-        for (std::size_t i = 0; i < 2; ++i) {
-            const auto& x = k.acts[static_cast<std::size_t>(n.inputs[i])];
-            auto& y = k.acts[static_cast<std::size_t>(n.outputs[i])];
-            y.resize(x.size());
-            cpu::rope(x.data(), y.data(), m_N, width(k, n.inputs[i]), n.headDim, m_o.seq, m_invFreq);
-        }
-    }
-
-    Status attention(Rank& k, const GraphNode& n)
-    {
-        const auto& q = k.acts[static_cast<std::size_t>(n.inputs[0])];
-        const auto& kk = k.acts[static_cast<std::size_t>(n.inputs[1])];
-        const auto& v = k.acts[static_cast<std::size_t>(n.inputs[2])];
-        const std::int64_t hd = n.headDim, qw = width(k, n.inputs[0]), kw = width(k, n.inputs[1]);
-        const std::int64_t heads = qw / hd, kvHeads = kw / hd, group = n.heads / n.kvHeads;
-        if (heads != kvHeads * group)
-            return fail(k, n, fmt::format("{} local q heads do not pair with {} kv heads in groups of {}", heads, kvHeads, group));
-        auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
-        y.resize(static_cast<std::size_t>(m_N * qw)); // every element is written by the second GEMM
-        cpu::attention(q.data(), kk.data(), v.data(), y.data(), m_o.batch, m_o.seq, heads, kvHeads, hd, k.scratch2);
-        return {};
-    }
-
-    void gatedAct(Rank& k, const GraphNode& n)
-    {
-        auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
-        if (n.packed) { // [gate_l | up_l] per token (a strided shard keeps the halves paired)
-            const auto& x = k.acts[static_cast<std::size_t>(n.inputs[0])];
-            const std::int64_t W = width(k, n.inputs[0]), I = W / 2;
-            y.resize(static_cast<std::size_t>(m_N * I));
-            for (std::int64_t t = 0; t < m_N; ++t)
-                for (std::int64_t j = 0; j < I; ++j)
-                    y[static_cast<std::size_t>(t * I + j)] = silu(x[static_cast<std::size_t>(t * W + j)]) * x[static_cast<std::size_t>(t * W + I + j)];
-            return;
-        }
-        const auto& g = k.acts[static_cast<std::size_t>(n.inputs[0])];
-        const auto& u = k.acts[static_cast<std::size_t>(n.inputs[1])];
-        y.resize(g.size());
-        cpu::siluMul(g.data(), u.data(), y.data(), static_cast<std::int64_t>(g.size()));
-    }
-
-    Status router(Rank& k, const GraphNode& n)
-    {
-        const ParamShard* ws = shard(n.module, "weight");
-        const auto& W = weight(k, ws);
-        const std::int64_t E = n.experts, H = ws->shapes[static_cast<std::size_t>(k.r)][1];
-        auto& probs = k.acts[static_cast<std::size_t>(n.outputs[0])];
-        probs.resize(static_cast<std::size_t>(m_N * E));
-        gemm(k.acts[static_cast<std::size_t>(n.inputs[0])].data(), W.data(), probs.data(), m_N, H, E);
-        for (std::int64_t t = 0; t < m_N; ++t) {
-            float* row = probs.data() + t * E;
-            const float mx = *std::max_element(row, row + E);
-            double sum = 0;
-            for (std::int64_t e = 0; e < E; ++e)
-                sum += (row[e] = std::exp(row[e] - mx));
-            for (std::int64_t e = 0; e < E; ++e)
-                row[e] = static_cast<float>(row[e] / sum);
-        }
-        return {};
-    }
-
-    Status experts(Rank& k, const GraphNode& n)
-    {
-        const auto& x = k.acts[static_cast<std::size_t>(n.inputs[0])];
-        const auto& probs = k.acts[static_cast<std::size_t>(n.inputs[1])];
-        const ParamShard* gus = shard(n.module, "gate_up_proj");
-        const ParamShard* dns = shard(n.module, "down_proj");
-        const auto& GU = weight(k, gus);
-        const auto& D = weight(k, dns);
-        const auto& gs = gus->shapes[static_cast<std::size_t>(k.r)];
-        const std::int64_t El = gs[0], I2 = gs[1], H = gs[2], I = I2 / 2, E = n.experts, K = n.topK;
-        const std::int64_t e0 = gus->dim == 0 ? gus->slices[static_cast<std::size_t>(k.r)][0].offset : 0;
-        const bool normalize = m_c.family == Family::Mixtral || m_c.normTopkProb;
-        // Top-k per token (ties to the lower expert id, as torch.topk on CPU).
-        std::vector<std::vector<std::pair<std::int64_t, float>>> routed(static_cast<std::size_t>(El));
-        std::vector<std::int64_t> idx(static_cast<std::size_t>(E));
-        for (std::int64_t t = 0; t < m_N; ++t) {
-            const float* row = probs.data() + t * E;
-            std::iota(idx.begin(), idx.end(), 0);
-            std::partial_sort(idx.begin(), idx.begin() + K, idx.end(),
-                              [&](std::int64_t a, std::int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-            double sum = 0;
-            for (std::int64_t j = 0; j < K; ++j)
-                sum += row[idx[static_cast<std::size_t>(j)]];
-            for (std::int64_t j = 0; j < K; ++j) {
-                const std::int64_t e = idx[static_cast<std::size_t>(j)];
-                const float w = normalize ? static_cast<float>(row[e] / sum) : row[e];
-                if (e >= e0 && e < e0 + El)
-                    routed[static_cast<std::size_t>(e - e0)].push_back({t, w});
-            }
-        }
-        auto& y = k.acts[static_cast<std::size_t>(n.outputs[0])];
-        y.assign(static_cast<std::size_t>(m_N * H), 0.0f);
-        std::vector<float> xe, h, a, out;
-        for (std::int64_t e = 0; e < El; ++e) {
-            const auto& rows = routed[static_cast<std::size_t>(e)];
-            const std::int64_t M = static_cast<std::int64_t>(rows.size());
-            if (M == 0)
-                continue;
-            xe.resize(static_cast<std::size_t>(M * H));
-            for (std::int64_t i = 0; i < M; ++i)
-                std::copy_n(x.begin() + rows[static_cast<std::size_t>(i)].first * H, H, xe.begin() + i * H);
-            h.resize(static_cast<std::size_t>(M * I2));
-            gemm(xe.data(), GU.data() + e * I2 * H, h.data(), M, H, I2);
-            a.resize(static_cast<std::size_t>(M * I));
-            for (std::int64_t i = 0; i < M; ++i)
-                for (std::int64_t j = 0; j < I; ++j)
-                    a[static_cast<std::size_t>(i * I + j)] = silu(h[static_cast<std::size_t>(i * I2 + j)]) * h[static_cast<std::size_t>(i * I2 + I + j)];
-            out.resize(static_cast<std::size_t>(M * H));
-            gemm(a.data(), D.data() + e * H * I, out.data(), M, I, H);
-            for (std::int64_t i = 0; i < M; ++i) {
-                const auto [t, w] = rows[static_cast<std::size_t>(i)];
-                for (std::int64_t j = 0; j < H; ++j)
-                    y[static_cast<std::size_t>(t * H + j)] += w * out[static_cast<std::size_t>(i * H + j)];
-            }
-        }
-        return {};
-    }
-
-    const ModelSpec& m_spec;
-    const ShardedGraph& m_g;
-    const WeightSource& m_weights;
-    const RunOptions& m_o;
-    const ModelConfig& m_c;
-    const int m_T;
-    const std::int64_t m_N;
-    std::vector<std::vector<int>> m_nodeCollectives;
-    std::vector<std::int32_t> m_tokens;
-    std::vector<std::string> m_nvtxNames;
-    std::vector<double> m_invFreq;
-    std::mutex m_errorMutex;
-    Status m_firstError;
-
-public:
-    std::vector<float> m_rank0Logits;
-};
-
-} // namespace
-
-std::string cpuExecutableProblem(const ModelSpec& spec, const ShardedGraph& g)
+std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g)
 {
     const ModelConfig& c = spec.config;
-    if (!executableFamily(c.family))
-        return fmt::format("the CPU engine does not run {} yet (it runs llama, mistral, qwen2, qwen3, phi3, mixtral "
-                           "and qwen3_moe; MLA, attention sinks, Gemma's scaled embeddings and soft-capping and "
-                           "Llama 4's chunked attention are not implemented)",
-                           familyName(c.family));
-    if (!c.ropeScaling.type.empty() && c.ropeScaling.type != "llama3" && c.ropeScaling.type != "linear")
-        return fmt::format("rope scaling '{}' is not implemented in the CPU engine", c.ropeScaling.type);
+    if (const char* lacks = archTraits(c.family).engineLacks; *lacks)
+        return fmt::format("the engine does not run {} yet: it lacks {} (it runs llama, mistral, qwen2, qwen3, phi3, "
+                           "mixtral and qwen3_moe)",
+                           familyName(c.family), lacks);
+    if (!g.graph.unsupported.empty())
+        return g.graph.unsupported;
     // Styles whose forward the engine does not model (their effect is more than placements + the
     // collectives of the sharded graph).
     static const char* const kNotExecutable[] = {"sequence_parallel", "moe_identity_expert", "megamoe_router",
@@ -638,12 +48,11 @@ std::string cpuExecutableProblem(const ModelSpec& spec, const ShardedGraph& g)
             continue;
         for (const char* name : kNotExecutable)
             if (s->name == name)
-                return fmt::format("style '{}' (on '{}') is not executable on the CPU engine yet", s->name,
-                                   plan.entries[i].key);
+                return fmt::format("style '{}' (on '{}') is not executable on the engine yet", s->name, plan.entries[i].key);
     }
     for (const auto& col : g.collectives)
         if (col.kind == CollectiveKind::AllToAll)
-            return fmt::format("style '{}' on '{}' dispatches tokens with all-to-all, which the CPU engine does not "
+            return fmt::format("style '{}' on '{}' dispatches tokens with all-to-all, which the engine does not "
                                "execute yet",
                                col.style, col.where);
     return {};
@@ -651,7 +60,573 @@ std::string cpuExecutableProblem(const ModelSpec& spec, const ShardedGraph& g)
 
 namespace {
 
-Status checkRunnable(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights, const RunOptions& options)
+using Clock = std::chrono::steady_clock;
+using detail::RankProgram;
+
+// Event slots of one iteration: its start, two per node, four per collective.
+struct EventMap
+{
+    int nodes = 0;
+    int begin(int node) const { return 1 + 2 * node; }
+    int end(int node) const { return 2 + 2 * node; }
+    int collective(int c, int point) const { return 1 + 2 * nodes + 4 * c + point; } // 0 begin, 1 ready, 2 done, 3 end
+    int count(int collectives) const { return 1 + 2 * nodes + 4 * collectives; }
+};
+
+struct Rank
+{
+    int r = 0;
+    Backend* be = nullptr;
+    Communicator* comm = nullptr;
+    const RankProgram* prog = nullptr;
+    DeviceBuffer weightMem, arenaMem, inputMem;
+    std::vector<Tensor> weights;               // per ShardedGraph param
+    std::vector<Tensor> t;                     // per program tensor
+    Tensor positions;
+    std::vector<Tensor> ropes;                 // per graph rope table
+    std::vector<Span> spans;                   // the last iteration
+    std::vector<double> iterations;
+    double loadSeconds = 0;
+    int node = -1;                             // where the rank is (for errors raised as exceptions)
+};
+
+class Runner
+{
+public:
+    Runner(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights, const RunOptions& o)
+        : m_spec(spec)
+        , m_g(g)
+        , m_weights(weights)
+        , m_o(o)
+        , m_T(g.tpSize)
+        , m_N(o.batch * o.seq)
+    {
+        m_events.nodes = static_cast<int>(g.graph.nodes.size());
+        for (const auto& n : g.graph.nodes)
+            m_nvtx.push_back(nvtxName(n.name, n.layer));
+        m_tokens = o.tokens;
+        if (m_tokens.empty())
+            for (std::int64_t i = 0; i < m_N; ++i)
+                m_tokens.push_back(static_cast<std::int32_t>((i * 7919 + 13) % spec.config.vocabSize));
+        for (std::int64_t i = 0; i < m_N; ++i)
+            m_positions.push_back(static_cast<std::int32_t>(i % o.seq)); // prefill: every sequence from 0
+        for (const RopeTable& rt : g.graph.ropes)
+            m_ropeTables.push_back(rt.cosSin(o.seq));
+    }
+
+    // Every rank a thread of this process.
+    Result<RunResult> runThreads()
+    {
+        std::vector<std::unique_ptr<Backend>> backends;
+        std::vector<Backend*> raw;
+        for (int r = 0; r < m_T; ++r) {
+            auto be = m_o.device == DeviceKind::Cuda ? makeCudaBackend(m_o.emulate ? 0 : r, m_o.dtype) : makeCpuBackend(m_o.dtype);
+            if (!be)
+                return be.status().withContext(fmt::format("rank {}", r));
+            raw.push_back(be->get());
+            backends.push_back(std::move(*be));
+        }
+        TP_RETURN_IF_ERROR(lower(raw));
+        TP_RETURN_IF_ERROR(checkMemory(raw, m_o.emulate || m_o.device == DeviceKind::Cpu));
+        std::shared_ptr<CommGroup> group;
+        if (m_o.device == DeviceKind::Cpu) {
+            group = makeLocalGroup(m_T, m_o.collectiveTimeout);
+        } else {
+            auto made = m_o.emulate ? makeDeviceGroup(raw, m_o.collectiveTimeout) : makeNcclGroup(raw, m_o.collectiveTimeout);
+            if (!made)
+                return made.status();
+            group = *made;
+        }
+        m_ranks.resize(static_cast<std::size_t>(m_T));
+        std::vector<std::thread> threads;
+        for (int r = 0; r < m_T; ++r) {
+            Rank& k = m_ranks[static_cast<std::size_t>(r)];
+            k.r = r;
+            k.be = raw[static_cast<std::size_t>(r)];
+            k.comm = &group->rank(r);
+            k.prog = &m_programs[static_cast<std::size_t>(r)];
+        }
+        for (int r = 0; r < m_T; ++r)
+            threads.emplace_back([this, r] {
+                Rank& k = m_ranks[static_cast<std::size_t>(r)];
+                Status st = guarded(k);
+                if (!st.ok()) {
+                    {
+                        // The cause wins over its consequences: ranks abandoned because of another
+                        // rank's failure report Cancelled, which never replaces a real error.
+                        std::lock_guard lock(m_errorMutex);
+                        if (m_firstError.ok()
+                            || (m_firstError.code() == StatusCode::Cancelled && st.code() != StatusCode::Cancelled))
+                            m_firstError = st;
+                    }
+                    k.comm->abort(st.message());
+                }
+            });
+        for (auto& t : threads)
+            t.join();
+        if (!m_firstError.ok())
+            return m_firstError;
+        RunResult res = result(raw);
+        for (const Rank& k : m_ranks) {
+            res.loadSeconds = std::max(res.loadSeconds, k.loadSeconds);
+            res.spans.insert(res.spans.end(), k.spans.begin(), k.spans.end());
+        }
+        res.iterationSeconds = m_ranks[0].iterations;
+        return res;
+    }
+
+    // This process is one rank; every rank's spans are gathered to rank 0 as integers.
+    Result<RunResult> runProcess(Communicator& host)
+    {
+        const int r = host.rank();
+        auto be = m_o.device == DeviceKind::Cuda ? makeCudaBackend(mpiLocalRank(), m_o.dtype) : makeCpuBackend(m_o.dtype);
+        if (!be)
+            return be.status().withContext(fmt::format("rank {}", r));
+        std::unique_ptr<Communicator> nccl;
+        Communicator* comm = &host;
+        if (m_o.device == DeviceKind::Cuda) {
+            TP_ASSIGN_OR_RETURN(nccl, makeNcclCommunicator(host, **be, m_o.collectiveTimeout));
+            comm = nccl.get();
+        }
+        m_programs.resize(static_cast<std::size_t>(m_T));
+        TP_ASSIGN_OR_RETURN(m_programs[static_cast<std::size_t>(r)], detail::lowerForRank(m_spec, m_g, r, m_o.batch, m_o.seq, **be));
+        std::vector<Backend*> mine{be->get()};
+        TP_RETURN_IF_ERROR(checkMemory(mine, false, r));
+        m_ranks.resize(1);
+        Rank& k = m_ranks[0];
+        k.r = r;
+        k.be = be->get();
+        k.comm = comm;
+        k.prog = &m_programs[static_cast<std::size_t>(r)];
+        if (Status st = guarded(k); !st.ok()) {
+            comm->abort(st.message());
+            return st;
+        }
+        std::vector<std::int64_t> packed, all, counts;
+        for (const Span& s : k.spans)
+            packed.insert(packed.end(), {s.node, s.collective, std::llround(s.startUs * 1e3), std::llround(s.endUs * 1e3)});
+        TP_RETURN_IF_ERROR(host.exchange(packed, all, counts));
+        RunResult res = result(mine);
+        res.loadSeconds = k.loadSeconds;
+        res.iterationSeconds = k.iterations;
+        std::size_t at = 0;
+        for (int p = 0; p < m_T; ++p)
+            for (std::int64_t i = 0; i < counts[static_cast<std::size_t>(p)]; i += 4, at += 4) {
+                Span s;
+                s.rank = p;
+                s.node = static_cast<int>(all[at]);
+                s.collective = static_cast<int>(all[at + 1]);
+                s.startUs = static_cast<double>(all[at + 2]) / 1e3;
+                s.endUs = static_cast<double>(all[at + 3]) / 1e3;
+                if (s.node < 0 || static_cast<std::size_t>(s.node) >= m_g.graph.nodes.size()
+                    || s.collective >= static_cast<int>(m_g.collectives.size()))
+                    return Status(StatusCode::Internal, fmt::format("rank {} reported a span of node {}", p, s.node));
+                s.layer = m_g.graph.nodes[static_cast<std::size_t>(s.node)].layer;
+                s.bytes = s.collective >= 0 ? collectiveBytes(s.collective) : 0;
+                res.spans.push_back(s);
+            }
+        return res;
+    }
+
+private:
+    Status lower(const std::vector<Backend*>& backends)
+    {
+        for (int r = 0; r < m_T; ++r) {
+            TP_ASSIGN_OR_RETURN(auto p, detail::lowerForRank(m_spec, m_g, r, m_o.batch, m_o.seq, *backends[static_cast<std::size_t>(r)]));
+            m_programs.push_back(std::move(p));
+        }
+        return {};
+    }
+
+    std::int64_t inputBytes() const
+    {
+        std::int64_t b = 2 * 256 + 2 * m_N * 4;
+        for (const auto& t : m_ropeTables)
+            b += 256 + static_cast<std::int64_t>(t.size()) * 4;
+        return b;
+    }
+
+    // Refuses before allocating what does not fit: per device, or summed when ranks share one.
+    Status checkMemory(const std::vector<Backend*>& backends, bool shared, int firstRank = 0) const
+    {
+        std::int64_t total = 0;
+        for (std::size_t i = 0; i < backends.size(); ++i) {
+            const int r = firstRank + static_cast<int>(i);
+            const RankProgram& p = m_programs[static_cast<std::size_t>(r)];
+            const std::int64_t need = p.weightBytes + p.arenaBytes + inputBytes();
+            total += need;
+            const std::int64_t have = backends[i]->availableBytes();
+            if ((shared ? total : need) > have)
+                return Status(StatusCode::ResourceExhausted,
+                              fmt::format("rank {} needs {} ({} weights, {} activations and scratch){} but {} has {} "
+                                          "available; nothing was allocated",
+                                          r, humanBytes(static_cast<double>(need)), humanBytes(static_cast<double>(p.weightBytes)),
+                                          humanBytes(static_cast<double>(p.arenaBytes)),
+                                          shared && backends.size() > 1 ? fmt::format(", {} for all ranks together", humanBytes(static_cast<double>(total))) : "",
+                                          backends[i]->name(), humanBytes(static_cast<double>(have))));
+        }
+        return {};
+    }
+
+    RunResult result(const std::vector<Backend*>& backends)
+    {
+        RunResult res;
+        res.tpSize = m_T;
+        res.vocab = m_spec.config.vocabSize;
+        res.emulated = m_o.emulate;
+        res.logits = std::move(m_logits);
+        std::vector<std::string> names;
+        for (const Backend* b : backends)
+            if (std::find(names.begin(), names.end(), b->name()) == names.end())
+                names.push_back(b->name());
+        res.devices = fmt::format("{}", fmt::join(names, ", "));
+        return res;
+    }
+
+    std::int64_t collectiveBytes(int c) const
+    {
+        return m_g.collectives[static_cast<std::size_t>(c)].bytes(m_o.batch, m_o.seq, dtypeBytes(m_o.dtype, 1));
+    }
+
+    // --- one rank -----------------------------------------------------------------------------
+    // Nothing may escape a rank's thread: exceptions (allocation failures above all) become errors
+    // that name the rank and the node.
+    Status guarded(Rank& k)
+    {
+        auto where = [&] {
+            return k.node >= 0 ? fmt::format("rank {}, node {}", k.r, m_g.graph.nodes[static_cast<std::size_t>(k.node)].name)
+                               : fmt::format("rank {}, loading weights", k.r);
+        };
+        try {
+            TP_RETURN_IF_ERROR(setUp(k));
+            return iterate(k);
+        } catch (const std::bad_alloc&) {
+            return Status(StatusCode::ResourceExhausted, fmt::format("{}: out of memory", where()));
+        } catch (const std::exception& e) {
+            return Status(StatusCode::Internal, fmt::format("{}: {}", where(), e.what()));
+        } catch (...) {
+            return Status(StatusCode::Internal, fmt::format("{}: unknown exception", where()));
+        }
+    }
+
+    // Allocates the rank's three buffers, places every tensor, loads the weights and the inputs.
+    Status setUp(Rank& k)
+    {
+        const auto t0 = Clock::now();
+        Backend& be = *k.be;
+        const RankProgram& p = *k.prog;
+        TP_ASSIGN_OR_RETURN(k.weightMem, be.allocate(p.weightBytes));
+        TP_ASSIGN_OR_RETURN(k.arenaMem, be.allocate(p.arenaBytes));
+        TP_ASSIGN_OR_RETURN(k.inputMem, be.allocate(inputBytes()));
+        const DeviceKind dev = be.device();
+        for (std::size_t i = 0; i < m_g.params.size(); ++i) {
+            const auto [rows, cols] = p.weightShapes[i];
+            k.weights.push_back(Tensor::contiguous(static_cast<char*>(k.weightMem.data()) + p.weightOffsets[i], be.storage(),
+                                                   rows, cols, dev));
+        }
+        for (const auto& pt : p.tensors) {
+            char* base = pt.block < 0 ? nullptr
+                                      : static_cast<char*>(k.arenaMem.data()) + p.blocks[static_cast<std::size_t>(pt.block)].offset + pt.within;
+            k.t.push_back(Tensor::contiguous(base, pt.dtype, pt.rows, pt.cols, dev));
+        }
+        // Inputs: token ids, positions, rotary tables.
+        char* in = static_cast<char*>(k.inputMem.data());
+        auto place = [&](DType dt, std::int64_t rows, std::int64_t cols) {
+            Tensor t = Tensor::contiguous(in, dt, rows, cols, dev);
+            in += (t.bytes() + 255) / 256 * 256;
+            return t;
+        };
+        Tensor& ids = k.t[0]; // graph tensor 0: input_ids (the one tensor no node produces)
+        ids = place(DType::I32, 1, m_N);
+        TP_RETURN_IF_ERROR(be.upload(m_tokens.data(), ids));
+        k.positions = place(DType::I32, 1, m_N);
+        TP_RETURN_IF_ERROR(be.upload(m_positions.data(), k.positions));
+        for (std::size_t i = 0; i < m_ropeTables.size(); ++i) {
+            k.ropes.push_back(place(DType::F32, m_o.seq, m_g.graph.ropes[i].headDim));
+            TP_RETURN_IF_ERROR(be.upload(m_ropeTables[i].data(), k.ropes.back()));
+        }
+        TP_RETURN_IF_ERROR(loadWeights(k));
+        TP_RETURN_IF_ERROR(be.reserveEvents(m_events.count(static_cast<int>(m_g.collectives.size()))));
+        TP_RETURN_IF_ERROR(be.synchronize());
+        k.loadSeconds = std::chrono::duration<double>(Clock::now() - t0).count();
+        return {};
+    }
+
+    Status loadWeights(Rank& k)
+    {
+        std::vector<float> wide;            // one parameter as fp32 (checkpoints)
+        std::vector<unsigned char> stored;  // … in the storage dtype
+        for (std::size_t i = 0; i < m_g.params.size(); ++i) {
+            const ParamShard& s = m_g.params[i];
+            const Tensor& w = k.weights[i];
+            if (s.tied && std::any_of(m_g.params.begin(), m_g.params.begin() + static_cast<std::ptrdiff_t>(i),
+                                      [&](const ParamShard& o) { return k.weights[static_cast<std::size_t>(&o - m_g.params.data())].data == w.data; }))
+                continue; // shares its owner's tensor, already loaded
+            if (!m_weights.checkpoint) {
+                TP_RETURN_IF_ERROR(k.be->fillUniform(w, randomParamShard(m_spec, m_g, i, k.r, m_weights.seed)));
+                continue;
+            }
+            wide.resize(static_cast<std::size_t>(w.numel()));
+            TP_RETURN_IF_ERROR(readParamShard(m_spec, m_g, i, k.r, *m_weights.checkpoint, wide.data()));
+            stored.resize(static_cast<std::size_t>(w.bytes()));
+            fromFloat(wide.data(), w.dtype, stored.data(), w.numel());
+            TP_RETURN_IF_ERROR(k.be->upload(stored.data(), w));
+        }
+        return {};
+    }
+
+    Status iterate(Rank& k)
+    {
+        const int total = m_o.warmup + std::max(m_o.iterations, 1);
+        for (int it = 0; it < total; ++it) {
+            TP_RETURN_IF_ERROR(k.comm->barrier());
+            const auto t0 = Clock::now();
+            TP_RETURN_IF_ERROR(k.be->record(0, Stream::Compute));
+            for (std::size_t ni = 0; ni < m_g.graph.nodes.size(); ++ni) {
+                k.node = static_cast<int>(ni);
+                if (m_o.stop.stop_requested())
+                    return Status(StatusCode::Cancelled, fmt::format("rank {}: run cancelled", k.r));
+                TP_RETURN_IF_ERROR(node(k, static_cast<int>(ni)));
+            }
+            TP_RETURN_IF_ERROR(k.comm->synchronize()); // the watchdog sees a hung collective here
+            TP_RETURN_IF_ERROR(k.be->synchronize());
+            TP_RETURN_IF_ERROR(k.comm->barrier());
+            double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+            TP_RETURN_IF_ERROR(collectSpans(k));
+            if (m_o.emulate) {
+                // Every rank's spans are in: rank 0 re-times the iteration as T devices would run it.
+                TP_RETURN_IF_ERROR(k.comm->barrier());
+                if (k.r == 0)
+                    m_emulatedSeconds = emulatedIteration();
+                TP_RETURN_IF_ERROR(k.comm->barrier());
+                secs = m_emulatedSeconds;
+            }
+            const bool warm = it < m_o.warmup;
+            if (!warm)
+                k.iterations.push_back(secs);
+            if (k.r == 0 && m_o.progress)
+                m_o.progress(warm ? it : it - m_o.warmup, warm, secs);
+        }
+        if (k.r == 0)
+            TP_RETURN_IF_ERROR(downloadLogits(k));
+        return {};
+    }
+
+    Status downloadLogits(Rank& k)
+    {
+        for (const GraphNode& n : m_g.graph.nodes)
+            if (n.kind == OpKind::Logits) {
+                const Tensor& t = k.t[static_cast<std::size_t>(n.inputs[0])];
+                std::vector<unsigned char> raw(static_cast<std::size_t>(t.bytes()));
+                TP_RETURN_IF_ERROR(k.be->download(t, raw.data()));
+                m_logits.resize(static_cast<std::size_t>(t.numel()));
+                toFloat(raw.data(), t.dtype, m_logits.data(), t.numel());
+            }
+        return {};
+    }
+
+    Status collectSpans(Rank& k)
+    {
+        k.spans.clear();
+        for (std::size_t ni = 0; ni < m_g.graph.nodes.size(); ++ni) {
+            const int n = static_cast<int>(ni);
+            const GraphNode& gn = m_g.graph.nodes[ni];
+            TP_ASSIGN_OR_RETURN(const double s, k.be->elapsedUs(0, m_events.begin(n)));
+            TP_ASSIGN_OR_RETURN(const double e, k.be->elapsedUs(0, m_events.end(n)));
+            k.spans.push_back({k.r, n, -1, gn.layer, s, e, 0});
+            if (const int c = k.prog->collectiveOf[ni]; c >= 0) {
+                TP_ASSIGN_OR_RETURN(const double cs, k.be->elapsedUs(0, m_events.collective(c, 0)));
+                TP_ASSIGN_OR_RETURN(const double ce, k.be->elapsedUs(0, m_events.collective(c, 3)));
+                k.spans.push_back({k.r, n, c, gn.layer, cs, ce, collectiveBytes(c)});
+            }
+        }
+        return {};
+    }
+
+    double emulatedIteration()
+    {
+        std::vector<Span> all;
+        for (const Rank& k : m_ranks)
+            all.insert(all.end(), k.spans.begin(), k.spans.end());
+        const double us = emulateTimeline(all, m_T, [&](const Span& s) {
+            const Collective& c = m_g.collectives[static_cast<std::size_t>(s.collective)];
+            return 1e6 * m_o.commModel->collectiveSeconds(c.kind, s.bytes, m_T);
+        });
+        std::size_t at = 0;
+        for (Rank& k : m_ranks)
+            for (Span& s : k.spans)
+                s = all[at++];
+        return us / 1e6;
+    }
+
+    // --- one node -----------------------------------------------------------------------------
+    Status injectFault(Rank& k, const GraphNode& n)
+    {
+        if (m_o.failKind == "oom")
+            throw std::bad_alloc();
+        if (m_o.failKind == "exception")
+            throw std::runtime_error("injected exception");
+        if (m_o.failKind == "hang") { // stops answering until the group gives up on it
+            while (!k.comm->aborted())
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            return Status(StatusCode::Cancelled, fmt::format("rank {}, node {}: hung until the watchdog ended the run", k.r, n.name));
+        }
+        return Status(StatusCode::Internal, fmt::format("rank {}, node {}: injected failure", k.r, n.name));
+    }
+
+    Status node(Rank& k, int ni)
+    {
+        const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(ni)];
+        if (k.r == m_o.failRank && n.name == m_o.failNode)
+            return injectFault(k, n);
+        Backend& be = *k.be;
+        {
+            // Emulation: one rank's op at a time, finished before the next, so that each is timed alone.
+            std::unique_lock<std::mutex> turn;
+            if (m_o.emulate)
+                turn = std::unique_lock(m_turnstile);
+            const NvtxRange range(m_nvtx[static_cast<std::size_t>(ni)]);
+            TP_RETURN_IF_ERROR(be.record(m_events.begin(ni), Stream::Compute));
+            if (Status st = op(k, n, ni); !st.ok())
+                return st.withContext(fmt::format("rank {}, node {}", k.r, n.name));
+            TP_RETURN_IF_ERROR(be.record(m_events.end(ni), Stream::Compute));
+            if (m_o.emulate)
+                TP_RETURN_IF_ERROR(be.synchronize());
+        }
+        if (const int c = k.prog->collectiveOf[static_cast<std::size_t>(ni)]; c >= 0)
+            if (Status st = collective(k, c); !st.ok())
+                return st.withContext(fmt::format("node {}", n.name)); // the communicator names the rank
+        return {};
+    }
+
+    const Tensor& in(const Rank& k, const GraphNode& n, std::size_t i) const { return k.t[static_cast<std::size_t>(n.inputs[i])]; }
+    const Tensor& out(const Rank& k, const GraphNode& n, std::size_t i) const { return k.t[static_cast<std::size_t>(n.outputs[i])]; }
+    const Tensor* weight(const Rank& k, const GraphNode& n, std::string_view name) const
+    {
+        const ParamShard* s = m_g.param(n.module, name);
+        return s ? &k.weights[static_cast<std::size_t>(s - m_g.params.data())] : nullptr;
+    }
+    Tensor scratch(const Rank& k, int ni) const
+    {
+        const int s = k.prog->scratch[static_cast<std::size_t>(ni)];
+        return s < 0 ? Tensor{} : k.t[static_cast<std::size_t>(s)];
+    }
+
+    Status op(Rank& k, const GraphNode& n, int ni)
+    {
+        Backend& be = *k.be;
+        const Tensor& y = k.t[static_cast<std::size_t>(k.prog->opOutput[static_cast<std::size_t>(ni)])];
+        switch (n.kind) {
+        case OpKind::Embedding: {
+            const ParamShard* s = m_g.param(n.module, "weight");
+            const std::int64_t first = s->dim == 0 ? s->slices[static_cast<std::size_t>(k.r)][0].offset : 0; // vocab shard
+            return be.embedding(in(k, n, 0), *weight(k, n, "weight"), y, first);
+        }
+        case OpKind::Norm: return be.rmsNorm(in(k, n, 0), *weight(k, n, "weight"), y, in(k, n, 0).cols, n.eps);
+        case OpKind::HeadNorm: return be.rmsNorm(in(k, n, 0), *weight(k, n, "weight"), y, n.headDim, n.eps);
+        case OpKind::Linear:
+        case OpKind::Router: {
+            Tensor x = in(k, n, 0);
+            if (const auto& slice = m_g.nodes[static_cast<std::size_t>(ni)].inputSlice; !slice.empty()) // rowwise_split_input
+                x = x.columns(slice[static_cast<std::size_t>(k.r)].offset, slice[static_cast<std::size_t>(k.r)].size);
+            const int c = k.prog->collectiveOf[static_cast<std::size_t>(ni)];
+            const bool biasAfter = c >= 0 && m_g.collectives[static_cast<std::size_t>(c)].bias >= 0;
+            TP_RETURN_IF_ERROR(be.gemm(x, *weight(k, n, "weight"), biasAfter ? nullptr : weight(k, n, "bias"), y, scratch(k, ni)));
+            return n.kind == OpKind::Router ? be.softmax(y, y) : Status();
+        }
+        case OpKind::Split: {
+            std::int64_t off = 0;
+            for (std::size_t i = 0; i < n.outputs.size(); ++i) {
+                TP_RETURN_IF_ERROR(be.copy(in(k, n, 0).columns(off, n.parts[i]), out(k, n, i)));
+                off += n.parts[i];
+            }
+            return {};
+        }
+        case OpKind::Rope:
+            for (std::size_t i = 0; i < 2; ++i)
+                TP_RETURN_IF_ERROR(be.rope(in(k, n, i), out(k, n, i), n.headDim, k.positions, k.ropes[static_cast<std::size_t>(n.rope)]));
+            return {};
+        case OpKind::Attention:
+            return be.attention(in(k, n, 0), in(k, n, 1), in(k, n, 2), y, k.prog->attention[static_cast<std::size_t>(ni)], scratch(k, ni));
+        case OpKind::GatedAct:
+            if (n.packed) { // [gate_l | up_l] per token (a strided shard keeps the halves paired)
+                const Tensor& x = in(k, n, 0);
+                return be.gatedAct(x.columns(0, x.cols / 2), x.columns(x.cols / 2, x.cols / 2), y, n.act);
+            }
+            return be.gatedAct(in(k, n, 0), in(k, n, 1), y, n.act);
+        case OpKind::Experts:
+            return be.experts(in(k, n, 0), in(k, n, 1), *weight(k, n, "gate_up_proj"), *weight(k, n, "down_proj"), y,
+                              k.prog->experts[static_cast<std::size_t>(ni)], scratch(k, ni));
+        case OpKind::Add: return be.add(in(k, n, 0), in(k, n, 1), y);
+        case OpKind::Logits: return {};
+        }
+        return {};
+    }
+
+    Status collective(Rank& k, int ci)
+    {
+        Backend& be = *k.be;
+        Communicator& comm = *k.comm;
+        const Collective& c = m_g.collectives[static_cast<std::size_t>(ci)];
+        const detail::CollectivePlan& p = k.prog->collectives[static_cast<std::size_t>(ci)];
+        const Tensor& input = k.t[static_cast<std::size_t>(p.input)];
+        const Tensor& output = k.t[static_cast<std::size_t>(p.output)];
+        const NvtxRange range(m_nvtx[static_cast<std::size_t>(c.node)] + "/" + collectiveName(c.kind));
+        // A rank's piece of a staging buffer, [N, width] at its place.
+        auto piece = [&](int rank) {
+            const Interval& iv = c.pieces[static_cast<std::size_t>(rank)];
+            const Tensor& st = k.t[static_cast<std::size_t>(p.staging)];
+            return Tensor::contiguous(st.as<char>() + m_N * iv.offset * st.elementBytes(), st.dtype, m_N, iv.size, st.device);
+        };
+        std::vector<std::int64_t> counts;
+        for (const Interval& iv : c.pieces)
+            counts.push_back(m_N * iv.size);
+
+        TP_RETURN_IF_ERROR(be.record(m_events.collective(ci, 0), Stream::Compute));
+        if (c.kind == CollectiveKind::ReduceScatter) // pack each rank's columns into its contiguous piece
+            for (int r = 0; r < m_T; ++r)
+                TP_RETURN_IF_ERROR(be.copy(input.columns(c.pieces[static_cast<std::size_t>(r)].offset, c.pieces[static_cast<std::size_t>(r)].size), piece(r)));
+        TP_RETURN_IF_ERROR(be.record(m_events.collective(ci, 1), Stream::Compute));
+        TP_RETURN_IF_ERROR(be.wait(Stream::Comm, m_events.collective(ci, 1)));
+        switch (c.kind) {
+        case CollectiveKind::AllReduce: TP_RETURN_IF_ERROR(comm.allReduce(output)); break;
+        case CollectiveKind::AllGather: TP_RETURN_IF_ERROR(comm.allGather(input.reshaped(1, input.numel()), k.t[static_cast<std::size_t>(p.staging)], counts)); break;
+        case CollectiveKind::ReduceScatter: TP_RETURN_IF_ERROR(comm.reduceScatter(k.t[static_cast<std::size_t>(p.staging)], output.reshaped(1, output.numel()), counts)); break;
+        default: return Status(StatusCode::Unimplemented, fmt::format("{} is not executable on the engine", collectiveName(c.kind)));
+        }
+        TP_RETURN_IF_ERROR(be.record(m_events.collective(ci, 2), Stream::Comm));
+        TP_RETURN_IF_ERROR(be.wait(Stream::Compute, m_events.collective(ci, 2)));
+        if (c.kind == CollectiveKind::AllGather) // every rank's [N, w_p] → columns side by side
+            for (int r = 0; r < m_T; ++r)
+                TP_RETURN_IF_ERROR(be.copy(piece(r), output.columns(c.pieces[static_cast<std::size_t>(r)].offset, c.pieces[static_cast<std::size_t>(r)].size)));
+        if (c.bias >= 0) { // Transformers adds a rowwise bias once, to the reduced sum (this rank's columns of it)
+            const Tensor& b = k.weights[static_cast<std::size_t>(c.bias)];
+            const std::int64_t off = c.pieces.empty() ? 0 : c.pieces[static_cast<std::size_t>(k.r)].offset;
+            TP_RETURN_IF_ERROR(be.add(output, b.columns(off, output.cols), output));
+        }
+        return be.record(m_events.collective(ci, 3), Stream::Compute);
+    }
+
+    const ModelSpec& m_spec;
+    const ShardedGraph& m_g;
+    const WeightSource& m_weights;
+    const RunOptions& m_o;
+    const int m_T;
+    const std::int64_t m_N;
+    EventMap m_events;
+    std::vector<std::string> m_nvtx;
+    std::vector<std::int32_t> m_tokens, m_positions;
+    std::vector<std::vector<float>> m_ropeTables;
+    std::vector<RankProgram> m_programs;
+    std::vector<Rank> m_ranks;
+    std::mutex m_turnstile;
+    double m_emulatedSeconds = 0;
+    std::vector<float> m_logits;
+    std::mutex m_errorMutex;
+    Status m_firstError;
+};
+
+Status checkRunnable(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights, const RunOptions& o)
 {
     if (!g.valid()) {
         std::string errors;
@@ -660,36 +635,48 @@ Status checkRunnable(const ModelSpec& spec, const ShardedGraph& g, const WeightS
                 errors += fmt::format("\n  {}: {}", d.where, d.message);
         return Status(StatusCode::FailedPrecondition, "the plan has errors; nothing ran:" + errors);
     }
-    if (const std::string why = cpuExecutableProblem(spec, g); !why.empty())
+    if (const std::string why = engineExecutableProblem(spec, g); !why.empty())
         return Status(StatusCode::Unimplemented, why);
-    if (options.batch < 1 || options.seq < 1)
+    if (o.batch < 1 || o.seq < 1)
         return invalidArgument("batch and sequence must be at least 1");
-    if (!options.tokens.empty() && static_cast<std::int64_t>(options.tokens.size()) != options.batch * options.seq)
-        return invalidArgument(fmt::format("{} token ids given for batch {} × sequence {}", options.tokens.size(),
-                                           options.batch, options.seq));
+    if (o.batch > (std::int64_t(1) << 20) || o.seq > (std::int64_t(1) << 24) || o.batch * o.seq > (std::int64_t(1) << 26))
+        return invalidArgument(fmt::format("batch {} × sequence {} is more tokens than one forward takes (at most 2^26)",
+                                           o.batch, o.seq));
+    if (!isStorageDtype(o.dtype))
+        return invalidArgument(fmt::format("storage dtype {} is not f32, bf16 or f16", dtypeName(o.dtype)));
+    if (o.emulate && !o.commModel)
+        return invalidArgument("emulation needs a hardware profile to model the collectives");
+    for (const GraphNode& n : g.graph.nodes)
+        if (n.kind == OpKind::Attention && n.window > 0 && o.seq > n.window)
+            return Status(StatusCode::Unimplemented,
+                          fmt::format("{} uses a sliding window of {} tokens; the engine computes full causal "
+                                      "attention, which equals it only up to {} tokens (sequence {})",
+                                      n.name, n.window, n.window, o.seq));
+    if (!o.tokens.empty() && static_cast<std::int64_t>(o.tokens.size()) != o.batch * o.seq)
+        return invalidArgument(fmt::format("{} token ids given for batch {} × sequence {}", o.tokens.size(), o.batch, o.seq));
+    for (const std::int32_t id : o.tokens)
+        if (id < 0 || id >= spec.config.vocabSize)
+            return invalidArgument(fmt::format("token id {} is outside the vocabulary of {}", id, spec.config.vocabSize));
     return checkWeights(spec, weights);
 }
 
 } // namespace
 
-Result<RunResult> runModel(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights,
-                           const RunOptions& options)
+Result<RunResult> runModel(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights, const RunOptions& options)
 {
     TP_RETURN_IF_ERROR(checkRunnable(spec, g, weights, options));
-    Runner runner(spec, g, weights, options);
-    TP_ASSIGN_OR_RETURN(RunResult r, runner.run());
-    r.logits = std::move(runner.m_rank0Logits);
-    return r;
+    return Runner(spec, g, weights, options).runThreads();
 }
 
 Result<RunResult> runModelRank(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights,
-                               const RunOptions& options, Communicator& comm)
+                               const RunOptions& options, Communicator& host)
 {
-    if (comm.size() != g.tpSize)
-        return invalidArgument(fmt::format("{} processes for tp_size {}: start one process per rank", comm.size(), g.tpSize));
+    if (host.size() != g.tpSize)
+        return invalidArgument(fmt::format("{} processes for tp_size {}: start one process per rank", host.size(), g.tpSize));
+    if (options.emulate)
+        return invalidArgument("emulation runs every rank in one process; it does not combine with mpirun");
     TP_RETURN_IF_ERROR(checkRunnable(spec, g, weights, options));
-    Runner runner(spec, g, weights, options);
-    return runner.runOne(comm);
+    return Runner(spec, g, weights, options).runProcess(host);
 }
 
 } // namespace tp

@@ -1,21 +1,30 @@
-// local_group.cpp — the in-process communicator: ranks are threads, buffers are shared.
+// local_group.cpp — the in-process communicator on host memory: ranks are threads, buffers shared.
 //
-// Every collective is: publish my buffer, barrier, read the others' (each rank works on its own
-// chunk, so the traffic per rank matches a ring: 2(T-1)/T of the data for an all-reduce), barrier.
-// Barriers wait at most the group's timeout; the first failure aborts the group for every rank.
+// Every collective is: publish my buffer, barrier, read the others' (each rank reduces its own chunk
+// of every rank's buffer, so the traffic per rank matches a ring: 2(T-1)/T of the data for an
+// all-reduce), barrier. 16-bit values are summed in fp32 and rounded once. Barriers wait at most the
+// group's timeout; the first failure aborts the group for every rank.
 #include "tp/runtime/communicator.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <cstring>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstring>
 #include <mutex>
 #include <numeric>
 
 namespace tp {
+
+std::vector<std::int64_t> pieceOffsets(std::span<const std::int64_t> counts)
+{
+    std::vector<std::int64_t> off(counts.size() + 1, 0);
+    for (std::size_t i = 0; i < counts.size(); ++i)
+        off[i + 1] = off[i] + counts[i];
+    return off;
+}
 
 namespace {
 
@@ -32,28 +41,37 @@ public:
     int rank() const override { return m_rank; }
     int size() const override;
     std::string kind() const override { return "local"; }
-    Status allReduce(std::span<float> data) override;
-    Status allGather(std::span<const float> in, std::span<float> out) override;
-    Status reduceScatter(std::span<const float> in, std::span<float> out, std::span<const std::int64_t> counts) override;
-    Status broadcast(std::span<float> data, int root) override;
-    Status allToAll(std::span<const float> in, std::span<const std::int64_t> sendCounts, std::vector<float>& out) override;
+    Status allReduce(const Tensor& in, const Tensor& out) override;
+    Status allGather(const Tensor& in, const Tensor& out, std::span<const std::int64_t> counts) override;
+    Status reduceScatter(const Tensor& in, const Tensor& out, std::span<const std::int64_t> counts) override;
+    Status broadcast(const Tensor& data, int root) override;
+    Status allToAll(const Tensor& in, std::span<const std::int64_t> sendCounts, const Tensor& out,
+                    std::span<const std::int64_t> recvCounts) override;
+    Status synchronize() override { return {}; }
+    Status exchange(std::span<const std::int64_t> mine, std::vector<std::int64_t>& all, std::vector<std::int64_t>& counts) override;
     Status barrier() override;
     void abort(const std::string& why) override;
     bool aborted() const override;
 
 private:
+    Status check(const char* what, const Tensor& t) const;
+    // m_sum[i] = Σ over ranks of rank p's buffer at element `from + i`, for n elements, in fp32;
+    // then rounded into `out` unless it is null.
+    void sumInto(DType t, std::int64_t from, std::int64_t n, void* out);
+
     Group& m_g;
     int m_rank;
-    std::vector<float> m_tmp;
+    std::vector<float> m_sum; // grows to the largest chunk once, then is reused
 };
 
-class Group final : public LocalGroup
+class Group final : public CommGroup
 {
 public:
     Group(int n, std::chrono::milliseconds timeout)
         : m_n(n)
         , m_timeout(timeout)
         , m_ptr(static_cast<std::size_t>(n), nullptr)
+        , m_out(static_cast<std::size_t>(n), nullptr)
         , m_count(static_cast<std::size_t>(n), 0)
         , m_counts(static_cast<std::size_t>(n))
     {
@@ -123,16 +141,26 @@ public:
         return Status(StatusCode::Cancelled, fmt::format("rank {}: {} abandoned: {}", rank, what, m_why));
     }
 
-    void publish(int r, const float* p, std::int64_t n)
+    // A failure every rank must see: the group is aborted with it.
+    Status fail(int rank, const char* what, const std::string& why)
+    {
+        abort(fmt::format("{}: rank {}: {}", what, rank, why));
+        return abortedStatus(rank, what);
+    }
+
+    void publish(int r, const void* p, std::int64_t n, DType t)
     {
         m_ptr[static_cast<std::size_t>(r)] = p;
         m_count[static_cast<std::size_t>(r)] = n;
+        m_dtype[static_cast<std::size_t>(r)] = t;
     }
 
     const int m_n;
     const std::chrono::milliseconds m_timeout;
-    std::vector<const float*> m_ptr;
+    std::vector<const void*> m_ptr;
+    std::vector<void*> m_out;                      // all_reduce: where each rank wants its sum
     std::vector<std::int64_t> m_count;
+    std::vector<DType> m_dtype = std::vector<DType>(static_cast<std::size_t>(m_n), DType::F32);
     std::vector<std::vector<std::int64_t>> m_counts;
     std::vector<std::unique_ptr<LocalCommunicator>> m_ranks;
 
@@ -153,6 +181,36 @@ bool LocalCommunicator::aborted() const { return m_g.isAborted(); }
 
 Status LocalCommunicator::barrier() { return m_g.wait(m_rank, "barrier"); }
 
+Status LocalCommunicator::check(const char* what, const Tensor& t) const
+{
+    if (t.device != DeviceKind::Cpu || !t.isContiguous() || !isStorageDtype(t.dtype))
+        return invalidArgument(fmt::format("{}: rank {}: the local communicator moves contiguous host tensors of "
+                                           "f32/bf16/f16, not [{}, {}] {} on {}",
+                                           what, m_rank, t.rows, t.cols, dtypeName(t.dtype), deviceKindName(t.device)));
+    return {};
+}
+
+void LocalCommunicator::sumInto(DType t, std::int64_t from, std::int64_t n, void* out)
+{
+    if (m_sum.size() < static_cast<std::size_t>(n))
+        m_sum.resize(static_cast<std::size_t>(n));
+    std::fill_n(m_sum.begin(), n, 0.0f);
+    for (int p = 0; p < m_g.m_n; ++p) {
+        const void* src = m_g.m_ptr[static_cast<std::size_t>(p)];
+        if (t == DType::F32) {
+            const float* s = static_cast<const float*>(src) + from;
+            for (std::int64_t i = 0; i < n; ++i)
+                m_sum[static_cast<std::size_t>(i)] += s[i];
+        } else {
+            const auto* s = static_cast<const std::uint16_t*>(src) + from;
+            for (std::int64_t i = 0; i < n; ++i)
+                m_sum[static_cast<std::size_t>(i)] += t == DType::BF16 ? bf16ToFloat(s[i]) : halfToFloat(s[i]);
+        }
+    }
+    if (out)
+        fromFloat(m_sum.data(), t, out, n);
+}
+
 // Chunk [begin, end) of n elements owned by rank r.
 std::pair<std::int64_t, std::int64_t> chunkOf(std::int64_t n, int size, int r)
 {
@@ -161,109 +219,134 @@ std::pair<std::int64_t, std::int64_t> chunkOf(std::int64_t n, int size, int r)
     return {b, std::min<std::int64_t>(n, b + c)};
 }
 
-Status LocalCommunicator::allReduce(std::span<float> data)
+Status LocalCommunicator::allReduce(const Tensor& in, const Tensor& out)
 {
-    const std::int64_t n = static_cast<std::int64_t>(data.size());
-    m_g.publish(m_rank, data.data(), n);
+    TP_RETURN_IF_ERROR(check("all_reduce", in));
+    TP_RETURN_IF_ERROR(check("all_reduce", out));
+    if (out.numel() != in.numel() || out.dtype != in.dtype)
+        return invalidArgument(fmt::format("all_reduce: rank {}: {} elements in, {} out", m_rank, in.numel(), out.numel()));
+    const std::int64_t n = in.numel(), eb = in.elementBytes();
+    m_g.publish(m_rank, in.data, n, in.dtype);
+    m_g.m_out[static_cast<std::size_t>(m_rank)] = out.data;
     TP_RETURN_IF_ERROR(m_g.wait(m_rank, "all_reduce"));
     for (int p = 0; p < m_g.m_n; ++p)
-        if (m_g.m_count[static_cast<std::size_t>(p)] != n)
-            return invalidArgument(fmt::format("all_reduce: rank {} has {} elements, rank {} has {}", m_rank, n, p,
-                                               m_g.m_count[static_cast<std::size_t>(p)]));
-    // Reduce my chunk over every rank's buffer, then write it into every buffer.
+        if (m_g.m_count[static_cast<std::size_t>(p)] != n || m_g.m_dtype[static_cast<std::size_t>(p)] != in.dtype)
+            return m_g.fail(m_rank, "all_reduce",
+                            fmt::format("{} elements of {}, rank {} has {} of {}", n, dtypeName(in.dtype), p,
+                                        m_g.m_count[static_cast<std::size_t>(p)], dtypeName(m_g.m_dtype[static_cast<std::size_t>(p)])));
+    // Sum my chunk over every rank's input (into m_sum: inputs may be outputs), then write it into
+    // every rank's output.
     const auto [b, e] = chunkOf(n, m_g.m_n, m_rank);
-    m_tmp.assign(static_cast<std::size_t>(e - b), 0.0f);
-    for (int p = 0; p < m_g.m_n; ++p) {
-        const float* src = m_g.m_ptr[static_cast<std::size_t>(p)] + b;
-        for (std::int64_t i = 0; i < e - b; ++i)
-            m_tmp[static_cast<std::size_t>(i)] += src[i];
-    }
+    sumInto(in.dtype, b, e - b, nullptr);
     TP_RETURN_IF_ERROR(m_g.wait(m_rank, "all_reduce"));
     for (int p = 0; p < m_g.m_n; ++p)
-        std::memcpy(const_cast<float*>(m_g.m_ptr[static_cast<std::size_t>(p)]) + b, m_tmp.data(),
-                    m_tmp.size() * sizeof(float));
+        fromFloat(m_sum.data(), in.dtype, static_cast<char*>(m_g.m_out[static_cast<std::size_t>(p)]) + b * eb, e - b);
     return m_g.wait(m_rank, "all_reduce");
 }
 
-Status LocalCommunicator::allGather(std::span<const float> in, std::span<float> out)
+Status LocalCommunicator::allGather(const Tensor& in, const Tensor& out, std::span<const std::int64_t> counts)
 {
-    m_g.publish(m_rank, in.data(), static_cast<std::int64_t>(in.size()));
+    TP_RETURN_IF_ERROR(check("all_gather", in));
+    TP_RETURN_IF_ERROR(check("all_gather", out));
+    const auto off = pieceOffsets(counts);
+    if (static_cast<int>(counts.size()) != m_g.m_n || counts[static_cast<std::size_t>(m_rank)] != in.numel()
+        || off.back() != out.numel() || in.dtype != out.dtype)
+        return invalidArgument(fmt::format("all_gather: rank {}: {} elements in, {} out, counts do not match", m_rank,
+                                           in.numel(), out.numel()));
+    m_g.publish(m_rank, in.data, in.numel(), in.dtype);
     TP_RETURN_IF_ERROR(m_g.wait(m_rank, "all_gather"));
-    std::int64_t total = 0;
-    for (int p = 0; p < m_g.m_n; ++p)
-        total += m_g.m_count[static_cast<std::size_t>(p)];
-    if (total != static_cast<std::int64_t>(out.size())) {
-        m_g.abort(fmt::format("all_gather: rank {} expects {} elements, the ranks send {}", m_rank, out.size(), total));
-        return m_g.abortedStatus(m_rank, "all_gather");
-    }
-    std::int64_t off = 0;
+    const std::int64_t eb = out.elementBytes();
     for (int p = 0; p < m_g.m_n; ++p) {
         const auto c = m_g.m_count[static_cast<std::size_t>(p)];
-        if (out.data() + off != m_g.m_ptr[static_cast<std::size_t>(p)]) // in place: my piece is already there
-            std::memcpy(out.data() + off, m_g.m_ptr[static_cast<std::size_t>(p)], static_cast<std::size_t>(c) * sizeof(float));
-        off += c;
+        if (c != counts[static_cast<std::size_t>(p)] || m_g.m_dtype[static_cast<std::size_t>(p)] != out.dtype)
+            return m_g.fail(m_rank, "all_gather",
+                            fmt::format("expects {} elements of {} from rank {}, which sends {}", counts[static_cast<std::size_t>(p)],
+                                        dtypeName(out.dtype), p, c));
+        char* dst = out.as<char>() + off[static_cast<std::size_t>(p)] * eb;
+        if (dst != m_g.m_ptr[static_cast<std::size_t>(p)]) // in place: my piece is already there
+            std::memcpy(dst, m_g.m_ptr[static_cast<std::size_t>(p)], static_cast<std::size_t>(c * eb));
     }
     return m_g.wait(m_rank, "all_gather");
 }
 
-Status LocalCommunicator::reduceScatter(std::span<const float> in, std::span<float> out,
-                                        std::span<const std::int64_t> counts)
+Status LocalCommunicator::reduceScatter(const Tensor& in, const Tensor& out, std::span<const std::int64_t> counts)
 {
-    if (static_cast<int>(counts.size()) != m_g.m_n
-        || std::accumulate(counts.begin(), counts.end(), std::int64_t(0)) != static_cast<std::int64_t>(in.size())
-        || counts[static_cast<std::size_t>(m_rank)] != static_cast<std::int64_t>(out.size()))
+    TP_RETURN_IF_ERROR(check("reduce_scatter", in));
+    TP_RETURN_IF_ERROR(check("reduce_scatter", out));
+    const auto off = pieceOffsets(counts);
+    if (static_cast<int>(counts.size()) != m_g.m_n || off.back() != in.numel()
+        || counts[static_cast<std::size_t>(m_rank)] != out.numel() || in.dtype != out.dtype)
         return invalidArgument(fmt::format("reduce_scatter: rank {}: counts do not match the buffers", m_rank));
-    m_g.publish(m_rank, in.data(), static_cast<std::int64_t>(in.size()));
+    m_g.publish(m_rank, in.data, in.numel(), in.dtype);
     TP_RETURN_IF_ERROR(m_g.wait(m_rank, "reduce_scatter"));
-    const std::int64_t b = std::accumulate(counts.begin(), counts.begin() + m_rank, std::int64_t(0));
-    std::fill(out.begin(), out.end(), 0.0f);
-    for (int p = 0; p < m_g.m_n; ++p) {
-        const float* src = m_g.m_ptr[static_cast<std::size_t>(p)] + b;
-        for (std::size_t i = 0; i < out.size(); ++i)
-            out[i] += src[i];
-    }
+    for (int p = 0; p < m_g.m_n; ++p)
+        if (m_g.m_count[static_cast<std::size_t>(p)] != in.numel() || m_g.m_dtype[static_cast<std::size_t>(p)] != in.dtype)
+            return m_g.fail(m_rank, "reduce_scatter", fmt::format("rank {} reduces another size or dtype", p));
+    sumInto(in.dtype, off[static_cast<std::size_t>(m_rank)], out.numel(), out.data);
     return m_g.wait(m_rank, "reduce_scatter");
 }
 
-Status LocalCommunicator::broadcast(std::span<float> data, int root)
+Status LocalCommunicator::broadcast(const Tensor& data, int root)
 {
+    TP_RETURN_IF_ERROR(check("broadcast", data));
     if (root < 0 || root >= m_g.m_n)
         return invalidArgument(fmt::format("broadcast: root {} outside 0..{}", root, m_g.m_n - 1));
-    m_g.publish(m_rank, data.data(), static_cast<std::int64_t>(data.size()));
+    m_g.publish(m_rank, data.data, data.numel(), data.dtype);
     TP_RETURN_IF_ERROR(m_g.wait(m_rank, "broadcast"));
     if (m_rank != root) {
-        if (m_g.m_count[static_cast<std::size_t>(root)] != static_cast<std::int64_t>(data.size())) {
-            m_g.abort(fmt::format("broadcast: rank {} expects {} elements, root sends {}", m_rank, data.size(),
-                                  m_g.m_count[static_cast<std::size_t>(root)]));
-            return m_g.abortedStatus(m_rank, "broadcast");
-        }
-        std::memcpy(data.data(), m_g.m_ptr[static_cast<std::size_t>(root)], data.size() * sizeof(float));
+        if (m_g.m_count[static_cast<std::size_t>(root)] != data.numel() || m_g.m_dtype[static_cast<std::size_t>(root)] != data.dtype)
+            return m_g.fail(m_rank, "broadcast",
+                            fmt::format("expects {} elements, root sends {}", data.numel(), m_g.m_count[static_cast<std::size_t>(root)]));
+        std::memcpy(data.data, m_g.m_ptr[static_cast<std::size_t>(root)], static_cast<std::size_t>(data.bytes()));
     }
     return m_g.wait(m_rank, "broadcast");
 }
 
-Status LocalCommunicator::allToAll(std::span<const float> in, std::span<const std::int64_t> sendCounts,
-                                   std::vector<float>& out)
+Status LocalCommunicator::allToAll(const Tensor& in, std::span<const std::int64_t> sendCounts, const Tensor& out,
+                                   std::span<const std::int64_t> recvCounts)
 {
-    if (static_cast<int>(sendCounts.size()) != m_g.m_n
-        || std::accumulate(sendCounts.begin(), sendCounts.end(), std::int64_t(0)) != static_cast<std::int64_t>(in.size()))
-        return invalidArgument(fmt::format("all_to_all: rank {}: send counts do not match the buffer", m_rank));
-    m_g.publish(m_rank, in.data(), static_cast<std::int64_t>(in.size()));
+    TP_RETURN_IF_ERROR(check("all_to_all", in));
+    TP_RETURN_IF_ERROR(check("all_to_all", out));
+    const auto recvOff = pieceOffsets(recvCounts);
+    if (static_cast<int>(sendCounts.size()) != m_g.m_n || static_cast<int>(recvCounts.size()) != m_g.m_n
+        || pieceOffsets(sendCounts).back() != in.numel() || recvOff.back() != out.numel() || in.dtype != out.dtype)
+        return invalidArgument(fmt::format("all_to_all: rank {}: counts do not match the buffers", m_rank));
+    m_g.publish(m_rank, in.data, in.numel(), in.dtype);
     m_g.m_counts[static_cast<std::size_t>(m_rank)].assign(sendCounts.begin(), sendCounts.end());
     TP_RETURN_IF_ERROR(m_g.wait(m_rank, "all_to_all"));
-    out.clear();
+    const std::int64_t eb = in.elementBytes();
     for (int p = 0; p < m_g.m_n; ++p) {
         const auto& c = m_g.m_counts[static_cast<std::size_t>(p)];
-        const std::int64_t off = std::accumulate(c.begin(), c.begin() + m_rank, std::int64_t(0));
-        const float* src = m_g.m_ptr[static_cast<std::size_t>(p)] + off;
-        out.insert(out.end(), src, src + c[static_cast<std::size_t>(m_rank)]);
+        if (c[static_cast<std::size_t>(m_rank)] != recvCounts[static_cast<std::size_t>(p)] || m_g.m_dtype[static_cast<std::size_t>(p)] != in.dtype)
+            return m_g.fail(m_rank, "all_to_all",
+                            fmt::format("expects {} elements from rank {}, which sends {}", recvCounts[static_cast<std::size_t>(p)],
+                                        p, c[static_cast<std::size_t>(m_rank)]));
+        const std::int64_t from = std::accumulate(c.begin(), c.begin() + m_rank, std::int64_t(0));
+        std::memcpy(out.as<char>() + recvOff[static_cast<std::size_t>(p)] * eb,
+                    static_cast<const char*>(m_g.m_ptr[static_cast<std::size_t>(p)]) + from * eb,
+                    static_cast<std::size_t>(c[static_cast<std::size_t>(m_rank)] * eb));
     }
     return m_g.wait(m_rank, "all_to_all");
 }
 
+Status LocalCommunicator::exchange(std::span<const std::int64_t> mine, std::vector<std::int64_t>& all,
+                                   std::vector<std::int64_t>& counts)
+{
+    m_g.publish(m_rank, mine.data(), static_cast<std::int64_t>(mine.size()), DType::I64);
+    TP_RETURN_IF_ERROR(m_g.wait(m_rank, "exchange"));
+    all.clear();
+    counts.clear();
+    for (int p = 0; p < m_g.m_n; ++p) {
+        const auto* src = static_cast<const std::int64_t*>(m_g.m_ptr[static_cast<std::size_t>(p)]);
+        all.insert(all.end(), src, src + m_g.m_count[static_cast<std::size_t>(p)]);
+        counts.push_back(m_g.m_count[static_cast<std::size_t>(p)]);
+    }
+    return m_g.wait(m_rank, "exchange");
+}
+
 } // namespace
 
-std::shared_ptr<LocalGroup> LocalGroup::create(int size, std::chrono::milliseconds timeout)
+std::shared_ptr<CommGroup> makeLocalGroup(int size, std::chrono::milliseconds timeout)
 {
     return std::make_shared<Group>(std::max(size, 1), timeout);
 }

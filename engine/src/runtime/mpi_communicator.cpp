@@ -1,9 +1,15 @@
-// mpi_communicator.cpp — the MPI communicator (OpenMPI): one process per rank.
+// mpi_communicator.cpp — the MPI communicator (OpenMPI): one process per rank, host memory.
+//
+// 16-bit tensors are reduced through an fp32 copy (summed in fp32, rounded once), as the local
+// communicator does; everything else moves as bytes. MPI counts are ints: a collective of more than
+// INT_MAX elements or bytes is refused rather than truncated.
 #include "tp/runtime/communicator.h"
 
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <climits>
+#include <cstdlib>
 #include <numeric>
 #include <thread>
 
@@ -24,59 +30,109 @@ public:
     int size() const override { return m_size; }
     std::string kind() const override { return "mpi"; }
 
-    Status allReduce(std::span<float> data) override
+    Status allReduce(const Tensor& in, const Tensor& out) override
     {
+        TP_RETURN_IF_ERROR(check("all_reduce", in));
+        TP_RETURN_IF_ERROR(check("all_reduce", out));
+        if (out.numel() != in.numel() || out.dtype != in.dtype)
+            return invalidArgument(fmt::format("all_reduce: rank {}: {} elements in, {} out", m_rank, in.numel(), out.numel()));
+        int n = 0;
+        TP_RETURN_IF_ERROR(count("all_reduce", in.numel(), n));
         MPI_Request req;
-        MPI_Iallreduce(MPI_IN_PLACE, data.data(), count(data.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
-        return wait(req, "all_reduce");
+        if (in.dtype == DType::F32) {
+            MPI_Iallreduce(in.data == out.data ? MPI_IN_PLACE : in.data, out.data, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+            return wait(req, "all_reduce");
+        }
+        widen(in, 0, in.numel());
+        MPI_Iallreduce(MPI_IN_PLACE, m_wide.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+        TP_RETURN_IF_ERROR(wait(req, "all_reduce"));
+        fromFloat(m_wide.data(), out.dtype, out.data, out.numel());
+        return {};
     }
-    Status allGather(std::span<const float> in, std::span<float> out) override
+    Status allGather(const Tensor& in, const Tensor& out, std::span<const std::int64_t> counts) override
     {
-        // Counts first (ranks may differ), then the data.
-        std::vector<int> counts(static_cast<std::size_t>(m_size)), displs(counts.size());
-        int mine = count(in.size());
+        TP_RETURN_IF_ERROR(check("all_gather", in));
+        TP_RETURN_IF_ERROR(check("all_gather", out));
+        const auto off = pieceOffsets(counts);
+        if (static_cast<int>(counts.size()) != m_size || counts[static_cast<std::size_t>(m_rank)] != in.numel()
+            || off.back() != out.numel() || in.dtype != out.dtype)
+            return invalidArgument(fmt::format("all_gather: rank {}: counts do not match the buffers", m_rank));
+        std::vector<int> bytes, displs;
+        TP_RETURN_IF_ERROR(byteCounts("all_gather", counts, in.elementBytes(), bytes, displs));
+        const bool inPlace = static_cast<const char*>(in.data) == out.as<char>() + displs[static_cast<std::size_t>(m_rank)];
         MPI_Request req;
-        MPI_Iallgather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD, &req);
-        TP_RETURN_IF_ERROR(wait(req, "all_gather"));
-        std::exclusive_scan(counts.begin(), counts.end(), displs.begin(), 0);
-        if (displs.back() + counts.back() != count(out.size()))
-            return invalidArgument(fmt::format("all_gather: rank {} expects {} elements, the ranks send {}", m_rank,
-                                               out.size(), displs.back() + counts.back()));
-        MPI_Iallgatherv(in.data(), mine, MPI_FLOAT, out.data(), counts.data(), displs.data(), MPI_FLOAT, MPI_COMM_WORLD,
-                        &req);
+        MPI_Iallgatherv(inPlace ? MPI_IN_PLACE : in.data, bytes[static_cast<std::size_t>(m_rank)], MPI_BYTE, out.data,
+                        bytes.data(), displs.data(), MPI_BYTE, MPI_COMM_WORLD, &req);
         return wait(req, "all_gather");
     }
-    Status reduceScatter(std::span<const float> in, std::span<float> out, std::span<const std::int64_t> counts) override
+    Status reduceScatter(const Tensor& in, const Tensor& out, std::span<const std::int64_t> counts) override
     {
-        std::vector<int> c;
-        for (auto x : counts)
-            c.push_back(static_cast<int>(x));
-        if (static_cast<int>(c.size()) != m_size || c[static_cast<std::size_t>(m_rank)] != count(out.size()))
+        TP_RETURN_IF_ERROR(check("reduce_scatter", in));
+        TP_RETURN_IF_ERROR(check("reduce_scatter", out));
+        const auto off = pieceOffsets(counts);
+        if (static_cast<int>(counts.size()) != m_size || off.back() != in.numel()
+            || counts[static_cast<std::size_t>(m_rank)] != out.numel() || in.dtype != out.dtype)
             return invalidArgument(fmt::format("reduce_scatter: rank {}: counts do not match the buffers", m_rank));
+        std::vector<int> c;
+        for (const auto x : counts) {
+            int v = 0;
+            TP_RETURN_IF_ERROR(count("reduce_scatter", x, v));
+            c.push_back(v);
+        }
         MPI_Request req;
-        MPI_Ireduce_scatter(in.data(), out.data(), c.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
-        return wait(req, "reduce_scatter");
+        if (in.dtype == DType::F32) {
+            MPI_Ireduce_scatter(in.data, out.data, c.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+            return wait(req, "reduce_scatter");
+        }
+        widen(in, 0, in.numel());
+        m_wideOut.resize(static_cast<std::size_t>(std::max<std::int64_t>(out.numel(), 1)));
+        MPI_Ireduce_scatter(m_wide.data(), m_wideOut.data(), c.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+        TP_RETURN_IF_ERROR(wait(req, "reduce_scatter"));
+        fromFloat(m_wideOut.data(), out.dtype, out.data, out.numel());
+        return {};
     }
-    Status broadcast(std::span<float> data, int root) override
+    Status broadcast(const Tensor& data, int root) override
     {
+        TP_RETURN_IF_ERROR(check("broadcast", data));
+        if (root < 0 || root >= m_size)
+            return invalidArgument(fmt::format("broadcast: root {} outside 0..{}", root, m_size - 1));
+        int n = 0;
+        TP_RETURN_IF_ERROR(count("broadcast", data.bytes(), n));
         MPI_Request req;
-        MPI_Ibcast(data.data(), count(data.size()), MPI_FLOAT, root, MPI_COMM_WORLD, &req);
+        MPI_Ibcast(data.data, n, MPI_BYTE, root, MPI_COMM_WORLD, &req);
         return wait(req, "broadcast");
     }
-    Status allToAll(std::span<const float> in, std::span<const std::int64_t> sendCounts, std::vector<float>& out) override
+    Status allToAll(const Tensor& in, std::span<const std::int64_t> sendCounts, const Tensor& out,
+                    std::span<const std::int64_t> recvCounts) override
     {
-        std::vector<int> sc, rc(static_cast<std::size_t>(m_size)), sd(static_cast<std::size_t>(m_size)), rd(rc.size());
-        for (auto x : sendCounts)
-            sc.push_back(static_cast<int>(x));
+        TP_RETURN_IF_ERROR(check("all_to_all", in));
+        TP_RETURN_IF_ERROR(check("all_to_all", out));
+        if (static_cast<int>(sendCounts.size()) != m_size || static_cast<int>(recvCounts.size()) != m_size
+            || pieceOffsets(sendCounts).back() != in.numel() || pieceOffsets(recvCounts).back() != out.numel()
+            || in.dtype != out.dtype)
+            return invalidArgument(fmt::format("all_to_all: rank {}: counts do not match the buffers", m_rank));
+        std::vector<int> sc, sd, rc, rd;
+        TP_RETURN_IF_ERROR(byteCounts("all_to_all", sendCounts, in.elementBytes(), sc, sd));
+        TP_RETURN_IF_ERROR(byteCounts("all_to_all", recvCounts, in.elementBytes(), rc, rd));
         MPI_Request req;
-        MPI_Ialltoall(sc.data(), 1, MPI_INT, rc.data(), 1, MPI_INT, MPI_COMM_WORLD, &req);
-        TP_RETURN_IF_ERROR(wait(req, "all_to_all"));
-        std::exclusive_scan(sc.begin(), sc.end(), sd.begin(), 0);
-        std::exclusive_scan(rc.begin(), rc.end(), rd.begin(), 0);
-        out.resize(static_cast<std::size_t>(rd.back() + rc.back()));
-        MPI_Ialltoallv(in.data(), sc.data(), sd.data(), MPI_FLOAT, out.data(), rc.data(), rd.data(), MPI_FLOAT,
-                       MPI_COMM_WORLD, &req);
+        MPI_Ialltoallv(in.data, sc.data(), sd.data(), MPI_BYTE, out.data, rc.data(), rd.data(), MPI_BYTE, MPI_COMM_WORLD, &req);
         return wait(req, "all_to_all");
+    }
+    Status synchronize() override { return {}; }
+
+    Status exchange(std::span<const std::int64_t> mine, std::vector<std::int64_t>& all, std::vector<std::int64_t>& counts) override
+    {
+        std::int64_t n = static_cast<std::int64_t>(mine.size());
+        counts.assign(static_cast<std::size_t>(m_size), 0);
+        MPI_Request req;
+        MPI_Iallgather(&n, 1, MPI_INT64_T, counts.data(), 1, MPI_INT64_T, MPI_COMM_WORLD, &req);
+        TP_RETURN_IF_ERROR(wait(req, "exchange"));
+        std::vector<int> c, d;
+        TP_RETURN_IF_ERROR(byteCounts("exchange", counts, 1, c, d)); // counts in elements of MPI_INT64_T
+        all.assign(static_cast<std::size_t>(std::accumulate(counts.begin(), counts.end(), std::int64_t(0))), 0);
+        MPI_Iallgatherv(mine.data(), static_cast<int>(n), MPI_INT64_T, all.data(), c.data(), d.data(), MPI_INT64_T,
+                        MPI_COMM_WORLD, &req);
+        return wait(req, "exchange");
     }
     Status barrier() override
     {
@@ -92,7 +148,38 @@ public:
     bool aborted() const override { return !m_why.empty(); }
 
 private:
-    static int count(std::size_t n) { return static_cast<int>(n); }
+    Status check(const char* what, const Tensor& t) const
+    {
+        if (t.device != DeviceKind::Cpu || !t.isContiguous() || !isStorageDtype(t.dtype))
+            return invalidArgument(fmt::format("{}: rank {}: the MPI communicator moves contiguous host tensors", what, m_rank));
+        return {};
+    }
+    Status count(const char* what, std::int64_t n, int& out) const
+    {
+        if (n < 0 || n > INT_MAX)
+            return invalidArgument(fmt::format("{}: rank {}: {} exceeds what one MPI call can move ({})", what, m_rank, n, INT_MAX));
+        out = static_cast<int>(n);
+        return {};
+    }
+    Status byteCounts(const char* what, std::span<const std::int64_t> counts, std::int64_t elementBytes,
+                      std::vector<int>& bytes, std::vector<int>& displs) const
+    {
+        std::int64_t at = 0;
+        for (const auto c : counts) {
+            int b = 0, d = 0;
+            TP_RETURN_IF_ERROR(count(what, c * elementBytes, b));
+            TP_RETURN_IF_ERROR(count(what, at, d));
+            bytes.push_back(b);
+            displs.push_back(d);
+            at += c * elementBytes;
+        }
+        return {};
+    }
+    void widen(const Tensor& t, std::int64_t from, std::int64_t n)
+    {
+        m_wide.resize(static_cast<std::size_t>(std::max<std::int64_t>(n, 1)));
+        toFloat(t.as<char>() + from * t.elementBytes(), t.dtype, m_wide.data(), n);
+    }
 
     Status wait(MPI_Request& req, const char* what)
     {
@@ -116,6 +203,7 @@ private:
     std::chrono::milliseconds m_timeout;
     int m_rank = 0, m_size = 1;
     std::string m_why;
+    std::vector<float> m_wide, m_wideOut; // fp32 copies of 16-bit tensors, reused
 };
 
 } // namespace
@@ -145,6 +233,14 @@ void mpiFinalize()
 }
 
 void mpiAbortJob(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
+
+int mpiLocalRank()
+{
+    for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+        if (const char* v = std::getenv(var))
+            return std::atoi(v);
+    return 0;
+}
 
 bool haveMpi() { return true; }
 

@@ -7,6 +7,7 @@ std::unique_ptr<Communicator> makeMpiCommunicator(std::chrono::milliseconds) { r
 bool mpiInit(int*, char***) { return false; }
 void mpiFinalize() {}
 void mpiAbortJob(int) {}
+int mpiLocalRank() { return 0; }
 bool haveMpi() { return false; }
 
 } // namespace tp

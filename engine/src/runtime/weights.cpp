@@ -49,44 +49,6 @@ void forEachRun(const std::vector<std::int64_t>& shape, const std::vector<std::v
     walk(0, 0);
 }
 
-std::uint64_t splitmix(std::uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-float toFloat(DType t, const unsigned char* p)
-{
-    switch (t) {
-    case DType::F32: {
-        float f;
-        std::memcpy(&f, p, 4);
-        return f;
-    }
-    case DType::BF16: {
-        std::uint32_t u = std::uint32_t(p[0]) << 16 | std::uint32_t(p[1]) << 24;
-        return std::bit_cast<float>(u);
-    }
-    case DType::F16: {
-        const std::uint16_t h = std::uint16_t(p[0] | p[1] << 8);
-        const std::uint32_t sign = std::uint32_t(h & 0x8000) << 16;
-        std::uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-        if (exp == 0) {
-            if (man == 0)
-                return std::bit_cast<float>(sign);
-            float f = std::ldexp(static_cast<float>(man), -24); // subnormal
-            return sign ? -f : f;
-        }
-        if (exp == 31)
-            return std::bit_cast<float>(sign | 0x7f800000u | (man << 13));
-        return std::bit_cast<float>(sign | ((exp + 112) << 23) | (man << 13));
-    }
-    default: return 0.0f;
-    }
-}
-
 bool readable(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
 class File
@@ -132,8 +94,7 @@ private:
 };
 
 // Reads `region` of tensor `t` into out[at…], converting to fp32.
-Status readRegion(const TensorInfo& t, const std::vector<std::vector<Interval>>& region, std::vector<float>& out,
-                  std::size_t& at)
+Status readRegion(const TensorInfo& t, const std::vector<std::vector<Interval>>& region, float* out, std::size_t& at)
 {
     File f(t.file);
     if (!f.ok())
@@ -154,8 +115,8 @@ Status readRegion(const TensorInfo& t, const std::vector<std::vector<Interval>>&
                                                           t.file, t.name, buf.size(), pos));
             return;
         }
-        for (std::int64_t i = 0; i < n; ++i)
-            out[at++] = toFloat(t.dtype, buf.data() + i * eb);
+        toFloat(buf.data(), t.dtype, out + at, n);
+        at += static_cast<std::size_t>(n);
     });
     return st;
 }
@@ -197,40 +158,45 @@ Status checkWeights(const ModelSpec& spec, const WeightSource& source)
                     return notFound(fmt::format("tensor '{}' of '{}' is not in the checkpoint", name, m.paramPath(p)));
                 if (!readable(t->dtype))
                     return Status(StatusCode::Unimplemented,
-                                  fmt::format("tensor '{}' is {}: the CPU engine reads F32, BF16 and F16", name,
+                                  fmt::format("tensor '{}' is {}: the engine reads F32, BF16 and F16", name,
                                               dtypeName(t->dtype)));
             }
         }
     return {};
 }
 
-Result<std::vector<float>> loadParamShard(const ModelSpec& spec, const ShardedGraph& g, std::size_t index, int rank,
-                                          const WeightSource& source)
+UniformFill randomParamShard(const ModelSpec& spec, const ShardedGraph& g, std::size_t index, int rank, std::uint64_t seed)
+{
+    const ParamShard& s = g.params[index];
+    const ModuleSpec& m = spec.modules[static_cast<std::size_t>(s.module)];
+    const ParamSpec& p = m.params[static_cast<std::size_t>(s.param)];
+    const bool norm = m.kind == ModuleKind::RmsNorm || p.shape.size() == 1;
+    const double fanIn = p.shape.size() >= 2 ? static_cast<double>(p.shape.back()) : 1.0;
+    UniformFill f;
+    // A tied parameter is the same tensor as its owner: same key.
+    f.key = std::hash<std::string>{}(p.tiedTo.empty() ? s.path : p.tiedTo) ^ seed;
+    f.base = norm && p.name == "weight" ? 1.0f : 0.0f;
+    f.scale = static_cast<float>(norm ? 0.1 : 1.0 / std::sqrt(fanIn));
+    std::int64_t at = 0;
+    forEachRun(p.shape, regionOf(s, p.shape, rank), [&](std::int64_t global, std::int64_t n) {
+        if (!f.runs.empty() && f.runs.back().global + f.runs.back().count == global)
+            f.runs.back().count += n; // consecutive in both: one run
+        else
+            f.runs.push_back({at, global, n});
+        at += n;
+    });
+    return f;
+}
+
+Status readParamShard(const ModelSpec& spec, const ShardedGraph& g, std::size_t index, int rank, const Checkpoint& ck,
+                      float* out)
 {
     const ParamShard& s = g.params[index];
     const ModuleSpec& m = spec.modules[static_cast<std::size_t>(s.module)];
     const ParamSpec& p = m.params[static_cast<std::size_t>(s.param)];
     const auto region = regionOf(s, p.shape, rank);
-    std::vector<float> out(static_cast<std::size_t>(numel(s.shapes[static_cast<std::size_t>(rank)])));
+    const std::size_t expected = static_cast<std::size_t>(numel(s.shapes[static_cast<std::size_t>(rank)]));
     std::size_t at = 0;
-
-    if (!source.checkpoint) {
-        // Uniform in ±1/sqrt(fan_in) (norm weights around 1), keyed by the global element index.
-        const bool norm = m.kind == ModuleKind::RmsNorm || p.shape.size() == 1;
-        const double fanIn = p.shape.size() >= 2 ? static_cast<double>(p.shape.back()) : 1.0;
-        const float scale = static_cast<float>(norm ? 0.1 : 1.0 / std::sqrt(fanIn));
-        // A tied parameter is the same tensor as its owner: same key.
-        const std::uint64_t key = std::hash<std::string>{}(p.tiedTo.empty() ? s.path : p.tiedTo) ^ source.seed;
-        forEachRun(p.shape, region, [&](std::int64_t off, std::int64_t n) {
-            for (std::int64_t i = 0; i < n; ++i) {
-                const double u = static_cast<double>(splitmix(key ^ splitmix(static_cast<std::uint64_t>(off + i))) >> 11)
-                    * (1.0 / 9007199254740992.0);
-                out[at++] = (norm && p.name == "weight" ? 1.0f : 0.0f) + scale * static_cast<float>(2 * u - 1);
-            }
-        });
-        return out;
-    }
-
     const ParamSpec* src = &p;
     if (!p.tiedTo.empty() && p.checkpointTensors.empty()) // the tied copy lives under the owner's name
         for (const auto& mm : spec.modules)
@@ -238,14 +204,13 @@ Result<std::vector<float>> loadParamShard(const ModelSpec& spec, const ShardedGr
                 if (mm.paramPath(pp) == p.tiedTo)
                     src = &pp;
     if (src->checkpointTensors.size() == 1) {
-        const TensorInfo* t = findTensor(*source.checkpoint, src->checkpointTensors[0]);
+        const TensorInfo* t = findTensor(ck, src->checkpointTensors[0]);
         if (!t)
             return notFound(fmt::format("tensor '{}' of '{}' is not in the checkpoint", src->checkpointTensors[0], s.path));
         if (t->shape != p.shape)
             return invalidArgument(fmt::format("tensor '{}' has shape of {} elements, '{}' expects another shape",
                                                t->name, t->numel(), s.path));
-        TP_RETURN_IF_ERROR(readRegion(*t, region, out, at));
-        return out;
+        return readRegion(*t, region, out, at);
     }
     // A fused expert parameter from per-expert tensors: gate_up [E, 2I, H] from gate [I, H] and up
     // [I, H] pieces, down [E, H, I] from [H, I] pieces.
@@ -254,7 +219,7 @@ Result<std::vector<float>> loadParamShard(const ModelSpec& spec, const ShardedGr
     std::vector<const TensorInfo*> pieces(static_cast<std::size_t>(p.shape[0] * 2), nullptr);
     for (const auto& name : src->checkpointTensors) {
         auto piece = expertTensorOf(name, spec.config);
-        const TensorInfo* t = findTensor(*source.checkpoint, name);
+        const TensorInfo* t = findTensor(ck, name);
         if (!piece || !t)
             return notFound(fmt::format("tensor '{}' of '{}' is not in the checkpoint", name, s.path));
         pieces[static_cast<std::size_t>(piece->expert * 2 + (piece->part == 1 ? 1 : 0))] = t;
@@ -283,9 +248,9 @@ Result<std::vector<float>> loadParamShard(const ModelSpec& spec, const ShardedGr
                 }
             }
         }
-    if (at != out.size())
-        return Status(StatusCode::Internal, fmt::format("'{}': read {} of {} elements", s.path, at, out.size()));
-    return out;
+    if (at != expected)
+        return Status(StatusCode::Internal, fmt::format("'{}': read {} of {} elements", s.path, at, expected));
+    return {};
 }
 
 } // namespace tp

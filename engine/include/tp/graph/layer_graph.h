@@ -9,6 +9,7 @@
 //   for (const GraphNode& n : g.nodes) if (n.layer == 0) …
 #pragma once
 
+#include "tp/graph/activation.h"
 #include "tp/model/model_spec.h"
 
 #include <cstdint>
@@ -33,19 +34,15 @@ enum class OpKind {
 };
 const char* opKindName(OpKind k);
 
-// The nonlinearity of a gated MLP: act(gate) · up.
-enum class Activation {
-    Silu,         // x·sigmoid(x) ("silu")
-    GeluTanh,     // the tanh approximation of GELU ("gelu_pytorch_tanh")
-};
-const char* activationName(Activation a);
-
 // Rotary embedding of one head size: inv_freq[j] for j < head_dim / 2, scaling applied (default,
 // linear, llama3), as Transformers' rope init functions compute it.
 struct RopeTable
 {
     std::int64_t headDim = 0;
     std::vector<double> invFreq;
+
+    // [positions, headDim] row-major: cos(p·inv_freq[j]) for j < headDim/2, then the sines.
+    std::vector<float> cosSin(std::int64_t positions) const;
 };
 
 struct GraphTensor
@@ -73,6 +70,7 @@ struct GraphNode
     double eps = 0;              // Norm, HeadNorm: RMSNorm epsilon
     int rope = -1;               // Rope: index into LayerGraph::ropes
     double scale = 0;            // Attention: softmax scale of q·kᵀ
+    std::int64_t window = 0;     // Attention: sliding window (a query sees the last `window` keys), 0: none
     Activation act = Activation::Silu; // GatedAct, Experts
     bool normalizeTopK = false;  // Experts: renormalise the top-k router weights to sum to 1
 };

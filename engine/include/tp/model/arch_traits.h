@@ -23,6 +23,9 @@ struct ArchTraits
     // Fused experts stored [E, H, 2I] / [E, I, H] (used with bmm) rather than [E, 2I, H] / [E, H, I].
     bool expertsLastPacked = false;
     bool alwaysNormalizeTopK = false;     // the router renormalises its top-k weights (Mixtral)
+    // sliding_window applies to every layer (Mistral, Mixtral, Phi-3); otherwise only to the layers
+    // layer_types names "sliding_attention".
+    bool slidingWindowAllLayers = false;
     // Why the engine does not run this architecture yet; empty when it does.
     const char* engineLacks = "";
 };

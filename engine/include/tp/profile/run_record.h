@@ -7,7 +7,7 @@
 #pragma once
 
 #include "tp/core/status.h"
-#include "tp/runtime/executor.h"
+#include "tp/profile/span.h"
 #include "tp/shard/sharded_graph.h"
 
 #include <nlohmann/json_fwd.hpp>
@@ -26,6 +26,9 @@ struct RunSettings
     std::string plan;          // file, or "default"
     std::string backend = "cpu";
     std::string communicator = "local";
+    std::string dtype = "f32"; // storage of weights and activations (fp32 accumulation)
+    bool emulated = false;     // ranks emulated on one device, communication modelled
+    std::string commModel;     // the hardware profile that modelled it (emulated runs)
     std::int64_t batch = 1, seq = 1;
     int warmup = 0, iterations = 1;
     std::string weights;       // "checkpoint" or "random (seed …)"
@@ -37,6 +40,7 @@ struct Provenance
     int logicalCores = 0;
     std::string hostname, os, compiler, openblas, tpstudio, startedAt;
     std::string libraries;     // fmt, nlohmann-json, MPI versions this build uses
+    std::string devices;       // the devices the ranks ran on ("cpu", "cuda:0 NVIDIA H200 (139 GiB)")
 };
 Provenance collectProvenance();
 
@@ -78,8 +82,8 @@ struct RunRecord
     std::vector<TpRun> runs;
 };
 
-// Folds one tp size's result into the record (per-layer totals, speedup against a T=1 run).
-void addRun(RunRecord& record, const ShardedGraph& g, const RunResult& result);
+// Folds one tp size's measurement into the record (per-layer totals, speedup against a T=1 run).
+void addRun(RunRecord& record, const ShardedGraph& g, const Measurement& result);
 
 nlohmann::ordered_json recordToJson(const RunRecord& record);
 // Reads a record written by writeJson back (schema tpstudio.run/1); errors name the file and key.

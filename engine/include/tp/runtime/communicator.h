@@ -1,17 +1,19 @@
-// communicator.h — the collectives one rank issues, and the in-process group (one thread per rank)
-// that the embedded engine uses by default.
+// communicator.h — the collectives one rank issues, on tensors of its backend, and the groups that
+// make them: threads of this process (host memory, NCCL with one GPU each, or every rank on one
+// GPU for emulation) and processes under mpirun (MPI on host memory, NCCL bootstrapped over MPI).
 //
 // Every call is collective: all ranks of the group make the same calls in the same order. A call
 // returns an error Status instead of hanging when another rank aborted the group or when no
 // partner arrived within the group's timeout (the watchdog), naming the collective and the rank.
 //
-//   auto group = LocalGroup::create(2, std::chrono::seconds(30));
+//   auto group = makeLocalGroup(2, std::chrono::seconds(30));
 //   // in rank r's thread:
 //   Communicator& c = group->rank(r);
-//   TP_RETURN_IF_ERROR(c.allReduce(buf));
+//   TP_RETURN_IF_ERROR(c.allReduce(tensor));
 #pragma once
 
 #include "tp/core/status.h"
+#include "tp/runtime/tensor.h"
 
 #include <chrono>
 #include <cstdint>
@@ -22,72 +24,96 @@
 
 namespace tp {
 
+class Backend;
+
 class Communicator
 {
 public:
     virtual ~Communicator() = default;
     virtual int rank() const = 0;
     virtual int size() const = 0;
-    virtual std::string kind() const = 0;
+    virtual std::string kind() const = 0;      // "local", "mpi", "nccl", "emulated"
 
-    // Sum over ranks, in place.
-    virtual Status allReduce(std::span<float> data) = 0;
-    // `out` = every rank's `in`, concatenated in rank order (ranks may contribute different counts).
-    virtual Status allGather(std::span<const float> in, std::span<float> out) = 0;
-    // Sum over ranks of `in`, then rank r keeps its chunk (`counts[r]` elements, in rank order) in `out`.
-    virtual Status reduceScatter(std::span<const float> in, std::span<float> out, std::span<const std::int64_t> counts) = 0;
-    virtual Status broadcast(std::span<float> data, int root) = 0;
-    // Rank r sends in[sendOffsets[p] … +sendCounts[p]) to rank p; receives rank p's piece for r
-    // into `out`, concatenated in rank order.
-    virtual Status allToAll(std::span<const float> in, std::span<const std::int64_t> sendCounts, std::vector<float>& out) = 0;
+    // --- device collectives ----------------------------------------------------------------------
+    // Tensors are contiguous, on this rank's device, in one storage dtype (the same on every rank);
+    // a tensor is its rows·cols elements in order. Calls are enqueued on the backend's
+    // communication stream (host-memory groups: complete when they return); sums are exact in fp32
+    // for 16-bit dtypes.
+
+    // `out` = the sum over ranks of `in` (same shape); in place when they are the same tensor.
+    virtual Status allReduce(const Tensor& in, const Tensor& out) = 0;
+    Status allReduce(const Tensor& data) { return allReduce(data, data); }
+    // `out` = every rank's `in` in rank order; rank p contributes counts[p] elements. In place when
+    // `in` is this rank's piece of `out`.
+    virtual Status allGather(const Tensor& in, const Tensor& out, std::span<const std::int64_t> counts) = 0;
+    // The sum over ranks of `in` (Σ counts elements); rank r keeps piece r (counts[r] elements) in `out`.
+    virtual Status reduceScatter(const Tensor& in, const Tensor& out, std::span<const std::int64_t> counts) = 0;
+    virtual Status broadcast(const Tensor& data, int root) = 0;
+    // This rank sends sendCounts[p] consecutive elements of `in` to rank p, in rank order, and
+    // receives recvCounts[p] from rank p into `out`, in rank order.
+    virtual Status allToAll(const Tensor& in, std::span<const std::int64_t> sendCounts, const Tensor& out,
+                            std::span<const std::int64_t> recvCounts) = 0;
+    // Waits, under the watchdog, until every collective this rank has enqueued is done.
+    virtual Status synchronize() = 0;
+
+    // --- host ---------------------------------------------------------------------------------------
+    // Every rank's `mine` (any length) concatenated in rank order into `all`, with each rank's length
+    // in `counts`. Integers travel as integers: exact over the whole int64 range.
+    virtual Status exchange(std::span<const std::int64_t> mine, std::vector<std::int64_t>& all,
+                            std::vector<std::int64_t>& counts) = 0;
     virtual Status barrier() = 0;
-    // Makes every pending and later call of every rank fail (a rank hit an error).
+    // Makes every pending and later call of every rank of the group fail (a rank hit an error).
     virtual void abort(const std::string& why) = 0;
     // Whether the group was aborted (by any rank, or by the watchdog).
     virtual bool aborted() const = 0;
 };
 
-// T ranks in one process. Data moves through shared memory: each rank publishes its buffer, then
-// reads the others' (no copies through a root).
-class LocalGroup
+// Ranks that are threads of this process, one communicator each.
+class CommGroup
 {
 public:
-    static std::shared_ptr<LocalGroup> create(int size, std::chrono::milliseconds timeout = std::chrono::seconds(60));
-    virtual ~LocalGroup() = default;
+    virtual ~CommGroup() = default;
     virtual Communicator& rank(int r) = 0;
     virtual int size() const = 0;
 };
 
-} // namespace tp
+// Host memory (CPU backends). Data moves through shared memory: each rank publishes its buffer,
+// then works on its own chunk of every rank's (a ring's traffic, no root).
+std::shared_ptr<CommGroup> makeLocalGroup(int size, std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
-namespace tp {
+// NCCL on device buffers, one GPU per rank (backends[r] on its own device), ncclCommInitRank in a
+// group. Asynchronous errors are polled; a collective past the timeout aborts every rank's
+// communicator. Unimplemented without a CUDA build; FailedPrecondition when the backends are not
+// CUDA devices, one each.
+Result<std::shared_ptr<CommGroup>> makeNcclGroup(const std::vector<Backend*>& backends,
+                                                 std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
-// One process per rank under mpirun (OpenMPI), over MPI_COMM_WORLD. Collectives are non-blocking
-// MPI calls polled against the timeout, so a lost partner ends in DeadlineExceeded, not a hang.
-// The caller initialises and finalises MPI (see mpiInit); `abort` only marks the communicator:
-// ending the job (MPI_Abort) is the front end's decision.
-// Null when TP Studio was built without MPI.
+// Single-GPU emulation: every rank's backend on the same device; collectives are device copies and
+// reductions between the ranks' buffers (exact data, no transfer time worth measuring).
+Result<std::shared_ptr<CommGroup>> makeDeviceGroup(const std::vector<Backend*>& backends,
+                                                   std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+// One process per rank under mpirun (OpenMPI), over MPI_COMM_WORLD, on host memory. Collectives are
+// non-blocking MPI calls polled against the timeout, so a lost partner ends in DeadlineExceeded, not
+// a hang. The caller initialises and finalises MPI (see mpiInit); `abort` only marks the
+// communicator: ending the job (MPI_Abort) is the front end's decision. Null without MPI.
 std::unique_ptr<Communicator> makeMpiCommunicator(std::chrono::milliseconds timeout = std::chrono::seconds(60));
+// NCCL for one process per GPU (the multi-node path): rank 0's unique id reaches the others through
+// `bootstrap` (the MPI communicator's host exchange), then ncclCommInitRank on `backend`'s device.
+// Host calls (exchange, barrier) go through `bootstrap`, which must outlive the result.
+Result<std::unique_ptr<Communicator>> makeNcclCommunicator(Communicator& bootstrap, Backend& backend,
+                                                           std::chrono::milliseconds timeout = std::chrono::seconds(60));
 // MPI_Init_thread once per process; false when this build has no MPI.
 bool mpiInit(int* argc, char*** argv);
 void mpiFinalize();
 // MPI_Abort(MPI_COMM_WORLD, code): ends every process of the job.
 void mpiAbortJob(int code);
+// This process's rank among the processes of its node (for its GPU), from the launcher; 0 if none.
+int mpiLocalRank();
 bool haveMpi();
-
-// NCCL on one GPU per rank, one thread per rank in this process (ncclCommInitAll over devices
-// 0..size-1). Buffers stay host spans: each call stages them through the rank's device, so the
-// communicator fits the engine's CPU ranks and the benchmark; a collective that exceeds the timeout
-// aborts the NCCL communicator (ncclCommAbort) and returns DeadlineExceeded. Unimplemented without a
-// CUDA build; FailedPrecondition when fewer GPUs than ranks are visible.
-class NcclGroup
-{
-public:
-    static Result<std::shared_ptr<NcclGroup>> create(int size, std::chrono::milliseconds timeout = std::chrono::seconds(60));
-    virtual ~NcclGroup() = default;
-    virtual Communicator& rank(int r) = 0;
-    virtual int size() const = 0;
-};
 bool haveNccl();
+
+// Element offsets of pieces of `counts` elements laid end to end (size + 1 entries).
+std::vector<std::int64_t> pieceOffsets(std::span<const std::int64_t> counts);
 
 } // namespace tp

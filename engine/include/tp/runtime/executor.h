@@ -1,12 +1,18 @@
-// executor.h — runs a sharded graph for real: one thread per rank, each with its weight slices, the
-// CPU backend (fp32, OpenBLAS with one BLAS thread per rank) and a communicator. The collectives it
-// issues are the ShardedGraph's Collective nodes, so what the planner previews is what runs.
+// executor.h — runs a sharded graph for real: one thread per rank, each with its Backend (CPU or
+// CUDA) and Communicator, walking the same ShardedGraph the planner previews, so the collectives it
+// issues are the graph's Collective nodes. The executor holds no arithmetic: every op is a backend
+// call on tensors planned once, before the first iteration, in one arena per rank.
 //
-//   auto r = runModel(spec, graph, {.checkpoint = &ck}, {.batch = 1, .seq = 16});
-//   r->logits  // rank 0's [B·S, vocab]
+//   RunOptions o{.batch = 1, .seq = 16};
+//   o.device = DeviceKind::Cuda; o.dtype = DType::BF16;
+//   auto r = runModel(spec, graph, {.checkpoint = &ck}, o);
+//   r->logits  // rank 0's [B·S, vocab] as fp32
 #pragma once
 
 #include "tp/core/status.h"
+#include "tp/cost/hardware.h"
+#include "tp/profile/span.h"
+#include "tp/runtime/tensor.h"
 #include "tp/runtime/weights.h"
 #include "tp/shard/sharded_graph.h"
 
@@ -19,6 +25,8 @@
 
 namespace tp {
 
+class Communicator;
+
 struct RunOptions
 {
     std::int64_t batch = 1;
@@ -26,6 +34,12 @@ struct RunOptions
     std::vector<std::int32_t> tokens;          // B·S ids; empty: a fixed pseudo-random sequence
     int warmup = 0;
     int iterations = 1;
+    DeviceKind device = DeviceKind::Cpu;       // every rank's backend
+    DType dtype = DType::F32;                  // storage of weights and activations (fp32 accumulation)
+    // Single-device emulation: every rank on device 0, one op at a time, collectives done on the
+    // device but timed by `commModel` (required then).
+    bool emulate = false;
+    const HardwareProfile* commModel = nullptr;
     std::chrono::milliseconds collectiveTimeout{30000};
     std::stop_token stop;                       // cancellation, checked between nodes
     // Fault injection for tests: rank `failRank` fails when it reaches the node named `failNode`:
@@ -38,41 +52,28 @@ struct RunOptions
     std::function<void(int iteration, bool warmup, double seconds)> progress;
 };
 
-// One timed piece of work on one rank (a graph node's compute, or one of its collectives).
-struct Span
+struct RunResult : Measurement
 {
-    int rank = 0;
-    int node = -1;
-    int collective = -1;                       // index into ShardedGraph::collectives, -1: compute
-    int layer = -1;
-    double startUs = 0;                        // from the iteration's start
-    double endUs = 0;
-    std::int64_t bytes = 0;                    // collectives: the full tensor's bytes
-};
-
-struct RunResult
-{
-    int tpSize = 1;
-    std::vector<float> logits;                 // rank 0, [B·S, vocab], last iteration
+    std::vector<float> logits;                 // rank 0, [B·S, vocab], last iteration, as fp32
     std::int64_t vocab = 0;
-    double loadSeconds = 0;                    // slowest rank
-    std::vector<double> iterationSeconds;      // timed iterations (not warm-up)
-    std::vector<Span> spans;                   // every rank, last timed iteration
+    std::string devices;                       // what the ranks ran on, for the record
 };
 
-// Why a model or plan cannot run on the CPU engine yet (empty: it can).
-std::string cpuExecutableProblem(const ModelSpec& spec, const ShardedGraph& g);
+// Why the engine cannot run this model and plan (empty: it can): an architecture, activation or
+// rope scaling it lacks, a style whose forward it does not model, expert dispatch by all-to-all.
+std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g);
 
-// Refuses a graph with error diagnostics (the message lists them) and weights that do not match,
-// before any rank starts. A rank that fails aborts every rank; the Status names rank and node.
+// Refuses a graph with error diagnostics (the message lists them), options it cannot honour,
+// weights that do not match, and ranks whose memory does not fit their device, before any rank
+// starts. A rank that fails aborts every rank; the Status names rank and node.
 Result<RunResult> runModel(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights,
                            const RunOptions& options);
 
-class Communicator;
-
-// One rank of a run whose ranks are processes (under mpirun): this process runs comm.rank() of
-// comm.size() == g.tpSize ranks. Rank 0's result holds the logits and every rank's spans (gathered).
+// One rank of a run whose ranks are processes (under mpirun): this process runs host.rank() of
+// host.size() == g.tpSize ranks; `host` is the MPI communicator. CPU ranks use it for their
+// collectives; CUDA ranks bootstrap NCCL through it, on the GPU of their local rank. Rank 0's
+// result holds the logits and every rank's spans (gathered as integers).
 Result<RunResult> runModelRank(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights,
-                               const RunOptions& options, Communicator& comm);
+                               const RunOptions& options, Communicator& host);
 
 } // namespace tp

@@ -1,0 +1,13 @@
+// activation.h — the nonlinearity of a gated MLP, act(gate) · up (a graph attribute and an op
+// argument; kept apart so that device code can include it alone).
+#pragma once
+
+namespace tp {
+
+enum class Activation {
+    Silu,         // x·sigmoid(x) ("silu")
+    GeluTanh,     // the tanh approximation of GELU ("gelu_pytorch_tanh")
+};
+const char* activationName(Activation a);
+
+} // namespace tp

@@ -1,0 +1,41 @@
+// span.h — what the engine measures: timed spans of graph nodes and collectives on every rank, and
+// the measurement of one tp size. The runtime produces these; run records and reporters read them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace tp {
+
+// One timed piece of work on one rank (a graph node's compute, or one of its collectives).
+struct Span
+{
+    int rank = 0;
+    int node = -1;                             // index into the graph's nodes
+    int collective = -1;                       // index into ShardedGraph::collectives, -1: compute
+    int layer = -1;
+    double startUs = 0;                        // from the iteration's start
+    double endUs = 0;
+    std::int64_t bytes = 0;                    // collectives: the full tensor's bytes
+};
+
+// What one run of one tp size measured.
+struct Measurement
+{
+    int tpSize = 1;
+    double loadSeconds = 0;                    // slowest rank: weights loaded and on the device
+    std::vector<double> iterationSeconds;      // timed iterations (not warm-up)
+    std::vector<Span> spans;                   // every rank, last timed iteration
+    // Single-device emulation: compute spans were measured one rank at a time on one device,
+    // collective spans and the iteration times come from the hardware profile's model.
+    bool emulated = false;
+};
+
+// Re-times one iteration of emulated ranks as T real devices would run it: compute spans keep their
+// measured durations back to back, each collective starts when the last rank reaches it and takes
+// `modeledUs` of it. `spans` holds every rank's spans, each rank's in execution order; they are
+// rewritten in place. Returns the iteration's length in µs (the slowest rank's end).
+double emulateTimeline(std::vector<Span>& spans, int ranks, const std::function<double(const Span&)>& modeledUs);
+
+} // namespace tp

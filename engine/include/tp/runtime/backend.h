@@ -1,0 +1,222 @@
+// backend.h — one rank's device as the executor sees it: its memory, two streams with events, and
+// the op set a Transformer forward needs. The CPU backend is the reference; the CUDA backend
+// implements the same contract, and tests hold every op of every backend to the CPU's fp32 result.
+//
+// Contract of every op:
+//   - Tensors live on this backend's device and are stored in its storage dtype unless the op says
+//     otherwise; arithmetic accumulates in fp32 and rounds once, when the result is stored.
+//   - Ops are enqueued on the compute stream and may return before the device is done (the CPU runs
+//     them at once). They never allocate: every buffer comes from allocate(), called before the
+//     first iteration; an op that needs working memory takes a `scratch` tensor of at least the
+//     bytes its *ScratchBytes() asks for.
+//   - Shapes are checked here, before the backend sees them (InvalidArgument naming the op); empty
+//     tensors are legal (a rank whose shard is empty computes nothing, or zeros).
+//
+//   auto be = makeCpuBackend(DType::BF16).value();
+//   auto mem = be->allocate(bytes).value();
+//   TP_RETURN_IF_ERROR(be->gemm(x, w, &bias, y, scratch));
+#pragma once
+
+#include "tp/core/status.h"
+#include "tp/graph/activation.h"
+#include "tp/runtime/tensor.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tp {
+
+// Memory from Backend::allocate, freed when the last owner goes.
+class DeviceBuffer
+{
+public:
+    DeviceBuffer() = default;
+    DeviceBuffer(void* data, std::int64_t bytes, std::function<void(void*)> release)
+        : m_data(data, std::move(release))
+        , m_bytes(bytes)
+    {
+    }
+    void* data() const { return m_data.get(); }
+    std::int64_t bytes() const { return m_bytes; }
+
+private:
+    std::unique_ptr<void, std::function<void(void*)>> m_data{nullptr, [](void*) {}};
+    std::int64_t m_bytes = 0;
+};
+
+enum class Stream {
+    Compute,   // ops
+    Comm,      // the communicator's collectives
+};
+
+struct BackendStats
+{
+    std::int64_t allocations = 0;        // calls of allocate() (and any other device allocation)
+    std::int64_t allocatedBytes = 0;
+};
+
+// q [B·S, heads·headDim], k and v [B·S, kvHeads·headDim] → y [B·S, heads·headDim]; causal within
+// each sequence; query head h reads key/value head h / (heads / kvHeads).
+struct AttentionShape
+{
+    std::int64_t batch = 1;
+    std::int64_t seq = 0;
+    std::int64_t heads = 0;              // this rank's query heads
+    std::int64_t kvHeads = 0;            // this rank's key/value heads (heads is a multiple)
+    std::int64_t headDim = 0;
+    double scale = 0;                    // softmax(scale · q·kᵀ)
+};
+
+// This rank's part of a fused routed-experts layer: experts [firstExpert, firstExpert +
+// localExperts) of `experts`, each with `intermediate` rows of gate and of up (a TP shard of the
+// intermediate dim, or all of it).
+struct ExpertsShape
+{
+    std::int64_t experts = 0;            // E: router scores per token
+    std::int64_t topK = 0;
+    std::int64_t firstExpert = 0;
+    std::int64_t localExperts = 0;
+    std::int64_t intermediate = 0;
+    bool normalize = false;              // renormalise the top-k weights to sum to 1
+    Activation act = Activation::Silu;
+};
+
+// Seeded random weights that do not depend on the device or the tp size: local element
+// `local + i` of run r takes the value of global element `global + i`,
+//   base + scale · (2u − 1),  u = (splitmix64(key ^ splitmix64(global + i)) >> 11) · 2⁻⁵³.
+struct FillRun
+{
+    std::int64_t local = 0;
+    std::int64_t global = 0;
+    std::int64_t count = 0;
+};
+struct UniformFill
+{
+    std::uint64_t key = 0;
+    float base = 0;
+    float scale = 1;
+    std::vector<FillRun> runs;
+};
+
+class Backend
+{
+public:
+    virtual ~Backend() = default;
+    Backend(const Backend&) = delete;
+    Backend& operator=(const Backend&) = delete;
+
+    virtual DeviceKind device() const = 0;
+    virtual std::string name() const = 0;        // "cpu", "cuda:0 NVIDIA H200"
+    DType storage() const { return m_storage; }
+
+    // --- memory -------------------------------------------------------------------------------
+    // Bytes that allocate() could still get (free device memory; available host memory).
+    virtual std::int64_t availableBytes() const = 0;
+    virtual Result<DeviceBuffer> allocate(std::int64_t bytes) = 0;
+    BackendStats stats() const { return m_stats; }
+    // Raw bytes between host and a contiguous tensor (its dtype), complete when the call returns.
+    Status upload(const void* host, const Tensor& dst);
+    Status download(const Tensor& src, void* host);
+
+    // --- streams and events ---------------------------------------------------------------------
+    // Event slots 0…n-1, reserved once. record() marks how far a stream has come, wait() holds a
+    // stream until an event recorded on the other is reached, elapsedUs() reads the time between
+    // two recorded events once synchronize() has returned.
+    virtual Status reserveEvents(int n) = 0;
+    virtual Status record(int event, Stream s) = 0;
+    virtual Status wait(Stream s, int event) = 0;
+    virtual Status synchronize() = 0;
+    virtual Result<double> elapsedUs(int from, int to) const = 0;
+    // The device's handle of a stream for a communicator (cudaStream_t); nullptr on the CPU.
+    virtual void* nativeStream(Stream s) = 0;
+
+    // --- ops --------------------------------------------------------------------------------------
+    // y[n, out] = x[n, in] · w[out, in]ᵀ (+ bias[1, out]). x may be a column view; y is contiguous
+    // and may be F32 (router logits) while x and w are in the storage dtype. in = 0 gives bias or 0.
+    Status gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, const Tensor& scratch);
+    virtual std::int64_t gemmScratchBytes(std::int64_t n, std::int64_t in, std::int64_t out) const = 0;
+    // RMSNorm of every group of `group` features (group = cols: the whole row; = head_dim: per head):
+    // y = w · x / sqrt(mean(x²) + eps), w [1, group]. y may be x.
+    Status rmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, double eps);
+    // Rotary embedding (rotate_half) of every head of x [n, heads·headDim] at positions[0, t] (I32
+    // [1, n]); table (F32 [positions, headDim]) holds cos in its first half, sin in its second.
+    // y may be x.
+    Status rope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table);
+    Status attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& s,
+                     const Tensor& scratch);
+    virtual std::int64_t attentionScratchBytes(const AttentionShape& s) const = 0;
+    // y = act(gate) · up, elementwise; gate and up may be column views of one packed tensor.
+    Status gatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act);
+    // y[t] = w[ids[0, t] − firstRow] where that row is in w, else zeros (a vocab shard); ids I32 [1, n].
+    Status embedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow);
+    // y = a + b; b has a's shape or one row (added to every row). y may be a.
+    Status add(const Tensor& a, const Tensor& b, const Tensor& y);
+    // dst = src, element for element (same shape and dtype; either may be a column view).
+    Status copy(const Tensor& src, const Tensor& dst);
+    // Row-wise softmax of router logits, in fp32 (x, y F32 [n, E]). y may be x.
+    Status softmax(const Tensor& x, const Tensor& y);
+    // y[n, H] = Σ over each token's top-k experts that are local of weight · down(act(gate)·up)(x),
+    // with the top-k taken from scores (F32 [n, E], ties to the lower expert). gateUp is
+    // [localExperts · 2·intermediate, H] (each expert's gate rows, then its up rows), down
+    // [localExperts · H, intermediate]. A partial sum when experts or their rows are sharded.
+    Status experts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down, const Tensor& y,
+                   const ExpertsShape& s, const Tensor& scratch);
+    virtual std::int64_t expertsScratchBytes(std::int64_t tokens, std::int64_t hidden, const ExpertsShape& s) const = 0;
+    // Seeded random values into a contiguous tensor (see UniformFill). Setup only: may allocate.
+    Status fillUniform(const Tensor& dst, const UniformFill& f);
+
+protected:
+    explicit Backend(DType storage)
+        : m_storage(storage)
+    {
+    }
+    // The ops, after the checks above.
+    virtual Status doUpload(const void* host, const Tensor& dst) = 0;
+    virtual Status doDownload(const Tensor& src, void* host) = 0;
+    virtual Status doGemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, const Tensor& scratch) = 0;
+    virtual Status doRmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, float eps) = 0;
+    virtual Status doRope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions,
+                          const Tensor& table) = 0;
+    virtual Status doAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
+                               const AttentionShape& s, const Tensor& scratch) = 0;
+    virtual Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act) = 0;
+    virtual Status doEmbedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow) = 0;
+    virtual Status doAdd(const Tensor& a, const Tensor& b, const Tensor& y) = 0;
+    virtual Status doCopy(const Tensor& src, const Tensor& dst) = 0;
+    virtual Status doSoftmax(const Tensor& x, const Tensor& y) = 0;
+    virtual Status doExperts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down,
+                             const Tensor& y, const ExpertsShape& s, const Tensor& scratch) = 0;
+    virtual Status doFillUniform(const Tensor& dst, const UniformFill& f) = 0;
+
+    void countAllocation(std::int64_t bytes)
+    {
+        ++m_stats.allocations;
+        m_stats.allocatedBytes += bytes;
+    }
+
+private:
+    DType m_storage;
+    BackendStats m_stats;
+};
+
+// The reference backend: host memory, fp32 math (OpenBLAS SGEMM, one thread), f32/bf16/f16 storage.
+Result<std::unique_ptr<Backend>> makeCpuBackend(DType storage);
+// A CUDA device (bf16/f16/f32 storage, cuBLAS GEMMs with fp32 accumulation, a compute and a
+// communication stream, CUDA events). Unimplemented in builds without CUDA; FailedPrecondition when
+// the device is not there.
+Result<std::unique_ptr<Backend>> makeCudaBackend(int device, DType storage);
+bool haveCudaBackend();
+
+// The splitmix64 hash of UniformFill, shared by every backend so that seeded weights are bit-equal.
+constexpr std::uint64_t splitmix64(std::uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+} // namespace tp

@@ -1,0 +1,213 @@
+// backend.cpp — the checks every backend's ops share: one place says what shapes and dtypes an op
+// takes, so that the CPU and CUDA backends cannot disagree about it.
+#include "tp/runtime/backend.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace tp {
+
+namespace {
+
+std::string shape(const Tensor& t) { return fmt::format("[{}, {}] {}", t.rows, t.cols, dtypeName(t.dtype)); }
+
+Status bad(const char* op, const std::string& what) { return invalidArgument(fmt::format("{}: {}", op, what)); }
+
+} // namespace
+
+const char* deviceKindName(DeviceKind d) { return d == DeviceKind::Cuda ? "cuda" : "cpu"; }
+
+// The checks of one op call: each line names what must hold.
+class OpCheck
+{
+public:
+    OpCheck(const char* op, const Backend& be)
+        : m_op(op)
+        , m_be(be)
+    {
+    }
+    // On this device, in `dtype` (default: the storage dtype).
+    OpCheck& on(const char* name, const Tensor& t, std::optional<DType> dtype = {})
+    {
+        const DType want = dtype.value_or(m_be.storage());
+        if (m_status.ok() && (t.device != m_be.device() || t.dtype != want))
+            m_status = bad(m_op, fmt::format("{} is {} on {}, expected {} on {}", name, shape(t), deviceKindName(t.device),
+                                             dtypeName(want), deviceKindName(m_be.device())));
+        if (m_status.ok() && (t.rows < 0 || t.cols < 0 || t.stride < t.cols || (!t.data && !t.empty())))
+            m_status = bad(m_op, fmt::format("{} {} is not a valid view (stride {})", name, shape(t), t.stride));
+        return *this;
+    }
+    OpCheck& dense(const char* name, const Tensor& t)
+    {
+        if (m_status.ok() && !t.isContiguous())
+            m_status = bad(m_op, fmt::format("{} must be contiguous, it is a view of stride {}", name, t.stride));
+        return *this;
+    }
+    OpCheck& require(bool ok, const std::function<std::string()>& what)
+    {
+        if (m_status.ok() && !ok)
+            m_status = bad(m_op, what());
+        return *this;
+    }
+    Status status() const { return m_status; }
+
+private:
+    const char* m_op;
+    const Backend& m_be;
+    Status m_status;
+};
+
+Status Backend::upload(const void* host, const Tensor& dst)
+{
+    TP_RETURN_IF_ERROR(OpCheck("upload", *this).on("dst", dst, dst.dtype).dense("dst", dst).status());
+    return dst.empty() ? Status() : doUpload(host, dst);
+}
+
+Status Backend::download(const Tensor& src, void* host)
+{
+    TP_RETURN_IF_ERROR(OpCheck("download", *this).on("src", src, src.dtype).dense("src", src).status());
+    return src.empty() ? Status() : doDownload(src, host);
+}
+
+Status Backend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, const Tensor& scratch)
+{
+    OpCheck c("gemm", *this);
+    c.on("x", x).on("w", w).dense("w", w).on("y", y, y.dtype).dense("y", y);
+    c.require(y.dtype == storage() || y.dtype == DType::F32, [&] { return fmt::format("y is {}", shape(y)); });
+    c.require(x.cols == w.cols && y.rows == x.rows && y.cols == w.rows,
+              [&] { return fmt::format("x {} · w {}ᵀ does not give y {}", shape(x), shape(w), shape(y)); });
+    if (bias)
+        c.on("bias", *bias).require(bias->rows == 1 && bias->cols == w.rows,
+                                    [&] { return fmt::format("bias {} for {} outputs", shape(*bias), w.rows); });
+    c.require(scratch.bytes() >= gemmScratchBytes(x.rows, x.cols, w.rows),
+              [&] { return fmt::format("scratch of {} bytes, {} needed", scratch.bytes(), gemmScratchBytes(x.rows, x.cols, w.rows)); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doGemm(x, w, bias, y, scratch);
+}
+
+Status Backend::rmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, double eps)
+{
+    OpCheck c("rms_norm", *this);
+    c.on("x", x).dense("x", x).on("w", w).on("y", y).dense("y", y);
+    c.require(group > 0 && x.cols % group == 0 && w.rows == 1 && w.cols == group && y.rows == x.rows && y.cols == x.cols,
+              [&] { return fmt::format("x {} in groups of {} with w {} into y {}", shape(x), group, shape(w), shape(y)); });
+    c.require(std::isfinite(eps) && eps >= 0, [&] { return fmt::format("eps {}", eps); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doRmsNorm(x, w, y, group, static_cast<float>(eps));
+}
+
+Status Backend::rope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table)
+{
+    OpCheck c("rope", *this);
+    c.on("x", x).dense("x", x).on("y", y).dense("y", y).on("positions", positions, DType::I32).on("table", table, DType::F32);
+    c.require(headDim > 0 && headDim % 2 == 0 && x.cols % headDim == 0 && y.rows == x.rows && y.cols == x.cols,
+              [&] { return fmt::format("x {} into y {} with head_dim {}", shape(x), shape(y), headDim); });
+    c.require(positions.rows == 1 && positions.cols == x.rows && table.cols == headDim,
+              [&] { return fmt::format("positions {} and table {} for {} tokens of head_dim {}", shape(positions),
+                                       shape(table), x.rows, headDim); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doRope(x, y, headDim, positions, table);
+}
+
+Status Backend::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& s,
+                          const Tensor& scratch)
+{
+    OpCheck c("attention", *this);
+    c.on("q", q).dense("q", q).on("k", k).dense("k", k).on("v", v).dense("v", v).on("y", y).dense("y", y);
+    const std::int64_t n = s.batch * s.seq;
+    c.require(s.batch >= 0 && s.seq >= 0 && s.headDim > 0 && s.kvHeads >= 0 && s.heads >= 0
+                  && (s.kvHeads == 0 ? s.heads == 0 : s.heads % s.kvHeads == 0),
+              [&] { return fmt::format("{} query heads over {} kv heads", s.heads, s.kvHeads); });
+    c.require(q.rows == n && k.rows == n && v.rows == n && y.rows == n && q.cols == s.heads * s.headDim
+                  && y.cols == q.cols && k.cols == s.kvHeads * s.headDim && v.cols == k.cols,
+              [&] { return fmt::format("q {}, k {}, v {}, y {} for {} × {} tokens, {}/{} heads of {}", shape(q), shape(k),
+                                       shape(v), shape(y), s.batch, s.seq, s.heads, s.kvHeads, s.headDim); });
+    c.require(std::isfinite(s.scale) && s.scale > 0, [&] { return fmt::format("scale {}", s.scale); });
+    c.require(scratch.bytes() >= attentionScratchBytes(s), [&] { return fmt::format("scratch of {} bytes", scratch.bytes()); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doAttention(q, k, v, y, s, scratch);
+}
+
+Status Backend::gatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act)
+{
+    OpCheck c("gated_act", *this);
+    c.on("gate", gate).on("up", up).on("y", y).dense("y", y);
+    c.require(gate.rows == up.rows && gate.cols == up.cols && y.rows == gate.rows && y.cols == gate.cols,
+              [&] { return fmt::format("gate {}, up {}, y {}", shape(gate), shape(up), shape(y)); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doGatedAct(gate, up, y, act);
+}
+
+Status Backend::embedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow)
+{
+    OpCheck c("embedding", *this);
+    c.on("ids", ids, DType::I32).on("w", w).dense("w", w).on("y", y).dense("y", y);
+    c.require(ids.rows == 1 && y.rows == ids.cols && y.cols == w.cols && firstRow >= 0,
+              [&] { return fmt::format("ids {} of w {} (first row {}) into y {}", shape(ids), shape(w), firstRow, shape(y)); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doEmbedding(ids, w, y, firstRow);
+}
+
+Status Backend::add(const Tensor& a, const Tensor& b, const Tensor& y)
+{
+    OpCheck c("add", *this);
+    c.on("a", a).dense("a", a).on("b", b).dense("b", b).on("y", y).dense("y", y);
+    c.require((b.rows == a.rows || b.rows == 1) && b.cols == a.cols && y.rows == a.rows && y.cols == a.cols,
+              [&] { return fmt::format("a {} + b {} into y {}", shape(a), shape(b), shape(y)); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doAdd(a, b, y);
+}
+
+Status Backend::copy(const Tensor& src, const Tensor& dst)
+{
+    OpCheck c("copy", *this);
+    c.on("src", src, src.dtype).on("dst", dst, src.dtype);
+    c.require(src.rows == dst.rows && src.cols == dst.cols, [&] { return fmt::format("src {} into dst {}", shape(src), shape(dst)); });
+    TP_RETURN_IF_ERROR(c.status());
+    return dst.empty() ? Status() : doCopy(src, dst);
+}
+
+Status Backend::softmax(const Tensor& x, const Tensor& y)
+{
+    OpCheck c("softmax", *this);
+    c.on("x", x, DType::F32).dense("x", x).on("y", y, DType::F32).dense("y", y);
+    c.require(y.rows == x.rows && y.cols == x.cols, [&] { return fmt::format("x {} into y {}", shape(x), shape(y)); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doSoftmax(x, y);
+}
+
+Status Backend::experts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down, const Tensor& y,
+                        const ExpertsShape& s, const Tensor& scratch)
+{
+    OpCheck c("experts", *this);
+    c.on("x", x).dense("x", x).on("scores", scores, DType::F32).dense("scores", scores).on("gate_up", gateUp).dense("gate_up", gateUp);
+    c.on("down", down).dense("down", down).on("y", y).dense("y", y);
+    const std::int64_t H = x.cols;
+    c.require(s.experts > 0 && s.topK > 0 && s.topK <= s.experts && s.firstExpert >= 0 && s.localExperts >= 0
+                  && s.firstExpert + s.localExperts <= s.experts && s.intermediate >= 0,
+              [&] { return fmt::format("top-{} of {} experts, local [{}, +{}), {} intermediate rows", s.topK, s.experts,
+                                       s.firstExpert, s.localExperts, s.intermediate); });
+    c.require(scores.rows == x.rows && scores.cols == s.experts && y.rows == x.rows && y.cols == H
+                  && gateUp.rows == s.localExperts * 2 * s.intermediate && gateUp.cols == H
+                  && down.rows == s.localExperts * H && down.cols == s.intermediate,
+              [&] { return fmt::format("x {}, scores {}, gate_up {}, down {}, y {} for {} local experts of {} rows",
+                                       shape(x), shape(scores), shape(gateUp), shape(down), shape(y), s.localExperts,
+                                       s.intermediate); });
+    c.require(scratch.bytes() >= expertsScratchBytes(x.rows, H, s), [&] { return fmt::format("scratch of {} bytes", scratch.bytes()); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doExperts(x, scores, gateUp, down, y, s, scratch);
+}
+
+Status Backend::fillUniform(const Tensor& dst, const UniformFill& f)
+{
+    OpCheck c("fill_uniform", *this);
+    c.on("dst", dst).dense("dst", dst);
+    for (const FillRun& r : f.runs)
+        c.require(r.local >= 0 && r.count >= 0 && r.global >= 0 && r.local + r.count <= dst.numel(),
+                  [&] { return fmt::format("run [{}, +{}) outside {} elements", r.local, r.count, dst.numel()); });
+    TP_RETURN_IF_ERROR(c.status());
+    return dst.empty() ? Status() : doFillUniform(dst, f);
+}
+
+} // namespace tp

@@ -1,0 +1,517 @@
+// cpu_backend.cpp — the reference backend: host memory, fp32 arithmetic, f32/bf16/f16 storage.
+//
+// Math follows Transformers' modeling code (modeling_llama.py and siblings): RMSNorm, rotate_half
+// rotary embedding, causal GQA attention, gated activations, softmax top-k routing with fused
+// experts. GEMMs are OpenBLAS SGEMM with one BLAS thread per rank; with 16-bit storage the operands
+// are widened to fp32 in scratch panels first (Debian's OpenBLAS has no bf16 GEMM), so a bf16 run
+// computes what a GPU computes: 16-bit values, fp32 accumulation, one rounding per stored result.
+// The two streams are the calling thread: every op is done when it returns, and an event is a
+// host timestamp.
+#include "tp/runtime/backend.h"
+
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <new>
+#include <numeric>
+#include <string>
+
+namespace tp {
+
+namespace {
+
+// --- element access per storage dtype: load as fp32, store rounded ------------------------------
+
+struct F32
+{
+    using T = float;
+    static float get(const T* p, std::int64_t i) { return p[i]; }
+    static void put(T* p, std::int64_t i, float v) { p[i] = v; }
+};
+struct BF16
+{
+    using T = std::uint16_t;
+    static float get(const T* p, std::int64_t i) { return bf16ToFloat(p[i]); }
+    static void put(T* p, std::int64_t i, float v) { p[i] = floatToBf16(v); }
+};
+struct F16
+{
+    using T = std::uint16_t;
+    static float get(const T* p, std::int64_t i) { return halfToFloat(p[i]); }
+    static void put(T* p, std::int64_t i, float v) { p[i] = floatToHalf(v); }
+};
+
+template<typename Fn> Status withStorage(DType t, Fn&& fn)
+{
+    switch (t) {
+    case DType::F32: fn(F32{}); return {};
+    case DType::BF16: fn(BF16{}); return {};
+    case DType::F16: fn(F16{}); return {};
+    default: return Status(StatusCode::Unimplemented, fmt::format("the CPU backend stores F32, BF16 or F16, not {}", dtypeName(t)));
+    }
+}
+
+template<typename S> typename S::T* rowOf(const Tensor& t, std::int64_t r) { return t.as<typename S::T>() + r * t.stride; }
+
+float* floats(const Tensor& scratch, std::int64_t offset = 0) { return scratch.as<float>() + offset; }
+
+// Rows of a tensor as contiguous fp32 (no copy when it already is).
+template<typename S> const float* widened(const Tensor& t, float* buf)
+{
+    if constexpr (std::is_same_v<S, F32>) {
+        if (t.isContiguous())
+            return t.as<float>();
+    }
+    for (std::int64_t r = 0; r < t.rows; ++r)
+        for (std::int64_t c = 0; c < t.cols; ++c)
+            buf[r * t.cols + c] = S::get(rowOf<S>(t, r), c);
+    return buf;
+}
+
+void sgemmNT(std::int64_t n, std::int64_t out, std::int64_t in, const float* x, std::int64_t ldx, const float* w,
+             std::int64_t ldw, float beta, float* y, std::int64_t ldy)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(n), static_cast<blasint>(out),
+                static_cast<blasint>(in), 1.0f, x, static_cast<blasint>(ldx), w, static_cast<blasint>(ldw), beta, y,
+                static_cast<blasint>(ldy));
+}
+
+// Weight rows converted per panel: about 1 MiB of fp32 at a time.
+std::int64_t panelRows(std::int64_t in) { return std::clamp<std::int64_t>((std::int64_t(1) << 18) / std::max<std::int64_t>(in, 1), 16, 1024); }
+
+float silu(float v) { return v / (1.0f + std::exp(-v)); }
+float geluTanh(float v)
+{
+    const float k = 0.7978845608028654f; // sqrt(2/pi)
+    return 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
+}
+float activate(Activation a, float v) { return a == Activation::Silu ? silu(v) : geluTanh(v); }
+
+std::int64_t alignUp(std::int64_t n, std::int64_t a) { return (n + a - 1) / a * a; }
+
+class CpuBackend final : public Backend
+{
+public:
+    explicit CpuBackend(DType storage)
+        : Backend(storage)
+    {
+    }
+
+    DeviceKind device() const override { return DeviceKind::Cpu; }
+    std::string name() const override { return "cpu"; }
+
+    std::int64_t availableBytes() const override
+    {
+        std::ifstream in("/proc/meminfo");
+        for (std::string key; in >> key;) {
+            std::int64_t kib = 0;
+            in >> kib;
+            if (key == "MemAvailable:")
+                return kib * 1024;
+            in.ignore(1 << 20, '\n');
+        }
+        return std::int64_t(1) << 40; // no /proc: do not refuse on a guess
+    }
+
+    Result<DeviceBuffer> allocate(std::int64_t bytes) override
+    {
+        const std::size_t n = static_cast<std::size_t>(alignUp(std::max<std::int64_t>(bytes, 1), 64));
+        void* p = ::operator new(n, std::align_val_t(64), std::nothrow);
+        if (!p)
+            return Status(StatusCode::ResourceExhausted, fmt::format("cannot allocate {} bytes of host memory", bytes));
+        countAllocation(bytes);
+        return DeviceBuffer(p, bytes, [](void* q) { ::operator delete(q, std::align_val_t(64)); });
+    }
+
+    Status reserveEvents(int n) override
+    {
+        m_events.assign(static_cast<std::size_t>(std::max(n, 0)), {});
+        return {};
+    }
+    Status record(int event, Stream) override
+    {
+        if (event < 0 || static_cast<std::size_t>(event) >= m_events.size())
+            return invalidArgument(fmt::format("event {} outside the {} reserved", event, m_events.size()));
+        m_events[static_cast<std::size_t>(event)] = std::chrono::steady_clock::now();
+        return {};
+    }
+    Status wait(Stream, int) override { return {}; }
+    Status synchronize() override { return {}; }
+    Result<double> elapsedUs(int from, int to) const override
+    {
+        const std::size_t n = m_events.size();
+        if (from < 0 || to < 0 || static_cast<std::size_t>(from) >= n || static_cast<std::size_t>(to) >= n)
+            return invalidArgument(fmt::format("events {} and {} outside the {} reserved", from, to, n));
+        return std::chrono::duration<double, std::micro>(m_events[static_cast<std::size_t>(to)]
+                                                         - m_events[static_cast<std::size_t>(from)])
+            .count();
+    }
+    void* nativeStream(Stream) override { return nullptr; }
+
+    std::int64_t gemmScratchBytes(std::int64_t n, std::int64_t in, std::int64_t out) const override
+    {
+        if (storage() == DType::F32)
+            return 0;
+        const std::int64_t p = std::min(panelRows(in), out);
+        return 4 * (n * in + p * in + n * p);
+    }
+
+    std::int64_t attentionScratchBytes(const AttentionShape& s) const override
+    {
+        std::int64_t floats = s.seq * s.seq;
+        if (storage() != DType::F32) // q, k, v and y widened to fp32
+            floats += s.batch * s.seq * (2 * s.heads + 2 * s.kvHeads) * s.headDim;
+        return 4 * floats;
+    }
+
+    std::int64_t expertsScratchBytes(std::int64_t tokens, std::int64_t hidden, const ExpertsShape& s) const override
+    {
+        const std::int64_t I = s.intermediate, M = tokens;
+        std::int64_t floats = M * hidden /* routed x */ + M * 2 * I + M * I + M * hidden /* expert out */ + tokens * hidden /* sum */;
+        if (storage() != DType::F32)
+            floats += 2 * I * hidden + hidden * I; // one expert's weights widened
+        const std::int64_t routed = tokens * s.topK;
+        return 4 * floats + alignUp(8 * (s.localExperts + 1) + 8 * s.experts + 12 * routed, 64);
+    }
+
+protected:
+    Status doUpload(const void* host, const Tensor& dst) override
+    {
+        std::memcpy(dst.data, host, static_cast<std::size_t>(dst.bytes()));
+        return {};
+    }
+    Status doDownload(const Tensor& src, void* host) override
+    {
+        std::memcpy(host, src.data, static_cast<std::size_t>(src.bytes()));
+        return {};
+    }
+
+    Status doGemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, const Tensor& scratch) override
+    {
+        const std::int64_t n = x.rows, in = x.cols, out = w.rows;
+        if (storage() == DType::F32) {
+            float* Y = y.as<float>();
+            if (bias)
+                for (std::int64_t t = 0; t < n; ++t)
+                    std::copy_n(bias->as<float>(), out, Y + t * out);
+            if (in == 0) {
+                if (!bias)
+                    std::fill_n(Y, n * out, 0.0f);
+                return {};
+            }
+            sgemmNT(n, out, in, x.as<float>(), x.stride, w.as<float>(), in, bias ? 1.0f : 0.0f, Y, out);
+            return {};
+        }
+        return withStorage(storage(), [&](auto s) {
+            using S = decltype(s);
+            float* X = floats(scratch);
+            widened<S>(x, X);
+            const std::int64_t P = std::min(panelRows(in), out);
+            float* Wp = X + n * in;
+            float* C = Wp + P * in;
+            for (std::int64_t j0 = 0; j0 < out; j0 += P) {
+                const std::int64_t p = std::min(P, out - j0);
+                const auto* W = w.as<typename S::T>() + j0 * in;
+                for (std::int64_t i = 0; i < p * in; ++i)
+                    Wp[i] = S::get(W, i);
+                if (in > 0)
+                    sgemmNT(n, p, in, X, in, Wp, in, 0.0f, C, p);
+                else
+                    std::fill_n(C, n * p, 0.0f);
+                for (std::int64_t t = 0; t < n; ++t)
+                    for (std::int64_t j = 0; j < p; ++j) {
+                        float v = C[t * p + j];
+                        if (bias)
+                            v += S::get(bias->as<typename S::T>(), j0 + j);
+                        if (y.dtype == DType::F32)
+                            y.as<float>()[t * out + j0 + j] = v;
+                        else
+                            S::put(y.as<typename S::T>(), t * out + j0 + j, v);
+                    }
+            }
+        });
+    }
+
+    Status doRmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t d, float eps) override
+    {
+        return withStorage(storage(), [&](auto s) {
+            using S = decltype(s);
+            const auto* X = x.as<typename S::T>();
+            const auto* Wt = w.as<typename S::T>();
+            auto* Y = y.as<typename S::T>();
+            const std::int64_t groups = x.numel() / d;
+            for (std::int64_t g = 0; g < groups; ++g) {
+                double ss = 0;
+                for (std::int64_t j = 0; j < d; ++j) {
+                    const float v = S::get(X, g * d + j);
+                    ss += double(v) * v;
+                }
+                const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(d)) + eps);
+                for (std::int64_t j = 0; j < d; ++j)
+                    S::put(Y, g * d + j, S::get(Wt, j) * (S::get(X, g * d + j) * inv));
+            }
+        });
+    }
+
+    Status doRope(const Tensor& x, const Tensor& y, std::int64_t hd, const Tensor& positions, const Tensor& table) override
+    {
+        const std::int32_t* pos = positions.as<std::int32_t>();
+        for (std::int64_t t = 0; t < x.rows; ++t)
+            if (pos[t] < 0 || pos[t] >= table.rows)
+                return invalidArgument(fmt::format("rope: position {} outside the table of {}", pos[t], table.rows));
+        return withStorage(storage(), [&](auto s) {
+            using S = decltype(s);
+            const auto* X = x.as<typename S::T>();
+            auto* Y = y.as<typename S::T>();
+            const std::int64_t half = hd / 2, W = x.cols;
+            for (std::int64_t t = 0; t < x.rows; ++t) {
+                const float* cs = table.as<float>() + pos[t] * hd; // cos[half] then sin[half]
+                for (std::int64_t h = 0; h < W / hd; ++h) {
+                    const std::int64_t b = t * W + h * hd;
+                    for (std::int64_t j = 0; j < half; ++j) {
+                        const float x1 = S::get(X, b + j), x2 = S::get(X, b + j + half);
+                        S::put(Y, b + j, x1 * cs[j] - x2 * cs[half + j]);
+                        S::put(Y, b + j + half, x2 * cs[j] + x1 * cs[half + j]);
+                    }
+                }
+            }
+        });
+    }
+
+    Status doAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& sh,
+                       const Tensor& scratch) override
+    {
+        const std::int64_t S = sh.seq, hd = sh.headDim, qw = q.cols, kw = k.cols;
+        const std::int64_t group = sh.kvHeads > 0 ? sh.heads / sh.kvHeads : 1;
+        const float scale = static_cast<float>(sh.scale);
+        float* p = floats(scratch);
+        const float *Q = nullptr, *K = nullptr, *V = nullptr;
+        float* Y = nullptr;
+        Status st = withStorage(storage(), [&](auto st) {
+            using St = decltype(st);
+            float* buf = p + S * S;
+            Q = widened<St>(q, buf);
+            K = widened<St>(k, buf + q.numel());
+            V = widened<St>(v, buf + q.numel() + k.numel());
+            Y = std::is_same_v<St, F32> ? y.as<float>() : buf + q.numel() + 2 * k.numel();
+        });
+        TP_RETURN_IF_ERROR(st);
+        for (std::int64_t b = 0; b < sh.batch; ++b)
+            for (std::int64_t h = 0; h < sh.heads; ++h) {
+                const float* qh = Q + b * S * qw + h * hd;
+                const float* kh = K + b * S * kw + (h / group) * hd;
+                const float* vh = V + b * S * kw + (h / group) * hd;
+                // scores = scale · q·kᵀ over this head (strided views of the token-major buffers)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(S), static_cast<blasint>(S),
+                            static_cast<blasint>(hd), scale, qh, static_cast<blasint>(qw), kh, static_cast<blasint>(kw),
+                            0.0f, p, static_cast<blasint>(S));
+                for (std::int64_t i = 0; i < S; ++i) { // causal softmax
+                    float* row = p + i * S;
+                    const float mx = *std::max_element(row, row + i + 1);
+                    float sum = 0;
+                    for (std::int64_t j = 0; j <= i; ++j)
+                        sum += (row[j] = std::exp(row[j] - mx));
+                    const float inv = 1.0f / sum;
+                    for (std::int64_t j = 0; j <= i; ++j)
+                        row[j] *= inv;
+                    std::fill(row + i + 1, row + S, 0.0f);
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(S), static_cast<blasint>(hd),
+                            static_cast<blasint>(S), 1.0f, p, static_cast<blasint>(S), vh, static_cast<blasint>(kw), 0.0f,
+                            Y + b * S * qw + h * hd, static_cast<blasint>(qw));
+            }
+        if (storage() != DType::F32)
+            fromFloat(Y, storage(), y.data, y.numel());
+        return {};
+    }
+
+    Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act) override
+    {
+        return withStorage(storage(), [&](auto s) {
+            using S = decltype(s);
+            auto* Y = y.as<typename S::T>();
+            for (std::int64_t r = 0; r < y.rows; ++r) {
+                const auto* g = rowOf<S>(gate, r);
+                const auto* u = rowOf<S>(up, r);
+                for (std::int64_t c = 0; c < y.cols; ++c)
+                    S::put(Y, r * y.cols + c, activate(act, S::get(g, c)) * S::get(u, c));
+            }
+        });
+    }
+
+    Status doEmbedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t first) override
+    {
+        const std::int64_t eb = y.elementBytes(), rowBytes = y.cols * eb;
+        for (std::int64_t t = 0; t < y.rows; ++t) {
+            const std::int64_t local = std::int64_t(ids.as<std::int32_t>()[t]) - first;
+            char* dst = y.as<char>() + t * rowBytes;
+            if (local >= 0 && local < w.rows)
+                std::memcpy(dst, w.as<char>() + local * rowBytes, static_cast<std::size_t>(rowBytes));
+            else
+                std::memset(dst, 0, static_cast<std::size_t>(rowBytes)); // another rank's vocab rows (or 0.0 in every dtype)
+        }
+        return {};
+    }
+
+    Status doAdd(const Tensor& a, const Tensor& b, const Tensor& y) override
+    {
+        return withStorage(storage(), [&](auto s) {
+            using S = decltype(s);
+            const auto* A = a.as<typename S::T>();
+            const auto* B = b.as<typename S::T>();
+            auto* Y = y.as<typename S::T>();
+            const std::int64_t W = a.cols;
+            for (std::int64_t r = 0; r < a.rows; ++r) {
+                const std::int64_t br = b.rows == 1 ? 0 : r;
+                for (std::int64_t c = 0; c < W; ++c)
+                    S::put(Y, r * W + c, S::get(A, r * W + c) + S::get(B, br * W + c));
+            }
+        });
+    }
+
+    Status doCopy(const Tensor& src, const Tensor& dst) override
+    {
+        const std::int64_t eb = src.elementBytes();
+        for (std::int64_t r = 0; r < src.rows; ++r)
+            std::memmove(dst.as<char>() + r * dst.stride * eb, src.as<char>() + r * src.stride * eb,
+                         static_cast<std::size_t>(src.cols * eb));
+        return {};
+    }
+
+    Status doSoftmax(const Tensor& x, const Tensor& y) override
+    {
+        const std::int64_t E = x.cols;
+        for (std::int64_t t = 0; t < x.rows; ++t) {
+            const float* in = x.as<float>() + t * E;
+            float* out = y.as<float>() + t * E;
+            const float mx = *std::max_element(in, in + E);
+            double sum = 0;
+            for (std::int64_t e = 0; e < E; ++e)
+                sum += (out[e] = std::exp(in[e] - mx));
+            for (std::int64_t e = 0; e < E; ++e)
+                out[e] = static_cast<float>(out[e] / sum);
+        }
+        return {};
+    }
+
+    Status doExperts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down, const Tensor& y,
+                     const ExpertsShape& s, const Tensor& scratch) override
+    {
+        const std::int64_t N = x.rows, H = x.cols, I = s.intermediate, I2 = 2 * I, El = s.localExperts, E = s.experts;
+        // Scratch: fp32 work arrays, then the routing tables.
+        float* xe = floats(scratch);
+        float* h = xe + N * H;
+        float* a = h + N * I2;
+        float* o = a + N * I;
+        float* acc = o + N * H;
+        float* wgu = acc + N * H;
+        float* wdn = wgu + (storage() == DType::F32 ? 0 : I2 * H);
+        char* tables = reinterpret_cast<char*>(wdn + (storage() == DType::F32 ? 0 : H * I));
+        auto* counts = reinterpret_cast<std::int64_t*>(tables);          // [El + 1] → offsets
+        auto* order = counts + (El + 1);                                   // [E] expert ids by score
+        auto* tokenOf = order + E;                                         // [N·K]
+        auto* weightOf = reinterpret_cast<float*>(tokenOf + N * s.topK);   // [N·K]
+
+        // Top-k per token (ties to the lower expert id, as torch.topk on CPU), bucketed by local expert.
+        std::fill_n(counts, El + 1, 0);
+        auto topK = [&](std::int64_t t, auto&& visit) {
+            const float* row = scores.as<float>() + t * E;
+            std::iota(order, order + E, std::int64_t(0));
+            std::partial_sort(order, order + s.topK, order + E,
+                              [&](std::int64_t p, std::int64_t q) { return row[p] > row[q] || (row[p] == row[q] && p < q); });
+            double sum = 0;
+            for (std::int64_t j = 0; j < s.topK; ++j)
+                sum += row[order[j]];
+            for (std::int64_t j = 0; j < s.topK; ++j) {
+                const std::int64_t e = order[j] - s.firstExpert;
+                if (e >= 0 && e < El)
+                    visit(e, s.normalize ? static_cast<float>(row[order[j]] / sum) : row[order[j]]);
+            }
+        };
+        for (std::int64_t t = 0; t < N; ++t)
+            topK(t, [&](std::int64_t e, float) { ++counts[e + 1]; });
+        std::partial_sum(counts, counts + El + 1, counts);
+        for (std::int64_t t = 0; t < N; ++t)
+            topK(t, [&](std::int64_t e, float wgt) {
+                const std::int64_t at = counts[e]++;
+                tokenOf[at] = t;
+                weightOf[at] = wgt;
+            });
+        // counts[e] is now the end of bucket e, i.e. the start of bucket e + 1; bucket e starts at counts[e - 1].
+        std::fill_n(acc, N * H, 0.0f);
+        return withStorage(storage(), [&](auto st) {
+            using S = decltype(st);
+            for (std::int64_t e = 0; e < El; ++e) {
+                const std::int64_t begin = e == 0 ? 0 : counts[e - 1], M = counts[e] - begin;
+                if (M == 0)
+                    continue;
+                for (std::int64_t i = 0; i < M; ++i)
+                    for (std::int64_t j = 0; j < H; ++j)
+                        xe[i * H + j] = S::get(rowOf<S>(x, tokenOf[begin + i]), j);
+                const float* GU;
+                const float* D;
+                if constexpr (std::is_same_v<S, F32>) {
+                    GU = gateUp.as<float>() + e * I2 * H;
+                    D = down.as<float>() + e * H * I;
+                } else {
+                    for (std::int64_t i = 0; i < I2 * H; ++i)
+                        wgu[i] = S::get(gateUp.as<typename S::T>() + e * I2 * H, i);
+                    for (std::int64_t i = 0; i < H * I; ++i)
+                        wdn[i] = S::get(down.as<typename S::T>() + e * H * I, i);
+                    GU = wgu;
+                    D = wdn;
+                }
+                if (I > 0) {
+                    sgemmNT(M, I2, H, xe, H, GU, H, 0.0f, h, I2);
+                    for (std::int64_t i = 0; i < M; ++i)
+                        for (std::int64_t j = 0; j < I; ++j)
+                            a[i * I + j] = activate(s.act, h[i * I2 + j]) * h[i * I2 + I + j];
+                    sgemmNT(M, H, I, a, I, D, I, 0.0f, o, H);
+                } else {
+                    std::fill_n(o, M * H, 0.0f);
+                }
+                for (std::int64_t i = 0; i < M; ++i) {
+                    const std::int64_t t = tokenOf[begin + i];
+                    const float wgt = weightOf[begin + i];
+                    for (std::int64_t j = 0; j < H; ++j)
+                        acc[t * H + j] += wgt * o[i * H + j];
+                }
+            }
+            for (std::int64_t i = 0; i < N * H; ++i)
+                S::put(y.as<typename S::T>(), i, acc[i]);
+        });
+    }
+
+    Status doFillUniform(const Tensor& dst, const UniformFill& f) override
+    {
+        return withStorage(storage(), [&](auto s) {
+            using S = decltype(s);
+            auto* out = dst.as<typename S::T>();
+            for (const FillRun& r : f.runs)
+                for (std::int64_t i = 0; i < r.count; ++i) {
+                    const double u = static_cast<double>(splitmix64(f.key ^ splitmix64(static_cast<std::uint64_t>(r.global + i))) >> 11)
+                        * (1.0 / 9007199254740992.0);
+                    S::put(out, r.local + i, f.base + f.scale * static_cast<float>(2 * u - 1));
+                }
+        });
+    }
+
+private:
+    std::vector<std::chrono::steady_clock::time_point> m_events;
+};
+
+} // namespace
+
+Result<std::unique_ptr<Backend>> makeCpuBackend(DType storage)
+{
+    if (!isStorageDtype(storage))
+        return invalidArgument(fmt::format("the CPU backend stores f32, bf16 or f16, not {}", dtypeName(storage)));
+    openblas_set_num_threads(1); // ranks are the threads: one BLAS thread each
+    return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(storage));
+}
+
+} // namespace tp

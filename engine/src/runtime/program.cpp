@@ -1,0 +1,348 @@
+// program.cpp — lowering a sharded graph for one rank (see program.h).
+#include "program.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <functional>
+
+#include <numeric>
+
+namespace tp::detail {
+
+namespace {
+
+constexpr std::int64_t kAlignment = 256;
+
+class Lowering
+{
+public:
+    Lowering(const ModelSpec& spec, const ShardedGraph& g, int rank, std::int64_t tokens, std::int64_t batch,
+             std::int64_t seq, const Backend& be)
+        : m_spec(spec)
+        , m_g(g)
+        , m_r(rank)
+        , m_n(tokens)
+        , m_batch(batch)
+        , m_seq(seq)
+        , m_be(be)
+    {
+    }
+
+    Result<RankProgram> run()
+    {
+        m_p.rank = m_r;
+        m_p.tokens = m_n;
+        weights();
+        const auto& nodes = m_g.graph.nodes;
+        m_p.opOutput.assign(nodes.size(), -1);
+        m_p.scratch.assign(nodes.size(), -1);
+        m_p.collectiveOf.assign(nodes.size(), -1);
+        m_p.collectives.assign(m_g.collectives.size(), {});
+        m_p.attention.assign(nodes.size(), {});
+        m_p.experts.assign(nodes.size(), {});
+        for (std::size_t c = 0; c < m_g.collectives.size(); ++c) {
+            const int node = m_g.collectives[c].node;
+            if (m_p.collectiveOf[static_cast<std::size_t>(node)] >= 0)
+                return fail(nodes[static_cast<std::size_t>(node)],
+                            "issues more than one collective (expert dispatch), which the engine does not execute");
+            m_p.collectiveOf[static_cast<std::size_t>(node)] = static_cast<int>(c);
+        }
+        graphTensors();
+        for (std::size_t i = 0; i < nodes.size(); ++i)
+            TP_RETURN_IF_ERROR(node(static_cast<int>(i)));
+        m_p.arenaBytes = planArena(m_p.blocks, kAlignment);
+        return std::move(m_p);
+    }
+
+private:
+    // --- weights ------------------------------------------------------------------------------
+    void weights()
+    {
+        std::int64_t at = 0;
+        std::vector<int> ownerOf(m_g.params.size(), -1);
+        for (std::size_t i = 0; i < m_g.params.size(); ++i) {
+            const ParamShard& s = m_g.params[i];
+            const auto& shape = s.shapes[static_cast<std::size_t>(m_r)];
+            std::int64_t rows = 1, cols = shape.empty() ? 1 : shape.back();
+            for (std::size_t d = 0; d + 1 < shape.size(); ++d)
+                rows *= shape[d];
+            m_p.weightShapes.push_back({rows, cols});
+            m_p.weightOffsets.push_back(-1);
+            const ParamSpec& p = paramSpec(s);
+            if (!p.tiedTo.empty())
+                for (std::size_t j = 0; j < i; ++j)
+                    if (m_g.params[j].path == p.tiedTo)
+                        m_p.weightOffsets[i] = m_p.weightOffsets[j];
+            if (m_p.weightOffsets[i] < 0) {
+                m_p.weightOffsets[i] = at;
+                at += align(dtypeBytes(m_be.storage(), rows * cols));
+            }
+        }
+        m_p.weightBytes = at;
+    }
+
+    // --- tensors ------------------------------------------------------------------------------
+    static std::int64_t align(std::int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+    int block(std::int64_t bytes, int first, int last)
+    {
+        m_p.blocks.push_back({bytes, first, last, -1});
+        return static_cast<int>(m_p.blocks.size()) - 1;
+    }
+
+    int tensor(int blockIndex, std::int64_t rows, std::int64_t cols, DType t, std::int64_t within = 0)
+    {
+        m_p.tensors.push_back({blockIndex, within, rows, cols, t});
+        return static_cast<int>(m_p.tensors.size()) - 1;
+    }
+
+    // One block per graph tensor, live from its producer to its last consumer (the logits to the end).
+    void graphTensors()
+    {
+        const auto& gts = m_g.graph.tensors;
+        const int end = static_cast<int>(m_g.graph.nodes.size());
+        std::vector<int> last(gts.size(), -1);
+        for (std::size_t i = 0; i < m_g.graph.nodes.size(); ++i)
+            for (int t : m_g.graph.nodes[i].inputs)
+                last[static_cast<std::size_t>(t)] = m_g.graph.nodes[i].kind == OpKind::Logits ? end : static_cast<int>(i);
+        for (std::size_t t = 0; t < gts.size(); ++t) {
+            const int producer = gts[t].producer;
+            if (producer < 0) { // the token ids: uploaded with the inputs
+                tensor(-1, 1, m_n, DType::I32);
+                continue;
+            }
+            const GraphNode& pn = m_g.graph.nodes[static_cast<std::size_t>(producer)];
+            const DType dt = pn.kind == OpKind::Router ? DType::F32 : m_be.storage(); // router scores stay fp32 for top-k
+            const std::int64_t cols = m_g.tensors[t].local[static_cast<std::size_t>(m_r)];
+            const int lastUse = std::max(last[t], producer);
+            tensor(block(dtypeBytes(dt, m_n * cols), producer, lastUse), m_n, cols, dt);
+        }
+    }
+
+    const ParamSpec& paramSpec(const ParamShard& s) const
+    {
+        return m_spec.modules[static_cast<std::size_t>(s.module)].params[static_cast<std::size_t>(s.param)];
+    }
+
+    const ParamShard* param(const GraphNode& n, std::string_view name) const { return m_g.param(n.module, name); }
+    std::pair<std::int64_t, std::int64_t> wshape(const ParamShard* s) const
+    {
+        return m_p.weightShapes[static_cast<std::size_t>(s - m_g.params.data())];
+    }
+    std::int64_t width(int graphTensor) const { return m_p.tensors[static_cast<std::size_t>(graphTensor)].cols; }
+
+    Status fail(const GraphNode& n, const std::string& what) const
+    {
+        return Status(StatusCode::FailedPrecondition, fmt::format("rank {}, node {}: {}", m_r, n.name, what));
+    }
+    Status need(const GraphNode& n, bool ok, const std::function<std::string()>& what) const
+    {
+        return ok ? Status() : fail(n, what());
+    }
+
+    void addScratch(int ni, std::int64_t bytes)
+    {
+        if (bytes > 0)
+            m_p.scratch[static_cast<std::size_t>(ni)] = tensor(block(bytes, ni, ni), 1, bytes, DType::U8);
+    }
+
+    // The width the op computes for output 0, from its inputs and this rank's weights; checks the
+    // inputs on the way.
+    Result<std::int64_t> opWidth(const GraphNode& n, int ni)
+    {
+        auto in = [&](std::size_t i) { return width(n.inputs[i]); };
+        switch (n.kind) {
+        case OpKind::Embedding: {
+            const ParamShard* w = param(n, "weight");
+            TP_RETURN_IF_ERROR(need(n, w != nullptr, [] { return std::string("has no weight"); }));
+            return wshape(w).second;
+        }
+        case OpKind::Norm:
+        case OpKind::HeadNorm: {
+            const ParamShard* w = param(n, "weight");
+            const std::int64_t group = n.kind == OpKind::Norm ? in(0) : n.headDim;
+            TP_RETURN_IF_ERROR(need(n, w && group > 0 && in(0) % group == 0 && wshape(w).second == group, [&] {
+                return fmt::format("norm over groups of {} of {} features with a weight of {}", group, in(0),
+                                   w ? wshape(w).second : 0);
+            }));
+            return in(0);
+        }
+        case OpKind::Linear:
+        case OpKind::Router: {
+            const ParamShard* w = param(n, "weight");
+            TP_RETURN_IF_ERROR(need(n, w != nullptr, [] { return std::string("has no weight"); }));
+            const auto [out, inW] = wshape(w);
+            const auto& slice = m_g.nodes[static_cast<std::size_t>(ni)].inputSlice;
+            const std::int64_t x = slice.empty() ? in(0) : slice[static_cast<std::size_t>(m_r)].size;
+            TP_RETURN_IF_ERROR(need(n, x == inW && (slice.empty() || slice[static_cast<std::size_t>(m_r)].offset + x <= in(0)), [&] {
+                return fmt::format("input has {} features, the weight slice expects {}", x, inW);
+            }));
+            const ParamShard* b = param(n, "bias");
+            const int c = m_p.collectiveOf[static_cast<std::size_t>(ni)];
+            const bool biasAfter = c >= 0 && m_g.collectives[static_cast<std::size_t>(c)].bias >= 0;
+            TP_RETURN_IF_ERROR(need(n, !b || w->dim != 1 || biasAfter, [] {
+                return std::string("a rowwise bias without a reduction would be added on every rank");
+            }));
+            addScratch(ni, m_be.gemmScratchBytes(m_n, inW, out));
+            return out;
+        }
+        case OpKind::Split: {
+            const std::int64_t sum = std::accumulate(n.parts.begin(), n.parts.end(), std::int64_t(0));
+            TP_RETURN_IF_ERROR(need(n, sum == in(0), [&] { return fmt::format("parts sum to {}, input has {}", sum, in(0)); }));
+            return n.parts[0];
+        }
+        case OpKind::Rope:
+            return in(0);
+        case OpKind::Attention: {
+            const AttentionShape s = attentionShape(n);
+            TP_RETURN_IF_ERROR(need(n, s.heads * n.headDim == in(0) && s.kvHeads * n.headDim == in(1) && in(2) == in(1)
+                                           && (s.kvHeads == 0 ? s.heads == 0 : s.heads == s.kvHeads * (n.heads / n.kvHeads)),
+                                    [&] {
+                                        return fmt::format("{} local q heads do not pair with {} kv heads in groups of {}",
+                                                           in(0) / n.headDim, in(1) / n.headDim, n.heads / n.kvHeads);
+                                    }));
+            addScratch(ni, m_be.attentionScratchBytes(s));
+            m_p.attention[static_cast<std::size_t>(ni)] = s;
+            return s.heads * n.vHeadDim;
+        }
+        case OpKind::GatedAct:
+            if (n.packed) {
+                TP_RETURN_IF_ERROR(need(n, in(0) % 2 == 0, [&] { return fmt::format("packed input of {} features", in(0)); }));
+                return in(0) / 2;
+            }
+            TP_RETURN_IF_ERROR(need(n, in(0) == in(1), [&] { return fmt::format("gate has {} features, up {}", in(0), in(1)); }));
+            return in(0);
+        case OpKind::Experts: {
+            TP_ASSIGN_OR_RETURN(const ExpertsShape s, expertsShape(n));
+            addScratch(ni, m_be.expertsScratchBytes(m_n, in(0), s));
+            m_p.experts[static_cast<std::size_t>(ni)] = s;
+            return in(0);
+        }
+        case OpKind::Add:
+            TP_RETURN_IF_ERROR(need(n, in(0) == in(1), [&] { return fmt::format("adds {} to {} features", in(1), in(0)); }));
+            return in(0);
+        case OpKind::Logits: return in(0);
+        }
+        return 0;
+    }
+
+    Status node(int ni)
+    {
+        const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(ni)];
+        TP_ASSIGN_OR_RETURN(const std::int64_t w, opWidth(n, ni));
+        if (n.kind == OpKind::Logits)
+            return {};
+        const int out = n.outputs[0];
+        const std::int64_t promised = width(out);
+        const int ci = m_p.collectiveOf[static_cast<std::size_t>(ni)];
+        m_p.opOutput[static_cast<std::size_t>(ni)] = out;
+        if (ci < 0) {
+            for (std::size_t i = 0; i < n.outputs.size(); ++i) {
+                const std::int64_t want = n.kind == OpKind::Split ? n.parts[i] : n.kind == OpKind::Rope ? width(n.inputs[i]) : w;
+                TP_RETURN_IF_ERROR(need(n, width(n.outputs[i]) == want, [&] {
+                    return fmt::format("output has {} features, the sharded graph says {}", want, width(n.outputs[i]));
+                }));
+            }
+            return {};
+        }
+        const Collective& c = m_g.collectives[static_cast<std::size_t>(ci)];
+        CollectivePlan& p = m_p.collectives[static_cast<std::size_t>(ci)];
+        p.output = out;
+        const DType dt = m_p.tensors[static_cast<std::size_t>(out)].dtype;
+        const std::int64_t eb = dtypeBytes(dt, 1);
+        const std::int64_t full = c.featuresPerToken;
+        switch (c.kind) {
+        case CollectiveKind::AllReduce:
+            TP_RETURN_IF_ERROR(need(n, w == full && promised == full, [&] {
+                return fmt::format("all_reduce of {} features into {}, the collective says {}", w, promised, full);
+            }));
+            p.input = out;
+            return {};
+        case CollectiveKind::AllGather: {
+            TP_RETURN_IF_ERROR(need(n, c.pieces.size() == static_cast<std::size_t>(m_g.tpSize)
+                                           && w == c.pieces[static_cast<std::size_t>(m_r)].size && promised == full
+                                           && c.pieces.back().offset + c.pieces.back().size == full,
+                                    [&] {
+                                        return fmt::format("all_gather of {} features into {}, the collective joins "
+                                                           "pieces into {}",
+                                                           w, promised, full);
+                                    }));
+            // The op writes its piece straight into its place in the staging buffer (in place).
+            const int staging = block(m_n * full * eb, ni, ni);
+            p.staging = tensor(staging, 1, m_n * full, dt);
+            p.input = tensor(staging, m_n, w, dt, m_n * c.pieces[static_cast<std::size_t>(m_r)].offset * eb);
+            m_p.opOutput[static_cast<std::size_t>(ni)] = p.input;
+            return {};
+        }
+        case CollectiveKind::ReduceScatter: {
+            TP_RETURN_IF_ERROR(need(n, c.pieces.size() == static_cast<std::size_t>(m_g.tpSize) && w == full
+                                           && promised == c.pieces[static_cast<std::size_t>(m_r)].size,
+                                    [&] {
+                                        return fmt::format("reduce_scatter of {} features into {}, the collective "
+                                                           "keeps {}",
+                                                           w, promised, c.pieces[static_cast<std::size_t>(m_r)].size);
+                                    }));
+            p.input = tensor(block(m_n * full * eb, ni, ni), m_n, full, dt);
+            p.staging = tensor(block(m_n * full * eb, ni, ni), 1, m_n * full, dt);
+            m_p.opOutput[static_cast<std::size_t>(ni)] = p.input;
+            return {};
+        }
+        default:
+            return fail(n, fmt::format("{} is not executable on the engine", collectiveName(c.kind)));
+        }
+    }
+
+    AttentionShape attentionShape(const GraphNode& n) const
+    {
+        AttentionShape s;
+        s.batch = m_batch;
+        s.seq = m_seq;
+        s.headDim = n.headDim;
+        s.heads = width(n.inputs[0]) / n.headDim;
+        s.kvHeads = width(n.inputs[1]) / n.headDim;
+        s.scale = n.scale;
+        return s;
+    }
+
+    Result<ExpertsShape> expertsShape(const GraphNode& n) const
+    {
+        const ParamShard* gu = param(n, "gate_up_proj");
+        const ParamShard* dn = param(n, "down_proj");
+        if (!gu || !dn)
+            return fail(n, "has no gate_up_proj / down_proj");
+        const auto& gs = gu->shapes[static_cast<std::size_t>(m_r)];
+        const auto& ds = dn->shapes[static_cast<std::size_t>(m_r)];
+        const std::int64_t H = width(n.inputs[0]);
+        if (gs.size() != 3 || ds.size() != 3 || gs[2] != H || ds[1] != H || gs[0] != ds[0] || gs[1] != 2 * ds[2])
+            return fail(n, fmt::format("expert weights [{}] / [{}] are not [E, 2I, {}] / [E, {}, I]",
+                                       fmt::join(gs, ", "), fmt::join(ds, ", "), H, H));
+        ExpertsShape s;
+        s.experts = n.experts;
+        s.topK = n.topK;
+        s.localExperts = gs[0];
+        s.firstExpert = gu->dim == 0 ? gu->slices[static_cast<std::size_t>(m_r)][0].offset : 0;
+        s.intermediate = ds[2];
+        s.normalize = n.normalizeTopK;
+        s.act = n.act;
+        return s;
+    }
+
+    const ModelSpec& m_spec;
+    const ShardedGraph& m_g;
+    const int m_r;
+    const std::int64_t m_n, m_batch, m_seq;
+    const Backend& m_be;
+    RankProgram m_p;
+};
+
+} // namespace
+
+Result<RankProgram> lowerForRank(const ModelSpec& spec, const ShardedGraph& g, int rank, std::int64_t batch,
+                                 std::int64_t seq, const Backend& backend)
+{
+    return Lowering(spec, g, rank, batch * seq, batch, seq, backend).run();
+}
+
+} // namespace tp::detail

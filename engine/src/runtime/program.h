@@ -1,0 +1,58 @@
+// program.h — a sharded graph lowered for one rank: the shape and arena place of every tensor the
+// rank touches, each op's scratch, and the buffers of each collective. Built once per run, before
+// anything is allocated; the executor then only hands these views to backend calls.
+//
+// Lowering is also where the sharded graph and the ops must agree: every op's output width, derived
+// from its inputs and this rank's weight shapes, must be the width the plan preview promised, and
+// every op's inputs must fit it. A disagreement is an error naming the rank and the node, before
+// any rank starts.
+#pragma once
+
+#include "tp/model/model_spec.h"
+#include "tp/runtime/arena.h"
+#include "tp/runtime/backend.h"
+#include "tp/shard/sharded_graph.h"
+
+#include <vector>
+
+namespace tp::detail {
+
+struct ProgramTensor
+{
+    int block = -1;               // arena block; -1: not in the arena (the token ids)
+    std::int64_t within = 0;      // bytes into the block (a rank's piece of a staging buffer)
+    std::int64_t rows = 0, cols = 0;
+    DType dtype = DType::F32;
+};
+
+struct CollectivePlan
+{
+    int input = -1;               // what the op wrote (all_reduce: the output itself)
+    int staging = -1;             // all_gather: every rank's piece; reduce_scatter: the pieces packed
+    int output = -1;              // the graph tensor after the collective
+};
+
+struct RankProgram
+{
+    int rank = 0;
+    std::int64_t tokens = 0;                 // B·S rows of every activation
+    std::vector<ProgramTensor> tensors;      // the graph's tensors first, then the buffers lowering adds
+    std::vector<ArenaBlock> blocks;
+    std::int64_t arenaBytes = 0;
+    std::vector<int> opOutput;               // per node: the tensor its op writes (its output, or a pre-collective buffer)
+    std::vector<int> scratch;                // per node: its scratch tensor, -1: none
+    std::vector<int> collectiveOf;           // per node: the collective after it, -1: none
+    std::vector<CollectivePlan> collectives; // per ShardedGraph collective
+    std::vector<AttentionShape> attention;   // per node (Attention nodes): this rank's heads
+    std::vector<ExpertsShape> experts;       // per node (Experts nodes): this rank's experts and rows
+    // Weights: per parameter its local 2-D shape ([n] → [1, n], [E, R, C] → [E·R, C]) and byte
+    // offset in the weight buffer (a tied parameter shares its owner's).
+    std::vector<std::pair<std::int64_t, std::int64_t>> weightShapes;
+    std::vector<std::int64_t> weightOffsets;
+    std::int64_t weightBytes = 0;
+};
+
+Result<RankProgram> lowerForRank(const ModelSpec& spec, const ShardedGraph& g, int rank, std::int64_t batch,
+                                 std::int64_t seq, const Backend& backend);
+
+} // namespace tp::detail

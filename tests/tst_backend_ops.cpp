@@ -1,0 +1,613 @@
+// tst_backend_ops — every op of every backend present against a double-precision reference written
+// here, on fresh random inputs and many shapes: each catalog model's per-rank shapes at T = 1, 2, 4
+// and 8 (scaled down), plus one-row, odd-width and empty-shard cases. Errors are normalised mean
+// squared errors (ggml's test-backend-ops measure) with a threshold per storage dtype; a failure
+// prints the shape and the error.
+//
+//   tst_backend_ops cpu     the CPU backend (f32 against the reference, bf16 and f16 storage)
+//   tst_backend_ops cuda    the CUDA backend on device 0; exits 77 (ctest: Skipped) without one
+#include "tp/model/catalog.h"
+#include "tp/model/config.h"
+#include "tp/runtime/backend.h"
+#include "tp/runtime/gpu.h"
+
+#include <QtTest>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <random>
+
+using namespace tp;
+
+namespace {
+
+DeviceKind g_device = DeviceKind::Cpu;
+
+// --- data ---------------------------------------------------------------------------------------
+
+std::mt19937& rng()
+{
+    static std::mt19937 r(std::random_device{}());
+    return r;
+}
+
+// Random values, rounded to `dt` so that the reference sees exactly what the backend stores.
+std::vector<float> randomValues(std::int64_t n, DType dt, float scale = 1.0f)
+{
+    std::uniform_real_distribution<float> d(-scale, scale);
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (auto& x : v)
+        x = d(rng());
+    std::vector<unsigned char> raw(static_cast<std::size_t>(dtypeBytes(dt, n)));
+    fromFloat(v.data(), dt, raw.data(), n);
+    toFloat(raw.data(), dt, v.data(), n);
+    return v;
+}
+
+double nmse(const std::vector<float>& got, const std::vector<double>& want)
+{
+    if (got.size() != want.size())
+        return 1e30;
+    double err = 0, ref = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        if (!std::isfinite(got[i]))
+            return 1e30;
+        err += (got[i] - want[i]) * (got[i] - want[i]);
+        ref += want[i] * want[i];
+    }
+    return ref > 0 ? err / ref : err;
+}
+
+double threshold(DType dt) { return dt == DType::BF16 ? 1e-4 : dt == DType::F16 ? 1e-5 : 1e-9; }
+
+// Tensors of one backend, each in its own allocation (the executor uses one arena; ops do not care).
+class Bench
+{
+public:
+    explicit Bench(Backend& be)
+        : m_be(be)
+    {
+    }
+    Tensor make(std::int64_t rows, std::int64_t cols, DType dt)
+    {
+        auto buf = m_be.allocate(std::max<std::int64_t>(dtypeBytes(dt, rows * cols), 1));
+        if (!buf)
+            qFatal("allocate: %s", buf.status().message().c_str());
+        m_bufs.push_back(std::move(*buf));
+        return Tensor::contiguous(m_bufs.back().data(), dt, rows, cols, m_be.device());
+    }
+    Tensor put(const std::vector<float>& v, std::int64_t rows, std::int64_t cols, std::optional<DType> dt = {})
+    {
+        Tensor t = make(rows, cols, dt.value_or(m_be.storage()));
+        std::vector<unsigned char> raw(static_cast<std::size_t>(t.bytes()));
+        fromFloat(v.data(), t.dtype, raw.data(), t.numel());
+        check(m_be.upload(raw.data(), t));
+        return t;
+    }
+    Tensor ints(const std::vector<std::int32_t>& v)
+    {
+        Tensor t = make(1, std::int64_t(v.size()), DType::I32);
+        check(m_be.upload(v.data(), t));
+        return t;
+    }
+    // A tensor filled with NaN, so that an element the op does not write shows.
+    Tensor poisoned(std::int64_t rows, std::int64_t cols, std::optional<DType> dt = {})
+    {
+        return put(std::vector<float>(static_cast<std::size_t>(rows * cols), std::nanf("")), rows, cols, dt);
+    }
+    Tensor scratch(std::int64_t bytes) { return make(1, std::max<std::int64_t>(bytes, 1), DType::U8); }
+    std::vector<float> get(const Tensor& t)
+    {
+        check(m_be.synchronize());
+        std::vector<unsigned char> raw(static_cast<std::size_t>(t.bytes()));
+        check(m_be.download(t, raw.data()));
+        std::vector<float> v(static_cast<std::size_t>(t.numel()));
+        toFloat(raw.data(), t.dtype, v.data(), t.numel());
+        return v;
+    }
+    static void check(const Status& st)
+    {
+        if (!st.ok())
+            qFatal("%s", st.message().c_str());
+    }
+
+private:
+    Backend& m_be;
+    std::vector<DeviceBuffer> m_bufs;
+};
+
+// --- shapes ---------------------------------------------------------------------------------------
+
+// One rank's dimensions of a model at a tp size, scaled down so that every op runs in microseconds.
+struct Dims
+{
+    std::string name;
+    std::int64_t tokens = 0, hidden = 0, headDim = 0, heads = 0, kvHeads = 0, inter = 0, vocab = 0;
+    std::int64_t experts = 0, localExperts = 0, topK = 0, expertInter = 0;
+};
+
+std::int64_t shard(std::int64_t n, int t) { return (n + t - 1) / t; }
+
+std::vector<Dims> shapes()
+{
+    std::vector<Dims> out;
+    for (const CatalogEntry& e : catalog()) {
+        auto c = parseConfig(e.configJson, e.id, nullptr);
+        if (!c)
+            qFatal("catalog %s: %s", e.id.c_str(), c.status().message().c_str());
+        for (int t : {1, 2, 4, 8}) {
+            Dims d;
+            d.name = QStringLiteral("%1 T=%2").arg(QString::fromStdString(e.id)).arg(t).toStdString();
+            d.tokens = 5 + t;                                          // odd and even row counts
+            d.headDim = std::min<std::int64_t>(c->headDim > 0 ? c->headDim : 64, 32);
+            d.hidden = std::max<std::int64_t>(c->hiddenSize / 64, 8);
+            d.heads = std::min<std::int64_t>(shard(c->numHeads, t), 6);
+            d.kvHeads = std::max<std::int64_t>(1, std::min(d.heads, shard(c->numKvHeads, t)));
+            while (d.heads % d.kvHeads)
+                --d.kvHeads;
+            d.inter = std::max<std::int64_t>(shard(c->intermediateSize, t) / 64, 1);
+            d.vocab = std::max<std::int64_t>(shard(c->vocabSize, t) / 256, 3);
+            if (c->isMoe()) {
+                d.experts = std::min<std::int64_t>(c->numExperts, 16);
+                d.topK = std::min(c->expertsPerToken, d.experts);
+                d.localExperts = t > 1 && d.experts % t == 0 ? d.experts / t : d.experts; // EP split or TP rows
+                d.expertInter = std::max<std::int64_t>(shard(std::max<std::int64_t>(c->moeIntermediateSize, 64), t) / 32, 1);
+            }
+            out.push_back(d);
+        }
+    }
+    // One row, odd widths, an empty shard (a rank with no columns of a 16-wide tensor at T=14).
+    out.push_back({"one row", 1, 24, 8, 3, 1, 40, 11, 4, 2, 2, 6});
+    out.push_back({"odd widths", 7, 37, 6, 5, 5, 53, 13, 5, 5, 3, 7});
+    out.push_back({"empty shard", 4, 16, 8, 0, 0, 0, 0, 4, 0, 2, 0});
+    return out;
+}
+
+// --- references (double) -------------------------------------------------------------------------
+
+std::vector<double> refGemm(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>* b,
+                            std::int64_t n, std::int64_t in, std::int64_t out)
+{
+    std::vector<double> y(static_cast<std::size_t>(n * out));
+    for (std::int64_t t = 0; t < n; ++t)
+        for (std::int64_t j = 0; j < out; ++j) {
+            double s = b ? (*b)[static_cast<std::size_t>(j)] : 0.0;
+            for (std::int64_t k = 0; k < in; ++k)
+                s += double(x[static_cast<std::size_t>(t * in + k)]) * w[static_cast<std::size_t>(j * in + k)];
+            y[static_cast<std::size_t>(t * out + j)] = s;
+        }
+    return y;
+}
+
+double act(Activation a, double v)
+{
+    return a == Activation::Silu ? v / (1 + std::exp(-v)) : 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+}
+
+} // namespace
+
+class TestBackendOps : public QObject
+{
+    Q_OBJECT
+
+    std::unique_ptr<Backend> m_be[3];
+    const std::vector<Dims> m_shapes = shapes();
+
+    Backend& be(DType dt) { return *m_be[dt == DType::F32 ? 0 : dt == DType::BF16 ? 1 : 2]; }
+
+    void rows()
+    {
+        QTest::addColumn<int>("dtype");
+        for (DType dt : {DType::F32, DType::BF16, DType::F16})
+            QTest::addRow("%s", std::string(dtypeName(dt)).c_str()) << int(dt);
+    }
+
+    // Runs `one` for every shape and fails on the first error above the threshold (the storage
+    // dtype's unless given), naming it.
+    void forShapes(DType dt, const std::function<double(const Dims&)>& one, std::optional<double> limit = {})
+    {
+        const double max = limit.value_or(threshold(dt));
+        double worst = 0;
+        std::string at;
+        for (const Dims& d : m_shapes) {
+            const double e = one(d);
+            if (e > worst) {
+                worst = e;
+                at = d.name;
+            }
+            QVERIFY2(e <= max, qPrintable(QStringLiteral("%1: NMSE %2 > %3").arg(QString::fromStdString(d.name)).arg(e).arg(max)));
+        }
+        qInfo("%s: worst NMSE %.3g (%s)", dtypeName(dt).data(), worst, at.c_str());
+    }
+
+private slots:
+    void initTestCase()
+    {
+        for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+            auto b = g_device == DeviceKind::Cuda ? makeCudaBackend(0, dt) : makeCpuBackend(dt);
+            QVERIFY2(b.ok(), b.status().message().c_str());
+            m_be[dt == DType::F32 ? 0 : dt == DType::BF16 ? 1 : 2] = std::move(*b);
+        }
+        qInfo("backend %s, %zu shapes", m_be[0]->name().c_str(), m_shapes.size());
+    }
+
+    void gemm_data() { rows(); }
+    void gemm()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            double worst = 0;
+            // The model's projections at this rank: q (colwise), o (rowwise), gate/down, the vocab shard, no input.
+            const std::vector<std::array<std::int64_t, 2>> io{{d.hidden, d.heads * d.headDim}, {d.heads * d.headDim, d.hidden},
+                                                              {d.hidden, d.inter}, {d.inter, d.hidden}, {d.hidden, d.vocab}, {0, 5}};
+            for (const auto& [in, out] : io)
+                for (bool bias : {false, true})
+                    for (DType outType : {be(dt).storage(), DType::F32}) {
+                        Bench b(be(dt));
+                        const auto x = randomValues(d.tokens * in, dt), w = randomValues(out * in, dt, 0.2f), bv = randomValues(out, dt);
+                        const Tensor X = b.put(x, d.tokens, in), W = b.put(w, out, in), B = b.put(bv, 1, out);
+                        const Tensor Y = b.poisoned(d.tokens, out, outType);
+                        Bench::check(be(dt).gemm(X, W, bias ? &B : nullptr, Y, b.scratch(be(dt).gemmScratchBytes(d.tokens, in, out))));
+                        worst = std::max(worst, nmse(b.get(Y), refGemm(x, w, bias ? &bv : nullptr, d.tokens, in, out)));
+                    }
+            // x as a column view of a wider tensor (rowwise_split_input).
+            Bench b(be(dt));
+            const std::int64_t wide = d.hidden + 3, in = d.hidden, out = d.inter;
+            const auto xw = randomValues(d.tokens * wide, dt), w = randomValues(out * in, dt, 0.2f);
+            std::vector<float> x;
+            for (std::int64_t t = 0; t < d.tokens; ++t)
+                x.insert(x.end(), xw.begin() + t * wide + 2, xw.begin() + t * wide + 2 + in);
+            const Tensor Y = b.poisoned(d.tokens, out);
+            Bench::check(be(dt).gemm(b.put(xw, d.tokens, wide).columns(2, in), b.put(w, out, in), nullptr, Y,
+                                     b.scratch(be(dt).gemmScratchBytes(d.tokens, in, out))));
+            return std::max(worst, nmse(b.get(Y), refGemm(x, w, nullptr, d.tokens, in, out)));
+        });
+    }
+
+    void rmsNorm_data() { rows(); }
+    void rmsNorm()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            double worst = 0;
+            for (std::int64_t group : {d.hidden, d.headDim}) { // the whole vector, or per head (q_norm)
+                const std::int64_t W = group == d.hidden ? d.hidden : std::max<std::int64_t>(d.heads, 1) * d.headDim;
+                Bench b(be(dt));
+                const auto x = randomValues(d.tokens * W, dt, 3.0f), w = randomValues(group, dt);
+                const Tensor Y = b.poisoned(d.tokens, W);
+                Bench::check(be(dt).rmsNorm(b.put(x, d.tokens, W), b.put(w, 1, group), Y, group, 1e-5));
+                std::vector<double> ref(x.size());
+                for (std::int64_t g = 0; g < d.tokens * W / group; ++g) {
+                    double ss = 0;
+                    for (std::int64_t j = 0; j < group; ++j)
+                        ss += double(x[static_cast<std::size_t>(g * group + j)]) * x[static_cast<std::size_t>(g * group + j)];
+                    const double inv = 1 / std::sqrt(ss / double(group) + 1e-5);
+                    for (std::int64_t j = 0; j < group; ++j)
+                        ref[static_cast<std::size_t>(g * group + j)] = w[static_cast<std::size_t>(j)] * x[static_cast<std::size_t>(g * group + j)] * inv;
+                }
+                worst = std::max(worst, nmse(b.get(Y), ref));
+            }
+            return worst;
+        });
+    }
+
+    void rope_data() { rows(); }
+    void rope()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            const std::int64_t hd = d.headDim, W = d.heads * hd, positions = 64, half = hd / 2;
+            Bench b(be(dt));
+            const auto x = randomValues(d.tokens * W, dt);
+            std::vector<std::int32_t> pos;
+            for (std::int64_t t = 0; t < d.tokens; ++t)
+                pos.push_back(std::int32_t((t * 13 + 5) % positions));
+            std::vector<float> table(static_cast<std::size_t>(positions * hd));
+            for (std::int64_t p = 0; p < positions; ++p)
+                for (std::int64_t j = 0; j < half; ++j) {
+                    const double a = double(p) / std::pow(10000.0, double(2 * j) / double(hd));
+                    table[static_cast<std::size_t>(p * hd + j)] = float(std::cos(a));
+                    table[static_cast<std::size_t>(p * hd + half + j)] = float(std::sin(a));
+                }
+            const Tensor Y = b.poisoned(d.tokens, W);
+            Bench::check(be(dt).rope(b.put(x, d.tokens, W), Y, hd, b.ints(pos), b.put(table, positions, hd, DType::F32)));
+            std::vector<double> ref(x.size());
+            for (std::int64_t t = 0; t < d.tokens; ++t)
+                for (std::int64_t h = 0; h < d.heads; ++h)
+                    for (std::int64_t j = 0; j < half; ++j) {
+                        const std::size_t i = static_cast<std::size_t>(t * W + h * hd + j), k = i + static_cast<std::size_t>(half);
+                        const double c = table[static_cast<std::size_t>(pos[std::size_t(t)] * hd + j)],
+                                     s = table[static_cast<std::size_t>(pos[std::size_t(t)] * hd + half + j)];
+                        ref[i] = x[i] * c - x[k] * s;
+                        ref[k] = x[k] * c + x[i] * s;
+                    }
+            return nmse(b.get(Y), ref);
+        });
+    }
+
+    void attention_data() { rows(); }
+    void attention()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            double worst = 0;
+            for (std::int64_t batch : {1, 2}) {
+                const std::int64_t S = d.tokens + 6, N = batch * S, hd = d.headDim, H = d.heads, KV = d.kvHeads;
+                const std::int64_t qw = H * hd, kw = KV * hd;
+                Bench b(be(dt));
+                const auto q = randomValues(N * qw, dt), k = randomValues(N * kw, dt), v = randomValues(N * kw, dt);
+                const AttentionShape s{batch, S, H, KV, hd, 1 / std::sqrt(double(hd))};
+                const Tensor Y = b.poisoned(N, qw);
+                Bench::check(be(dt).attention(b.put(q, N, qw), b.put(k, N, kw), b.put(v, N, kw), Y, s,
+                                              b.scratch(be(dt).attentionScratchBytes(s))));
+                std::vector<double> ref(static_cast<std::size_t>(N * qw));
+                for (std::int64_t bb = 0; bb < batch; ++bb)
+                    for (std::int64_t h = 0; h < H; ++h)
+                        for (std::int64_t i = 0; i < S; ++i) {
+                            std::vector<double> p(static_cast<std::size_t>(i + 1));
+                            double mx = -1e300, sum = 0;
+                            for (std::int64_t j = 0; j <= i; ++j) {
+                                double dot = 0;
+                                for (std::int64_t e = 0; e < hd; ++e)
+                                    dot += double(q[static_cast<std::size_t>((bb * S + i) * qw + h * hd + e)])
+                                        * k[static_cast<std::size_t>((bb * S + j) * kw + (h / (H / KV)) * hd + e)];
+                                mx = std::max(mx, p[static_cast<std::size_t>(j)] = dot * s.scale);
+                            }
+                            for (auto& x : p)
+                                sum += (x = std::exp(x - mx));
+                            for (std::int64_t e = 0; e < hd; ++e) {
+                                double acc = 0;
+                                for (std::int64_t j = 0; j <= i; ++j)
+                                    acc += p[static_cast<std::size_t>(j)] / sum * v[static_cast<std::size_t>((bb * S + j) * kw + (h / (H / KV)) * hd + e)];
+                                ref[static_cast<std::size_t>((bb * S + i) * qw + h * hd + e)] = acc;
+                            }
+                        }
+                worst = std::max(worst, nmse(b.get(Y), ref));
+            }
+            return worst;
+        });
+    }
+
+    void gatedAct_data() { rows(); }
+    void gatedAct()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            double worst = 0;
+            for (Activation a : {Activation::Silu, Activation::GeluTanh})
+                for (bool packed : {false, true}) { // two tensors, or the halves of one packed [gate | up]
+                    Bench b(be(dt));
+                    const std::int64_t I = d.inter;
+                    const auto x = randomValues(d.tokens * 2 * I, dt, 4.0f);
+                    std::vector<double> ref(static_cast<std::size_t>(d.tokens * I));
+                    Tensor G, U;
+                    if (packed) {
+                        const Tensor P = b.put(x, d.tokens, 2 * I);
+                        G = P.columns(0, I);
+                        U = P.columns(I, I);
+                        for (std::int64_t t = 0; t < d.tokens; ++t)
+                            for (std::int64_t j = 0; j < I; ++j)
+                                ref[static_cast<std::size_t>(t * I + j)] = act(a, x[static_cast<std::size_t>(t * 2 * I + j)]) * x[static_cast<std::size_t>(t * 2 * I + I + j)];
+                    } else {
+                        const std::vector<float> g(x.begin(), x.begin() + d.tokens * I), u(x.begin() + d.tokens * I, x.end());
+                        G = b.put(g, d.tokens, I);
+                        U = b.put(u, d.tokens, I);
+                        for (std::size_t i = 0; i < ref.size(); ++i)
+                            ref[i] = act(a, g[i]) * u[i];
+                    }
+                    const Tensor Y = b.poisoned(d.tokens, I);
+                    Bench::check(be(dt).gatedAct(G, U, Y, a));
+                    worst = std::max(worst, nmse(b.get(Y), ref));
+                }
+            return worst;
+        });
+    }
+
+    void embedding_data() { rows(); }
+    void embedding()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            // Rank 1's vocab rows [vocab, 2·vocab) of 3·vocab: ids elsewhere give zero rows.
+            Bench b(be(dt));
+            const std::int64_t rows = d.vocab, first = d.vocab, H = d.hidden;
+            const auto w = randomValues(rows * H, dt);
+            std::vector<std::int32_t> ids;
+            for (std::int64_t t = 0; t < d.tokens + 3; ++t)
+                ids.push_back(std::int32_t((t * 7 + 1) % std::max<std::int64_t>(3 * d.vocab, 1)));
+            const Tensor Y = b.poisoned(std::int64_t(ids.size()), H);
+            Bench::check(be(dt).embedding(b.ints(ids), b.put(w, rows, H), Y, first));
+            std::vector<double> ref(static_cast<std::size_t>(std::int64_t(ids.size()) * H), 0.0);
+            for (std::size_t t = 0; t < ids.size(); ++t)
+                if (ids[t] >= first && ids[t] < first + rows)
+                    for (std::int64_t j = 0; j < H; ++j)
+                        ref[t * std::size_t(H) + std::size_t(j)] = w[static_cast<std::size_t>((ids[t] - first) * H + j)];
+            const auto got = b.get(Y);
+            return nmse(got, ref) + (std::equal(got.begin(), got.end(), ref.begin()) ? 0.0 : 1.0); // a copy: exact
+        });
+    }
+
+    void addAndCopy_data() { rows(); }
+    void addAndCopy()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            Bench b(be(dt));
+            const std::int64_t W = d.hidden;
+            const auto a = randomValues(d.tokens * W, dt), c = randomValues(d.tokens * W, dt), row = randomValues(W, dt);
+            const Tensor A = b.put(a, d.tokens, W), Y = b.poisoned(d.tokens, W), Z = b.poisoned(d.tokens, W);
+            Bench::check(be(dt).add(A, b.put(c, d.tokens, W), Y));
+            Bench::check(be(dt).add(A, b.put(row, 1, W), Z)); // a bias row added to every row
+            std::vector<double> ry(a.size()), rz(a.size());
+            for (std::size_t i = 0; i < a.size(); ++i) {
+                ry[i] = double(a[i]) + c[i];
+                rz[i] = double(a[i]) + row[i % std::size_t(W)];
+            }
+            // copy: columns [2, W) of A into columns [0, W-2) of a wider tensor (split and concat).
+            const Tensor wide = b.poisoned(d.tokens, W + 1);
+            Bench::check(be(dt).copy(A.columns(2, W - 2), wide.columns(0, W - 2)));
+            const auto w = b.get(wide);
+            double copyErr = 0;
+            for (std::int64_t t = 0; t < d.tokens; ++t)
+                for (std::int64_t j = 0; j < W - 2; ++j)
+                    copyErr += w[static_cast<std::size_t>(t * (W + 1) + j)] != a[static_cast<std::size_t>(t * W + 2 + j)];
+            return std::max(nmse(b.get(Y), ry), nmse(b.get(Z), rz)) + copyErr;
+        });
+    }
+
+    void softmax_data() { rows(); }
+    void softmax()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            const std::int64_t E = std::max<std::int64_t>(d.experts, 1);
+            Bench b(be(dt));
+            const auto x = randomValues(d.tokens * E, DType::F32, 8.0f);
+            const Tensor Y = b.poisoned(d.tokens, E, DType::F32);
+            Bench::check(be(dt).softmax(b.put(x, d.tokens, E, DType::F32), Y));
+            std::vector<double> ref(x.size());
+            for (std::int64_t t = 0; t < d.tokens; ++t) {
+                double mx = -1e300, sum = 0;
+                for (std::int64_t e = 0; e < E; ++e)
+                    mx = std::max(mx, double(x[static_cast<std::size_t>(t * E + e)]));
+                for (std::int64_t e = 0; e < E; ++e)
+                    sum += ref[static_cast<std::size_t>(t * E + e)] = std::exp(x[static_cast<std::size_t>(t * E + e)] - mx);
+                for (std::int64_t e = 0; e < E; ++e)
+                    ref[static_cast<std::size_t>(t * E + e)] /= sum;
+            }
+            return nmse(b.get(Y), ref);
+        }, threshold(DType::F32)); // F32 in and out whatever the storage dtype
+    }
+
+    void experts_data() { rows(); }
+    void experts()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            if (d.experts == 0)
+                return 0.0;
+            double worst = 0;
+            // This rank's experts: the first ones (TP rows: all of them), or the last `local` (EP).
+            for (bool normalize : {false, true}) {
+                Bench b(be(dt));
+                const std::int64_t N = d.tokens, H = d.hidden, E = d.experts, El = d.localExperts, I = d.expertInter;
+                const std::int64_t first = E - El;
+                const ExpertsShape s{E, d.topK, first, El, I, normalize, Activation::Silu};
+                const auto x = randomValues(N * H, dt), scores = randomValues(N * E, DType::F32);
+                const auto gu = randomValues(El * 2 * I * H, dt, 0.3f), dn = randomValues(El * H * I, dt, 0.3f);
+                const Tensor Y = b.poisoned(N, H);
+                Bench::check(be(dt).experts(b.put(x, N, H), b.put(scores, N, E, DType::F32), b.put(gu, El * 2 * I, H),
+                                            b.put(dn, El * H, I), Y, s, b.scratch(be(dt).expertsScratchBytes(N, H, s))));
+                std::vector<double> ref(static_cast<std::size_t>(N * H), 0.0);
+                for (std::int64_t t = 0; t < N; ++t) {
+                    std::vector<std::int64_t> order(static_cast<std::size_t>(E));
+                    std::iota(order.begin(), order.end(), 0);
+                    const float* row = scores.data() + t * E;
+                    std::stable_sort(order.begin(), order.end(), [&](auto p, auto q) { return row[p] > row[q]; });
+                    double sum = 0;
+                    for (std::int64_t j = 0; j < s.topK; ++j)
+                        sum += row[order[static_cast<std::size_t>(j)]];
+                    for (std::int64_t j = 0; j < s.topK; ++j) {
+                        const std::int64_t e = order[static_cast<std::size_t>(j)] - first;
+                        if (e < 0 || e >= El)
+                            continue;
+                        const double wgt = normalize ? row[e + first] / sum : row[e + first];
+                        std::vector<double> a(static_cast<std::size_t>(I));
+                        for (std::int64_t i = 0; i < I; ++i) {
+                            double g = 0, u = 0;
+                            for (std::int64_t k = 0; k < H; ++k) {
+                                g += double(x[static_cast<std::size_t>(t * H + k)]) * gu[static_cast<std::size_t>((e * 2 * I + i) * H + k)];
+                                u += double(x[static_cast<std::size_t>(t * H + k)]) * gu[static_cast<std::size_t>((e * 2 * I + I + i) * H + k)];
+                            }
+                            a[static_cast<std::size_t>(i)] = act(Activation::Silu, g) * u;
+                        }
+                        for (std::int64_t j2 = 0; j2 < H; ++j2) {
+                            double o = 0;
+                            for (std::int64_t i = 0; i < I; ++i)
+                                o += a[static_cast<std::size_t>(i)] * dn[static_cast<std::size_t>((e * H + j2) * I + i)];
+                            ref[static_cast<std::size_t>(t * H + j2)] += wgt * o;
+                        }
+                    }
+                }
+                worst = std::max(worst, nmse(b.get(Y), ref));
+            }
+            return worst;
+        });
+    }
+
+    void fillUniform_data() { rows(); }
+    void fillUniform()
+    {
+        // Seeded weights are the same bits on every backend: the fp32 values of the formula,
+        // rounded once to the storage dtype.
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        Bench b(be(dt));
+        UniformFill f{0x1234abcdull, 1.0f, 0.1f, {{0, 1000, 37}, {37, 5, 11}, {48, 1 << 30, 16}}};
+        const Tensor t = b.poisoned(1, 64);
+        Bench::check(be(dt).fillUniform(t, f));
+        const auto got = b.get(t);
+        for (const FillRun& r : f.runs)
+            for (std::int64_t i = 0; i < r.count; ++i) {
+                const double u = double(splitmix64(f.key ^ splitmix64(std::uint64_t(r.global + i))) >> 11) / 9007199254740992.0;
+                float want = f.base + f.scale * float(2 * u - 1);
+                std::uint16_t h = 0;
+                if (dt != DType::F32) {
+                    fromFloat(&want, dt, &h, 1);
+                    toFloat(&h, dt, &want, 1);
+                }
+                QCOMPARE(got[static_cast<std::size_t>(r.local + i)], want);
+            }
+    }
+
+    void shapeErrorsAreStatuses()
+    {
+        // A wrong shape is an InvalidArgument naming the op, never a crash.
+        Backend& b32 = be(DType::F32);
+        Bench b(b32);
+        const Tensor x = b.make(4, 8, DType::F32), w = b.make(6, 9, DType::F32), y = b.make(4, 6, DType::F32);
+        const Status st = b32.gemm(x, w, nullptr, y, b.scratch(1));
+        QCOMPARE(st.code(), StatusCode::InvalidArgument);
+        QVERIFY2(st.message().starts_with("gemm: "), st.message().c_str());
+        const Status dt = b32.add(x, b.make(4, 8, DType::BF16), x);
+        QCOMPARE(dt.code(), StatusCode::InvalidArgument);
+    }
+};
+
+int main(int argc, char** argv)
+{
+    std::vector<char*> args(argv, argv + argc);
+    if (argc > 1 && (std::strcmp(argv[1], "cuda") == 0 || std::strcmp(argv[1], "cpu") == 0)) {
+        g_device = std::strcmp(argv[1], "cuda") == 0 ? DeviceKind::Cuda : DeviceKind::Cpu;
+        args.erase(args.begin() + 1);
+    }
+    if (g_device == DeviceKind::Cuda) {
+        // ctest counts exit code 77 as Skipped; say why.
+        if (!haveCudaBackend()) {
+            std::printf("SKIP: this build has no CUDA backend (nvcc was not found at configure time)\n");
+            return 77;
+        }
+        if (auto inv = gpu::probe(); !inv) {
+            std::printf("SKIP: no GPU to test the CUDA backend on: %s\n", inv.status().message().c_str());
+            return 77;
+        }
+    }
+    QCoreApplication app(argc, argv);
+    TestBackendOps t;
+    int n = static_cast<int>(args.size());
+    return QTest::qExec(&t, n, args.data());
+}
+
+#include "tst_backend_ops.moc"
