@@ -6,6 +6,7 @@
 #include "tp/plan/plan_io.h"
 #include "tp/profile/run_record.h"
 #include "tp/cost/hardware.h"
+#include "tp/runtime/backend.h"
 #include "tp/runtime/communicator.h"
 #include "tp/runtime/executor.h"
 #include "tp/runtime/gpu.h"
@@ -197,6 +198,7 @@ int runVerb(RunOpts o)
     set.weights = useCheckpoint ? "checkpoint" : fmt::format("random (seed {:#x})", o.seed);
     rec.provenance = tp::collectProvenance();
     rec.provenance.devices = devices;
+    rec.provenance.openblas = tp::cpuMathLibrary();
     if (o.jsonStream && reporter)
         emit({{"event", "start"}, {"model", o.model}, {"class", om->spec.className}, {"tp", sizes}, {"batch", o.batch},
               {"seq", o.seq}, {"warmup", o.warmup}, {"iterations", o.iters}, {"weights", rec.settings.weights},

@@ -5,7 +5,6 @@
 #include "tp/graph/layer_graph.h"
 #include "tp/profile/nvtx.h"
 
-#include <cblas.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -55,7 +54,6 @@ Provenance collectProvenance()
 #elif defined(__GNUC__)
     p.compiler = fmt::format("gcc {}", __VERSION__);
 #endif
-    p.openblas = openblas_get_config();
     p.libraries = fmt::format("fmt {}.{}.{}, nlohmann-json {}.{}.{}", FMT_VERSION / 10000, FMT_VERSION / 100 % 100,
                               FMT_VERSION % 100, NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
                               NLOHMANN_JSON_VERSION_PATCH);
@@ -75,6 +73,7 @@ void addRun(RunRecord& record, const ShardedGraph& g, const Measurement& result)
     run.tp = result.tpSize;
     run.loadSeconds = result.loadSeconds;
     run.iterationSeconds = result.iterationSeconds;
+    run.memory = result.footprint;
     auto sorted = result.iterationSeconds;
     std::sort(sorted.begin(), sorted.end());
     run.medianSeconds = sorted.empty() ? 0 : sorted[sorted.size() / 2];
@@ -167,6 +166,11 @@ nlohmann::ordered_json recordToJson(const RunRecord& rec)
         for (const auto& l : r.layers)
             layers.push_back({{"layer", l.layer}, {"compute_us", l.computeUs}, {"comm_us", l.commUs}});
         x["layers"] = layers;
+        auto memory = nlohmann::ordered_json::array();
+        for (std::size_t i = 0; i < r.memory.size(); ++i)
+            memory.push_back({{"rank", i}, {"weight_bytes", r.memory[i].weightBytes},
+                              {"workspace_bytes", r.memory[i].workspaceBytes}, {"allocations", r.memory[i].allocations}});
+        x["memory"] = memory;
         auto spans = nlohmann::ordered_json::array();
         for (const auto& sp : r.spans)
             spans.push_back({{"rank", sp.rank}, {"name", sp.name}, {"kind", sp.kind}, {"op", sp.op}, {"layer", sp.layer},
@@ -281,6 +285,18 @@ Result<RunRecord> parseRunRecord(std::string_view text, const std::string& sourc
             TP_ASSIGN_OR_RETURN(t.commUs, lr.num("comm_us"));
             run.layers.push_back(t);
         }
+        if (r.j.contains("memory")) { // records since the device-resident engine
+            TP_RETURN_IF_ERROR(r.need("memory", &nlohmann::json::is_array, "an array"));
+            for (const auto& m : r.j["memory"]) {
+                const Reader mr{m, r.where + ": memory"};
+                RankFootprint f;
+                constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+                TP_ASSIGN_OR_RETURN(f.weightBytes, mr.integer("weight_bytes", 0, kMax));
+                TP_ASSIGN_OR_RETURN(f.workspaceBytes, mr.integer("workspace_bytes", 0, kMax));
+                TP_ASSIGN_OR_RETURN(f.allocations, mr.integer("allocations", 0, kMax));
+                run.memory.push_back(f);
+            }
+        }
         TP_RETURN_IF_ERROR(r.need("spans", &nlohmann::json::is_array, "an array"));
         for (const auto& sp : r.j["spans"]) {
             const Reader sr{sp, r.where + ": spans"};
@@ -387,6 +403,16 @@ void writeConsole(const RunRecord& rec, std::ostream& out)
     for (const auto& r : rec.runs)
         out << fmt::format("  {:>3} {:>10.2f}ms {:>12.1f} {:>8.2f}× {:>6.1f}% {:>8.2f}s\n", r.tp, r.medianSeconds * 1e3,
                            r.tokensPerSecond, r.speedup, 100 * r.commShare, r.loadSeconds);
+    for (const auto& r : rec.runs)
+        if (!r.memory.empty()) {
+            std::int64_t w = 0, a = 0;
+            for (const auto& m : r.memory) {
+                w = std::max(w, m.weightBytes);
+                a = std::max(a, m.workspaceBytes);
+            }
+            out << fmt::format("  T={} memory per rank (largest): {} weights + {} activations and scratch\n", r.tp,
+                               humanBytes(static_cast<double>(w)), humanBytes(static_cast<double>(a)));
+        }
 }
 
 } // namespace tp

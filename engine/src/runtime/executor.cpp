@@ -170,6 +170,7 @@ public:
         for (const Rank& k : m_ranks) {
             res.loadSeconds = std::max(res.loadSeconds, k.loadSeconds);
             res.spans.insert(res.spans.end(), k.spans.begin(), k.spans.end());
+            res.footprint.push_back(footprint(k));
         }
         res.iterationSeconds = m_ranks[0].iterations;
         return res;
@@ -203,12 +204,18 @@ public:
             return st;
         }
         std::vector<std::int64_t> packed, all, counts;
+        const RankFootprint mineF = footprint(k);
+        TP_RETURN_IF_ERROR(host.exchange(std::vector<std::int64_t>{mineF.weightBytes, mineF.workspaceBytes, mineF.allocations}, all, counts));
+        std::vector<RankFootprint> footprints;
+        for (std::size_t i = 0; i + 2 < all.size(); i += 3)
+            footprints.push_back({all[i], all[i + 1], all[i + 2]});
         for (const Span& s : k.spans)
             packed.insert(packed.end(), {s.node, s.collective, std::llround(s.startUs * 1e3), std::llround(s.endUs * 1e3)});
         TP_RETURN_IF_ERROR(host.exchange(packed, all, counts));
         RunResult res = result(mine);
         res.loadSeconds = k.loadSeconds;
         res.iterationSeconds = k.iterations;
+        res.footprint = std::move(footprints);
         std::size_t at = 0;
         for (int p = 0; p < m_T; ++p)
             for (std::int64_t i = 0; i < counts[static_cast<std::size_t>(p)]; i += 4, at += 4) {
@@ -281,6 +288,11 @@ private:
                 names.push_back(b->name());
         res.devices = fmt::format("{}", fmt::join(names, ", "));
         return res;
+    }
+
+    static RankFootprint footprint(const Rank& k)
+    {
+        return {k.prog->weightBytes, k.prog->arenaBytes, k.be->stats().allocations};
     }
 
     std::int64_t collectiveBytes(int c) const

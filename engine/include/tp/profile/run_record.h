@@ -42,6 +42,8 @@ struct Provenance
     std::string libraries;     // fmt, nlohmann-json, MPI versions this build uses
     std::string devices;       // the devices the ranks ran on ("cpu", "cuda:0 NVIDIA H200 (139 GiB)")
 };
+// Host facts (CPU, OS, compiler, this build's library versions); the front end adds what the run
+// used (openblas = cpuMathLibrary(), devices).
 Provenance collectProvenance();
 
 struct RecordedSpan
@@ -73,6 +75,7 @@ struct TpRun
     double commShare = 0;      // comm / (compute + comm) on the slowest rank, from the spans
     std::vector<LayerTiming> layers;
     std::vector<RecordedSpan> spans; // last timed iteration, every rank
+    std::vector<RankFootprint> memory; // per rank: weights, workspace, allocations
 };
 
 struct RunRecord

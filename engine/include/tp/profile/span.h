@@ -20,6 +20,15 @@ struct Span
     std::int64_t bytes = 0;                    // collectives: the full tensor's bytes
 };
 
+// What one rank held on its device: weights, the activation arena (activations, pre-collective
+// buffers, op scratch, planned once), and how many allocations it made in all.
+struct RankFootprint
+{
+    std::int64_t weightBytes = 0;
+    std::int64_t workspaceBytes = 0;
+    std::int64_t allocations = 0;
+};
+
 // What one run of one tp size measured.
 struct Measurement
 {
@@ -27,6 +36,7 @@ struct Measurement
     double loadSeconds = 0;                    // slowest rank: weights loaded and on the device
     std::vector<double> iterationSeconds;      // timed iterations (not warm-up)
     std::vector<Span> spans;                   // every rank, last timed iteration
+    std::vector<RankFootprint> footprint;      // per rank
     // Single-device emulation: compute spans were measured one rank at a time on one device,
     // collective spans and the iteration times come from the hardware profile's model.
     bool emulated = false;

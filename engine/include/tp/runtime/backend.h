@@ -109,6 +109,7 @@ public:
     Backend& operator=(const Backend&) = delete;
 
     virtual DeviceKind device() const = 0;
+    virtual int ordinal() const = 0;             // the device's index among its kind (CUDA device; 0 on the CPU)
     virtual std::string name() const = 0;        // "cpu", "cuda:0 NVIDIA H200"
     DType storage() const { return m_storage; }
 
@@ -204,6 +205,8 @@ private:
 
 // The reference backend: host memory, fp32 math (OpenBLAS SGEMM, one thread), f32/bf16/f16 storage.
 Result<std::unique_ptr<Backend>> makeCpuBackend(DType storage);
+// The CPU backend's math library and the kernel it runs ("OpenBLAS 0.3.21 … Haswell …").
+std::string cpuMathLibrary();
 // A CUDA device (bf16/f16/f32 storage, cuBLAS GEMMs with fp32 accumulation, a compute and a
 // communication stream, CUDA events). Unimplemented in builds without CUDA; FailedPrecondition when
 // the device is not there.

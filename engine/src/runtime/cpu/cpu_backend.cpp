@@ -102,6 +102,7 @@ public:
     }
 
     DeviceKind device() const override { return DeviceKind::Cpu; }
+    int ordinal() const override { return 0; }
     std::string name() const override { return "cpu"; }
 
     std::int64_t availableBytes() const override
@@ -505,6 +506,8 @@ private:
 };
 
 } // namespace
+
+std::string cpuMathLibrary() { return openblas_get_config(); }
 
 Result<std::unique_ptr<Backend>> makeCpuBackend(DType storage)
 {

@@ -1,15 +1,24 @@
-// nccl_communicator.cu — NCCL collectives for ranks that are threads of this process, one GPU each.
+// nccl_communicator.cu — NCCL collectives on device tensors, enqueued on each rank's communication
+// stream. Two ways to make the ranks: threads of this process with one GPU each (ncclCommInitRank
+// for every rank inside one group call), or one process per GPU under mpirun (rank 0's unique id
+// broadcast through the MPI communicator's host exchange).
 //
-// Uneven pieces (all-gather, reduce-scatter, all-to-all with per-rank counts) are built from NCCL's
-// point-to-point and rooted collectives inside ncclGroupStart/End, as NCCL's own collectives need
-// equal counts. Every wait is a poll of the stream and of ncclCommGetAsyncError under the timeout.
+// NCCL's own all-gather and reduce-scatter need equal counts; uneven pieces are grouped rooted
+// collectives (a broadcast or a reduce per piece) and all-to-all is grouped sends and receives.
+// Nothing here waits for the device except synchronize(), which polls the stream and NCCL's
+// asynchronous error under the watchdog. A collective past the watchdog, or an abort from any rank,
+// marks the group aborted: every rank's next call or poll aborts its own communicator
+// (ncclCommAbort), which also frees a kernel stuck waiting for a partner that never came.
+#include "cuda_check.h"
+#include "tp/runtime/backend.h"
 #include "tp/runtime/communicator.h"
 
-#include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <sstream>
-
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
 #include <numeric>
 #include <thread>
 
@@ -17,13 +26,7 @@ namespace tp {
 
 namespace {
 
-// nvcc cannot compile fmt in C++20 mode: messages are built with a stream.
-template <typename... A> std::string cat(const A&... a)
-{
-    std::ostringstream s;
-    (s << ... << a);
-    return s.str();
-}
+using cuda::cat;
 
 Status ncclStatus(ncclResult_t r, const char* call, const char* file, int line)
 {
@@ -31,205 +34,248 @@ Status ncclStatus(ncclResult_t r, const char* call, const char* file, int line)
         return {};
     return Status(StatusCode::Internal, cat(call, " failed at ", file, ":", line, ": ", ncclGetErrorString(r)));
 }
-Status cudaCall(cudaError_t e, const char* call, const char* file, int line)
-{
-    if (e == cudaSuccess)
-        return {};
-    return Status(StatusCode::Internal, cat(call, " failed at ", file, ":", line, ": ", cudaGetErrorString(e)));
-}
 #define TP_NCCL(call) TP_RETURN_IF_ERROR(ncclStatus((call), #call, __FILE__, __LINE__))
-#define TP_CUDA_CALL(call) TP_RETURN_IF_ERROR(cudaCall((call), #call, __FILE__, __LINE__))
+
+Result<ncclDataType_t> ncclType(DType t)
+{
+    switch (t) {
+    case DType::F32: return ncclFloat32;
+    case DType::BF16: return ncclBfloat16;
+    case DType::F16: return ncclFloat16;
+    default: return invalidArgument(cat("NCCL: no collectives on ", dtypeName(t), " tensors"));
+    }
+}
+
+// What the ranks of one group share: the abort, and why.
+struct AbortState
+{
+    std::atomic<bool> aborted{false};
+    std::mutex mutex;
+    std::string why;
+
+    void set(const std::string& w)
+    {
+        std::lock_guard lock(mutex);
+        if (!aborted.exchange(true))
+            why = w;
+    }
+    std::string reason()
+    {
+        std::lock_guard lock(mutex);
+        return why;
+    }
+};
 
 class NcclRank final : public Communicator
 {
 public:
-    NcclRank(ncclComm_t comm, int rank, int size, int device, std::chrono::milliseconds timeout)
+    // `host` carries exchange() and barrier(); `abort` is shared by the ranks of this process.
+    NcclRank(ncclComm_t comm, int rank, int size, Backend& backend, Communicator& host, std::shared_ptr<AbortState> abort,
+             std::chrono::milliseconds timeout)
         : m_comm(comm)
         , m_rank(rank)
         , m_size(size)
-        , m_device(device)
+        , m_device(backend.ordinal())
+        , m_stream(static_cast<cudaStream_t>(backend.nativeStream(Stream::Comm)))
+        , m_host(host)
+        , m_abort(std::move(abort))
         , m_timeout(timeout)
     {
     }
     ~NcclRank() override
     {
         cudaSetDevice(m_device);
-        if (m_buf)
-            cudaFree(m_buf);
-        if (m_stream)
-            cudaStreamDestroy(m_stream);
         if (m_comm)
-            m_aborted ? ncclCommAbort(m_comm) : ncclCommDestroy(m_comm);
+            m_abort->aborted ? ncclCommAbort(m_comm) : ncclCommDestroy(m_comm);
     }
     int rank() const override { return m_rank; }
     int size() const override { return m_size; }
     std::string kind() const override { return "nccl"; }
 
-    Status allReduce(std::span<float> data) override
+    Status allReduce(const Tensor& in, const Tensor& out) override
     {
-        TP_RETURN_IF_ERROR(stage(data.size(), data.data()));
-        TP_NCCL(ncclAllReduce(m_buf, m_buf, data.size(), ncclFloat, ncclSum, m_comm, m_stream));
-        return unstage(data.data(), 0, data.size(), "all_reduce");
+        TP_RETURN_IF_ERROR(begin("all_reduce", {&in, &out}));
+        if (in.numel() != out.numel() || in.dtype != out.dtype)
+            return invalidArgument(cat("all_reduce: rank ", m_rank, ": ", in.numel(), " elements in, ", out.numel(), " out"));
+        TP_ASSIGN_OR_RETURN(const ncclDataType_t t, ncclType(in.dtype));
+        TP_NCCL(ncclAllReduce(in.data, out.data, std::size_t(in.numel()), t, ncclSum, m_comm, m_stream));
+        return {};
     }
-    Status allGather(std::span<const float> in, std::span<float> out) override
+
+    Status allGather(const Tensor& in, const Tensor& out, std::span<const std::int64_t> counts) override
     {
-        std::vector<std::int64_t> counts;
-        TP_RETURN_IF_ERROR(gatherCounts(static_cast<std::int64_t>(in.size()), counts));
-        const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t(0));
-        if (total != static_cast<std::int64_t>(out.size()))
-            return invalidArgument(cat("all_gather: rank ", m_rank, " expects ", out.size(), " elements, the ranks send ", total));
-        std::vector<float> staged(out.size());
-        const std::int64_t mine = std::accumulate(counts.begin(), counts.begin() + m_rank, std::int64_t(0));
-        std::copy(in.begin(), in.end(), staged.begin() + mine);
-        TP_RETURN_IF_ERROR(stage(staged.size(), staged.data()));
-        // Each rank broadcasts its piece into its place.
+        TP_RETURN_IF_ERROR(begin("all_gather", {&in, &out}));
+        const auto off = pieceOffsets(counts);
+        if (int(counts.size()) != m_size || counts[std::size_t(m_rank)] != in.numel() || off.back() != out.numel()
+            || in.dtype != out.dtype)
+            return invalidArgument(cat("all_gather: rank ", m_rank, ": counts do not match the buffers"));
+        TP_ASSIGN_OR_RETURN(const ncclDataType_t t, ncclType(in.dtype));
+        const std::int64_t eb = in.elementBytes();
+        if (std::all_of(counts.begin(), counts.end(), [&](std::int64_t c) { return c == counts[0]; })) {
+            TP_NCCL(ncclAllGather(in.data, out.data, std::size_t(counts[0]), t, m_comm, m_stream));
+            return {};
+        }
+        // Uneven: every rank broadcasts its piece into its place.
         TP_NCCL(ncclGroupStart());
-        std::int64_t off = 0;
         for (int p = 0; p < m_size; ++p) {
-            TP_NCCL(ncclBroadcast(m_buf + off, m_buf + off, std::size_t(counts[std::size_t(p)]), ncclFloat, p, m_comm, m_stream));
-            off += counts[std::size_t(p)];
+            char* dst = out.as<char>() + off[std::size_t(p)] * eb;
+            const void* src = p == m_rank ? in.data : dst;
+            if (counts[std::size_t(p)] > 0)
+                TP_NCCL(ncclBroadcast(src, dst, std::size_t(counts[std::size_t(p)]), t, p, m_comm, m_stream));
         }
         TP_NCCL(ncclGroupEnd());
-        return unstage(out.data(), 0, out.size(), "all_gather");
+        return {};
     }
-    Status reduceScatter(std::span<const float> in, std::span<float> out, std::span<const std::int64_t> counts) override
+
+    Status reduceScatter(const Tensor& in, const Tensor& out, std::span<const std::int64_t> counts) override
     {
-        if (int(counts.size()) != m_size || counts[std::size_t(m_rank)] != std::int64_t(out.size()))
+        TP_RETURN_IF_ERROR(begin("reduce_scatter", {&in, &out}));
+        const auto off = pieceOffsets(counts);
+        if (int(counts.size()) != m_size || off.back() != in.numel() || counts[std::size_t(m_rank)] != out.numel()
+            || in.dtype != out.dtype)
             return invalidArgument(cat("reduce_scatter: rank ", m_rank, ": counts do not match the buffers"));
-        TP_RETURN_IF_ERROR(stage(in.size(), in.data()));
-        // Chunk p is reduced onto rank p.
-        TP_NCCL(ncclGroupStart());
-        std::int64_t off = 0;
-        for (int p = 0; p < m_size; ++p) {
-            TP_NCCL(ncclReduce(m_buf + off, m_buf + off, std::size_t(counts[std::size_t(p)]), ncclFloat, ncclSum, p, m_comm, m_stream));
-            off += counts[std::size_t(p)];
+        TP_ASSIGN_OR_RETURN(const ncclDataType_t t, ncclType(in.dtype));
+        if (std::all_of(counts.begin(), counts.end(), [&](std::int64_t c) { return c == counts[0]; })) {
+            TP_NCCL(ncclReduceScatter(in.data, out.data, std::size_t(counts[0]), t, ncclSum, m_comm, m_stream));
+            return {};
         }
-        TP_NCCL(ncclGroupEnd());
-        const std::int64_t mine = std::accumulate(counts.begin(), counts.begin() + m_rank, std::int64_t(0));
-        return unstage(out.data(), std::size_t(mine), out.size(), "reduce_scatter");
-    }
-    Status broadcast(std::span<float> data, int root) override
-    {
-        TP_RETURN_IF_ERROR(stage(data.size(), data.data()));
-        TP_NCCL(ncclBroadcast(m_buf, m_buf, data.size(), ncclFloat, root, m_comm, m_stream));
-        return unstage(data.data(), 0, data.size(), "broadcast");
-    }
-    Status allToAll(std::span<const float> in, std::span<const std::int64_t> sendCounts, std::vector<float>& out) override
-    {
-        // Every rank's send counts, then matched sends and receives.
-        std::vector<float> mine(sendCounts.begin(), sendCounts.end()), all(static_cast<std::size_t>(m_size * m_size));
-        TP_RETURN_IF_ERROR(stage(all.size(), nullptr));
-        TP_CUDA_CALL(cudaMemcpyAsync(m_buf + m_rank * m_size, mine.data(), mine.size() * sizeof(float), cudaMemcpyHostToDevice, m_stream));
-        TP_NCCL(ncclAllGather(m_buf + m_rank * m_size, m_buf, std::size_t(m_size), ncclFloat, m_comm, m_stream));
-        TP_RETURN_IF_ERROR(unstage(all.data(), 0, all.size(), "all_to_all counts"));
-        std::vector<std::int64_t> recv(static_cast<std::size_t>(m_size));
+        // Uneven: piece p is reduced onto rank p (recvbuff is only written on the root).
+        TP_NCCL(ncclGroupStart());
         for (int p = 0; p < m_size; ++p)
-            recv[std::size_t(p)] = std::int64_t(all[std::size_t(p * m_size + m_rank)]);
-        const std::int64_t sendTotal = std::int64_t(in.size()), recvTotal = std::accumulate(recv.begin(), recv.end(), std::int64_t(0));
-        TP_RETURN_IF_ERROR(stage(std::size_t(sendTotal + recvTotal), nullptr));
-        TP_CUDA_CALL(cudaMemcpyAsync(m_buf, in.data(), in.size() * sizeof(float), cudaMemcpyHostToDevice, m_stream));
+            if (counts[std::size_t(p)] > 0)
+                TP_NCCL(ncclReduce(in.as<char>() + off[std::size_t(p)] * in.elementBytes(), out.data,
+                                   std::size_t(counts[std::size_t(p)]), t, ncclSum, p, m_comm, m_stream));
+        TP_NCCL(ncclGroupEnd());
+        return {};
+    }
+
+    Status broadcast(const Tensor& data, int root) override
+    {
+        TP_RETURN_IF_ERROR(begin("broadcast", {&data}));
+        if (root < 0 || root >= m_size)
+            return invalidArgument(cat("broadcast: root ", root, " outside 0..", m_size - 1));
+        TP_ASSIGN_OR_RETURN(const ncclDataType_t t, ncclType(data.dtype));
+        TP_NCCL(ncclBroadcast(data.data, data.data, std::size_t(data.numel()), t, root, m_comm, m_stream));
+        return {};
+    }
+
+    Status allToAll(const Tensor& in, std::span<const std::int64_t> sendCounts, const Tensor& out,
+                    std::span<const std::int64_t> recvCounts) override
+    {
+        TP_RETURN_IF_ERROR(begin("all_to_all", {&in, &out}));
+        const auto so = pieceOffsets(sendCounts), ro = pieceOffsets(recvCounts);
+        if (int(sendCounts.size()) != m_size || int(recvCounts.size()) != m_size || so.back() != in.numel()
+            || ro.back() != out.numel() || in.dtype != out.dtype)
+            return invalidArgument(cat("all_to_all: rank ", m_rank, ": counts do not match the buffers"));
+        TP_ASSIGN_OR_RETURN(const ncclDataType_t t, ncclType(in.dtype));
+        const std::int64_t eb = in.elementBytes();
         TP_NCCL(ncclGroupStart());
-        std::int64_t so = 0, ro = sendTotal;
         for (int p = 0; p < m_size; ++p) {
-            TP_NCCL(ncclSend(m_buf + so, std::size_t(sendCounts[std::size_t(p)]), ncclFloat, p, m_comm, m_stream));
-            TP_NCCL(ncclRecv(m_buf + ro, std::size_t(recv[std::size_t(p)]), ncclFloat, p, m_comm, m_stream));
-            so += sendCounts[std::size_t(p)];
-            ro += recv[std::size_t(p)];
+            if (sendCounts[std::size_t(p)] > 0)
+                TP_NCCL(ncclSend(in.as<char>() + so[std::size_t(p)] * eb, std::size_t(sendCounts[std::size_t(p)]), t, p, m_comm, m_stream));
+            if (recvCounts[std::size_t(p)] > 0)
+                TP_NCCL(ncclRecv(out.as<char>() + ro[std::size_t(p)] * eb, std::size_t(recvCounts[std::size_t(p)]), t, p, m_comm, m_stream));
         }
         TP_NCCL(ncclGroupEnd());
-        out.resize(std::size_t(recvTotal));
-        return unstage(out.data(), std::size_t(sendTotal), out.size(), "all_to_all");
-    }
-    Status barrier() override
-    {
-        float one = 1;
-        return allReduce(std::span<float>(&one, 1));
-    }
-    void abort(const std::string& why) override
-    {
-        if (!m_aborted.exchange(true))
-            m_why = why;
-    }
-    bool aborted() const override { return m_aborted; }
-
-    Status init()
-    {
-        TP_CUDA_CALL(cudaSetDevice(m_device));
-        TP_CUDA_CALL(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
         return {};
     }
 
-private:
-    Status gatherCounts(std::int64_t mine, std::vector<std::int64_t>& counts)
+    Status synchronize() override
     {
-        std::vector<float> all(static_cast<std::size_t>(m_size));
-        TP_RETURN_IF_ERROR(stage(all.size(), nullptr));
-        const float v = float(mine);
-        TP_CUDA_CALL(cudaMemcpyAsync(m_buf + m_rank, &v, sizeof(float), cudaMemcpyHostToDevice, m_stream));
-        TP_NCCL(ncclAllGather(m_buf + m_rank, m_buf, 1, ncclFloat, m_comm, m_stream));
-        TP_RETURN_IF_ERROR(unstage(all.data(), 0, all.size(), "all_gather counts"));
-        counts.assign(all.begin(), all.end());
-        return {};
-    }
-
-    // Device buffer of at least n floats, optionally filled from host.
-    Status stage(std::size_t n, const float* host)
-    {
-        if (m_aborted)
-            return Status(StatusCode::Cancelled, cat("rank ", m_rank, ": communicator aborted: ", m_why));
-        TP_CUDA_CALL(cudaSetDevice(m_device));
-        if (n > m_capacity) {
-            if (m_buf)
-                TP_CUDA_CALL(cudaFree(m_buf));
-            TP_CUDA_CALL(cudaMalloc(&m_buf, n * sizeof(float)));
-            m_capacity = n;
-        }
-        if (host && n)
-            TP_CUDA_CALL(cudaMemcpyAsync(m_buf, host, n * sizeof(float), cudaMemcpyHostToDevice, m_stream));
-        return {};
-    }
-    // Copies device [offset, offset + n) back and waits for the stream under the watchdog.
-    Status unstage(float* host, std::size_t offset, std::size_t n, const char* what)
-    {
-        if (n)
-            TP_CUDA_CALL(cudaMemcpyAsync(host, m_buf + offset, n * sizeof(float), cudaMemcpyDeviceToHost, m_stream));
+        TP_RETURN_IF_ERROR(cuda::useDevice(m_device));
         const auto deadline = std::chrono::steady_clock::now() + m_timeout;
-        for (;;) {
+        for (int spins = 0;; ++spins) {
+            if (m_abort->aborted)
+                return abandoned("a collective");
             const cudaError_t q = cudaStreamQuery(m_stream);
             if (q == cudaSuccess)
                 return {};
             if (q != cudaErrorNotReady)
-                return cudaCall(q, "cudaStreamQuery", __FILE__, __LINE__);
+                return cuda::cudaStatus(q, "cudaStreamQuery", __FILE__, __LINE__);
             ncclResult_t async = ncclSuccess;
             TP_NCCL(ncclCommGetAsyncError(m_comm, &async));
-            if (async != ncclSuccess)
-                return Status(StatusCode::Internal, cat("rank ", m_rank, ": NCCL error in ", what, ": ", ncclGetErrorString(async)));
-            if (m_aborted || std::chrono::steady_clock::now() > deadline) {
-                const bool timedOut = !m_aborted.exchange(true);
-                ncclCommAbort(m_comm);
-                m_comm = nullptr;
-                return Status(timedOut ? StatusCode::DeadlineExceeded : StatusCode::Cancelled,
-                              cat("rank ", m_rank, " waited ", m_timeout.count(), " ms in ", what, " (watchdog); the NCCL communicator was aborted"));
+            if (async != ncclSuccess) {
+                const std::string why = cat("rank ", m_rank, ": NCCL error: ", ncclGetErrorString(async));
+                abortGroup(why);
+                return Status(StatusCode::Internal, why);
             }
-            std::this_thread::yield();
+            if (std::chrono::steady_clock::now() > deadline) {
+                const std::string why = cat("rank ", m_rank, " waited ", m_timeout.count(),
+                                            " ms for its collectives to finish (watchdog); every rank's NCCL "
+                                            "communicator was aborted");
+                abortGroup(why);
+                return Status(StatusCode::DeadlineExceeded, why);
+            }
+            if (spins > 1000)
+                std::this_thread::yield();
         }
     }
 
+    Status exchange(std::span<const std::int64_t> mine, std::vector<std::int64_t>& all, std::vector<std::int64_t>& counts) override
+    {
+        return m_host.exchange(mine, all, counts);
+    }
+    Status barrier() override
+    {
+        if (m_abort->aborted)
+            return abandoned("barrier");
+        return m_host.barrier();
+    }
+    void abort(const std::string& why) override
+    {
+        m_abort->set(why);
+        m_host.abort(why);
+    }
+    bool aborted() const override { return m_abort->aborted || m_host.aborted(); }
+
+private:
+    // Every call: the group is alive, the tensors are contiguous device tensors of this rank, the
+    // device is current. An abort seen here aborts this rank's communicator.
+    Status begin(const char* what, std::initializer_list<const Tensor*> tensors)
+    {
+        if (m_abort->aborted)
+            return abandoned(what);
+        for (const Tensor* t : tensors)
+            if (t->device != DeviceKind::Cuda || !t->isContiguous())
+                return invalidArgument(cat(what, ": rank ", m_rank, ": NCCL moves contiguous device tensors"));
+        return cuda::useDevice(m_device);
+    }
+    void abortGroup(const std::string& why)
+    {
+        m_abort->set(why);
+        m_host.abort(why);
+        abortMine();
+    }
+    void abortMine()
+    {
+        std::lock_guard lock(m_commMutex);
+        if (m_comm) {
+            ncclCommAbort(m_comm);
+            m_comm = nullptr;
+        }
+    }
+    Status abandoned(const char* what)
+    {
+        abortMine();
+        return Status(StatusCode::Cancelled, cat("rank ", m_rank, ": ", what, " abandoned: ", m_abort->reason()));
+    }
+
     ncclComm_t m_comm;
-    int m_rank, m_size, m_device;
-    std::chrono::milliseconds m_timeout;
-    cudaStream_t m_stream = nullptr;
-    float* m_buf = nullptr;
-    std::size_t m_capacity = 0;
-    std::atomic<bool> m_aborted{false};
-    std::string m_why;
+    std::mutex m_commMutex;
+    const int m_rank, m_size, m_device;
+    const cudaStream_t m_stream;
+    Communicator& m_host;
+    std::shared_ptr<AbortState> m_abort;
+    const std::chrono::milliseconds m_timeout;
 };
 
-class Group final : public NcclGroup
+class NcclThreads final : public CommGroup
 {
 public:
     Communicator& rank(int r) override { return *m_ranks[std::size_t(r)]; }
     int size() const override { return int(m_ranks.size()); }
+
+    std::shared_ptr<CommGroup> host;   // barrier and exchange between the rank threads
     std::vector<std::unique_ptr<NcclRank>> m_ranks;
 };
 
@@ -237,22 +283,60 @@ public:
 
 bool haveNccl() { return true; }
 
-Result<std::shared_ptr<NcclGroup>> NcclGroup::create(int size, std::chrono::milliseconds timeout)
+Result<std::shared_ptr<CommGroup>> makeNcclGroup(const std::vector<Backend*>& backends, std::chrono::milliseconds timeout)
 {
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < size)
-        return Status(StatusCode::FailedPrecondition,
-                      cat("NCCL needs one GPU per rank: ", size, " rank(s), ", devices, " GPU(s) visible"));
-    std::vector<ncclComm_t> comms(static_cast<std::size_t>(size));
-    std::vector<int> devs(static_cast<std::size_t>(size));
-    std::iota(devs.begin(), devs.end(), 0);
-    TP_NCCL(ncclCommInitAll(comms.data(), size, devs.data()));
-    auto g = std::make_shared<Group>();
-    for (int r = 0; r < size; ++r) {
-        g->m_ranks.push_back(std::make_unique<NcclRank>(comms[std::size_t(r)], r, size, r, timeout));
-        TP_RETURN_IF_ERROR(g->m_ranks.back()->init());
+    const int n = int(backends.size());
+    for (int r = 0; r < n; ++r) {
+        if (backends[std::size_t(r)]->device() != DeviceKind::Cuda)
+            return failedPrecondition(cat("NCCL needs a CUDA backend for every rank; rank ", r, " is on ",
+                                          backends[std::size_t(r)]->name()));
+        for (int p = 0; p < r; ++p)
+            if (backends[std::size_t(p)]->ordinal() == backends[std::size_t(r)]->ordinal())
+                return failedPrecondition(cat("NCCL needs one GPU per rank; ranks ", p, " and ", r, " are both on ",
+                                              backends[std::size_t(r)]->name(), " (emulate that tp size on one GPU instead)"));
     }
-    return std::shared_ptr<NcclGroup>(g);
+    ncclUniqueId id;
+    TP_NCCL(ncclGetUniqueId(&id));
+    std::vector<ncclComm_t> comms(std::size_t(n), nullptr);
+    TP_NCCL(ncclGroupStart());
+    for (int r = 0; r < n; ++r) {
+        TP_RETURN_IF_ERROR(cuda::useDevice(backends[std::size_t(r)]->ordinal()));
+        TP_NCCL(ncclCommInitRank(&comms[std::size_t(r)], n, id, r));
+    }
+    TP_NCCL(ncclGroupEnd());
+    auto g = std::make_shared<NcclThreads>();
+    g->host = makeLocalGroup(n, timeout);
+    auto abort = std::make_shared<AbortState>();
+    for (int r = 0; r < n; ++r)
+        g->m_ranks.push_back(std::make_unique<NcclRank>(comms[std::size_t(r)], r, n, *backends[std::size_t(r)], g->host->rank(r),
+                                                        abort, timeout));
+    return std::shared_ptr<CommGroup>(g);
+}
+
+Result<std::unique_ptr<Communicator>> makeNcclCommunicator(Communicator& bootstrap, Backend& backend,
+                                                           std::chrono::milliseconds timeout)
+{
+    if (backend.device() != DeviceKind::Cuda)
+        return failedPrecondition(cat("NCCL needs a CUDA backend; rank ", bootstrap.rank(), " is on ", backend.name()));
+    // Rank 0's unique id to every process, as integers through the host exchange.
+    constexpr std::size_t kWords = (sizeof(ncclUniqueId) + 7) / 8;
+    std::vector<std::int64_t> mine, all, counts;
+    if (bootstrap.rank() == 0) {
+        ncclUniqueId id;
+        TP_NCCL(ncclGetUniqueId(&id));
+        mine.assign(kWords, 0);
+        std::memcpy(mine.data(), &id, sizeof id);
+    }
+    TP_RETURN_IF_ERROR(bootstrap.exchange(mine, all, counts));
+    if (counts.empty() || counts[0] != std::int64_t(kWords))
+        return Status(StatusCode::Internal, "NCCL bootstrap: rank 0 did not send its unique id");
+    ncclUniqueId id;
+    std::memcpy(&id, all.data(), sizeof id);
+    TP_RETURN_IF_ERROR(cuda::useDevice(backend.ordinal()));
+    ncclComm_t comm = nullptr;
+    TP_NCCL(ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()));
+    return std::unique_ptr<Communicator>(std::make_unique<NcclRank>(comm, bootstrap.rank(), bootstrap.size(), backend, bootstrap,
+                                                                     std::make_shared<AbortState>(), timeout));
 }
 
 } // namespace tp

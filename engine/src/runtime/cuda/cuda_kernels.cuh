@@ -1,0 +1,466 @@
+// cuda_kernels.cuh — the CUDA backend's kernels (cuda_backend.cu launches them; cuBLAS does the
+// GEMMs). Every kernel loads its storage type as fp32, computes in fp32 and rounds once when it
+// stores; each writes every element of its output, so no op leaves stale memory behind.
+//
+// Launch shapes, two kinds:
+//   - row-wise elementwise: blockIdx.x·blockDim.x + threadIdx.x is the column, blockIdx.y the first
+//     row, rows advance by gridDim.y (at most 65535 rows of blocks; see rowGrid in the backend);
+//   - one warp per row (norms, softmaxes, routing): 8 warps per block of 256 threads, a warp
+//     returns as a whole when its row is past the end, so the shuffles always see 32 lanes.
+// Element counts and offsets are 64-bit; widths that the backend has checked to fit are int.
+// Nothing here is __restrict__: rms_norm, rope, add and softmax allow y to be x.
+#pragma once
+
+#include "tp/graph/activation.h"
+#include "tp/runtime/backend.h" // splitmix64
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tp::cuda {
+namespace {
+
+constexpr int kThreads = 256;                    // threads of every block
+constexpr int kWarp = 32;
+constexpr int kRowsPerBlock = kThreads / kWarp;  // warp-per-row kernels
+constexpr unsigned kAllLanes = 0xffffffffu;
+
+// --- storage types: load as fp32, store rounded to nearest even ---------------------------------
+
+template<typename T> struct Num;
+template<> struct Num<float>
+{
+    __device__ __forceinline__ static float load(float v) { return v; }
+    __device__ __forceinline__ static float store(float v) { return v; }
+};
+template<> struct Num<__nv_bfloat16>
+{
+    __device__ __forceinline__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+    __device__ __forceinline__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
+};
+template<> struct Num<__half>
+{
+    __device__ __forceinline__ static float load(__half v) { return __half2float(v); }
+    __device__ __forceinline__ static __half store(float v) { return __float2half_rn(v); }
+};
+
+template<typename T> __device__ __forceinline__ float load(T v) { return Num<T>::load(v); }
+template<typename T> __device__ __forceinline__ T store(float v) { return Num<T>::store(v); }
+
+__device__ __forceinline__ float quietNan() { return __int_as_float(0x7fc00000); }
+
+// --- warp reductions (every lane ends with the result) ------------------------------------------
+
+template<typename V> __device__ __forceinline__ V warpSum(V v)
+{
+    for (int o = kWarp / 2; o > 0; o >>= 1)
+        v += __shfl_xor_sync(kAllLanes, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warpMax(float v)
+{
+    for (int o = kWarp / 2; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(kAllLanes, v, o));
+    return v;
+}
+
+// --- activations (Transformers' silu and gelu_pytorch_tanh, in fp32) ----------------------------
+
+__device__ __forceinline__ float activate(Activation a, float v)
+{
+    if (a == Activation::Silu)
+        return v / (1.0f + expf(-v));
+    const float k = 0.7978845608028654f; // sqrt(2/pi)
+    return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+}
+
+// --- gemm: the bias row broadcast into y before cuBLAS adds x·wᵀ to it (beta = 1) -----------------
+
+template<typename Tb, typename Ty>
+__global__ void broadcastRowKernel(const Tb* bias, Ty* y, std::int64_t rows, std::int64_t cols)
+{
+    const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (c >= cols)
+        return;
+    const Ty v = store<Ty>(load(bias[c])); // exact: Ty is Tb or fp32
+    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+        y[r * cols + c] = v;
+}
+
+// --- rms_norm -------------------------------------------------------------------------------------
+
+// One warp per group of `group` features (per-head norms and rows up to 1024 wide).
+template<typename T>
+__global__ void rmsNormWarpKernel(const T* x, const T* w, T* y, std::int64_t groups, int group, float eps)
+{
+    const std::int64_t g = std::int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+    const int lane = int(threadIdx.x % kWarp);
+    if (g >= groups)
+        return;
+    const T* xg = x + g * group;
+    T* yg = y + g * group;
+    float ss = 0;
+    for (int j = lane; j < group; j += kWarp) {
+        const float v = load(xg[j]);
+        ss += v * v;
+    }
+    ss = warpSum(ss); // every lane's reads of xg are done before any lane writes yg
+    const float inv = 1.0f / sqrtf(ss / float(group) + eps);
+    for (int j = lane; j < group; j += kWarp)
+        yg[j] = store<T>(load(w[j]) * (load(xg[j]) * inv));
+}
+
+// One block per group (rows wider than 1024).
+template<typename T> __global__ void rmsNormBlockKernel(const T* x, const T* w, T* y, std::int64_t group, float eps)
+{
+    __shared__ float partial[kThreads / kWarp];
+    const T* xg = x + std::int64_t(blockIdx.x) * group;
+    T* yg = y + std::int64_t(blockIdx.x) * group;
+    const int lane = int(threadIdx.x % kWarp), warp = int(threadIdx.x / kWarp);
+    float ss = 0;
+    for (std::int64_t j = threadIdx.x; j < group; j += blockDim.x) {
+        const float v = load(xg[j]);
+        ss += v * v;
+    }
+    ss = warpSum(ss);
+    if (lane == 0)
+        partial[warp] = ss;
+    __syncthreads(); // also orders every read of xg before the writes below (y may be x)
+    if (warp == 0) {
+        ss = lane < int(blockDim.x / kWarp) ? partial[lane] : 0.0f;
+        ss = warpSum(ss);
+        if (lane == 0)
+            partial[0] = ss;
+    }
+    __syncthreads();
+    const float inv = 1.0f / sqrtf(partial[0] / float(group) + eps);
+    for (std::int64_t j = threadIdx.x; j < group; j += blockDim.x)
+        yg[j] = store<T>(load(w[j]) * (load(xg[j]) * inv));
+}
+
+// --- rope -----------------------------------------------------------------------------------------
+
+// Thread per (row, pair p = head·half + j): rotate_half of x[j] and x[j + half] of its head. A
+// position outside the table gives NaN (the CPU backend refuses it; a device op cannot without a
+// synchronisation, and NaN cannot go unnoticed).
+template<typename T>
+__global__ void ropeKernel(const T* x, T* y, std::int64_t rows, std::int64_t width, int headDim, const std::int32_t* positions,
+                           const float* table, std::int64_t tableRows, std::int64_t tableStride)
+{
+    const std::int64_t p = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (p >= width / 2)
+        return;
+    const int half = headDim / 2;
+    const std::int64_t head = p / half;
+    const int j = int(p % half);
+    const std::int64_t i1 = head * headDim + j, i2 = i1 + half;
+    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        const T* xr = x + r * width;
+        T* yr = y + r * width;
+        const float x1 = load(xr[i1]), x2 = load(xr[i2]);
+        const std::int64_t pos = positions[r];
+        float y1 = quietNan(), y2 = quietNan();
+        if (pos >= 0 && pos < tableRows) {
+            const float* cs = table + pos * tableStride; // cos[half] then sin[half]
+            const float c = cs[j], s = cs[half + j];
+            y1 = x1 * c - x2 * s;
+            y2 = x2 * c + x1 * s;
+        }
+        yr[i1] = store<T>(y1);
+        yr[i2] = store<T>(y2);
+    }
+}
+
+// --- attention: causal softmax of one chunk's scores ------------------------------------------------
+
+// Warp per score row. Row r is query i0 + r % rowsPerSlot of its head and sees keys [0, i0 + i];
+// the row holds `keys` fp32 scores (already scaled by cuBLAS). Writes the row's probabilities
+// over all `keys` columns, zeros above the diagonal, so that P·V reads only written values.
+// probs may be scores (fp32 storage): each lane reads and writes only its own columns.
+template<typename P>
+__global__ void causalSoftmaxKernel(const float* scores, P* probs, std::int64_t rows, int rowsPerSlot, int keys, int firstQuery)
+{
+    const std::int64_t r = std::int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+    const int lane = int(threadIdx.x % kWarp);
+    if (r >= rows)
+        return;
+    const int seen = firstQuery + int(r % rowsPerSlot) + 1; // ≤ keys
+    const float* s = scores + r * keys;
+    P* p = probs + r * keys;
+    // Online max and sum per lane, then merged across the warp.
+    float m = -INFINITY, sum = 0.0f;
+    for (int j = lane; j < seen; j += kWarp) {
+        const float v = s[j];
+        if (v > m) {
+            sum = sum * expf(m - v) + 1.0f;
+            m = v;
+        } else {
+            sum += expf(v - m);
+        }
+    }
+    for (int o = kWarp / 2; o > 0; o >>= 1) {
+        const float m2 = __shfl_xor_sync(kAllLanes, m, o), s2 = __shfl_xor_sync(kAllLanes, sum, o);
+        const float mx = fmaxf(m, m2);
+        sum = (m == -INFINITY ? 0.0f : sum * expf(m - mx)) + (m2 == -INFINITY ? 0.0f : s2 * expf(m2 - mx));
+        m = mx;
+    }
+    const float inv = 1.0f / sum;
+    for (int j = lane; j < keys; j += kWarp)
+        p[j] = store<P>(j < seen ? expf(s[j] - m) * inv : 0.0f);
+}
+
+// --- gated_act, embedding, add, softmax ---------------------------------------------------------------
+
+template<typename T>
+__global__ void gatedActKernel(const T* gate, std::int64_t gateStride, const T* up, std::int64_t upStride, T* y,
+                               std::int64_t rows, std::int64_t cols, Activation act)
+{
+    const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (c >= cols)
+        return;
+    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+        y[r * cols + c] = store<T>(activate(act, load(gate[r * gateStride + c])) * load(up[r * upStride + c]));
+}
+
+// Raw element bits (U: an unsigned type of the element's size): rows of a vocab shard, zeros for
+// ids outside it.
+template<typename U>
+__global__ void embeddingKernel(const std::int32_t* ids, const U* w, std::int64_t wRows, std::int64_t firstRow, U* y,
+                                std::int64_t rows, std::int64_t cols)
+{
+    const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (c >= cols)
+        return;
+    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        const std::int64_t local = std::int64_t(ids[r]) - firstRow;
+        y[r * cols + c] = local >= 0 && local < wRows ? w[local * cols + c] : U(0);
+    }
+}
+
+template<typename T>
+__global__ void addKernel(const T* a, const T* b, bool bIsRow, T* y, std::int64_t rows, std::int64_t cols)
+{
+    const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (c >= cols)
+        return;
+    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+        y[r * cols + c] = store<T>(load(a[r * cols + c]) + load(b[(bIsRow ? 0 : r) * cols + c]));
+}
+
+// Router softmax, warp per row, as the CPU computes it: fp32 exponentials, a double sum, the
+// quotient in double.
+__global__ void softmaxRowsKernel(const float* x, float* y, std::int64_t rows, int cols)
+{
+    const std::int64_t r = std::int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+    const int lane = int(threadIdx.x % kWarp);
+    if (r >= rows)
+        return;
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+    float m = -INFINITY;
+    for (int j = lane; j < cols; j += kWarp)
+        m = fmaxf(m, xr[j]);
+    m = warpMax(m);
+    double sum = 0;
+    for (int j = lane; j < cols; j += kWarp)
+        sum += double(expf(xr[j] - m));
+    sum = warpSum(sum);
+    for (int j = lane; j < cols; j += kWarp)
+        yr[j] = float(double(expf(xr[j] - m)) / sum);
+}
+
+// --- experts --------------------------------------------------------------------------------------------
+
+// Warp per token: the top-k of its E scores, best first, ties to the lower expert id (torch.topk
+// on CPU, the CPU backend). Round j takes the best expert strictly after round j-1's pick in that
+// order, so no mask is needed. Writes, per pick, the local expert (or -1 when another rank holds
+// it) and its weight (renormalised over the k picks, in double, when asked), and counts the
+// tokens of each local expert.
+__global__ void routeTopKKernel(const float* scores, std::int64_t tokens, int experts, int topK, int firstExpert,
+                                int localExperts, bool normalize, std::int32_t* expertOf, float* weightOf,
+                                std::int32_t* counts)
+{
+    const std::int64_t t = std::int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+    const int lane = int(threadIdx.x % kWarp);
+    if (t >= tokens)
+        return;
+    const float* row = scores + t * experts;
+    std::int32_t* eOut = expertOf + t * topK;
+    float* wOut = weightOf + t * topK;
+    constexpr int kNone = 0x7fffffff;
+    float prevS = INFINITY;
+    int prevE = -1;
+    double sum = 0;
+    for (int j = 0; j < topK; ++j) {
+        float bestS = -INFINITY;
+        int bestE = kNone;
+        for (int e = lane; e < experts; e += kWarp) {
+            const float v = row[e];
+            const bool after = v < prevS || (v == prevS && e > prevE);
+            if (after && (v > bestS || (v == bestS && e < bestE))) {
+                bestS = v;
+                bestE = e;
+            }
+        }
+        for (int o = kWarp / 2; o > 0; o >>= 1) {
+            const float s2 = __shfl_xor_sync(kAllLanes, bestS, o);
+            const int e2 = __shfl_xor_sync(kAllLanes, bestE, o);
+            if (s2 > bestS || (s2 == bestS && e2 < bestE)) {
+                bestS = s2;
+                bestE = e2;
+            }
+        }
+        if (bestE == kNone) { // only NaN scores are left: no pick
+            if (lane == 0) {
+                eOut[j] = -1;
+                wOut[j] = 0.0f;
+            }
+            continue;
+        }
+        prevS = bestS;
+        prevE = bestE;
+        sum += double(bestS);
+        if (lane == 0) {
+            const int local = bestE - firstExpert;
+            const bool mine = local >= 0 && local < localExperts;
+            eOut[j] = mine ? local : -1;
+            wOut[j] = bestS;
+            if (mine)
+                atomicAdd(&counts[local], 1);
+        }
+    }
+    if (normalize && lane == 0)
+        for (int j = 0; j < topK; ++j)
+            wOut[j] = float(double(wOut[j]) / sum);
+}
+
+// offsets[e] = Σ counts[< e] (offsets[El] = all routed rows), and each expert's fill cursor. One
+// thread: El is at most a few hundred, and this runs once per experts call.
+__global__ void bucketOffsetsKernel(const std::int32_t* counts, std::int32_t* offsets, std::int32_t* cursor, int localExperts)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0)
+        return;
+    std::int32_t at = 0;
+    for (int e = 0; e < localExperts; ++e) {
+        offsets[e] = at;
+        cursor[e] = at;
+        at += counts[e];
+    }
+    offsets[localExperts] = at;
+}
+
+// Each local pick takes a row of its expert's bucket. The order within a bucket is arbitrary;
+// results do not depend on it (a GEMM row's sum does not depend on its place, and tokens sum
+// their picks in pick order).
+__global__ void bucketAssignKernel(const std::int32_t* expertOf, std::int64_t picks, int topK, std::int32_t* cursor,
+                                   std::int32_t* slotOf, std::int32_t* rowToken)
+{
+    const std::int64_t p = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (p >= picks)
+        return;
+    const std::int32_t e = expertOf[p];
+    if (e < 0) {
+        slotOf[p] = -1;
+        return;
+    }
+    const std::int32_t slot = atomicAdd(&cursor[e], 1);
+    slotOf[p] = slot;
+    rowToken[slot] = std::int32_t(p / topK);
+}
+
+template<typename T>
+__global__ void gatherRowsKernel(const T* x, const std::int32_t* rowToken, T* xe, std::int64_t rows, std::int64_t cols)
+{
+    const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (c >= cols)
+        return;
+    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+        xe[r * cols + c] = x[std::int64_t(rowToken[r]) * cols + c];
+}
+
+// a[r, i] = act(h[r, i]) · h[r, I + i], h the fp32 gate_up rows of the routed tokens.
+template<typename T>
+__global__ void expertActKernel(const float* h, T* a, std::int64_t rows, std::int64_t inter, Activation act)
+{
+    const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (c >= inter)
+        return;
+    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        const float* hr = h + r * 2 * inter;
+        a[r * inter + c] = store<T>(activate(act, hr[c]) * hr[inter + c]);
+    }
+}
+
+// y[t] = Σ over t's local picks, in pick order, of weight · o[slot], in fp32; zeros for a token
+// with none.
+template<typename T>
+__global__ void combineKernel(const float* o, const std::int32_t* slotOf, const float* weightOf, T* y, std::int64_t tokens,
+                              int topK, std::int64_t cols)
+{
+    const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (c >= cols)
+        return;
+    for (std::int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
+        float acc = 0.0f;
+        for (int j = 0; j < topK; ++j) {
+            const std::int32_t slot = slotOf[t * topK + j];
+            if (slot >= 0)
+                acc += weightOf[t * topK + j] * o[std::int64_t(slot) * cols + c];
+        }
+        y[t * cols + c] = store<T>(acc);
+    }
+}
+
+// --- fill_uniform -----------------------------------------------------------------------------------
+
+// A run of FillRun with `start`, the sum of the counts before it (runs of count 0 left out).
+struct DeviceRun
+{
+    std::int64_t local = 0, global = 0, count = 0, start = 0;
+};
+
+// Bit-equal to the CPU: u in double, 2u − 1 rounded to float, base + scale·v in float with no
+// contraction, one rounding to the storage type. Either `runs` (n of them) or the one run `only`.
+template<typename T>
+__global__ void fillUniformKernel(T* dst, const DeviceRun* runs, std::int64_t n, DeviceRun only, std::int64_t total,
+                                  std::uint64_t key, float base, float scale)
+{
+    for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < total;
+         k += std::int64_t(gridDim.x) * blockDim.x) {
+        DeviceRun run = only;
+        if (runs) { // the last run starting at or before k
+            std::int64_t lo = 0, hi = n - 1;
+            while (lo < hi) {
+                const std::int64_t mid = (lo + hi + 1) / 2;
+                if (runs[mid].start <= k)
+                    lo = mid;
+                else
+                    hi = mid - 1;
+            }
+            run = runs[lo];
+        }
+        const std::int64_t i = k - run.start;
+        const std::uint64_t bits = splitmix64(key ^ splitmix64(static_cast<std::uint64_t>(run.global + i)));
+        const double u = __dmul_rn(static_cast<double>(bits >> 11), 1.0 / 9007199254740992.0);
+        const float v = __double2float_rn(__dsub_rn(__dmul_rn(2.0, u), 1.0));
+        dst[run.local + i] = store<T>(__fadd_rn(base, __fmul_rn(scale, v)));
+    }
+}
+
+// --- benchmarks: random operands --------------------------------------------------------------------
+
+// Uniform values in [-1, 1) from a counter hash, for operands that must not be zeros.
+template<typename T> __global__ void randomFillKernel(T* dst, std::int64_t n, std::uint64_t seed)
+{
+    for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
+        const std::uint64_t bits = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(i)));
+        dst[i] = store<T>(float(static_cast<double>(bits >> 11) * (2.0 / 9007199254740992.0) - 1.0));
+    }
+}
+
+} // namespace
+} // namespace tp::cuda
