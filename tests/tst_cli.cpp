@@ -1,10 +1,12 @@
 // tst_cli — tpstudio-cli as a user runs it: exit codes, --help on every verb, inspect output.
 #include "tp/model/catalog.h"
+#include "tp/runtime/gpu.h"
 
 #include <nlohmann/json.hpp>
 
 #include <QProcess>
 #include <QTemporaryDir>
+
 #include <QtTest>
 
 #include <set>
@@ -286,6 +288,49 @@ private slots:
         const Run stream = cli({"run", "--model", "deepseek-v3", "--tp", "1", "--json-stream"});
         QCOMPARE(stream.code, 1);
         QCOMPARE(QString::fromStdString(nlohmann::json::parse(stream.out.toStdString())["event"].get<std::string>()), "error");
+    }
+
+    void runStorageDtypesAndEmulation()
+    {
+        // bf16 storage halves the weights; an emulated run says so and takes its communication from
+        // the profile it names; a GPU run without a GPU, or T beyond the GPUs, is refused with the way out.
+        QTemporaryDir dir;
+        const QString f32 = dir.filePath("f32.json"), bf16 = dir.filePath("bf16.json"), emu = dir.filePath("emu.json");
+        QCOMPARE(cli({"run", "--model", "example", "--tp", "2", "--seq", "8", "--iters", "1", "--json", f32}).code, 0);
+        QCOMPARE(cli({"run", "--model", "example", "--tp", "2", "--seq", "8", "--iters", "1", "--dtype", "bf16", "--json", bf16}).code, 0);
+        const Run e = cli({"run", "--model", "example", "--emulate-tp", "1,4", "--seq", "8", "--iters", "1", "--hardware",
+                           "h100-sxm-8", "--json", emu});
+        QCOMPARE(e.code, 0);
+        QVERIFY2(e.out.contains("EMULATED") && e.out.contains("h100-sxm-8"), qPrintable(e.out));
+        auto load = [](const QString& path) {
+            QFile f(path);
+            if (!f.open(QIODevice::ReadOnly))
+                qFatal("no record");
+            return nlohmann::json::parse(f.readAll().toStdString());
+        };
+        const auto a = load(f32), b = load(bf16), m = load(emu);
+        QCOMPARE(a["settings"]["storage_dtype"], "f32");
+        QCOMPARE(b["settings"]["storage_dtype"], "bf16");
+        const std::int64_t wa = a["runs"][0]["memory"][0]["weight_bytes"], wb = b["runs"][0]["memory"][0]["weight_bytes"];
+        QVERIFY2(std::abs(double(wa) - 2.0 * double(wb)) < 0.01 * double(wa), qPrintable(QString("%1 vs %2").arg(wa).arg(wb)));
+        QCOMPARE(m["settings"]["emulated"], true);
+        QCOMPARE(m["settings"]["comm_model"], "h100-sxm-8");
+        QCOMPARE(m["runs"].size(), std::size_t(2));
+        QCOMPARE(m["runs"][1]["memory"].size(), std::size_t(4));
+        // The record reader takes the new fields back.
+        QCOMPARE(cli({"report", emu}).code, 0);
+        const Run both = cli({"run", "--model", "example", "--emulate-tp", "2", "--tp", "2"});
+        QCOMPARE(both.code, 2);
+        if (!tp::gpu::probe().ok()) {
+            const Run gpu = cli({"run", "--model", "example", "--backend", "cuda", "--tp", "1", "--seq", "4"});
+            QCOMPARE(gpu.code, 1);
+            QVERIFY2(gpu.err.contains("--backend cuda:"), qPrintable(gpu.err));
+        }
+        const Run dev = cli({"devices", "--json"});
+        QCOMPARE(dev.code, 0);
+        const auto d = nlohmann::json::parse(dev.out.toStdString());
+        QVERIFY(d["cpu"]["logical_cores"].get<int>() >= 1);
+        QVERIFY(d["cuda"]["available"].get<bool>() == tp::gpu::probe().ok());
     }
 
     void benchCommLocal()

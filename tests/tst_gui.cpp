@@ -9,6 +9,7 @@
 
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
+#include "tp/runtime/gpu.h"
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
@@ -25,6 +26,8 @@
 #include <qcustomplot.h>
 #include "testutils.h"
 
+#include <QLabel>
+#include <QStandardItemModel>
 #include <QtTest>
 
 using namespace tpui;
@@ -487,6 +490,41 @@ private slots:
             QVERIFY(res->itemCount(4) >= 2 * localPoints); // the MPI curves join the local ones
         }
 #endif
+    }
+
+    void runPageBackendsDtypesAndEmulation()
+    {
+        // The devices the child lists; CUDA selectable only with a GPU; an emulated bf16 run passes
+        // --emulate-tp, the dtype and the toolbar's hardware profile, and its results say emulated.
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QVERIFY(openAndPreview(w, QStringLiteral("example")));
+        RunPage* run = w.runPage();
+        QTRY_VERIFY_WITH_TIMEOUT(run->devicesLabel()->text().startsWith(QStringLiteral("CPU: ")), 30000);
+        const bool gpu = tp::gpu::probe().ok();
+        auto* model = qobject_cast<QStandardItemModel*>(run->backendBox()->model());
+        QCOMPARE(model->item(1)->isEnabled(), gpu);
+        QVERIFY(gpu || run->devicesLabel()->text().contains(QStringLiteral("CUDA: ")));
+        run->backendBox()->setCurrentIndex(1);
+        QCOMPARE(run->dtypeBox()->currentData().toString(), QStringLiteral("bf16")); // GPU runs default to bf16
+        run->backendBox()->setCurrentIndex(0);
+        QCOMPARE(run->dtypeBox()->currentData().toString(), QStringLiteral("f32"));
+        run->dtypeBox()->setCurrentIndex(1);
+        run->emulateBox()->setChecked(true);
+        run->tpSizes()->setText(QStringLiteral("1,4"));
+        run->seqBox()->setValue(8);
+        const QStringList args = run->arguments(QStringLiteral("plan.json"), QStringLiteral("/tmp"));
+        QVERIFY(args.contains(QStringLiteral("--emulate-tp")) && !args.contains(QStringLiteral("--tp")));
+        QCOMPARE(args.at(args.indexOf(QStringLiteral("--dtype")) + 1), QStringLiteral("bf16"));
+        QCOMPARE(args.at(args.indexOf(QStringLiteral("--hardware")) + 1), w.document()->settings().hardware);
+        QSignalSpy done(run, &RunPage::runFinished);
+        run->start();
+        QVERIFY2(done.wait(120000), qPrintable(run->log()->toPlainText()));
+        const QJsonObject settings = w.resultsPage()->run()->record.value(QStringLiteral("settings")).toObject();
+        QCOMPARE(settings.value(QStringLiteral("emulated")).toBool(), true);
+        QCOMPARE(settings.value(QStringLiteral("storage_dtype")).toString(), QStringLiteral("bf16"));
+        QVERIFY(run->log()->toPlainText().contains(QStringLiteral("emulated: communication modelled")));
+        QVERIFY(w.resultsPage()->infoText().contains(QStringLiteral("EMULATED")));
     }
 
     void crashedOrCancelledChildLosesNothing()

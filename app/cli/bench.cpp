@@ -213,6 +213,10 @@ int benchGemm(const GemmOpts& o)
         fmt::print(stderr, "tpstudio-cli bench gemm: {}\n", inv.status().message());
         return kBadInput;
     }
+    if (o.device >= static_cast<int>(inv->devices.size())) {
+        fmt::print(stderr, "tpstudio-cli bench gemm: --device {}: {} CUDA device(s) visible\n", o.device, inv->devices.size());
+        return kBadInput;
+    }
     auto om = tp::openModel(o.model);
     if (!om) {
         fmt::print(stderr, "tpstudio-cli bench gemm: {}\n", om.status().message());

@@ -17,6 +17,7 @@ std::function<int()> addBench(CLI::App& app);
 std::function<int()> addPlan(CLI::App& app);
 std::function<int()> addRun(CLI::App& app);
 std::function<int()> addReport(CLI::App& app);
+std::function<int()> addDevices(CLI::App& app);
 // `bench comm`, registered under `bench`; returns -1 when another bench verb was chosen.
 std::function<int()> addBenchComm(CLI::App* bench);
 

@@ -26,6 +26,7 @@ int main(int argc, char** argv)
     add(tpcli::addRun);
     add(tpcli::addReport);
     add(tpcli::addBench);
+    add(tpcli::addDevices);
 
     try {
         app.parse(argc, argv);

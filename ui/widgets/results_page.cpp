@@ -172,14 +172,22 @@ void ResultsPage::setRun(std::shared_ptr<const RunData> run)
     m_rankBox->blockSignals(false);
     const QJsonObject s = m_run->record.value(QStringLiteral("settings")).toObject();
     const QJsonObject prov = m_run->record.value(QStringLiteral("provenance")).toObject();
-    m_info->setText(tr("%1 · %2 · batch %3 × seq %4 · %5 iterations · %6 · %7")
+    const QString devices = prov.value(QStringLiteral("devices")).toString();
+    m_info->setText(tr("%1 · %2 · batch %3 × seq %4 · %5 iterations · %6 · %7 · %8 storage%9")
                         .arg(s.value(QStringLiteral("class")).toString(), s.value(QStringLiteral("plan")).toString())
                         .arg(s.value(QStringLiteral("batch")).toInt())
                         .arg(s.value(QStringLiteral("seq")).toInt())
                         .arg(s.value(QStringLiteral("iterations")).toInt())
-                        .arg(s.value(QStringLiteral("weights")).toString(), prov.value(QStringLiteral("cpu")).toString()));
+                        .arg(s.value(QStringLiteral("weights")).toString(),
+                             devices.isEmpty() || devices == QLatin1String("cpu") ? prov.value(QStringLiteral("cpu")).toString() : devices,
+                             s.value(QStringLiteral("storage_dtype")).toString(QStringLiteral("f32")),
+                             s.value(QStringLiteral("emulated")).toBool()
+                                 ? tr(" · EMULATED on one device, communication modelled with %1").arg(s.value(QStringLiteral("comm_model")).toString())
+                                 : QString()));
     refresh();
 }
+
+QString ResultsPage::infoText() const { return m_info->text(); }
 
 void ResultsPage::setPreview(std::shared_ptr<const PreviewResult> preview)
 {

@@ -31,6 +31,7 @@ public:
     // mpirun -n 2) or "nccl" (one GPU per rank); its curves join those already shown.
     void runBenchmark(const QString& communicator = QStringLiteral("local"));
     std::shared_ptr<const RunData> run() const { return m_run; }
+    QString infoText() const; // the run's settings line above the charts
     std::shared_ptr<const RunData> baseline() const { return m_baseline; }
     void setBaseline(std::shared_ptr<const RunData> run);
     QTabWidget* tabs() const { return m_tabs; }

@@ -10,6 +10,7 @@
 #include <QFontDatabase>
 #include <QFormLayout>
 #include <QHBoxLayout>
+#include <QIcon>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QLabel>
@@ -19,6 +20,7 @@
 #include <QPushButton>
 #include <QRegularExpressionValidator>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QStandardPaths>
 #include <QVBoxLayout>
 
@@ -28,6 +30,9 @@ RunPage::RunPage(PlanDocument* doc, QWidget* parent)
     : QWidget(parent)
     , m_doc(doc)
     , m_backend(new QComboBox)
+    , m_dtype(new QComboBox)
+    , m_emulate(new QCheckBox(tr("Emulate every rank on one device (communication modelled, not measured)")))
+    , m_devices(new QLabel(tr("Looking for devices…")))
     , m_tp(new QLineEdit(QStringLiteral("1,2")))
     , m_batch(new QSpinBox)
     , m_seq(new QSpinBox)
@@ -39,7 +44,22 @@ RunPage::RunPage(PlanDocument* doc, QWidget* parent)
     , m_progress(new QProgressBar)
     , m_log(new QPlainTextEdit)
 {
-    m_backend->addItem(tr("CPU (fp32, OpenBLAS, one thread per rank)"), QStringLiteral("cpu"));
+    m_backend->addItem(QIcon::fromTheme(QStringLiteral("cpu")), tr("CPU (one thread per rank, OpenBLAS)"), QStringLiteral("cpu"));
+    m_backend->addItem(QIcon::fromTheme(QStringLiteral("video-display")), tr("CUDA (one GPU per rank, cuBLAS, NCCL)"),
+                       QStringLiteral("cuda"));
+    cudaItem()->setEnabled(false); // once a GPU is found
+    m_dtype->addItem(tr("f32"), QStringLiteral("f32"));
+    m_dtype->addItem(tr("bf16"), QStringLiteral("bf16"));
+    m_dtype->addItem(tr("f16"), QStringLiteral("f16"));
+    m_dtype->setToolTip(tr("Storage of weights and activations; arithmetic accumulates in fp32"));
+    m_emulate->setToolTip(tr("Runs every rank's shards on one device, one op at a time, and takes each collective's time "
+                             "from the hardware profile chosen in the toolbar: what T devices would do, from one"));
+    m_devices->setWordWrap(true);
+    m_devices->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    connect(m_backend, &QComboBox::currentIndexChanged, this, [this] {
+        // GPU runs default to bf16, CPU runs to f32 (the dtype Transformers checks are made in).
+        m_dtype->setCurrentIndex(m_backend->currentData().toString() == QLatin1String("cuda") ? 1 : 0);
+    });
     m_tp->setValidator(new QRegularExpressionValidator(QRegularExpression(QStringLiteral("\\d+(,\\d+)*")), m_tp));
     m_tp->setToolTip(tr("Comma-separated tp sizes; T=1 runs first so that the others get a speedup"));
     m_batch->setRange(1, 4096);
@@ -56,7 +76,10 @@ RunPage::RunPage(PlanDocument* doc, QWidget* parent)
 
     auto* form = new QFormLayout;
     form->addRow(tr("Backend:"), m_backend);
+    form->addRow(tr("Devices:"), m_devices);
+    form->addRow(tr("Storage dtype:"), m_dtype);
     form->addRow(tr("TP sizes:"), m_tp);
+    form->addRow(QString(), m_emulate);
     form->addRow(tr("Batch:"), m_batch);
     form->addRow(tr("Sequence:"), m_seq);
     form->addRow(tr("Warm-up iterations:"), m_warmup);
@@ -81,10 +104,69 @@ RunPage::RunPage(PlanDocument* doc, QWidget* parent)
     connect(m_doc, &PlanDocument::settingsChanged, this, follow);
     connect(m_run, &QPushButton::clicked, this, &RunPage::start);
     connect(m_cancel, &QPushButton::clicked, this, &RunPage::cancel);
+    probeDevices();
+}
+
+QStandardItem* RunPage::cudaItem() const
+{
+    return qobject_cast<QStandardItemModel*>(m_backend->model())->item(1);
+}
+
+void RunPage::probeDevices()
+{
+    // In a child process, as every engine call that touches a GPU: a driver fault stays there.
+    auto* proc = m_probe = new QProcess(this);
+    connect(proc, &QProcess::finished, this, [this, proc](int code, QProcess::ExitStatus status) {
+        m_probe = nullptr;
+        const QJsonDocument d = QJsonDocument::fromJson(proc->readAllStandardOutput());
+        if (status == QProcess::NormalExit && code == 0 && d.isObject())
+            setDevices(d.object());
+        else
+            m_devices->setText(tr("Cannot list devices: %1 exited with code %2").arg(cliPath()).arg(code));
+        proc->deleteLater();
+    });
+    connect(proc, &QProcess::errorOccurred, this, [this, proc](QProcess::ProcessError e) {
+        if (e == QProcess::FailedToStart) {
+            m_probe = nullptr;
+            m_devices->setText(tr("Cannot list devices: %1").arg(proc->errorString()));
+            proc->deleteLater();
+        }
+    });
+    proc->start(cliPath(), {QStringLiteral("devices"), QStringLiteral("--json")});
+}
+
+void RunPage::setDevices(const QJsonObject& devices)
+{
+    const QJsonObject cpu = devices.value(QStringLiteral("cpu")).toObject();
+    const QJsonObject cuda = devices.value(QStringLiteral("cuda")).toObject();
+    QStringList lines{tr("CPU: %1, %2 cores, %3 GiB available")
+                          .arg(cpu.value(QStringLiteral("model")).toString())
+                          .arg(cpu.value(QStringLiteral("logical_cores")).toInt())
+                          .arg(cpu.value(QStringLiteral("available_bytes")).toDouble() / (1 << 30), 0, 'f', 1)};
+    const QJsonArray gpus = cuda.value(QStringLiteral("devices")).toArray();
+    for (const auto& g : gpus) {
+        const QJsonObject o = g.toObject();
+        lines << tr("GPU %1: %2, %3 GiB, compute %4")
+                     .arg(o.value(QStringLiteral("index")).toInt())
+                     .arg(o.value(QStringLiteral("name")).toString())
+                     .arg(o.value(QStringLiteral("memory_bytes")).toDouble() / (1 << 30), 0, 'f', 1)
+                     .arg(o.value(QStringLiteral("compute_capability")).toString());
+    }
+    if (gpus.isEmpty())
+        lines << tr("CUDA: %1").arg(cuda.value(QStringLiteral("reason")).toString());
+    m_devices->setText(lines.join(QLatin1Char('\n')));
+    cudaItem()->setEnabled(!gpus.isEmpty());
+    cudaItem()->setToolTip(gpus.isEmpty() ? tr("No CUDA device: %1").arg(cuda.value(QStringLiteral("reason")).toString())
+                                          : tr("%n GPU(s)", nullptr, int(gpus.size())));
 }
 
 RunPage::~RunPage()
 {
+    if (m_probe) { // the devices probe must not report to a page being destroyed
+        m_probe->disconnect(this);
+        m_probe->kill();
+        m_probe->waitForFinished(3000);
+    }
     if (m_proc && m_proc->state() != QProcess::NotRunning) {
         m_proc->kill();
         m_proc->waitForFinished(3000);
@@ -106,7 +188,8 @@ QString RunPage::cliPath()
 QStringList RunPage::arguments(const QString& planFile, const QString& dir) const
 {
     QStringList a{QStringLiteral("run"), QStringLiteral("--model"), m_doc->source(), QStringLiteral("--plan"), planFile,
-                  QStringLiteral("--tp"), m_tp->text(), QStringLiteral("--batch"), QString::number(m_batch->value()),
+                  m_emulate->isChecked() ? QStringLiteral("--emulate-tp") : QStringLiteral("--tp"), m_tp->text(),
+                  QStringLiteral("--dtype"), m_dtype->currentData().toString(), QStringLiteral("--batch"), QString::number(m_batch->value()),
                   QStringLiteral("--seq"), QString::number(m_seq->value()), QStringLiteral("--warmup"),
                   QString::number(m_warmup->value()), QStringLiteral("--iters"), QString::number(m_iters->value()),
                   QStringLiteral("--backend"), m_backend->currentData().toString(), QStringLiteral("--json-stream"),
@@ -114,6 +197,8 @@ QStringList RunPage::arguments(const QString& planFile, const QString& dir) cons
                   dir + QStringLiteral("/spans.csv"), QStringLiteral("--json"), dir + QStringLiteral("/run.json")};
     if (m_random->isChecked())
         a << QStringLiteral("--random-weights");
+    if (m_emulate->isChecked()) // the collectives timed by the profile the predictions use
+        a << QStringLiteral("--hardware") << m_doc->settings().hardware;
     return a;
 }
 
@@ -189,9 +274,13 @@ void RunPage::handle(const QJsonObject& e)
 {
     const QString ev = e.value(QStringLiteral("event")).toString();
     if (ev == QLatin1String("start")) {
-        m_log->appendPlainText(tr("Running %1 (%2) for tp sizes %3")
+        m_log->appendPlainText(tr("Running %1 (%2) for tp sizes %3 on %4, %5 storage%6")
                                    .arg(e.value(QStringLiteral("class")).toString(), e.value(QStringLiteral("weights")).toString(),
-                                        QString::fromUtf8(QJsonDocument(e.value(QStringLiteral("tp")).toArray()).toJson(QJsonDocument::Compact))));
+                                        QString::fromUtf8(QJsonDocument(e.value(QStringLiteral("tp")).toArray()).toJson(QJsonDocument::Compact)),
+                                        e.value(QStringLiteral("devices")).toString(), e.value(QStringLiteral("dtype")).toString(),
+                                        e.value(QStringLiteral("emulated")).toBool()
+                                            ? tr(" (emulated: communication modelled with %1)").arg(e.value(QStringLiteral("comm_model")).toString())
+                                            : QString()));
     } else if (ev == QLatin1String("progress")) {
         m_progress->setValue(++m_steps);
         m_log->appendPlainText(tr("T=%1 %2 %3: %4 ms")

@@ -12,11 +12,13 @@
 
 class QCheckBox;
 class QComboBox;
+class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
+class QStandardItem;
 
 namespace tpui {
 
@@ -42,6 +44,12 @@ public:
     bool running() const;
     QPlainTextEdit* log() const { return m_log; }
     QLineEdit* tpSizes() const { return m_tp; }
+    QComboBox* backendBox() const { return m_backend; }
+    QComboBox* dtypeBox() const { return m_dtype; }
+    QCheckBox* emulateBox() const { return m_emulate; }
+    QLabel* devicesLabel() const { return m_devices; }
+    // What `tpstudio-cli devices --json` reported (filled asynchronously at start-up).
+    void setDevices(const QJsonObject& devices);
     QSpinBox* seqBox() const { return m_seq; }
     QPushButton* runButton() const { return m_run; }
 
@@ -58,8 +66,14 @@ private:
     void handle(const QJsonObject& event);
     void finished(int code, QProcess::ExitStatus status);
 
+    void probeDevices();
+    QStandardItem* cudaItem() const;
+
     PlanDocument* m_doc;
     QComboBox* m_backend;
+    QComboBox* m_dtype;
+    QCheckBox* m_emulate;
+    QLabel* m_devices;
     QLineEdit* m_tp;
     QSpinBox *m_batch, *m_seq, *m_warmup, *m_iters;
     QCheckBox* m_random;
@@ -67,6 +81,7 @@ private:
     QProgressBar* m_progress;
     QPlainTextEdit* m_log;
     QProcess* m_proc = nullptr;
+    QProcess* m_probe = nullptr;  // tpstudio-cli devices
     std::shared_ptr<QTemporaryDir> m_dir;
     QByteArray m_buffer;
     QJsonObject m_record;
