@@ -3,13 +3,23 @@
 
 #include "tp/model/loader.h"
 
+#include <QByteArray>
 #include <QtGlobal>
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 namespace tptest {
+
+// The source tree: $TP_SOURCE_DIR when set (a test binary carried to another machine, as
+// scripts/gpu-check.sh does), else where it was built from.
+inline std::string sourceDir()
+{
+    const QByteArray env = qgetenv("TP_SOURCE_DIR");
+    return env.isEmpty() ? std::string(TP_SOURCE_DIR) : env.toStdString();
+}
 
 // Opens a model (catalog id, folder, …) or aborts the test binary with the engine's message.
 inline tp::ModelSpec openSpec(const char* what)

@@ -25,7 +25,7 @@ using namespace tp;
 
 namespace {
 
-const std::string kModels = TP_SOURCE_DIR "/tests/fixtures/models/";
+const std::string kModels = tptest::sourceDir() + "/tests/fixtures/models/";
 int g_gpus = 0;
 
 using tptest::relError;

@@ -583,7 +583,9 @@ private:
         const detail::CollectivePlan& p = k.prog->collectives[static_cast<std::size_t>(ci)];
         const Tensor& input = k.t[static_cast<std::size_t>(p.input)];
         const Tensor& output = k.t[static_cast<std::size_t>(p.output)];
-        const NvtxRange range(m_nvtx[static_cast<std::size_t>(c.node)] + "/" + collectiveName(c.kind));
+        const std::string label = m_nvtx[static_cast<std::size_t>(c.node)] + "/" + collectiveName(c.kind);
+        const NvtxRange range(label);
+        comm.setLabel(label);
         // A rank's piece of a staging buffer, [N, width] at its place.
         auto piece = [&](int rank) {
             const Interval& iv = c.pieces[static_cast<std::size_t>(rank)];

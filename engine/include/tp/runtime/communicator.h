@@ -66,6 +66,14 @@ public:
     virtual void abort(const std::string& why) = 0;
     // Whether the group was aborted (by any rank, or by the watchdog).
     virtual bool aborted() const = 0;
+
+    // What the collectives called from now on are for ("layer 3/self_attn.o_proj/all_reduce"), so
+    // that an error found later than the call (a collective that never finished, seen by
+    // synchronize()) can name it.
+    void setLabel(std::string label) { m_label = std::move(label); }
+
+protected:
+    std::string m_label;
 };
 
 // Ranks that are threads of this process, one communicator each.
