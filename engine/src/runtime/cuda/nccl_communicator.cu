@@ -16,6 +16,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -92,6 +93,14 @@ public:
     int size() const override { return m_size; }
     std::string kind() const override { return "nccl"; }
 
+    Status init()
+    {
+        TP_RETURN_IF_ERROR(cuda::useDevice(m_device));
+        for (auto& e : m_pending)
+            TP_CUDA(cudaEventCreateWithFlags(e.event.out(), cudaEventDisableTiming));
+        return {};
+    }
+
     Status allReduce(const Tensor& in, const Tensor& out) override
     {
         TP_RETURN_IF_ERROR(begin("all_reduce", {&in, &out}));
@@ -99,7 +108,7 @@ public:
             return invalidArgument(cat("all_reduce: rank ", m_rank, ": ", in.numel(), " elements in, ", out.numel(), " out"));
         TP_ASSIGN_OR_RETURN(const ncclDataType_t t, ncclType(in.dtype));
         TP_NCCL(ncclAllReduce(in.data, out.data, std::size_t(in.numel()), t, ncclSum, m_comm, m_stream));
-        return {};
+        return enqueued("all_reduce");
     }
 
     Status allGather(const Tensor& in, const Tensor& out, std::span<const std::int64_t> counts) override
@@ -113,7 +122,7 @@ public:
         const std::int64_t eb = in.elementBytes();
         if (std::all_of(counts.begin(), counts.end(), [&](std::int64_t c) { return c == counts[0]; })) {
             TP_NCCL(ncclAllGather(in.data, out.data, std::size_t(counts[0]), t, m_comm, m_stream));
-            return {};
+            return enqueued("all_gather");
         }
         // Uneven: every rank broadcasts its piece into its place.
         TP_NCCL(ncclGroupStart());
@@ -124,7 +133,7 @@ public:
                 TP_NCCL(ncclBroadcast(src, dst, std::size_t(counts[std::size_t(p)]), t, p, m_comm, m_stream));
         }
         TP_NCCL(ncclGroupEnd());
-        return {};
+        return enqueued("all_gather");
     }
 
     Status reduceScatter(const Tensor& in, const Tensor& out, std::span<const std::int64_t> counts) override
@@ -137,7 +146,7 @@ public:
         TP_ASSIGN_OR_RETURN(const ncclDataType_t t, ncclType(in.dtype));
         if (std::all_of(counts.begin(), counts.end(), [&](std::int64_t c) { return c == counts[0]; })) {
             TP_NCCL(ncclReduceScatter(in.data, out.data, std::size_t(counts[0]), t, ncclSum, m_comm, m_stream));
-            return {};
+            return enqueued("reduce_scatter");
         }
         // Uneven: piece p is reduced onto rank p (recvbuff is only written on the root).
         TP_NCCL(ncclGroupStart());
@@ -146,7 +155,7 @@ public:
                 TP_NCCL(ncclReduce(in.as<char>() + off[std::size_t(p)] * in.elementBytes(), out.data,
                                    std::size_t(counts[std::size_t(p)]), t, ncclSum, p, m_comm, m_stream));
         TP_NCCL(ncclGroupEnd());
-        return {};
+        return enqueued("reduce_scatter");
     }
 
     Status broadcast(const Tensor& data, int root) override
@@ -156,7 +165,7 @@ public:
             return invalidArgument(cat("broadcast: root ", root, " outside 0..", m_size - 1));
         TP_ASSIGN_OR_RETURN(const ncclDataType_t t, ncclType(data.dtype));
         TP_NCCL(ncclBroadcast(data.data, data.data, std::size_t(data.numel()), t, root, m_comm, m_stream));
-        return {};
+        return enqueued("broadcast");
     }
 
     Status allToAll(const Tensor& in, std::span<const std::int64_t> sendCounts, const Tensor& out,
@@ -177,7 +186,7 @@ public:
                 TP_NCCL(ncclRecv(out.as<char>() + ro[std::size_t(p)] * eb, std::size_t(recvCounts[std::size_t(p)]), t, p, m_comm, m_stream));
         }
         TP_NCCL(ncclGroupEnd());
-        return {};
+        return enqueued("all_to_all");
     }
 
     Status synchronize() override
@@ -200,9 +209,8 @@ public:
                 return Status(StatusCode::Internal, why);
             }
             if (std::chrono::steady_clock::now() > deadline) {
-                const std::string why = cat("rank ", m_rank, " waited ", m_timeout.count(),
-                                            " ms for its collectives to finish (watchdog); every rank's NCCL "
-                                            "communicator was aborted");
+                const std::string why = cat("rank ", m_rank, " waited ", m_timeout.count(), " ms for ", stuck(),
+                                            " to finish (watchdog); every rank's NCCL communicator was aborted");
                 abortGroup(why);
                 return Status(StatusCode::DeadlineExceeded, why);
             }
@@ -229,6 +237,30 @@ public:
     bool aborted() const override { return m_abort->aborted || m_host.aborted(); }
 
 private:
+    // The last collectives enqueued, each with an event recorded after it and what it was for.
+    struct Pending
+    {
+        cuda::EventHandle event;
+        std::string what;
+    };
+
+    Status enqueued(const char* what)
+    {
+        Pending& p = m_pending[m_next++ % m_pending.size()];
+        p.what = m_label.empty() ? std::string(what) : m_label;
+        TP_CUDA(cudaEventRecord(p.event.get(), m_stream));
+        return {};
+    }
+    // The oldest enqueued collective that has not finished (the one the stream waits in).
+    std::string stuck()
+    {
+        const std::size_t n = m_pending.size(), first = m_next > n ? m_next - n : 0;
+        for (std::size_t i = first; i < m_next; ++i)
+            if (cudaEventQuery(m_pending[i % n].event.get()) == cudaErrorNotReady)
+                return cat("collective ", i + 1, " (", m_pending[i % n].what, ")");
+        return "its collectives";
+    }
+
     // Every call: the group is alive, the tensors are contiguous device tensors of this rank, the
     // device is current. An abort seen here aborts this rank's communicator.
     Status begin(const char* what, std::initializer_list<const Tensor*> tensors)
@@ -267,6 +299,8 @@ private:
     Communicator& m_host;
     std::shared_ptr<AbortState> m_abort;
     const std::chrono::milliseconds m_timeout;
+    std::array<Pending, 64> m_pending;
+    std::size_t m_next = 0;
 };
 
 class NcclThreads final : public CommGroup
@@ -307,9 +341,11 @@ Result<std::shared_ptr<CommGroup>> makeNcclGroup(const std::vector<Backend*>& ba
     auto g = std::make_shared<NcclThreads>();
     g->host = makeLocalGroup(n, timeout);
     auto abort = std::make_shared<AbortState>();
-    for (int r = 0; r < n; ++r)
+    for (int r = 0; r < n; ++r) {
         g->m_ranks.push_back(std::make_unique<NcclRank>(comms[std::size_t(r)], r, n, *backends[std::size_t(r)], g->host->rank(r),
                                                         abort, timeout));
+        TP_RETURN_IF_ERROR(g->m_ranks.back()->init());
+    }
     return std::shared_ptr<CommGroup>(g);
 }
 
@@ -335,8 +371,10 @@ Result<std::unique_ptr<Communicator>> makeNcclCommunicator(Communicator& bootstr
     TP_RETURN_IF_ERROR(cuda::useDevice(backend.ordinal()));
     ncclComm_t comm = nullptr;
     TP_NCCL(ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()));
-    return std::unique_ptr<Communicator>(std::make_unique<NcclRank>(comm, bootstrap.rank(), bootstrap.size(), backend, bootstrap,
-                                                                     std::make_shared<AbortState>(), timeout));
+    auto rank = std::make_unique<NcclRank>(comm, bootstrap.rank(), bootstrap.size(), backend, bootstrap,
+                                           std::make_shared<AbortState>(), timeout);
+    TP_RETURN_IF_ERROR(rank->init());
+    return std::unique_ptr<Communicator>(std::move(rank));
 }
 
 } // namespace tp
