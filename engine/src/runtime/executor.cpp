@@ -173,6 +173,7 @@ public:
             res.footprint.push_back(footprint(k));
         }
         res.iterationSeconds = m_ranks[0].iterations;
+        m_ranks.clear(); // device memory goes back before the backends and communicators do
         return res;
     }
 
@@ -191,31 +192,33 @@ public:
         }
         m_programs.resize(static_cast<std::size_t>(m_T));
         TP_ASSIGN_OR_RETURN(m_programs[static_cast<std::size_t>(r)], detail::lowerForRank(m_spec, m_g, r, m_o.batch, m_o.seq, **be));
-        std::vector<Backend*> mine{be->get()};
-        TP_RETURN_IF_ERROR(checkMemory(mine, false, r));
+        const std::vector<Backend*> mineBackend{be->get()};
+        TP_RETURN_IF_ERROR(checkMemory(mineBackend, false, r));
         m_ranks.resize(1);
         Rank& k = m_ranks[0];
         k.r = r;
         k.be = be->get();
         k.comm = comm;
         k.prog = &m_programs[static_cast<std::size_t>(r)];
-        if (Status st = guarded(k); !st.ok()) {
+        const Status st = guarded(k);
+        const RankFootprint mine = footprint(k);
+        const std::vector<Span> spans = std::move(k.spans);
+        RunResult res = result(mineBackend);
+        res.loadSeconds = k.loadSeconds;
+        res.iterationSeconds = std::move(k.iterations);
+        m_ranks.clear(); // device memory goes back before the backend and communicator do
+        if (!st.ok()) {
             comm->abort(st.message());
             return st;
         }
-        std::vector<std::int64_t> packed, all, counts;
-        const RankFootprint mineF = footprint(k);
-        TP_RETURN_IF_ERROR(host.exchange(std::vector<std::int64_t>{mineF.weightBytes, mineF.workspaceBytes, mineF.allocations}, all, counts));
-        std::vector<RankFootprint> footprints;
+        std::vector<std::int64_t> all, counts;
+        TP_RETURN_IF_ERROR(host.exchange(std::vector<std::int64_t>{mine.weightBytes, mine.workspaceBytes, mine.allocations}, all, counts));
         for (std::size_t i = 0; i + 2 < all.size(); i += 3)
-            footprints.push_back({all[i], all[i + 1], all[i + 2]});
-        for (const Span& s : k.spans)
+            res.footprint.push_back({all[i], all[i + 1], all[i + 2]});
+        std::vector<std::int64_t> packed;
+        for (const Span& s : spans)
             packed.insert(packed.end(), {s.node, s.collective, std::llround(s.startUs * 1e3), std::llround(s.endUs * 1e3)});
         TP_RETURN_IF_ERROR(host.exchange(packed, all, counts));
-        RunResult res = result(mine);
-        res.loadSeconds = k.loadSeconds;
-        res.iterationSeconds = k.iterations;
-        res.footprint = std::move(footprints);
         std::size_t at = 0;
         for (int p = 0; p < m_T; ++p)
             for (std::int64_t i = 0; i < counts[static_cast<std::size_t>(p)]; i += 4, at += 4) {
