@@ -451,16 +451,5 @@ __global__ void fillUniformKernel(T* dst, const DeviceRun* runs, std::int64_t n,
     }
 }
 
-// --- benchmarks: random operands --------------------------------------------------------------------
-
-// Uniform values in [-1, 1) from a counter hash, for operands that must not be zeros.
-template<typename T> __global__ void randomFillKernel(T* dst, std::int64_t n, std::uint64_t seed)
-{
-    for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
-        const std::uint64_t bits = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(i)));
-        dst[i] = store<T>(float(static_cast<double>(bits >> 11) * (2.0 / 9007199254740992.0) - 1.0));
-    }
-}
-
 } // namespace
 } // namespace tp::cuda
