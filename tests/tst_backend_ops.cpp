@@ -254,6 +254,26 @@ private slots:
                         Bench::check(be(dt).gemm(X, W, bias ? &B : nullptr, Y, b.scratch(be(dt).gemmScratchBytes(d.tokens, in, out))));
                         worst = std::max(worst, nmse(b.get(Y), refGemm(x, w, bias ? &bv : nullptr, d.tokens, in, out)));
                     }
+            // y as a rank's columns of a gathered output: written there, and nowhere else.
+            {
+                Bench b(be(dt));
+                const std::int64_t in = d.hidden, out = d.inter, left = 3, wideY = left + out + 2;
+                const auto x = randomValues(d.tokens * in, dt), w = randomValues(out * in, dt, 0.2f), bv = randomValues(out, dt);
+                const Tensor Y = b.poisoned(d.tokens, wideY);
+                Bench::check(be(dt).gemm(b.put(x, d.tokens, in), b.put(w, out, in), nullptr, Y.columns(left, out),
+                                         b.scratch(be(dt).gemmScratchBytes(d.tokens, in, out))));
+                const auto got = b.get(Y);
+                std::vector<float> inside;
+                for (std::int64_t t = 0; t < d.tokens; ++t)
+                    for (std::int64_t j = 0; j < wideY; ++j) {
+                        const float v = got[static_cast<std::size_t>(t * wideY + j)];
+                        if (j >= left && j < left + out)
+                            inside.push_back(v);
+                        else if (!std::isnan(v))
+                            return 1e30; // written outside its columns
+                    }
+                worst = std::max(worst, nmse(inside, refGemm(x, w, nullptr, d.tokens, in, out)));
+            }
             // x as a column view of a wider tensor (rowwise_split_input).
             Bench b(be(dt));
             const std::int64_t wide = d.hidden + 3, in = d.hidden, out = d.inter;
@@ -424,14 +444,23 @@ private slots:
             std::vector<std::int32_t> ids;
             for (std::int64_t t = 0; t < d.tokens + 3; ++t)
                 ids.push_back(std::int32_t((t * 7 + 1) % std::max<std::int64_t>(3 * d.vocab, 1)));
-            const Tensor Y = b.poisoned(std::int64_t(ids.size()), H);
+            // y as columns [1, 1 + H) of a wider tensor (a hidden shard's place in a gathered output).
+            const Tensor wide = b.poisoned(std::int64_t(ids.size()), H + 2);
+            const Tensor Y = wide.columns(1, H);
             Bench::check(be(dt).embedding(b.ints(ids), b.put(w, rows, H), Y, first));
             std::vector<double> ref(static_cast<std::size_t>(std::int64_t(ids.size()) * H), 0.0);
             for (std::size_t t = 0; t < ids.size(); ++t)
                 if (ids[t] >= first && ids[t] < first + rows)
                     for (std::int64_t j = 0; j < H; ++j)
                         ref[t * std::size_t(H) + std::size_t(j)] = w[static_cast<std::size_t>((ids[t] - first) * H + j)];
-            const auto got = b.get(Y);
+            const auto all = b.get(wide);
+            std::vector<float> got;
+            for (std::size_t t = 0; t < ids.size(); ++t) {
+                if (!std::isnan(all[t * std::size_t(H + 2)]) || !std::isnan(all[t * std::size_t(H + 2) + std::size_t(H) + 1]))
+                    return 1e30; // written outside its columns
+                got.insert(got.end(), all.begin() + std::ptrdiff_t(t * std::size_t(H + 2) + 1),
+                           all.begin() + std::ptrdiff_t(t * std::size_t(H + 2) + 1 + std::size_t(H)));
+            }
             return nmse(got, ref) + (std::equal(got.begin(), got.end(), ref.begin()) ? 0.0 : 1.0); // a copy: exact
         });
     }

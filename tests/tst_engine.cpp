@@ -108,6 +108,19 @@ private slots:
                 for (int p = 0; p < 3; ++p)
                     want.insert(want.end(), std::size_t(r + 1), float(10 * p + r));
                 check(got == want, "all_to_all value");
+                // Column pieces of a [2, 6] tensor: ranks hold columns [0, 1), [1, 3), [3, 6).
+                std::vector<float> cols(12, -1.0f);
+                const std::vector<std::int64_t> offsets{0, 1, 3, 6};
+                for (int row = 0; row < 2; ++row)
+                    for (std::int64_t j = offsets[std::size_t(r)]; j < offsets[std::size_t(r) + 1]; ++j)
+                        cols[std::size_t(row * 6 + j)] = float(100 * r + 10 * row + j);
+                check(c.gathersColumns() && c.allGatherColumns(Tensor::contiguous(cols.data(), DType::F32, 2, 6, DeviceKind::Cpu), offsets).ok(),
+                      "all_gather columns status");
+                for (int row = 0; row < 2; ++row)
+                    for (int j = 0; j < 6; ++j) {
+                        const int owner = j < 1 ? 0 : j < 3 ? 1 : 2;
+                        check(cols[std::size_t(row * 6 + j)] == float(100 * owner + 10 * row + j), "all_gather columns value");
+                    }
                 // Integers travel as integers: 2^53 + 1 is not a double, let alone a float.
                 const std::int64_t big = (std::int64_t(1) << 53) + 1 + r;
                 std::vector<std::int64_t> ints, lens;

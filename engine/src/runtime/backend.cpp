@@ -73,7 +73,7 @@ Status Backend::download(const Tensor& src, void* host)
 Status Backend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, const Tensor& scratch)
 {
     OpCheck c("gemm", *this);
-    c.on("x", x).on("w", w).dense("w", w).on("y", y, y.dtype).dense("y", y);
+    c.on("x", x).on("w", w).dense("w", w).on("y", y, y.dtype);
     c.require(y.dtype == storage() || y.dtype == DType::F32, [&] { return fmt::format("y is {}", shape(y)); });
     c.require(x.cols == w.cols && y.rows == x.rows && y.cols == w.rows,
               [&] { return fmt::format("x {} · w {}ᵀ does not give y {}", shape(x), shape(w), shape(y)); });
@@ -142,7 +142,7 @@ Status Backend::gatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, 
 Status Backend::embedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow)
 {
     OpCheck c("embedding", *this);
-    c.on("ids", ids, DType::I32).on("w", w).dense("w", w).on("y", y).dense("y", y);
+    c.on("ids", ids, DType::I32).on("w", w).dense("w", w).on("y", y);
     c.require(ids.rows == 1 && y.rows == ids.cols && y.cols == w.cols && firstRow >= 0,
               [&] { return fmt::format("ids {} of w {} (first row {}) into y {}", shape(ids), shape(w), firstRow, shape(y)); });
     TP_RETURN_IF_ERROR(c.status());

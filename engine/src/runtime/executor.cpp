@@ -126,8 +126,6 @@ public:
             raw.push_back(be->get());
             backends.push_back(std::move(*be));
         }
-        TP_RETURN_IF_ERROR(lower(raw));
-        TP_RETURN_IF_ERROR(checkMemory(raw, m_o.emulate || m_o.device == DeviceKind::Cpu));
         std::shared_ptr<CommGroup> group;
         if (m_o.device == DeviceKind::Cpu) {
             group = makeLocalGroup(m_T, m_o.collectiveTimeout);
@@ -137,6 +135,8 @@ public:
                 return made.status();
             group = *made;
         }
+        TP_RETURN_IF_ERROR(lower(raw, group->rank(0).gathersColumns()));
+        TP_RETURN_IF_ERROR(checkMemory(raw, m_o.emulate || m_o.device == DeviceKind::Cpu));
         m_ranks.resize(static_cast<std::size_t>(m_T));
         std::vector<std::thread> threads;
         for (int r = 0; r < m_T; ++r) {
@@ -191,7 +191,8 @@ public:
             comm = nccl.get();
         }
         m_programs.resize(static_cast<std::size_t>(m_T));
-        TP_ASSIGN_OR_RETURN(m_programs[static_cast<std::size_t>(r)], detail::lowerForRank(m_spec, m_g, r, m_o.batch, m_o.seq, **be));
+        TP_ASSIGN_OR_RETURN(m_programs[static_cast<std::size_t>(r)], detail::lowerForRank(m_spec, m_g, r, m_o.batch, m_o.seq, **be,
+                                                                                               comm->gathersColumns()));
         const std::vector<Backend*> mineBackend{be->get()};
         TP_RETURN_IF_ERROR(checkMemory(mineBackend, false, r));
         m_ranks.resize(1);
@@ -239,10 +240,11 @@ public:
     }
 
 private:
-    Status lower(const std::vector<Backend*>& backends)
+    Status lower(const std::vector<Backend*>& backends, bool columnGather)
     {
         for (int r = 0; r < m_T; ++r) {
-            TP_ASSIGN_OR_RETURN(auto p, detail::lowerForRank(m_spec, m_g, r, m_o.batch, m_o.seq, *backends[static_cast<std::size_t>(r)]));
+            TP_ASSIGN_OR_RETURN(auto p, detail::lowerForRank(m_spec, m_g, r, m_o.batch, m_o.seq, *backends[static_cast<std::size_t>(r)],
+                                                             columnGather));
             m_programs.push_back(std::move(p));
         }
         return {};
@@ -342,7 +344,10 @@ private:
         for (const auto& pt : p.tensors) {
             char* base = pt.block < 0 ? nullptr
                                       : static_cast<char*>(k.arenaMem.data()) + p.blocks[static_cast<std::size_t>(pt.block)].offset + pt.within;
-            k.t.push_back(Tensor::contiguous(base, pt.dtype, pt.rows, pt.cols, dev));
+            Tensor t = Tensor::contiguous(base, pt.dtype, pt.rows, pt.cols, dev);
+            if (pt.stride > 0)
+                t.stride = pt.stride; // a rank's columns of a gathered output
+            k.t.push_back(t);
         }
         // Inputs: token ids, positions, rotary tables.
         char* in = static_cast<char*>(k.inputMem.data());
@@ -607,13 +612,22 @@ private:
         TP_RETURN_IF_ERROR(be.wait(Stream::Comm, m_events.collective(ci, 1)));
         switch (c.kind) {
         case CollectiveKind::AllReduce: TP_RETURN_IF_ERROR(comm.allReduce(output)); break;
-        case CollectiveKind::AllGather: TP_RETURN_IF_ERROR(comm.allGather(input.reshaped(1, input.numel()), k.t[static_cast<std::size_t>(p.staging)], counts)); break;
+        case CollectiveKind::AllGather:
+            if (p.staging < 0) { // the ops wrote their columns in place: the gather fills in the others'
+                std::vector<std::int64_t> offsets{0};
+                for (const Interval& iv : c.pieces)
+                    offsets.push_back(iv.offset + iv.size);
+                TP_RETURN_IF_ERROR(comm.allGatherColumns(output, offsets));
+            } else {
+                TP_RETURN_IF_ERROR(comm.allGather(input.reshaped(1, input.numel()), k.t[static_cast<std::size_t>(p.staging)], counts));
+            }
+            break;
         case CollectiveKind::ReduceScatter: TP_RETURN_IF_ERROR(comm.reduceScatter(k.t[static_cast<std::size_t>(p.staging)], output.reshaped(1, output.numel()), counts)); break;
         default: return Status(StatusCode::Unimplemented, fmt::format("{} is not executable on the engine", collectiveName(c.kind)));
         }
         TP_RETURN_IF_ERROR(be.record(m_events.collective(ci, 2), Stream::Comm));
         TP_RETURN_IF_ERROR(be.wait(Stream::Compute, m_events.collective(ci, 2)));
-        if (c.kind == CollectiveKind::AllGather) // every rank's [N, w_p] → columns side by side
+        if (c.kind == CollectiveKind::AllGather && p.staging >= 0) // every rank's [N, w_p] → columns side by side
             for (int r = 0; r < m_T; ++r)
                 TP_RETURN_IF_ERROR(be.copy(piece(r), output.columns(c.pieces[static_cast<std::size_t>(r)].offset, c.pieces[static_cast<std::size_t>(r)].size)));
         if (c.bias >= 0) { // Transformers adds a rowwise bias once, to the reduced sum (this rank's columns of it)

@@ -18,6 +18,11 @@
 
 namespace tp {
 
+Status Communicator::allGatherColumns(const Tensor&, std::span<const std::int64_t>)
+{
+    return Status(StatusCode::Unimplemented, "all_gather of column pieces: the " + kind() + " communicator gathers flat pieces");
+}
+
 std::vector<std::int64_t> pieceOffsets(std::span<const std::int64_t> counts)
 {
     std::vector<std::int64_t> off(counts.size() + 1, 0);
@@ -43,6 +48,8 @@ public:
     std::string kind() const override { return "local"; }
     Status allReduce(const Tensor& in, const Tensor& out) override;
     Status allGather(const Tensor& in, const Tensor& out, std::span<const std::int64_t> counts) override;
+    bool gathersColumns() const override { return true; }
+    Status allGatherColumns(const Tensor& out, std::span<const std::int64_t> offsets) override;
     Status reduceScatter(const Tensor& in, const Tensor& out, std::span<const std::int64_t> counts) override;
     Status broadcast(const Tensor& data, int root) override;
     Status allToAll(const Tensor& in, std::span<const std::int64_t> sendCounts, const Tensor& out,
@@ -159,6 +166,7 @@ public:
     const std::chrono::milliseconds m_timeout;
     std::vector<const void*> m_ptr;
     std::vector<void*> m_out;                      // all_reduce: where each rank wants its sum
+    std::vector<std::int64_t> m_stride = std::vector<std::int64_t>(static_cast<std::size_t>(m_n), 0); // column gathers
     std::vector<std::int64_t> m_count;
     std::vector<DType> m_dtype = std::vector<DType>(static_cast<std::size_t>(m_n), DType::F32);
     std::vector<std::vector<std::int64_t>> m_counts;
@@ -265,6 +273,32 @@ Status LocalCommunicator::allGather(const Tensor& in, const Tensor& out, std::sp
         char* dst = out.as<char>() + off[static_cast<std::size_t>(p)] * eb;
         if (dst != m_g.m_ptr[static_cast<std::size_t>(p)]) // in place: my piece is already there
             std::memcpy(dst, m_g.m_ptr[static_cast<std::size_t>(p)], static_cast<std::size_t>(c * eb));
+    }
+    return m_g.wait(m_rank, "all_gather");
+}
+
+Status LocalCommunicator::allGatherColumns(const Tensor& out, std::span<const std::int64_t> offsets)
+{
+    if (out.device != DeviceKind::Cpu || !isStorageDtype(out.dtype) || static_cast<int>(offsets.size()) != m_g.m_n + 1
+        || offsets.front() != 0 || offsets.back() != out.cols)
+        return invalidArgument(fmt::format("all_gather of column pieces: rank {}: {} offsets for {} ranks and {} columns",
+                                           m_rank, offsets.size(), m_g.m_n, out.cols));
+    m_g.publish(m_rank, out.data, out.numel(), out.dtype);
+    m_g.m_stride[static_cast<std::size_t>(m_rank)] = out.stride;
+    TP_RETURN_IF_ERROR(m_g.wait(m_rank, "all_gather"));
+    for (int p = 0; p < m_g.m_n; ++p)
+        if (m_g.m_count[static_cast<std::size_t>(p)] != out.numel() || m_g.m_dtype[static_cast<std::size_t>(p)] != out.dtype
+            || m_g.m_stride[static_cast<std::size_t>(p)] != out.stride)
+            return m_g.fail(m_rank, "all_gather", fmt::format("rank {} gathers another shape or dtype", p));
+    // My piece into every other rank's tensor, row by row.
+    const std::int64_t eb = out.elementBytes(), first = offsets[static_cast<std::size_t>(m_rank)];
+    const std::size_t bytes = static_cast<std::size_t>((offsets[static_cast<std::size_t>(m_rank) + 1] - first) * eb);
+    for (int p = 0; p < m_g.m_n; ++p) {
+        if (p == m_rank || bytes == 0)
+            continue;
+        char* dst = static_cast<char*>(const_cast<void*>(m_g.m_ptr[static_cast<std::size_t>(p)]));
+        for (std::int64_t r = 0; r < out.rows; ++r)
+            std::memcpy(dst + (r * out.stride + first) * eb, out.as<char>() + (r * out.stride + first) * eb, bytes);
     }
     return m_g.wait(m_rank, "all_gather");
 }

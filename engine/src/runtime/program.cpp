@@ -19,8 +19,9 @@ class Lowering
 {
 public:
     Lowering(const ModelSpec& spec, const ShardedGraph& g, int rank, std::int64_t tokens, std::int64_t batch,
-             std::int64_t seq, const Backend& be)
-        : m_spec(spec)
+             std::int64_t seq, const Backend& be, bool columnGather)
+        : m_columnGather(columnGather)
+        , m_spec(spec)
         , m_g(g)
         , m_r(rank)
         , m_n(tokens)
@@ -92,9 +93,9 @@ private:
         return static_cast<int>(m_p.blocks.size()) - 1;
     }
 
-    int tensor(int blockIndex, std::int64_t rows, std::int64_t cols, DType t, std::int64_t within = 0)
+    int tensor(int blockIndex, std::int64_t rows, std::int64_t cols, DType t, std::int64_t within = 0, std::int64_t stride = 0)
     {
-        m_p.tensors.push_back({blockIndex, within, rows, cols, t});
+        m_p.tensors.push_back({blockIndex, within, rows, cols, t, stride});
         return static_cast<int>(m_p.tensors.size()) - 1;
     }
 
@@ -269,10 +270,17 @@ private:
                                                            "pieces into {}",
                                                            w, promised, full);
                                     }));
+            const Interval& mine = c.pieces[static_cast<std::size_t>(m_r)];
+            if (m_columnGather) { // the op writes its columns of the output; the gather fills the rest
+                const ProgramTensor& o = m_p.tensors[static_cast<std::size_t>(out)];
+                p.input = tensor(o.block, m_n, w, dt, mine.offset * eb, full);
+                m_p.opOutput[static_cast<std::size_t>(ni)] = p.input;
+                return {};
+            }
             // The op writes its piece straight into its place in the staging buffer (in place).
             const int staging = block(m_n * full * eb, ni, ni);
             p.staging = tensor(staging, 1, m_n * full, dt);
-            p.input = tensor(staging, m_n, w, dt, m_n * c.pieces[static_cast<std::size_t>(m_r)].offset * eb);
+            p.input = tensor(staging, m_n, w, dt, m_n * mine.offset * eb);
             m_p.opOutput[static_cast<std::size_t>(ni)] = p.input;
             return {};
         }
@@ -329,6 +337,7 @@ private:
         return s;
     }
 
+    const bool m_columnGather;
     const ModelSpec& m_spec;
     const ShardedGraph& m_g;
     const int m_r;
@@ -340,9 +349,9 @@ private:
 } // namespace
 
 Result<RankProgram> lowerForRank(const ModelSpec& spec, const ShardedGraph& g, int rank, std::int64_t batch,
-                                 std::int64_t seq, const Backend& backend)
+                                 std::int64_t seq, const Backend& backend, bool columnGather)
 {
-    return Lowering(spec, g, rank, batch * seq, batch, seq, backend).run();
+    return Lowering(spec, g, rank, batch * seq, batch, seq, backend, columnGather).run();
 }
 
 } // namespace tp::detail

@@ -23,12 +23,14 @@ struct ProgramTensor
     std::int64_t within = 0;      // bytes into the block (a rank's piece of a staging buffer)
     std::int64_t rows = 0, cols = 0;
     DType dtype = DType::F32;
+    std::int64_t stride = 0;      // elements between rows; 0: cols (a column view of a wider tensor otherwise)
 };
 
 struct CollectivePlan
 {
     int input = -1;               // what the op wrote (all_reduce: the output itself)
     int staging = -1;             // all_gather: every rank's piece; reduce_scatter: the pieces packed
+                                  // (-1: none, the communicator gathers columns in place)
     int output = -1;              // the graph tensor after the collective
 };
 
@@ -52,7 +54,9 @@ struct RankProgram
     std::int64_t weightBytes = 0;
 };
 
+// `columnGather`: the communicator gathers column pieces in place (Communicator::gathersColumns), so
+// an all-gather's op writes its columns of the output directly and needs no staging buffer.
 Result<RankProgram> lowerForRank(const ModelSpec& spec, const ShardedGraph& g, int rank, std::int64_t batch,
-                                 std::int64_t seq, const Backend& backend);
+                                 std::int64_t seq, const Backend& backend, bool columnGather);
 
 } // namespace tp::detail

@@ -135,8 +135,9 @@ public:
     virtual void* nativeStream(Stream s) = 0;
 
     // --- ops --------------------------------------------------------------------------------------
-    // y[n, out] = x[n, in] · w[out, in]ᵀ (+ bias[1, out]). x may be a column view; y is contiguous
-    // and may be F32 (router logits) while x and w are in the storage dtype. in = 0 gives bias or 0.
+    // y[n, out] = x[n, in] · w[out, in]ᵀ (+ bias[1, out]). x and y may be column views (y: a rank's
+    // columns of a gathered output); y may be F32 (router logits) while x and w are in the storage
+    // dtype. in = 0 gives bias or 0.
     Status gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, const Tensor& scratch);
     virtual std::int64_t gemmScratchBytes(std::int64_t n, std::int64_t in, std::int64_t out) const = 0;
     // RMSNorm of every group of `group` features (group = cols: the whole row; = head_dim: per head):
@@ -151,7 +152,8 @@ public:
     virtual std::int64_t attentionScratchBytes(const AttentionShape& s) const = 0;
     // y = act(gate) · up, elementwise; gate and up may be column views of one packed tensor.
     Status gatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act);
-    // y[t] = w[ids[0, t] − firstRow] where that row is in w, else zeros (a vocab shard); ids I32 [1, n].
+    // y[t] = w[ids[0, t] − firstRow] where that row is in w, else zeros (a vocab shard); ids I32 [1, n];
+    // y may be a column view.
     Status embedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow);
     // y = a + b; b has a's shape or one row (added to every row). y may be a.
     Status add(const Tensor& a, const Tensor& b, const Tensor& y);

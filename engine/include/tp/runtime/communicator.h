@@ -56,6 +56,14 @@ public:
     // Waits, under the watchdog, until every collective this rank has enqueued is done.
     virtual Status synchronize() = 0;
 
+    // An all-gather along the columns of a [rows, W] tensor, where rank p's piece is columns
+    // [offsets[p], offsets[p+1]) (size + 1 offsets): every rank has written its own piece into
+    // `out`, and afterwards holds every piece there. Only communicators that can move 2-D strided
+    // pieces have it (gathersColumns()): they spare the caller packing a staging buffer and laying
+    // the pieces out again. The others answer Unimplemented.
+    virtual bool gathersColumns() const { return false; }
+    virtual Status allGatherColumns(const Tensor& out, std::span<const std::int64_t> offsets);
+
     // --- host ---------------------------------------------------------------------------------------
     // Every rank's `mine` (any length) concatenated in rank order into `all`, with each rank's length
     // in `counts`. Integers travel as integers: exact over the whole int64 range.

@@ -196,15 +196,13 @@ protected:
         const std::int64_t n = x.rows, in = x.cols, out = w.rows;
         if (storage() == DType::F32) {
             float* Y = y.as<float>();
-            if (bias)
-                for (std::int64_t t = 0; t < n; ++t)
-                    std::copy_n(bias->as<float>(), out, Y + t * out);
-            if (in == 0) {
-                if (!bias)
-                    std::fill_n(Y, n * out, 0.0f);
-                return {};
-            }
-            sgemmNT(n, out, in, x.as<float>(), x.stride, w.as<float>(), in, bias ? 1.0f : 0.0f, Y, out);
+            for (std::int64_t t = 0; t < n; ++t) // the bias (or zeros when there is no input), added to below
+                if (bias)
+                    std::copy_n(bias->as<float>(), out, Y + t * y.stride);
+                else if (in == 0)
+                    std::fill_n(Y + t * y.stride, out, 0.0f);
+            if (in > 0)
+                sgemmNT(n, out, in, x.as<float>(), x.stride, w.as<float>(), in, bias ? 1.0f : 0.0f, Y, y.stride);
             return {};
         }
         return withStorage(storage(), [&](auto s) {
@@ -229,9 +227,9 @@ protected:
                         if (bias)
                             v += S::get(bias->as<typename S::T>(), j0 + j);
                         if (y.dtype == DType::F32)
-                            y.as<float>()[t * out + j0 + j] = v;
+                            y.as<float>()[t * y.stride + j0 + j] = v;
                         else
-                            S::put(y.as<typename S::T>(), t * out + j0 + j, v);
+                            S::put(y.as<typename S::T>(), t * y.stride + j0 + j, v);
                     }
             }
         });
@@ -349,7 +347,7 @@ protected:
         const std::int64_t eb = y.elementBytes(), rowBytes = y.cols * eb;
         for (std::int64_t t = 0; t < y.rows; ++t) {
             const std::int64_t local = std::int64_t(ids.as<std::int32_t>()[t]) - first;
-            char* dst = y.as<char>() + t * rowBytes;
+            char* dst = y.as<char>() + t * y.stride * eb;
             if (local >= 0 && local < w.rows)
                 std::memcpy(dst, w.as<char>() + local * rowBytes, static_cast<std::size_t>(rowBytes));
             else

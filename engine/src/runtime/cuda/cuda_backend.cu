@@ -409,7 +409,7 @@ protected:
     {
         TP_RETURN_IF_ERROR(useDevice(m_device));
         const std::int64_t n = x.rows, in = x.cols, out = w.rows;
-        if (!fitsInt(n) || !fitsInt(in) || !fitsInt(out) || !fitsInt(x.stride))
+        if (!fitsInt(n) || !fitsInt(in) || !fitsInt(out) || !fitsInt(x.stride) || !fitsInt(y.stride))
             return invalidArgument(cat("gemm: [", n, ", ", in, "] · [", out, ", ", in, "]ᵀ exceeds cuBLAS's 32-bit sizes"));
         TP_RETURN_IF_ERROR(launchable("gemm", n, out));
         cudaStream_t st = m_compute.get();
@@ -418,24 +418,27 @@ protected:
                 using T = typename decltype(tag)::type;
                 const Launch l = rowLaunch(n, out);
                 if (y.dtype == DType::F32)
-                    broadcastRowKernel<T, float><<<l.grid, l.block, 0, st>>>(bias->as<T>(), y.as<float>(), n, out);
+                    broadcastRowKernel<T, float><<<l.grid, l.block, 0, st>>>(bias->as<T>(), y.as<float>(), n, out, y.stride);
                 else
-                    broadcastRowKernel<T, T><<<l.grid, l.block, 0, st>>>(bias->as<T>(), y.as<T>(), n, out);
+                    broadcastRowKernel<T, T><<<l.grid, l.block, 0, st>>>(bias->as<T>(), y.as<T>(), n, out, y.stride);
                 TP_CUDA_LAUNCHED();
                 return {};
             }));
         }
         if (in == 0) { // no input features: the bias, or zeros (all-zero bits in every dtype)
-            if (!bias)
-                TP_CUDA(cudaMemsetAsync(y.data, 0, static_cast<std::size_t>(y.bytes()), st));
+            if (!bias) {
+                const std::size_t eb = static_cast<std::size_t>(y.elementBytes());
+                TP_CUDA(cudaMemset2DAsync(y.data, static_cast<std::size_t>(y.stride) * eb, 0, static_cast<std::size_t>(out) * eb,
+                                          static_cast<std::size_t>(n), st));
+            }
             return {};
         }
-        // Row-major y[n, out] = x[n, in]·w[out, in]ᵀ is column-major yᵀ = w·xᵀ (x's rows ld stride apart).
+        // Row-major y[n, out] = x[n, in]·w[out, in]ᵀ is column-major yᵀ = w·xᵀ (x's and y's rows ld stride apart).
         const float one = 1.0f, beta = bias ? 1.0f : 0.0f;
         TP_CUBLAS(cublasGemmEx(m_blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(n),
                                static_cast<int>(in), &one, w.data, blasType(w.dtype), static_cast<int>(in), x.data,
                                blasType(x.dtype), static_cast<int>(x.stride), &beta, y.data, blasType(y.dtype),
-                               static_cast<int>(out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                               static_cast<int>(y.stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         return {};
     }
 
@@ -567,10 +570,10 @@ protected:
         cudaStream_t st = m_compute.get();
         if (y.elementBytes() == 4)
             embeddingKernel<std::uint32_t><<<l.grid, l.block, 0, st>>>(ids.as<std::int32_t>(), w.as<std::uint32_t>(), w.rows,
-                                                                       firstRow, y.as<std::uint32_t>(), y.rows, y.cols);
+                                                                       firstRow, y.as<std::uint32_t>(), y.rows, y.cols, y.stride);
         else
             embeddingKernel<std::uint16_t><<<l.grid, l.block, 0, st>>>(ids.as<std::int32_t>(), w.as<std::uint16_t>(), w.rows,
-                                                                       firstRow, y.as<std::uint16_t>(), y.rows, y.cols);
+                                                                       firstRow, y.as<std::uint16_t>(), y.rows, y.cols, y.stride);
         TP_CUDA_LAUNCHED();
         return {};
     }

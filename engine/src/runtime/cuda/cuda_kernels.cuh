@@ -80,15 +80,16 @@ __device__ __forceinline__ float activate(Activation a, float v)
 
 // --- gemm: the bias row broadcast into y before cuBLAS adds x·wᵀ to it (beta = 1) -----------------
 
+// y's rows are `ldy` elements apart (a column view of a gathered output).
 template<typename Tb, typename Ty>
-__global__ void broadcastRowKernel(const Tb* bias, Ty* y, std::int64_t rows, std::int64_t cols)
+__global__ void broadcastRowKernel(const Tb* bias, Ty* y, std::int64_t rows, std::int64_t cols, std::int64_t ldy)
 {
     const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
     if (c >= cols)
         return;
     const Ty v = store<Ty>(load(bias[c])); // exact: Ty is Tb or fp32
     for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y)
-        y[r * cols + c] = v;
+        y[r * ldy + c] = v;
 }
 
 // --- rms_norm -------------------------------------------------------------------------------------
@@ -230,14 +231,14 @@ __global__ void gatedActKernel(const T* gate, std::int64_t gateStride, const T* 
 // ids outside it.
 template<typename U>
 __global__ void embeddingKernel(const std::int32_t* ids, const U* w, std::int64_t wRows, std::int64_t firstRow, U* y,
-                                std::int64_t rows, std::int64_t cols)
+                                std::int64_t rows, std::int64_t cols, std::int64_t ldy)
 {
     const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
     if (c >= cols)
         return;
     for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
         const std::int64_t local = std::int64_t(ids[r]) - firstRow;
-        y[r * cols + c] = local >= 0 && local < wRows ? w[local * cols + c] : U(0);
+        y[r * ldy + c] = local >= 0 && local < wRows ? w[local * cols + c] : U(0);
     }
 }
 
