@@ -9,7 +9,7 @@ trap 'rm -f "$include"' EXIT
 {
   echo "[COMMANDS]"
   for verb in "inspect" "catalog" "plan show" "plan validate" "plan preview" "plan export" "run" "report" \
-              "bench load" "bench plan" "bench comm"; do
+              "devices" "bench load" "bench plan" "bench comm" "bench gemm"; do
     echo ".SS $verb"
     echo ".nf"
     # shellcheck disable=SC2086

@@ -4,7 +4,7 @@
 # The full suite under ASan: cmake --preset asan && cmake --build --preset asan && ctest --preset asan
 set -euo pipefail
 cd "$(dirname "$0")/.."
-suites="tst_status tst_config tst_safetensors tst_plan tst_shard tst_engine"
+suites="tst_status tst_config tst_safetensors tst_plan tst_shard tst_backend_ops tst_engine"
 cmake --preset asan > /dev/null
 cmake --build --preset asan --target $suites
 ctest --preset asan -R "^($(tr ' ' '|' <<< "$suites"))\$"

@@ -49,6 +49,9 @@ private slots:
         QTest::addRow("bench plan") << QStringList{"bench", "plan", "--help"};
         QTest::addRow("run") << QStringList{"run", "--help"};
         QTest::addRow("bench comm") << QStringList{"bench", "comm", "--help"};
+        QTest::addRow("bench gemm") << QStringList{"bench", "gemm", "--help"};
+        QTest::addRow("devices") << QStringList{"devices", "--help"};
+        QTest::addRow("report") << QStringList{"report", "--help"};
     }
     void help()
     {

@@ -1,5 +1,6 @@
-// run.cpp — `tpstudio-cli run`: execute a plan on the embedded engine for one or more tp sizes and
-// report per-layer compute/communication, speedup against T=1, and traces.
+// run.cpp — `tpstudio-cli run`: execute a plan on the embedded engine (CPU or CUDA backend, local
+// ranks, MPI processes or single-device emulation) for one or more tp sizes and report per-layer
+// compute/communication, memory, speedup against T=1, and traces.
 #include "commands.h"
 
 #include "tp/model/loader.h"
@@ -283,8 +284,9 @@ std::function<int()> addRun(CLI::App& app)
 {
     auto o = std::make_shared<RunOpts>();
     auto* run = app.add_subcommand(
-        "run", "Run a plan on the embedded engine (one thread per rank) for each tp size; print per-layer compute and "
-               "communication and the speedup against T=1; write a Chrome trace, JSON record or CSV");
+        "run", "Run a plan on the embedded engine for each tp size — one thread per rank on the CPU or one GPU per rank "
+               "(or every rank emulated on one device) — and print per-layer compute and communication, memory per rank "
+               "and the speedup against T=1; write a Chrome trace, JSON record or CSV");
     run->add_option("--model", o->model, "Model: folder with a checkpoint, config.json, HF cache id or catalog id")
         ->required();
     run->add_option("--plan", o->planFile, "Plan JSON (overrides of the default plan under G3); default: the model's plan");
