@@ -111,12 +111,15 @@ class Check:
         if missing:
             self.failed = True
 
+    def skips(self, check, p, why):
+        """Dry run: a GPU suite must exit 77 and say why (ctest reports it Skipped)."""
+        ok = p is not None and p.returncode == 77 and "SKIP" in p.stdout
+        self.row(f"{check} (no GPU)", (p.stdout.strip() if p else why)[:70], "exit 77, says why", ok)
+
     def ops(self):
         p, why = self.run("ops", ["tst_backend_ops", "cuda"], 180)
         if self.a.dry_run:
-            ok = p is not None and p.returncode == 77 and "SKIP" in p.stdout
-            self.row("tst_backend_ops cuda (no GPU)", (p.stdout.strip() if p else why)[:70], "exit 77, says why", ok)
-            return
+            return self.skips("tst_backend_ops cuda", p, why)
         if p is None:
             return self.row("op NMSE (tst_backend_ops cuda)", why, "every op within its threshold", False)
         worst = {}
@@ -134,9 +137,7 @@ class Check:
     def engine(self):
         p, why = self.run("engine", ["tst_gpu"], 240)
         if self.a.dry_run:
-            ok = p is not None and p.returncode == 77 and "SKIP" in p.stdout
-            self.row("tst_gpu (no GPU)", (p.stdout.strip() if p else why)[:70], "exit 77, says why", ok)
-            return
+            return self.skips("tst_gpu", p, why)
         if p is None:
             return self.row("tst_gpu", why, "0 failed", False)
         totals = re.search(r"Totals: (\d+) passed, (\d+) failed, (\d+) skipped", p.stdout)

@@ -44,6 +44,8 @@ std::uint16_t floatToHalf(float value)
 
 void toFloat(const void* src, DType from, float* dst, std::int64_t n)
 {
+    if (n <= 0) // empty tensors may have null buffers (memcpy must not see them)
+        return;
     switch (from) {
     case DType::F32: std::memcpy(dst, src, static_cast<std::size_t>(n) * 4); return;
     case DType::BF16:
@@ -60,6 +62,8 @@ void toFloat(const void* src, DType from, float* dst, std::int64_t n)
 
 void fromFloat(const float* src, DType to, void* dst, std::int64_t n)
 {
+    if (n <= 0)
+        return;
     switch (to) {
     case DType::F32: std::memcpy(dst, src, static_cast<std::size_t>(n) * 4); return;
     case DType::BF16:

@@ -176,7 +176,7 @@ public:
         if (storage() != DType::F32)
             floats += 2 * I * hidden + hidden * I; // one expert's weights widened
         const std::int64_t routed = tokens * s.topK;
-        return 4 * floats + alignUp(8 * (s.localExperts + 1) + 8 * s.experts + 12 * routed, 64);
+        return alignUp(4 * floats, 64) + alignUp(8 * (s.localExperts + 1) + 8 * s.experts + 12 * routed, 64); // tables 8-aligned
     }
 
 protected:
@@ -409,7 +409,8 @@ protected:
         float* acc = o + N * H;
         float* wgu = acc + N * H;
         float* wdn = wgu + (storage() == DType::F32 ? 0 : I2 * H);
-        char* tables = reinterpret_cast<char*>(wdn + (storage() == DType::F32 ? 0 : H * I));
+        const float* floatsEnd = wdn + (storage() == DType::F32 ? 0 : H * I);
+        char* tables = scratch.as<char>() + alignUp(reinterpret_cast<const char*>(floatsEnd) - scratch.as<char>(), 64);
         auto* counts = reinterpret_cast<std::int64_t*>(tables);          // [El + 1] → offsets
         auto* order = counts + (El + 1);                                   // [E] expert ids by score
         auto* tokenOf = order + E;                                         // [N·K]

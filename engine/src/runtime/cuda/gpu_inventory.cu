@@ -49,7 +49,9 @@ Result<int> deviceCount()
     int n = 0;
     if (const cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess) {
         cudaGetLastError(); // handled: not a later call's error
-        return failedPrecondition(cat("no CUDA device is visible: ", cudaGetErrorString(e), " (", cudaGetErrorName(e), ")"));
+        // Without any NVIDIA driver the runtime says "insufficient driver": say what that means here.
+        const char* hint = e == cudaErrorInsufficientDriver ? "no NVIDIA driver, or one older than this build's CUDA runtime: " : "";
+        return failedPrecondition(cat("no CUDA device is visible (", hint, cudaGetErrorString(e), ", ", cudaGetErrorName(e), ")"));
     }
     if (n == 0)
         return failedPrecondition("no CUDA device is visible (cudaGetDeviceCount found none)");
