@@ -6,6 +6,7 @@
 #include "tp/model/catalog.h"
 
 #include <QApplication>
+#include <QCheckBox>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
 #include <QIcon>
@@ -92,12 +93,14 @@ int main(int argc, char** argv)
                            QStringLiteral("SIZES"));
     QCommandLineOption hardware(QStringLiteral("hardware"), QStringLiteral("Hardware profile of the previews."),
                                 QStringLiteral("ID"));
+    QCommandLineOption emulate(QStringLiteral("emulate"),
+                               QStringLiteral("With --run: emulate every rank on one device, communication modelled with --hardware."));
     QCommandLineOption chart(QStringLiteral("chart"),
                              QStringLiteral("Results chart after --run: layers, speedup, timeline, compare, collectives."),
                              QStringLiteral("CHART"));
     QCommandLineOption bench(QStringLiteral("benchmark-refresh"),
                              QStringLiteral("Print the GUI-thread time of refreshing every view on tp-size changes, then quit."));
-    for (const auto& o : {screenshot, filter, tab, tp, select, run, chart, hardware, bench})
+    for (const auto& o : {screenshot, filter, tab, tp, select, run, chart, hardware, emulate, bench})
         parser.addOption(o);
     parser.process(app);
 
@@ -128,6 +131,7 @@ int main(int argc, char** argv)
             return benchmarkRefresh(window);
         if (parser.isSet(run)) {
             window.runPage()->tpSizes()->setText(parser.value(run));
+            window.runPage()->emulateBox()->setChecked(parser.isSet(emulate));
             window.runPage()->start();
             return;
         }
