@@ -37,13 +37,22 @@ private slots:
         QTest::addRow("not json") << "{" << "not valid JSON";
         QTest::addRow("schema") << R"({"id": "x"})" << "key 'schema'";
         QTest::addRow("schema not a string (fuzz crash)") << R"({"schema": 3})" << "key 'schema'";
-        QTest::addRow("fractional devices")
+        QTest::addRow("absurd devices")
             << R"({"schema": "tpstudio.hardware/1", "id": "x", "name": "x", "devices": 1e300, "memory_gib": 80,
+                   "memory_bandwidth_gbps": 1, "peak_tflops": {"bf16": 1}, "collectives": {}})" << "key 'devices' must be a number from 0 and at most 65536";
+        QTest::addRow("fractional devices")
+            << R"({"schema": "tpstudio.hardware/1", "id": "x", "name": "x", "devices": 2.5, "memory_gib": 80,
                    "memory_bandwidth_gbps": 1, "peak_tflops": {"bf16": 1}, "collectives": {}})" << "key 'devices' must be a whole number";
         QTest::addRow("no collectives") << "{" + ok + "}" << "key 'collectives'";
         QTest::addRow("negative bandwidth")
             << "{" + ok + R"(, "collectives": {"all_reduce": {"base_latency_us": 1, "hop_latency_us": 1, "bus_bandwidth_gbps": -3}}})"
-            << "collectives.all_reduce: key 'bus_bandwidth_gbps' must be a non-negative number";
+            << "collectives.all_reduce: key 'bus_bandwidth_gbps' must be a number from 0.001 and at most 1e+06, found -3";
+        QTest::addRow("zero bandwidth (infinitely fast)")
+            << "{" + ok + R"(, "collectives": {"all_reduce": {"base_latency_us": 1, "hop_latency_us": 1, "bus_bandwidth_gbps": 0}}})"
+            << "key 'bus_bandwidth_gbps' must be a number from 0.001 and at most 1e+06, found 0";
+        QTest::addRow("absurd latency")
+            << "{" + ok + R"(, "collectives": {"all_reduce": {"base_latency_us": 1e308, "hop_latency_us": 1, "bus_bandwidth_gbps": 3}}})"
+            << "key 'base_latency_us' must be a number from 0 and at most 1e+06, found 1e+308";
         QTest::addRow("unknown collective")
             << "{" + ok + R"(, "collectives": {"broadcast_all": {}}})" << "collectives.broadcast_all: unknown collective";
         QTest::addRow("unknown dtype")

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <fstream>
 #include <random>
 #include <set>
@@ -437,6 +438,28 @@ private slots:
         QVERIFY2(r.status().message().find("nothing was allocated") != std::string::npos, r.status().message().c_str());
         QVERIFY2(r.status().message().find("TiB weights") != std::string::npos, r.status().message().c_str());
         QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+    }
+
+    void valueChecksBeforeStorageAndAfterARun()
+    {
+        // What the engine refuses to store (f16 holds at most 65504; 65520 rounds to infinity) and
+        // what it refuses to report (NaN, infinities).
+        const std::vector<float> v{1.0f, 65504.0f, 65519.0f, 65520.0f, -1e6f, std::nanf(""), INFINITY};
+        const ValueCheck f16 = checkValues(v.data(), std::int64_t(v.size()), DType::F16);
+        QCOMPARE(f16.nonFinite, std::int64_t(2));
+        QCOMPARE(f16.outOfRange, std::int64_t(2));
+        QCOMPARE(f16.first, 65520.0f);
+        const ValueCheck bf16 = checkValues(v.data(), std::int64_t(v.size()), DType::BF16);
+        QCOMPARE(bf16.outOfRange, std::int64_t(0));
+        QCOMPARE(bf16.nonFinite, std::int64_t(2));
+        std::uint16_t h = 0;
+        float back = 0;
+        fromFloat(&v[2], DType::F16, &h, 1);
+        toFloat(&h, DType::F16, &back, 1);
+        QCOMPARE(back, 65504.0f); // below the limit: rounds to the largest f16
+        fromFloat(&v[3], DType::F16, &h, 1);
+        toFloat(&h, DType::F16, &back, 1);
+        QVERIFY(std::isinf(back)); // at the limit: infinity, which checkValues reported
     }
 
     void cancellation()

@@ -9,6 +9,7 @@
 // has both forms.
 #include "commands.h"
 
+#include "tp/core/units.h"
 #include "tp/cost/hardware.h"
 #include "tp/runtime/backend.h"
 #include "tp/runtime/communicator.h"
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <iostream>
 #include <thread>
@@ -83,6 +85,8 @@ public:
             // The full buffer holds a whole number of elements per rank.
             const std::int64_t per = std::max<std::int64_t>(1, bytes / eb / m_n);
             const std::int64_t count = per * m_n;
+            if (!rows.empty() && rows.back().op == op && rows.back().count == count)
+                continue; // many ranks, small sizes: the same buffer as the row before
             Row row{op, count * eb, count, {}, {}};
             const std::vector<std::int64_t> counts(static_cast<std::size_t>(m_n), per);
             const tp::Tensor send = view(m_send, count), recv = view(m_recv, count);
@@ -330,6 +334,16 @@ int benchComm(const CommOpts& o)
         tp::mpiFinalize();
         return kOk;
     }
+    if (o.minBytes > o.maxBytes)
+        return fail(fmt::format("--minbytes {} is larger than --maxbytes {}", o.minBytes, o.maxBytes));
+    // Per rank: a send and a receive buffer of the largest size on the device, and its values on the
+    // host (fp32, and in the element type) while they are written or checked.
+    const std::int64_t eb = tp::dtypeBytes(dt, 1), elements = o.maxBytes / eb + o.ranks;
+    const std::int64_t hostPerRank = elements * (4 + eb) + (o.comm == "nccl" ? 0 : 2 * elements * eb);
+    if (const std::int64_t have = tp::makeCpuBackend(dt).value()->availableBytes(); hostPerRank * o.ranks > have)
+        return fail(fmt::format("{} ranks with buffers of {} need {} of host memory, {} is available; nothing was allocated",
+                                o.ranks, tp::humanBytes(static_cast<double>(o.maxBytes)),
+                                tp::humanBytes(static_cast<double>(hostPerRank * o.ranks)), tp::humanBytes(static_cast<double>(have))));
     // Threads in this process, each with its backend: the local communicator on host memory, or
     // NCCL on device buffers with one GPU per rank.
     std::vector<std::unique_ptr<tp::Backend>> backends;
@@ -357,7 +371,12 @@ int benchComm(const CommOpts& o)
             std::vector<Row> mine;
             Bench b(group->rank(r), *raw[static_cast<std::size_t>(r)], o);
             for (const auto& op : ops) {
-                tp::Status st = b.run(op, mine);
+                tp::Status st;
+                try {
+                    st = b.run(op, mine);
+                } catch (const std::bad_alloc&) {
+                    st = tp::Status(tp::StatusCode::ResourceExhausted, fmt::format("rank {}: out of host memory", r));
+                }
                 if (!st.ok()) {
                     group->rank(r).abort(st.message());
                     status[static_cast<std::size_t>(r)] = st;
@@ -392,13 +411,21 @@ std::function<int()> addBenchComm(CLI::App* bench)
     auto sizeOption = [&](const char* flags, std::int64_t& target, const char* help) {
         cmd->add_option_function<std::string>(
                flags,
-               [&target](const std::string& v) {
+               [&target, flags](const std::string& v) {
+                   const std::string what = std::string(flags) + " " + v;
                    std::size_t pos = 0;
-                   double x = std::stod(v, &pos);
+                   double x = 0;
+                   try {
+                       x = std::stod(v, &pos);
+                   } catch (const std::exception&) {
+                       throw CLI::ValidationError(what, "a size is a number with an optional K, M or G suffix");
+                   }
                    const std::string unit = v.substr(pos);
                    const double mult = unit.empty() ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0 : unit == "G" ? 1073741824.0 : -1;
-                   if (mult < 0 || x <= 0)
-                       throw CLI::ValidationError(v, "a size is a number with an optional K, M or G suffix");
+                   if (mult < 0 || !std::isfinite(x))
+                       throw CLI::ValidationError(what, "a size is a number with an optional K, M or G suffix");
+                   if (x * mult < 1 || x * mult > 1099511627776.0)
+                       throw CLI::ValidationError(what, "a size must be from 1 byte to 1T");
                    target = static_cast<std::int64_t>(x * mult);
                },
                help)

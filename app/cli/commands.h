@@ -5,6 +5,9 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace tpcli {
 
@@ -18,6 +21,12 @@ std::function<int()> addPlan(CLI::App& app);
 std::function<int()> addRun(CLI::App& app);
 std::function<int()> addReport(CLI::App& app);
 std::function<int()> addDevices(CLI::App& app);
+// Why the (option, path) outputs cannot be written, checked before the verb works: a path that is
+// one of the inputs (a file, or a file in an input folder) or another output, a directory, a
+// missing or unwritable folder. Empty when they are fine; empty paths are skipped.
+std::string checkOutputPaths(const std::vector<std::pair<std::string, std::string>>& outputs,
+                             const std::vector<std::string>& inputs);
+
 // `bench comm`, registered under `bench`; returns -1 when another bench verb was chosen.
 std::function<int()> addBenchComm(CLI::App* bench);
 

@@ -2,6 +2,8 @@
 // trace, CSV) without running anything.
 #include "commands.h"
 
+#include "tp/core/file.h"
+
 #include "tp/profile/run_record.h"
 
 #include <fmt/format.h>
@@ -25,14 +27,16 @@ std::function<int()> addReport(CLI::App& app)
     cmd->add_option("--trace", o->trace, "Write Chrome trace-event JSON");
     cmd->add_option("--csv", o->csv, "Write the spans as CSV");
     return [o] {
-        std::ifstream in(o->record, std::ios::binary);
-        if (!in) {
-            fmt::print(stderr, "tpstudio-cli report: {}: cannot open\n", o->record);
+        if (const std::string bad = checkOutputPaths({{"--trace", o->trace}, {"--csv", o->csv}}, {o->record}); !bad.empty()) {
+            fmt::print(stderr, "tpstudio-cli report: {}\n", bad);
             return int(kBadInput);
         }
-        std::ostringstream ss;
-        ss << in.rdbuf();
-        auto rec = tp::parseRunRecord(ss.str(), o->record);
+        const auto text = tp::readInputFile(o->record, std::int64_t(1) << 30, "a run record");
+        if (!text) {
+            fmt::print(stderr, "tpstudio-cli report: {}\n", text.status().message());
+            return int(kBadInput);
+        }
+        auto rec = tp::parseRunRecord(*text, o->record);
         if (!rec) {
             fmt::print(stderr, "tpstudio-cli report: {}\n", rec.status().message());
             return int(kBadInput);

@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <cstring>
 #include <optional>
 #include <fstream>
@@ -82,6 +83,11 @@ struct MpiSession
 
 int runVerb(RunOpts o)
 {
+    if (!o.emulate.empty() && o.comm == "mpi") {
+        fmt::print(stderr, "tpstudio-cli run: --emulate-tp runs every rank in this process; it does not combine with "
+                           "--comm mpi\n");
+        return kUsage;
+    }
     MpiSession mpi;
     if (o.comm == "mpi") {
         if (!tp::haveMpi())
@@ -104,8 +110,6 @@ int runVerb(RunOpts o)
         : cuda                                ? tp::DType::BF16
                                               : tp::DType::F32;
     const bool emulate = !o.emulate.empty();
-    if (emulate && o.comm == "mpi")
-        return failWith(o, "--emulate-tp runs every rank in this process; it does not combine with --comm mpi");
     if (emulate)
         o.tp = o.emulate;
     std::string devices = "cpu";
@@ -144,6 +148,8 @@ int runVerb(RunOpts o)
         if (!hw)
             return failWith(o, hw.status().message());
         commModel = *hw;
+        if (hw->source != fmt::format("plans/hardware/{}.json", id)) // a file: the record names the file
+            commModel->id = fmt::format("{} ({})", hw->id, id);
     }
     auto om = tp::openModel(o.model);
     if (!om)
@@ -156,6 +162,13 @@ int runVerb(RunOpts o)
             return failWith(o, p.status().message());
         base = tp::resolveOverrides(om->spec, *p);
     }
+    // Outputs are checked before anything runs: an input or another output is never overwritten.
+    if (reporter)
+        if (const std::string bad = checkOutputPaths({{"--trace", o.trace}, {"--json", o.json}, {"--csv", o.csv},
+                                                      {"--dump-logits", o.logitsFile}},
+                                                     {o.model, o.planFile, o.hardware});
+            !bad.empty())
+            return failWith(o, bad);
     // T=1 first, so that every other size has its speedup.
     std::vector<int> sizes = o.tp;
     std::sort(sizes.begin(), sizes.end());
@@ -175,6 +188,29 @@ int runVerb(RunOpts o)
             return failWith(o, fmt::format("the plan has errors at tp_size {}; nothing ran:{}", t, errors));
         if (auto why = tp::engineExecutableProblem(om->spec, graphs.back()); !why.empty())
             return failWith(o, why);
+    }
+    // RANK:NODE[:KIND], KIND = error | oom | exception | hang: a rank the largest size has, a node of the graph.
+    int failRank = -1;
+    std::string failNode, failKind = "error";
+    if (!o.injectFailure.empty()) {
+        const auto colon = o.injectFailure.find(':');
+        const std::string rank = o.injectFailure.substr(0, colon);
+        failNode = colon == std::string::npos ? "" : o.injectFailure.substr(colon + 1);
+        for (const char* kind : {"oom", "exception", "hang", "error"})
+            if (failNode.ends_with(std::string(":") + kind)) {
+                failKind = kind;
+                failNode.resize(failNode.size() - std::strlen(kind) - 1);
+            }
+        const bool number = !rank.empty() && rank.size() < 6 && std::all_of(rank.begin(), rank.end(), ::isdigit);
+        if (number)
+            failRank = std::atoi(rank.c_str());
+        const auto& nodes = graphs.back().graph.nodes;
+        if (!number || failRank >= sizes.back())
+            return failWith(o, fmt::format("--inject-failure {}: the rank must be 0..{}", o.injectFailure, sizes.back() - 1));
+        if (std::none_of(nodes.begin(), nodes.end(), [&](const tp::GraphNode& n) { return n.name == failNode; }))
+            return failWith(o, fmt::format("--inject-failure {}: '{}' is not a node of {}'s graph (e.g. {}); kinds: "
+                                           "error, oom, exception, hang",
+                                           o.injectFailure, failNode, om->spec.className, nodes.back().name));
     }
     const bool useCheckpoint = om->checkpoint && !o.randomWeights;
     tp::WeightSource weights{useCheckpoint ? &*om->checkpoint : nullptr, o.seed};
@@ -220,19 +256,14 @@ int runVerb(RunOpts o)
         ro.emulate = emulate;
         ro.commModel = commModel ? &*commModel : nullptr;
         ro.collectiveTimeout = std::chrono::seconds(o.timeoutS);
-        if (!o.injectFailure.empty()) {
-            // RANK:NODE[:KIND], KIND = error | oom | exception | hang
-            const auto colon = o.injectFailure.find(':');
-            ro.failRank = std::atoi(o.injectFailure.substr(0, colon).c_str());
-            std::string rest = colon == std::string::npos ? "" : o.injectFailure.substr(colon + 1);
-            for (const char* kind : {":oom", ":exception", ":hang", ":error"})
-                if (rest.ends_with(kind)) {
-                    ro.failKind = std::string(kind + 1);
-                    rest.resize(rest.size() - std::strlen(kind));
-                }
-            ro.failNode = rest;
-        }
+        ro.failRank = failRank;
+        ro.failNode = failNode;
+        ro.failKind = failKind;
+        ro.keepLogits = !o.logitsFile.empty() && i + 1 == sizes.size();
         const int t = sizes[i];
+        if (emulate && reporter && commModel->devices > 0 && t > commModel->devices)
+            fmt::print(stderr, "note: T={} emulated with the collective figures of {}, a machine of {} devices\n", t,
+                       commModel->id, commModel->devices);
         ro.progress = [&](int it, bool warm, double secs) {
             if (o.jsonStream)
                 emit({{"event", "progress"}, {"tp", t}, {"iteration", it}, {"warmup", warm}, {"seconds", secs}});
@@ -313,7 +344,7 @@ std::function<int()> addRun(CLI::App& app)
                                        "hardware profile's model; the record says 'emulated'")
                            ->delimiter(',')
                            ->check(CLI::Range(1, 256));
-    run->add_option("--hardware", o->hardware,
+    auto* hardwareOpt = run->add_option("--hardware", o->hardware,
                     "Hardware profile (built-in id or file) that models emulated collectives; default: the profile "
                     "of the device at hand (local-cpu; h200-sxm-8, h100-sxm-8, a100-sxm-8 by the GPU's name)");
     run->add_option("--comm", o->comm,
@@ -337,6 +368,7 @@ std::function<int()> addRun(CLI::App& app)
     run->add_option("--inject-failure", o->injectFailure,
                     "Testing: make RANK fail at graph node NODE: RANK:NODE[:error|oom|exception|hang]");
     emulateOpt->excludes(tpOpt);
+    hardwareOpt->needs(emulateOpt);
     return [o] { return runVerb(*o); };
 }
 

@@ -1,11 +1,14 @@
 // hardware.cpp — hardware profiles (schema tpstudio.hardware/1) and the alpha-beta collective time.
 #include "tp/cost/hardware.h"
 
+#include "tp/core/file.h"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -63,22 +66,37 @@ double HardwareProfile::collectiveSeconds(CollectiveKind kind, std::int64_t byte
     const CollectiveFigures& f = it->second;
     const int steps = kind == CollectiveKind::AllReduce ? 2 * (ranks - 1) : ranks - 1;
     const double alpha = (f.baseLatencyUs + steps * f.hopLatencyUs) * 1e-6;
-    const double beta = f.busBandwidthGBps > 0 ? busBandwidthFactor(kind, ranks) * static_cast<double>(bytes)
-            / (f.busBandwidthGBps * 1e9)
-                                               : 0.0;
+    const double beta = busBandwidthFactor(kind, ranks) * static_cast<double>(bytes) / (f.busBandwidthGBps * 1e9);
     return alpha + beta;
 }
 
 namespace {
 
-Result<double> positive(const nlohmann::json& j, const char* key, const std::string& where)
+// A number in [lo, hi] (`lo` excluded when `open`): figures a machine can have, so that no
+// prediction built from them is zero, infinite or absurd.
+Result<double> figure(const nlohmann::json& j, const char* key, const std::string& where, double lo, double hi, bool open)
 {
     if (!j.contains(key))
         return invalidArgument(fmt::format("{}: missing key '{}'", where, key));
     const auto& v = j.at(key);
-    if (!v.is_number() || !(v.get<double>() >= 0) || !std::isfinite(v.get<double>()))
-        return invalidArgument(fmt::format("{}: key '{}' must be a non-negative number, found {}", where, key, v.dump()));
-    return v.get<double>();
+    const double d = v.is_number() ? v.get<double>() : std::nan("");
+    if (!std::isfinite(d) || d < lo || (open && d == lo) || d > hi)
+        return invalidArgument(fmt::format("{}: key '{}' must be a number {} {:g} and at most {:g}, found {}", where, key,
+                                           open ? "above" : "from", lo, hi, v.dump()));
+    return d;
+}
+Result<double> positive(const nlohmann::json& j, const char* key, const std::string& where, double hi = 1e6)
+{
+    return figure(j, key, where, 0, hi, true);
+}
+// A rate: at least `lo` (1 MB/s, a GFLOP/s), so that no modelled time is astronomically long.
+Result<double> rate(const nlohmann::json& j, const char* key, const std::string& where, double lo)
+{
+    return figure(j, key, where, lo, 1e6, false);
+}
+Result<double> nonNegative(const nlohmann::json& j, const char* key, const std::string& where, double hi = 1e6)
+{
+    return figure(j, key, where, 0, hi, false);
 }
 
 std::optional<CollectiveKind> collectiveFromName(std::string_view n)
@@ -114,16 +132,16 @@ Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::stri
     hw.name = j["name"].get<std::string>();
     if (j.contains("interconnect") && j["interconnect"].is_string())
         hw.interconnect = j["interconnect"].get<std::string>();
-    TP_ASSIGN_OR_RETURN(double devices, positive(j, "devices", source));
+    TP_ASSIGN_OR_RETURN(double devices, nonNegative(j, "devices", source, 65536));
     if (devices > 65536 || devices != std::floor(devices))
         return invalidArgument(fmt::format("{}: key 'devices' must be a whole number up to 65536", source));
     hw.devices = static_cast<int>(devices);
     if (hw.devices == 0) // the local machine: one device per logical core
         hw.devices = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     TP_ASSIGN_OR_RETURN(hw.memoryGiB, positive(j, "memory_gib", source));
-    TP_ASSIGN_OR_RETURN(hw.memoryBandwidthGBps, positive(j, "memory_bandwidth_gbps", source));
+    TP_ASSIGN_OR_RETURN(hw.memoryBandwidthGBps, rate(j, "memory_bandwidth_gbps", source, 1e-3));
     if (j.contains("memory_efficiency")) {
-        TP_ASSIGN_OR_RETURN(hw.memoryEfficiency, positive(j, "memory_efficiency", source));
+        TP_ASSIGN_OR_RETURN(hw.memoryEfficiency, positive(j, "memory_efficiency", source, 1.0));
     }
     if (!j.contains("peak_tflops") || !j["peak_tflops"].is_object() || j["peak_tflops"].empty())
         return invalidArgument(fmt::format("{}: key 'peak_tflops' must be an object such as {{\"bf16\": 989.5}}", source));
@@ -135,7 +153,7 @@ Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::stri
                                                    : std::nullopt;
         if (!t)
             return invalidArgument(fmt::format("{}: key 'peak_tflops.{}': dtypes are bf16, f16, f32", source, k));
-        TP_ASSIGN_OR_RETURN(hw.peakTflops[*t], positive(j["peak_tflops"], k.c_str(), source + ": peak_tflops"));
+        TP_ASSIGN_OR_RETURN(hw.peakTflops[*t], rate(j["peak_tflops"], k.c_str(), source + ": peak_tflops", 1e-3));
     }
     if (j.contains("gemm_efficiency")) {
         const auto& c = j["gemm_efficiency"];
@@ -164,9 +182,9 @@ Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::stri
         if (!it.value().is_object())
             return invalidArgument(fmt::format("{}: must be an object", where));
         CollectiveFigures f;
-        TP_ASSIGN_OR_RETURN(f.baseLatencyUs, positive(it.value(), "base_latency_us", where));
-        TP_ASSIGN_OR_RETURN(f.hopLatencyUs, positive(it.value(), "hop_latency_us", where));
-        TP_ASSIGN_OR_RETURN(f.busBandwidthGBps, positive(it.value(), "bus_bandwidth_gbps", where));
+        TP_ASSIGN_OR_RETURN(f.baseLatencyUs, nonNegative(it.value(), "base_latency_us", where));
+        TP_ASSIGN_OR_RETURN(f.hopLatencyUs, nonNegative(it.value(), "hop_latency_us", where));
+        TP_ASSIGN_OR_RETURN(f.busBandwidthGBps, rate(it.value(), "bus_bandwidth_gbps", where, 1e-3));
         hw.collectives[*kind] = f;
     }
     if (!hw.collectives.contains(CollectiveKind::AllReduce))
@@ -191,16 +209,16 @@ Result<HardwareProfile> findHardware(const std::string& idOrPath)
     for (const auto& [file, text] : hardwareFiles())
         if (file.substr(0, file.size() - 5) == idOrPath)
             return parseHardwareJson(text, fmt::format("plans/hardware/{}", file));
-    std::ifstream in(idOrPath, std::ios::binary);
-    if (!in) {
+    auto text = readInputFile(idOrPath, std::int64_t(1) << 20, "a hardware profile");
+    if (!text && text.status().code() == StatusCode::NotFound) {
         std::string ids;
         for (const auto& id : builtinHardwareIds())
             ids += (ids.empty() ? "" : ", ") + id;
         return notFound(fmt::format("hardware '{}': not a built-in profile ({}) nor a readable file", idOrPath, ids));
     }
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return parseHardwareJson(ss.str(), idOrPath);
+    if (!text)
+        return text.status();
+    return parseHardwareJson(*text, idOrPath);
 }
 
 } // namespace tp

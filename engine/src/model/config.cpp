@@ -4,6 +4,7 @@
 // field means what it means to Transformers.
 #include "tp/model/config.h"
 
+#include "tp/core/file.h"
 #include "tp/core/json.h"
 
 #include <fmt/format.h>
@@ -536,14 +537,7 @@ Result<ModelConfig> parseConfig(std::string_view text, const std::string& source
 
 Result<ModelConfig> loadConfigFile(const std::string& path, std::vector<Diagnostic>* diags)
 {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        return notFound(fmt::format("{}: cannot open", path));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    std::string text = ss.str();
-    if (text.size() > 64u * 1024 * 1024)
-        return invalidArgument(fmt::format("{}: larger than 64 MiB, not a config.json", path));
+    TP_ASSIGN_OR_RETURN(const std::string text, readInputFile(path, std::int64_t(64) << 20, "a config.json"));
     return parseConfig(text, path, diags);
 }
 

@@ -1,5 +1,7 @@
 #include "tp/plan/plan_io.h"
 
+#include "tp/core/file.h"
+
 #include "tp/model/catalog.h"
 
 #include <fmt/format.h>
@@ -88,14 +90,8 @@ Result<Plan> parsePlanJson(std::string_view text, const std::string& source, Ver
 
 Result<Plan> loadPlanFile(const std::string& path, VersionProfile profile)
 {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        return notFound(fmt::format("{}: cannot open", path));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (ss.str().size() > 16u * 1024 * 1024)
-        return invalidArgument(fmt::format("{}: larger than 16 MiB, not a plan", path));
-    return parsePlanJson(ss.str(), path, profile);
+    TP_ASSIGN_OR_RETURN(const std::string text, readInputFile(path, std::int64_t(16) << 20, "a plan"));
+    return parsePlanJson(text, path, profile);
 }
 
 Plan resolveOverrides(const ModelSpec& spec, const Plan& overrides)

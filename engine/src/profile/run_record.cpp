@@ -247,6 +247,8 @@ Result<RunRecord> parseRunRecord(std::string_view text, const std::string& sourc
     // Added after the first records: absent means an fp32 run measured on real ranks.
     if (s.j.contains("storage_dtype")) {
         TP_ASSIGN_OR_RETURN(rec.settings.dtype, s.str("storage_dtype"));
+        if (rec.settings.dtype != "f32" && rec.settings.dtype != "bf16" && rec.settings.dtype != "f16")
+            return invalidArgument(fmt::format("{}: settings: key 'storage_dtype' must be f32, bf16 or f16", source));
     }
     if (s.j.contains("emulated")) {
         TP_RETURN_IF_ERROR(s.need("emulated", &nlohmann::json::is_boolean, "true or false"));
@@ -287,8 +289,13 @@ Result<RunRecord> parseRunRecord(std::string_view text, const std::string& sourc
         }
         if (r.j.contains("memory")) { // records since the device-resident engine
             TP_RETURN_IF_ERROR(r.need("memory", &nlohmann::json::is_array, "an array"));
+            if (!r.j["memory"].empty() && r.j["memory"].size() != static_cast<std::size_t>(run.tp))
+                return invalidArgument(fmt::format("{}: key 'memory' has {} entries for tp {}", r.where, r.j["memory"].size(), run.tp));
             for (const auto& m : r.j["memory"]) {
                 const Reader mr{m, r.where + ": memory"};
+                TP_ASSIGN_OR_RETURN(const std::int64_t rank, mr.integer("rank", 0, run.tp - 1));
+                if (rank != static_cast<std::int64_t>(run.memory.size()))
+                    return invalidArgument(fmt::format("{}: memory: rank {} out of order", r.where, rank));
                 RankFootprint f;
                 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
                 TP_ASSIGN_OR_RETURN(f.weightBytes, mr.integer("weight_bytes", 0, kMax));
@@ -401,8 +408,9 @@ void writeConsole(const RunRecord& rec, std::ostream& out)
     out << fmt::format("\n  {:>3} {:>12} {:>12} {:>9} {:>7} {:>9}\n", "T", "median", "tokens/s", "speedup", "comm %",
                        "load");
     for (const auto& r : rec.runs)
-        out << fmt::format("  {:>3} {:>10.2f}ms {:>12.1f} {:>8.2f}× {:>6.1f}% {:>8.2f}s\n", r.tp, r.medianSeconds * 1e3,
-                           r.tokensPerSecond, r.speedup, 100 * r.commShare, r.loadSeconds);
+        out << fmt::format("  {:>3} {:>10.2f}ms {:>12.1f} {:>9} {:>6.1f}% {:>8.2f}s\n", r.tp, r.medianSeconds * 1e3,
+                           r.tokensPerSecond, r.speedup > 0 ? fmt::format("{:.2f}×", r.speedup) : std::string("— (no T=1)"),
+                           100 * r.commShare, r.loadSeconds);
     for (const auto& r : rec.runs)
         if (!r.memory.empty()) {
             std::int64_t w = 0, a = 0;

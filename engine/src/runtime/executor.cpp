@@ -258,23 +258,32 @@ private:
         return b;
     }
 
-    // Refuses before allocating what does not fit: per device, or summed when ranks share one.
+    // Refuses before allocating what does not fit: per device, or summed when ranks share one (the
+    // host's memory also holds rank 0's logits when they come back whole).
     Status checkMemory(const std::vector<Backend*>& backends, bool shared, int firstRank = 0) const
     {
+        auto need = [&](std::size_t i) {
+            const RankProgram& p = m_programs[static_cast<std::size_t>(firstRank) + i];
+            return p.weightBytes + p.arenaBytes + inputBytes();
+        };
         std::int64_t total = 0;
+        for (std::size_t i = 0; i < backends.size(); ++i)
+            total += need(i);
+        const std::int64_t logits = m_o.keepLogits && firstRank == 0 ? 2 * m_N * m_spec.config.vocabSize * 4 : 0;
         for (std::size_t i = 0; i < backends.size(); ++i) {
             const int r = firstRank + static_cast<int>(i);
             const RankProgram& p = m_programs[static_cast<std::size_t>(r)];
-            const std::int64_t need = p.weightBytes + p.arenaBytes + inputBytes();
-            total += need;
+            const bool host = backends[i]->device() == DeviceKind::Cpu;
+            const std::int64_t want = (shared ? total : need(i)) + (host ? logits : 0);
             const std::int64_t have = backends[i]->availableBytes();
-            if ((shared ? total : need) > have)
+            if (want > have)
                 return Status(StatusCode::ResourceExhausted,
-                              fmt::format("rank {} needs {} ({} weights, {} activations and scratch){} but {} has {} "
+                              fmt::format("rank {} needs {} ({} weights, {} activations and scratch){}{} but {} has {} "
                                           "available; nothing was allocated",
-                                          r, humanBytes(static_cast<double>(need)), humanBytes(static_cast<double>(p.weightBytes)),
+                                          r, humanBytes(static_cast<double>(need(i))), humanBytes(static_cast<double>(p.weightBytes)),
                                           humanBytes(static_cast<double>(p.arenaBytes)),
-                                          shared && backends.size() > 1 ? fmt::format(", {} for all ranks together", humanBytes(static_cast<double>(total))) : "",
+                                          shared && backends.size() > 1 ? fmt::format(", {} for all {} ranks together", humanBytes(static_cast<double>(total)), backends.size()) : "",
+                                          host && logits > 0 ? fmt::format(", and {} for the logits", humanBytes(static_cast<double>(logits))) : "",
                                           backends[i]->name(), humanBytes(static_cast<double>(have))));
         }
         return {};
@@ -388,6 +397,13 @@ private:
             }
             wide.resize(static_cast<std::size_t>(w.numel()));
             TP_RETURN_IF_ERROR(readParamShard(m_spec, m_g, i, k.r, *m_weights.checkpoint, wide.data()));
+            if (const ValueCheck c = checkValues(wide.data(), w.numel(), w.dtype); c.nonFinite + c.outOfRange > 0)
+                return invalidArgument(
+                    c.nonFinite > 0
+                        ? fmt::format("parameter '{}' holds {} NaN or infinite values in the checkpoint", s.path, c.nonFinite)
+                        : fmt::format("parameter '{}' holds {} values beyond what {} storage can hold (e.g. {}); run it "
+                                      "with --dtype bf16 or f32",
+                                      s.path, c.outOfRange, dtypeName(w.dtype), c.first));
             stored.resize(static_cast<std::size_t>(w.bytes()));
             fromFloat(wide.data(), w.dtype, stored.data(), w.numel());
             TP_RETURN_IF_ERROR(k.be->upload(stored.data(), w));
@@ -432,16 +448,43 @@ private:
         return {};
     }
 
+    // Rank 0's logits: all of them (keepLogits), else each sequence's last position; either way
+    // they must be finite numbers.
     Status downloadLogits(Rank& k)
     {
-        for (const GraphNode& n : m_g.graph.nodes)
-            if (n.kind == OpKind::Logits) {
-                const Tensor& t = k.t[static_cast<std::size_t>(n.inputs[0])];
-                std::vector<unsigned char> raw(static_cast<std::size_t>(t.bytes()));
-                TP_RETURN_IF_ERROR(k.be->download(t, raw.data()));
-                m_logits.resize(static_cast<std::size_t>(t.numel()));
-                toFloat(raw.data(), t.dtype, m_logits.data(), t.numel());
+        const auto logits = std::find_if(m_g.graph.nodes.begin(), m_g.graph.nodes.end(),
+                                         [](const GraphNode& n) { return n.kind == OpKind::Logits; });
+        if (logits == m_g.graph.nodes.end())
+            return {};
+        const Tensor& t = k.t[static_cast<std::size_t>(logits->inputs[0])];
+        std::vector<unsigned char> raw;
+        auto read = [&](const Tensor& part, float* into) -> Status {
+            if (part.dtype == DType::F32)
+                return k.be->download(part, into);
+            raw.resize(static_cast<std::size_t>(part.bytes()));
+            TP_RETURN_IF_ERROR(k.be->download(part, raw.data()));
+            toFloat(raw.data(), part.dtype, into, part.numel());
+            return {};
+        };
+        std::int64_t bad = 0, seen = 0;
+        if (m_o.keepLogits) {
+            m_logits.resize(static_cast<std::size_t>(t.numel()));
+            TP_RETURN_IF_ERROR(read(t, m_logits.data()));
+            bad = checkValues(m_logits.data(), t.numel(), DType::F32).nonFinite;
+            seen = t.numel();
+        } else { // one row at a time, through one row's buffer
+            std::vector<float> row(static_cast<std::size_t>(t.cols));
+            for (std::int64_t b = 0; b < m_o.batch; ++b) {
+                TP_RETURN_IF_ERROR(read(t.rowRange((b + 1) * m_o.seq - 1, 1), row.data()));
+                bad += checkValues(row.data(), t.cols, DType::F32).nonFinite;
+                seen += t.cols;
             }
+        }
+        if (bad > 0)
+            return Status(StatusCode::DataLoss,
+                          fmt::format("rank 0: {} of {} logits{} are NaN or infinite: the activations overflowed {} storage, "
+                                      "or the weights hold NaN",
+                                      bad, seen, m_o.keepLogits ? "" : " at the sequences' last positions", dtypeName(m_o.dtype)));
         return {};
     }
 

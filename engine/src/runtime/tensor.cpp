@@ -2,6 +2,7 @@
 #include "tp/runtime/tensor.h"
 
 #include <cmath>
+#include <limits>
 
 namespace tp {
 
@@ -40,6 +41,23 @@ std::uint16_t floatToHalf(float value)
         out = static_cast<std::uint16_t>(f >> 13);
     }
     return static_cast<std::uint16_t>(out | (sign >> 16));
+}
+
+ValueCheck checkValues(const float* v, std::int64_t n, DType dtype)
+{
+    // The largest finite value of each storage dtype; rounding to nearest maps anything above the
+    // halfway point to the next binade to infinity.
+    const float limit = dtype == DType::F16 ? 65520.0f : dtype == DType::BF16 ? 3.3961776e38f : std::numeric_limits<float>::max();
+    ValueCheck c;
+    for (std::int64_t i = 0; i < n; ++i) {
+        const bool bad = !std::isfinite(v[i]);
+        const bool big = !bad && std::fabs(v[i]) >= limit && dtype != DType::F32;
+        if ((bad || big) && c.nonFinite + c.outOfRange == 0)
+            c.first = v[i];
+        c.nonFinite += bad;
+        c.outOfRange += big;
+    }
+    return c;
 }
 
 void toFloat(const void* src, DType from, float* dst, std::int64_t n)

@@ -41,6 +41,9 @@ struct RunOptions
     bool emulate = false;
     const HardwareProfile* commModel = nullptr;
     std::chrono::milliseconds collectiveTimeout{30000};
+    // Bring rank 0's logits of the last iteration back whole (RunResult::logits). Without, only
+    // each sequence's last position is read back, to check that the run produced finite numbers.
+    bool keepLogits = true;
     std::stop_token stop;                       // cancellation, checked between nodes
     // Fault injection for tests: rank `failRank` fails when it reaches the node named `failNode`:
     // "error" returns an error, "oom" throws std::bad_alloc, "exception" throws, "hang" stops
@@ -54,7 +57,7 @@ struct RunOptions
 
 struct RunResult : Measurement
 {
-    std::vector<float> logits;                 // rank 0, [B·S, vocab], last iteration, as fp32
+    std::vector<float> logits;                 // rank 0, [B·S, vocab], last iteration, as fp32 (keepLogits)
     std::int64_t vocab = 0;
     std::string devices;                       // what the ranks ran on, for the record
 };
@@ -65,7 +68,9 @@ std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g
 
 // Refuses a graph with error diagnostics (the message lists them), options it cannot honour,
 // weights that do not match, and ranks whose memory does not fit their device, before any rank
-// starts. A rank that fails aborts every rank; the Status names rank and node.
+// starts; then weights that are not finite or do not fit the storage dtype, while they load. A
+// rank that fails aborts every rank; the Status names rank and node. A run whose logits are not
+// finite (f16 overflow, NaN in a checkpoint) is an error, never a result.
 Result<RunResult> runModel(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights,
                            const RunOptions& options);
 

@@ -82,6 +82,16 @@ inline std::uint16_t floatToBf16(float f)
 float halfToFloat(std::uint16_t h);
 std::uint16_t floatToHalf(float f);
 
+// How many of n values are NaN or infinite, and how many finite ones lie beyond what `dtype` can hold
+// (f16: |v| > 65504), with the first such value.
+struct ValueCheck
+{
+    std::int64_t nonFinite = 0;
+    std::int64_t outOfRange = 0;
+    float first = 0;
+};
+ValueCheck checkValues(const float* v, std::int64_t n, DType dtype);
+
 // n elements of `src` (dtype `from`, a storage dtype) as fp32, and back.
 void toFloat(const void* src, DType from, float* dst, std::int64_t n);
 void fromFloat(const float* src, DType to, void* dst, std::int64_t n);

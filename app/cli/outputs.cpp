@@ -1,0 +1,68 @@
+// outputs.cpp — output paths are checked before a verb does its work: a run that has measured for
+// minutes must not then find it cannot write, and no output may destroy an input or another output.
+#include "commands.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <system_error>
+#include <unistd.h>
+
+namespace tpcli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path canonical(const std::string& p)
+{
+    std::error_code ec;
+    fs::path c = fs::weakly_canonical(fs::absolute(p, ec), ec);
+    return ec ? fs::path(p) : c;
+}
+
+} // namespace
+
+std::string checkOutputPaths(const std::vector<std::pair<std::string, std::string>>& outputs,
+                             const std::vector<std::string>& inputs)
+{
+    std::vector<fs::path> taken; // inputs, then the outputs seen so far
+    std::vector<std::string> takenBy;
+    for (const auto& in : inputs) {
+        if (in.empty())
+            continue;
+        std::error_code ec;
+        const fs::path c = canonical(in);
+        if (fs::is_directory(c, ec)) { // a model folder: every file in it is an input
+            for (const auto& e : fs::directory_iterator(c, ec))
+                if (e.is_regular_file(ec)) {
+                    taken.push_back(canonical(e.path().string()));
+                    takenBy.push_back(fmt::format("a file of the input folder {}", in));
+                }
+        } else {
+            taken.push_back(c);
+            takenBy.push_back(fmt::format("the input {}", in));
+        }
+    }
+    for (const auto& [option, path] : outputs) {
+        if (path.empty())
+            continue;
+        const fs::path c = canonical(path);
+        for (std::size_t i = 0; i < taken.size(); ++i)
+            if (taken[i] == c)
+                return fmt::format("{} {}: that is {}; it would be overwritten", option, path, takenBy[i]);
+        std::error_code ec;
+        if (fs::exists(c, ec) && !fs::is_regular_file(c, ec))
+            return fmt::format("{} {}: exists and is not a regular file", option, path);
+        const fs::path dir = c.has_parent_path() ? c.parent_path() : fs::path(".");
+        if (!fs::is_directory(dir, ec))
+            return fmt::format("{} {}: the folder {} does not exist", option, path, dir.string());
+        if (::access(dir.c_str(), W_OK) != 0)
+            return fmt::format("{} {}: the folder {} is not writable", option, path, dir.string());
+        taken.push_back(c);
+        takenBy.push_back(fmt::format("the output of {}", option));
+    }
+    return {};
+}
+
+} // namespace tpcli
