@@ -7,6 +7,7 @@
 #include "tp/runtime/communicator.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <atomic>
@@ -93,6 +94,7 @@ public:
         if (m_aborted.load(std::memory_order_acquire))
             return abortedStatus(rank, what);
         const std::uint64_t gen = m_generation.load(std::memory_order_acquire);
+        m_reached[static_cast<std::size_t>(rank)].store(gen + 1, std::memory_order_relaxed); // for the watchdog's message
         if (m_arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == m_n) {
             m_arrived.store(0, std::memory_order_relaxed); // before the release: the next barrier starts clean
             {
@@ -119,7 +121,12 @@ public:
         if (!m_cv.wait_for(lock, m_timeout, [&] {
                 return m_generation.load(std::memory_order_acquire) != gen || m_aborted.load(std::memory_order_acquire);
             })) {
-            m_why = fmt::format("rank {} waited {} ms in {} for the other ranks (watchdog)", rank, m_timeout.count(), what);
+            std::vector<int> missing; // the ranks that never reached this barrier
+            for (int p = 0; p < m_n; ++p)
+                if (m_reached[static_cast<std::size_t>(p)].load(std::memory_order_relaxed) <= gen)
+                    missing.push_back(p);
+            m_why = fmt::format("rank {} waited {} ms in {} for rank{} {} (watchdog)", rank, m_timeout.count(), what,
+                                missing.size() == 1 ? "" : "s", fmt::join(missing, ", "));
             m_aborted.store(true, std::memory_order_release);
             m_cv.notify_all();
             return Status(StatusCode::DeadlineExceeded, m_why);
@@ -176,6 +183,7 @@ private:
     std::mutex m_mutex;
     std::condition_variable m_cv;
     std::atomic<int> m_arrived{0};
+    std::vector<std::atomic<std::uint64_t>> m_reached = std::vector<std::atomic<std::uint64_t>>(static_cast<std::size_t>(m_n));
     std::atomic<std::uint64_t> m_generation{0};
     std::atomic<bool> m_aborted{false};
     std::string m_why;
