@@ -269,7 +269,10 @@ private:
         std::int64_t total = 0;
         for (std::size_t i = 0; i < backends.size(); ++i)
             total += need(i);
-        const std::int64_t logits = m_o.keepLogits && firstRank == 0 ? 2 * m_N * m_spec.config.vocabSize * 4 : 0;
+        // fp32 on the host, and the stored values on their way there when they are 16-bit.
+        const std::int64_t logits = m_o.keepLogits && firstRank == 0
+            ? m_N * m_spec.config.vocabSize * (4 + (m_o.dtype == DType::F32 ? 0 : dtypeBytes(m_o.dtype, 1)))
+            : 0;
         for (std::size_t i = 0; i < backends.size(); ++i) {
             const int r = firstRank + static_cast<int>(i);
             const RankProgram& p = m_programs[static_cast<std::size_t>(r)];
