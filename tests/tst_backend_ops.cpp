@@ -352,47 +352,102 @@ private slots:
     }
 
     void attention_data() { rows(); }
+    // Prefill (keys are the queries' own tokens), prefill into a larger KV cache, and decode steps of
+    // one and of two queries after `past` cached keys. Key rows past the last key are NaN: reading
+    // one would show.
     void attention()
     {
         QFETCH(int, dtype);
         const DType dt = DType(dtype);
         forShapes(dt, [&](const Dims& d) {
             double worst = 0;
-            for (std::int64_t batch : {1, 2}) {
-                const std::int64_t S = d.tokens + 6, N = batch * S, hd = d.headDim, H = d.heads, KV = d.kvHeads;
-                const std::int64_t qw = H * hd, kw = KV * hd;
-                Bench b(be(dt));
-                const auto q = randomValues(N * qw, dt), k = randomValues(N * kw, dt), v = randomValues(N * kw, dt);
-                const AttentionShape s{batch, S, H, KV, hd, 1 / std::sqrt(double(hd))};
-                const Tensor Y = b.poisoned(N, qw);
-                Bench::check(be(dt).attention(b.put(q, N, qw), b.put(k, N, kw), b.put(v, N, kw), Y, s,
-                                              b.scratch(be(dt).attentionScratchBytes(s))));
-                std::vector<double> ref(static_cast<std::size_t>(N * qw));
-                for (std::int64_t bb = 0; bb < batch; ++bb)
-                    for (std::int64_t h = 0; h < H; ++h)
-                        for (std::int64_t i = 0; i < S; ++i) {
-                            std::vector<double> p(static_cast<std::size_t>(i + 1));
-                            double mx = -1e300, sum = 0;
-                            for (std::int64_t j = 0; j <= i; ++j) {
-                                double dot = 0;
-                                for (std::int64_t e = 0; e < hd; ++e)
-                                    dot += double(q[static_cast<std::size_t>((bb * S + i) * qw + h * hd + e)])
-                                        * k[static_cast<std::size_t>((bb * S + j) * kw + (h / (H / KV)) * hd + e)];
-                                mx = std::max(mx, p[static_cast<std::size_t>(j)] = dot * s.scale);
+            struct Case { std::int64_t seq, past, keyRows; };
+            const std::int64_t S = d.tokens + 6;
+            for (const Case cs : {Case{S, 0, 0}, Case{S, 0, S + 3}, Case{1, S - 1, S + 3}, Case{2, S, S + 3}})
+                for (std::int64_t batch : {1, 2}) {
+                    const std::int64_t Sq = cs.seq, N = batch * Sq, hd = d.headDim, H = d.heads, KV = d.kvHeads;
+                    const AttentionShape s{batch, Sq, H, KV, hd, 1 / std::sqrt(double(hd)), cs.past, cs.keyRows};
+                    const std::int64_t R = s.rows(), qw = H * hd, kw = KV * hd;
+                    Bench b(be(dt));
+                    const auto q = randomValues(N * qw, dt);
+                    auto k = randomValues(batch * R * kw, dt), v = randomValues(batch * R * kw, dt);
+                    for (std::int64_t bb = 0; bb < batch; ++bb)
+                        for (std::int64_t r = s.keys(); r < R; ++r)
+                            for (std::int64_t e = 0; e < kw; ++e)
+                                k[static_cast<std::size_t>((bb * R + r) * kw + e)] = v[static_cast<std::size_t>((bb * R + r) * kw + e)] = std::nanf("");
+                    const Tensor Y = b.poisoned(N, qw);
+                    Bench::check(be(dt).attention(b.put(q, N, qw), b.put(k, batch * R, kw), b.put(v, batch * R, kw), Y, s,
+                                                  b.scratch(be(dt).attentionScratchBytes(s))));
+                    std::vector<double> ref(static_cast<std::size_t>(N * qw));
+                    for (std::int64_t bb = 0; bb < batch; ++bb)
+                        for (std::int64_t h = 0; h < H; ++h)
+                            for (std::int64_t i = 0; i < Sq; ++i) {
+                                const std::int64_t seen = cs.past + i + 1, g = h / (H / KV);
+                                std::vector<double> p(static_cast<std::size_t>(seen));
+                                double mx = -1e300, sum = 0;
+                                for (std::int64_t j = 0; j < seen; ++j) {
+                                    double dot = 0;
+                                    for (std::int64_t e = 0; e < hd; ++e)
+                                        dot += double(q[static_cast<std::size_t>((bb * Sq + i) * qw + h * hd + e)])
+                                            * k[static_cast<std::size_t>((bb * R + j) * kw + g * hd + e)];
+                                    mx = std::max(mx, p[static_cast<std::size_t>(j)] = dot * s.scale);
+                                }
+                                for (auto& x : p)
+                                    sum += (x = std::exp(x - mx));
+                                for (std::int64_t e = 0; e < hd; ++e) {
+                                    double acc = 0;
+                                    for (std::int64_t j = 0; j < seen; ++j)
+                                        acc += p[static_cast<std::size_t>(j)] / sum * v[static_cast<std::size_t>((bb * R + j) * kw + g * hd + e)];
+                                    ref[static_cast<std::size_t>((bb * Sq + i) * qw + h * hd + e)] = acc;
+                                }
                             }
-                            for (auto& x : p)
-                                sum += (x = std::exp(x - mx));
-                            for (std::int64_t e = 0; e < hd; ++e) {
-                                double acc = 0;
-                                for (std::int64_t j = 0; j <= i; ++j)
-                                    acc += p[static_cast<std::size_t>(j)] / sum * v[static_cast<std::size_t>((bb * S + j) * kw + (h / (H / KV)) * hd + e)];
-                                ref[static_cast<std::size_t>((bb * S + i) * qw + h * hd + e)] = acc;
-                            }
-                        }
-                worst = std::max(worst, nmse(b.get(Y), ref));
-            }
+                    worst = std::max(worst, nmse(b.get(Y), ref));
+                }
             return worst;
         });
+    }
+
+    // Greedy sampling over logits rows (every other row of a wider tensor, as prefill's last
+    // positions are), with ties and NaN: exact.
+    void argmax_data() { rows(); }
+    void argmax()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            const std::int64_t V = d.vocab, n = d.tokens;
+            double wrong = 0;
+            if (V == 0) // no logits to pick from: an error, not a pick
+                return be(dt).argmax(Bench(be(dt)).make(n, 0, dt), Bench(be(dt)).ints(std::vector<std::int32_t>(std::size_t(n)))).ok() ? 1.0 : 0.0;
+            for (DType xt : {dt, DType::F32}) {
+                Bench b(be(dt));
+                auto x = randomValues(2 * n * V, xt, 4.0f);
+                for (std::int64_t r = 0; r < n; ++r) { // a tie on odd rows, NaN in front on every third
+                    float* row = x.data() + 2 * r * V;
+                    if (r % 2 && V > 2)
+                        row[V - 1] = row[1] = 5.0f;
+                    if (r % 3 == 0)
+                        row[0] = std::nanf("");
+                }
+                Tensor X = b.put(x, 2 * n, V, xt);
+                X.rows = n;
+                X.stride = 2 * V;
+                const Tensor ids = b.ints(std::vector<std::int32_t>(static_cast<std::size_t>(n), -1));
+                Bench::check(be(dt).argmax(X, ids));
+                Bench::check(be(dt).synchronize());
+                std::vector<std::int32_t> got(static_cast<std::size_t>(n));
+                Bench::check(be(dt).download(ids, got.data()));
+                for (std::int64_t r = 0; r < n; ++r) {
+                    const float* row = x.data() + 2 * r * V;
+                    std::int64_t best = -1;
+                    for (std::int64_t c = 0; c < V; ++c)
+                        if (!std::isnan(row[c]) && (best < 0 || row[c] > row[best]))
+                            best = c;
+                    wrong += got[static_cast<std::size_t>(r)] != std::max<std::int64_t>(best, 0);
+                }
+            }
+            return wrong;
+        }, 0.0);
     }
 
     void gatedAct_data() { rows(); }

@@ -44,7 +44,39 @@ Reference reference(const std::string& family)
             j["logits_bf16"].get<std::vector<float>>()};
 }
 
+// Transformers' greedy generate() on the same prompt: its tokens and each step's raw logits.
+struct Generation
+{
+    std::int64_t batch = 0, prompt = 0, steps = 0, vocab = 0;
+    std::vector<std::int32_t> promptTokens, tokens;   // tokens: [batch, steps]
+    std::vector<float> stepLogits;                    // [steps, batch, vocab]; step 0 from the prompt's last position
+};
+
+Generation generation(const std::string& family)
+{
+    std::ifstream in(kModels + family + "/generate.json");
+    if (!in)
+        qFatal("no generate.json for %s", family.c_str());
+    const auto j = nlohmann::json::parse(in);
+    return {j["batch"], j["prompt"], j["steps"], j["vocab"], j["prompt_tokens"].get<std::vector<std::int32_t>>(),
+            j["tokens"].get<std::vector<std::int32_t>>(), j["step_logits"].get<std::vector<float>>()};
+}
+
 using tptest::relError;
+
+// A run's logits laid out as Generation::stepLogits: prefill's last position of each sequence,
+// then each decode step's rows.
+std::vector<float> engineStepLogits(const RunResult& r, std::int64_t batch, std::int64_t seq)
+{
+    const auto V = static_cast<std::size_t>(r.vocab);
+    std::vector<float> out;
+    for (std::int64_t b = 0; b < batch; ++b) {
+        const auto row = r.logits.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>((b + 1) * seq - 1) * V);
+        out.insert(out.end(), row, row + static_cast<std::ptrdiff_t>(V));
+    }
+    out.insert(out.end(), r.stepLogits.begin(), r.stepLogits.end());
+    return out;
+}
 
 Tensor host(std::vector<float>& v) { return Tensor::contiguous(v.data(), DType::F32, 1, std::int64_t(v.size()), DeviceKind::Cpu); }
 
@@ -221,6 +253,77 @@ private slots:
                 ranAt.insert(tp);
             }
         QVERIFY2(ranAt == (std::set<int>{1, 2, 4}), "every family runs at T = 1, 2 and 4");
+    }
+
+    // Greedy decode with the KV cache against Transformers' generate(): the same tokens, each step's
+    // logits within 1e-4, at every valid T of the default and the attention-replicated plans; and
+    // decode after prefill equals one prefill over the whole sequence.
+    void decodeMatchesTransformersGenerate_data() { matchesTransformers_data(); }
+    void decodeMatchesTransformersGenerate()
+    {
+        QFETCH(QString, family);
+        const std::string fam = family.toStdString();
+        auto om = openModel(kModels + fam);
+        QVERIFY2(om.ok(), om.status().message().c_str());
+        const Generation ref = generation(fam);
+        const auto V = static_cast<std::size_t>(ref.vocab), B = static_cast<std::size_t>(ref.batch);
+        RunOptions o;
+        o.batch = ref.batch;
+        o.seq = ref.prompt;
+        o.tokens = ref.promptTokens;
+        o.decodeSteps = static_cast<int>(ref.steps) - 1; // the first token comes from prefill
+        std::set<int> ranAt;
+        std::vector<float> t1;
+        for (bool replicatedAttention : {false, true})
+            for (int tp : {1, 2, 4}) {
+                const Plan plan = replicatedAttention ? attentionReplicated(om->spec, tp) : defaultPlan(om->spec, tp);
+                const ShardedGraph g = shardModel(om->spec, plan, {.batch = ref.batch, .seq = ref.prompt});
+                if (!g.valid())
+                    continue;
+                auto r = runModel(om->spec, g, {&*om->checkpoint}, o);
+                QVERIFY2(r.ok(), r.status().message().c_str());
+                const QString at = QString("T=%1%2").arg(tp).arg(replicatedAttention ? " (attention replicated)" : "");
+                QVERIFY2(r->decode.generated == ref.tokens, qPrintable(at + ": generated tokens differ from Transformers'"));
+                const std::vector<float> got = engineStepLogits(*r, ref.batch, ref.prompt);
+                QCOMPARE(got.size(), ref.stepLogits.size());
+                for (std::int64_t j = 0; j < ref.steps; ++j) {
+                    const auto from = static_cast<std::ptrdiff_t>(static_cast<std::size_t>(j) * B * V), n = static_cast<std::ptrdiff_t>(B * V);
+                    const double err = relError(std::vector<float>(got.begin() + from, got.begin() + from + n),
+                                                std::vector<float>(ref.stepLogits.begin() + from, ref.stepLogits.begin() + from + n));
+                    QVERIFY2(err < 1e-4, qPrintable(at + QString(", step %1: relative error %2").arg(j).arg(err)));
+                }
+                if (t1.empty())
+                    t1 = got;
+                else
+                    QVERIFY(relError(got, t1) < 1e-5);
+                // What was measured: every step of every timed iteration, one representative step's spans.
+                QCOMPARE(r->decode.stepSeconds.size(), std::size_t(o.decodeSteps));
+                QVERIFY(r->decode.spanStep >= 0 && r->decode.spanStep < o.decodeSteps);
+                QCOMPARE(r->decode.spans.size(), r->spans.size());
+                ranAt.insert(tp);
+            }
+        QVERIFY2(ranAt == (std::set<int>{1, 2, 4}), "every family decodes at T = 1, 2 and 4");
+
+        // One prefill over the prompt and the generated tokens gives, at the positions that picked
+        // them, what the decode steps computed from the cache.
+        const std::int64_t S = ref.prompt, L = S + o.decodeSteps;
+        RunOptions whole;
+        whole.batch = ref.batch;
+        whole.seq = L;
+        for (std::int64_t b = 0; b < ref.batch; ++b) {
+            whole.tokens.insert(whole.tokens.end(), ref.promptTokens.begin() + b * S, ref.promptTokens.begin() + (b + 1) * S);
+            whole.tokens.insert(whole.tokens.end(), ref.tokens.begin() + b * ref.steps, ref.tokens.begin() + b * ref.steps + o.decodeSteps);
+        }
+        auto full = runModel(om->spec, shardModel(om->spec, defaultPlan(om->spec, 2), {.batch = ref.batch, .seq = L}),
+                             {&*om->checkpoint}, whole);
+        QVERIFY2(full.ok(), full.status().message().c_str());
+        std::vector<float> fromPrefill;
+        for (std::int64_t j = 0; j < ref.steps; ++j)
+            for (std::int64_t b = 0; b < ref.batch; ++b) {
+                const auto row = full->logits.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b * L + S - 1 + j) * V);
+                fromPrefill.insert(fromPrefill.end(), row, row + static_cast<std::ptrdiff_t>(V));
+            }
+        QVERIFY2(relError(fromPrefill, t1) < 1e-5, qPrintable(QString("decode vs prefill: %1").arg(relError(fromPrefill, t1))));
     }
 
     void matchesTransformersInBf16_data() { matchesTransformers_data(); }

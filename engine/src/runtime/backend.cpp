@@ -115,14 +115,17 @@ Status Backend::attention(const Tensor& q, const Tensor& k, const Tensor& v, con
 {
     OpCheck c("attention", *this);
     c.on("q", q).dense("q", q).on("k", k).dense("k", k).on("v", v).dense("v", v).on("y", y).dense("y", y);
-    const std::int64_t n = s.batch * s.seq;
+    const std::int64_t n = s.batch * s.seq, kn = s.batch * s.rows();
     c.require(s.batch >= 0 && s.seq >= 0 && s.headDim > 0 && s.kvHeads >= 0 && s.heads >= 0
                   && (s.kvHeads == 0 ? s.heads == 0 : s.heads % s.kvHeads == 0),
               [&] { return fmt::format("{} query heads over {} kv heads", s.heads, s.kvHeads); });
-    c.require(q.rows == n && k.rows == n && v.rows == n && y.rows == n && q.cols == s.heads * s.headDim
+    c.require(s.past >= 0 && s.keyRows >= 0 && s.keys() <= s.rows(),
+              [&] { return fmt::format("{} cached keys and {} queries in {} rows per sequence", s.past, s.seq, s.rows()); });
+    c.require(q.rows == n && k.rows == kn && v.rows == kn && y.rows == n && q.cols == s.heads * s.headDim
                   && y.cols == q.cols && k.cols == s.kvHeads * s.headDim && v.cols == k.cols,
-              [&] { return fmt::format("q {}, k {}, v {}, y {} for {} × {} tokens, {}/{} heads of {}", shape(q), shape(k),
-                                       shape(v), shape(y), s.batch, s.seq, s.heads, s.kvHeads, s.headDim); });
+              [&] { return fmt::format("q {}, k {}, v {}, y {} for {} × {} queries over {} key rows, {}/{} heads of {}",
+                                       shape(q), shape(k), shape(v), shape(y), s.batch, s.seq, s.rows(), s.heads,
+                                       s.kvHeads, s.headDim); });
     c.require(std::isfinite(s.scale) && s.scale > 0, [&] { return fmt::format("scale {}", s.scale); });
     c.require(scratch.bytes() >= attentionScratchBytes(s), [&] { return fmt::format("scratch of {} bytes", scratch.bytes()); });
     TP_RETURN_IF_ERROR(c.status());
@@ -197,6 +200,16 @@ Status Backend::experts(const Tensor& x, const Tensor& scores, const Tensor& gat
     c.require(scratch.bytes() >= expertsScratchBytes(x.rows, H, s), [&] { return fmt::format("scratch of {} bytes", scratch.bytes()); });
     TP_RETURN_IF_ERROR(c.status());
     return y.empty() ? Status() : doExperts(x, scores, gateUp, down, y, s, scratch);
+}
+
+Status Backend::argmax(const Tensor& x, const Tensor& ids)
+{
+    OpCheck c("argmax", *this);
+    c.on("x", x, x.dtype == DType::F32 ? DType::F32 : storage()).on("ids", ids, DType::I32).dense("ids", ids);
+    c.require(ids.rows == 1 && ids.cols == x.rows && (x.cols > 0 || x.rows == 0),
+              [&] { return fmt::format("ids {} for x {}", shape(ids), shape(x)); });
+    TP_RETURN_IF_ERROR(c.status());
+    return ids.empty() ? Status() : doArgmax(x, ids);
 }
 
 Status Backend::fillUniform(const Tensor& dst, const UniformFill& f)

@@ -20,6 +20,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <numeric>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -73,6 +74,13 @@ struct EventMap
     int count(int collectives) const { return 1 + 2 * nodes + 4 * collectives; }
 };
 
+// The tensors of one phase (prefill, or a decode step) on one rank.
+struct PhaseTensors
+{
+    std::vector<Tensor> t;                     // per phase program tensor (t[0]: the token ids)
+    Tensor positions;                          // I32 [1, rows]
+};
+
 struct Rank
 {
     int r = 0;
@@ -81,13 +89,23 @@ struct Rank
     const RankProgram* prog = nullptr;
     DeviceBuffer weightMem, arenaMem, inputMem;
     std::vector<Tensor> weights;               // per ShardedGraph param
-    std::vector<Tensor> t;                     // per program tensor
-    Tensor positions;
+    std::vector<PhaseTensors> ph;              // per phase
+    std::vector<Tensor> cache;                 // the KV caches (RankProgram::cache)
+    Tensor decodePositions;                    // I32 [1, decodeSteps · B]: step j's positions at [j·B, +B)
     std::vector<Tensor> ropes;                 // per graph rope table
-    std::vector<Span> spans;                   // the last iteration
-    std::vector<double> iterations;
+    int phase = 0;                             // what the rank runs now
+    std::int64_t past = 0;                     // and how many positions its sequences have cached
+    std::vector<std::int32_t> ids;             // the last tokens sampled, per sequence (decoding)
+    std::vector<Span> lastSpans;               // the forward just timed
+    std::vector<Span> spans;                   // the last iteration's prefill
+    std::vector<std::vector<Span>> stepSpans;  // the last iteration's decode steps
+    std::vector<double> iterations, steps;     // timed prefills and decode steps
     double loadSeconds = 0;
     int node = -1;                             // where the rank is (for errors raised as exceptions)
+
+    std::vector<Tensor>& t() { return ph[static_cast<std::size_t>(phase)].t; }
+    const std::vector<Tensor>& t() const { return ph[static_cast<std::size_t>(phase)].t; }
+    const detail::PhaseProgram& pp() const { return prog->phases[static_cast<std::size_t>(phase)]; }
 };
 
 class Runner
@@ -100,6 +118,7 @@ public:
         , m_o(o)
         , m_T(g.tpSize)
         , m_N(o.batch * o.seq)
+        , m_context(o.seq + o.decodeSteps)
     {
         m_events.nodes = static_cast<int>(g.graph.nodes.size());
         for (const auto& n : g.graph.nodes)
@@ -110,8 +129,11 @@ public:
                 m_tokens.push_back(static_cast<std::int32_t>((i * 7919 + 13) % spec.config.vocabSize));
         for (std::int64_t i = 0; i < m_N; ++i)
             m_positions.push_back(static_cast<std::int32_t>(i % o.seq)); // prefill: every sequence from 0
+        for (std::int64_t j = 0; j < o.decodeSteps; ++j) // decode step j: every sequence at seq + j
+            for (std::int64_t b = 0; b < o.batch; ++b)
+                m_decodePositions.push_back(static_cast<std::int32_t>(o.seq + j));
         for (const RopeTable& rt : g.graph.ropes)
-            m_ropeTables.push_back(rt.cosSin(o.seq));
+            m_ropeTables.push_back(rt.cosSin(m_context));
     }
 
     // Every rank a thread of this process.
@@ -167,12 +189,18 @@ public:
         if (!m_firstError.ok())
             return m_firstError;
         RunResult res = result(raw);
+        res.decode.spanStep = representativeStep(m_ranks[0]);
         for (const Rank& k : m_ranks) {
             res.loadSeconds = std::max(res.loadSeconds, k.loadSeconds);
             res.spans.insert(res.spans.end(), k.spans.begin(), k.spans.end());
+            if (res.decode.spanStep >= 0) {
+                const auto& step = k.stepSpans[static_cast<std::size_t>(res.decode.spanStep)];
+                res.decode.spans.insert(res.decode.spans.end(), step.begin(), step.end());
+            }
             res.footprint.push_back(footprint(k));
         }
         res.iterationSeconds = m_ranks[0].iterations;
+        res.decode.stepSeconds = m_ranks[0].steps;
         m_ranks.clear(); // device memory goes back before the backends and communicators do
         return res;
     }
@@ -191,8 +219,8 @@ public:
             comm = nccl.get();
         }
         m_programs.resize(static_cast<std::size_t>(m_T));
-        TP_ASSIGN_OR_RETURN(m_programs[static_cast<std::size_t>(r)], detail::lowerForRank(m_spec, m_g, r, m_o.batch, m_o.seq, **be,
-                                                                                               comm->gathersColumns()));
+        TP_ASSIGN_OR_RETURN(m_programs[static_cast<std::size_t>(r)], detail::lowerForRank(m_spec, m_g, r, m_o.batch, m_o.seq, m_o.decodeSteps,
+                                                                                               **be, comm->gathersColumns()));
         const std::vector<Backend*> mineBackend{be->get()};
         TP_RETURN_IF_ERROR(checkMemory(mineBackend, false, r));
         m_ranks.resize(1);
@@ -204,25 +232,38 @@ public:
         const Status st = guarded(k);
         const RankFootprint mine = footprint(k);
         const std::vector<Span> spans = std::move(k.spans);
+        const int myStep = representativeStep(k);
+        const std::vector<std::vector<Span>> stepSpans = std::move(k.stepSpans);
         RunResult res = result(mineBackend);
         res.loadSeconds = k.loadSeconds;
         res.iterationSeconds = std::move(k.iterations);
+        res.decode.stepSeconds = std::move(k.steps);
         m_ranks.clear(); // device memory goes back before the backend and communicator do
         if (!st.ok()) {
             comm->abort(st.message());
             return st;
         }
         std::vector<std::int64_t> all, counts;
+        // Rank 0's representative decode step is every rank's.
+        TP_RETURN_IF_ERROR(host.exchange(r == 0 ? std::vector<std::int64_t>{myStep} : std::vector<std::int64_t>{}, all, counts));
+        res.decode.spanStep = all.size() == 1 ? static_cast<int>(all[0]) : -1;
+        if (res.decode.spanStep >= static_cast<int>(stepSpans.size()))
+            return Status(StatusCode::Internal, fmt::format("rank 0 chose decode step {} of {}", res.decode.spanStep, stepSpans.size()));
         TP_RETURN_IF_ERROR(host.exchange(std::vector<std::int64_t>{mine.weightBytes, mine.workspaceBytes, mine.allocations}, all, counts));
         for (std::size_t i = 0; i + 2 < all.size(); i += 3)
             res.footprint.push_back({all[i], all[i + 1], all[i + 2]});
-        std::vector<std::int64_t> packed;
-        for (const Span& s : spans)
-            packed.insert(packed.end(), {s.node, s.collective, std::llround(s.startUs * 1e3), std::llround(s.endUs * 1e3)});
+        std::vector<std::int64_t> packed; // node, collective, start ns, end ns, phase (0 prefill, 1 decode)
+        auto pack = [&](const std::vector<Span>& from, std::int64_t phase) {
+            for (const Span& s : from)
+                packed.insert(packed.end(), {s.node, s.collective, std::llround(s.startUs * 1e3), std::llround(s.endUs * 1e3), phase});
+        };
+        pack(spans, 0);
+        if (res.decode.spanStep >= 0)
+            pack(stepSpans[static_cast<std::size_t>(res.decode.spanStep)], 1);
         TP_RETURN_IF_ERROR(host.exchange(packed, all, counts));
         std::size_t at = 0;
         for (int p = 0; p < m_T; ++p)
-            for (std::int64_t i = 0; i < counts[static_cast<std::size_t>(p)]; i += 4, at += 4) {
+            for (std::int64_t i = 0; i < counts[static_cast<std::size_t>(p)]; i += 5, at += 5) {
                 Span s;
                 s.rank = p;
                 s.node = static_cast<int>(all[at]);
@@ -233,8 +274,9 @@ public:
                     || s.collective >= static_cast<int>(m_g.collectives.size()))
                     return Status(StatusCode::Internal, fmt::format("rank {} reported a span of node {}", p, s.node));
                 s.layer = m_g.graph.nodes[static_cast<std::size_t>(s.node)].layer;
-                s.bytes = s.collective >= 0 ? collectiveBytes(s.collective) : 0;
-                res.spans.push_back(s);
+                const bool decoding = all[at + 4] == 1;
+                s.bytes = s.collective >= 0 ? collectiveBytes(s.collective, decoding ? 1 : m_o.seq) : 0;
+                (decoding ? res.decode.spans : res.spans).push_back(s);
             }
         return res;
     }
@@ -243,18 +285,20 @@ private:
     Status lower(const std::vector<Backend*>& backends, bool columnGather)
     {
         for (int r = 0; r < m_T; ++r) {
-            TP_ASSIGN_OR_RETURN(auto p, detail::lowerForRank(m_spec, m_g, r, m_o.batch, m_o.seq, *backends[static_cast<std::size_t>(r)],
-                                                             columnGather));
+            TP_ASSIGN_OR_RETURN(auto p, detail::lowerForRank(m_spec, m_g, r, m_o.batch, m_o.seq, m_o.decodeSteps,
+                                                             *backends[static_cast<std::size_t>(r)], columnGather));
             m_programs.push_back(std::move(p));
         }
         return {};
     }
 
+    // Token ids and positions of prefill and of the decode steps, and the rotary tables.
     std::int64_t inputBytes() const
     {
-        std::int64_t b = 2 * 256 + 2 * m_N * 4;
+        auto aligned = [](std::int64_t n) { return (n + 255) / 256 * 256; };
+        std::int64_t b = 2 * aligned(4 * m_N) + aligned(4 * m_o.batch) + aligned(4 * m_o.batch * m_o.decodeSteps);
         for (const auto& t : m_ropeTables)
-            b += 256 + static_cast<std::int64_t>(t.size()) * 4;
+            b += aligned(static_cast<std::int64_t>(t.size()) * 4);
         return b;
     }
 
@@ -271,7 +315,7 @@ private:
             total += need(i);
         // fp32 on the host, and the stored values on their way there when they are 16-bit.
         const std::int64_t logits = m_o.keepLogits && firstRank == 0
-            ? m_N * m_spec.config.vocabSize * (4 + (m_o.dtype == DType::F32 ? 0 : dtypeBytes(m_o.dtype, 1)))
+            ? (m_N + m_o.decodeSteps * m_o.batch) * m_spec.config.vocabSize * (4 + (m_o.dtype == DType::F32 ? 0 : dtypeBytes(m_o.dtype, 1)))
             : 0;
         for (std::size_t i = 0; i < backends.size(); ++i) {
             const int r = firstRank + static_cast<int>(i);
@@ -299,6 +343,12 @@ private:
         res.vocab = m_spec.config.vocabSize;
         res.emulated = m_o.emulate;
         res.logits = std::move(m_logits);
+        res.stepLogits = std::move(m_stepLogits);
+        res.decode.steps = m_o.decodeSteps;
+        res.decode.batch = m_o.decodeSteps > 0 ? m_o.batch : 0;
+        for (std::int64_t b = 0; b < res.decode.batch; ++b) // per token every sequence's → per sequence its tokens
+            for (const auto& token : m_generated)
+                res.decode.generated.push_back(token[static_cast<std::size_t>(b)]);
         std::vector<std::string> names;
         for (const Backend* b : backends)
             if (std::find(names.begin(), names.end(), b->name()) == names.end())
@@ -307,14 +357,28 @@ private:
         return res;
     }
 
+    // The decode step of the last iteration whose time is the median of its steps (-1: no decode).
+    int representativeStep(const Rank& k) const
+    {
+        const int n = m_o.decodeSteps;
+        if (n == 0 || static_cast<int>(k.steps.size()) < n || static_cast<int>(k.stepSpans.size()) != n)
+            return -1;
+        std::vector<int> order(static_cast<std::size_t>(n));
+        std::iota(order.begin(), order.end(), 0);
+        const double* last = k.steps.data() + (k.steps.size() - static_cast<std::size_t>(n));
+        std::nth_element(order.begin(), order.begin() + n / 2, order.end(), [&](int a, int b) { return last[a] < last[b]; });
+        return order[static_cast<std::size_t>(n / 2)];
+    }
+
     static RankFootprint footprint(const Rank& k)
     {
         return {k.prog->weightBytes, k.prog->arenaBytes, k.be->stats().allocations};
     }
 
-    std::int64_t collectiveBytes(int c) const
+    // The full tensor's bytes of a collective, in prefill (seq tokens per sequence) or a decode step (1).
+    std::int64_t collectiveBytes(int c, std::int64_t seq) const
     {
-        return m_g.collectives[static_cast<std::size_t>(c)].bytes(m_o.batch, m_o.seq, dtypeBytes(m_o.dtype, 1));
+        return m_g.collectives[static_cast<std::size_t>(c)].bytes(m_o.batch, seq, dtypeBytes(m_o.dtype, 1));
     }
 
     // --- one rank -----------------------------------------------------------------------------
@@ -353,14 +417,21 @@ private:
             k.weights.push_back(Tensor::contiguous(static_cast<char*>(k.weightMem.data()) + p.weightOffsets[i], be.storage(),
                                                    rows, cols, dev));
         }
-        for (const auto& pt : p.tensors) {
+        auto inArena = [&](const detail::ProgramTensor& pt) {
             char* base = pt.block < 0 ? nullptr
                                       : static_cast<char*>(k.arenaMem.data()) + p.blocks[static_cast<std::size_t>(pt.block)].offset + pt.within;
             Tensor t = Tensor::contiguous(base, pt.dtype, pt.rows, pt.cols, dev);
             if (pt.stride > 0)
                 t.stride = pt.stride; // a rank's columns of a gathered output
-            k.t.push_back(t);
+            return t;
+        };
+        for (const detail::PhaseProgram& phase : p.phases) {
+            PhaseTensors& pt = k.ph.emplace_back();
+            for (const auto& t : phase.tensors)
+                pt.t.push_back(inArena(t));
         }
+        for (const auto& t : p.cache)
+            k.cache.push_back(inArena(t));
         // Inputs: token ids, positions, rotary tables.
         char* in = static_cast<char*>(k.inputMem.data());
         auto place = [&](DType dt, std::int64_t rows, std::int64_t cols) {
@@ -368,13 +439,20 @@ private:
             in += (t.bytes() + 255) / 256 * 256;
             return t;
         };
-        Tensor& ids = k.t[0]; // graph tensor 0: input_ids (the one tensor no node produces)
-        ids = place(DType::I32, 1, m_N);
-        TP_RETURN_IF_ERROR(be.upload(m_tokens.data(), ids));
-        k.positions = place(DType::I32, 1, m_N);
-        TP_RETURN_IF_ERROR(be.upload(m_positions.data(), k.positions));
+        // Graph tensor 0 is input_ids (the one tensor no node produces): the prompt in prefill; a
+        // decode step's, written by the sampling that ends the forward before it.
+        PhaseTensors& prefill = k.ph[0];
+        prefill.t[0] = place(DType::I32, 1, m_N);
+        TP_RETURN_IF_ERROR(be.upload(m_tokens.data(), prefill.t[0]));
+        prefill.positions = place(DType::I32, 1, m_N);
+        TP_RETURN_IF_ERROR(be.upload(m_positions.data(), prefill.positions));
+        if (m_o.decodeSteps > 0) {
+            k.ph[1].t[0] = place(DType::I32, 1, m_o.batch);
+            k.decodePositions = place(DType::I32, 1, m_o.batch * m_o.decodeSteps);
+            TP_RETURN_IF_ERROR(be.upload(m_decodePositions.data(), k.decodePositions));
+        }
         for (std::size_t i = 0; i < m_ropeTables.size(); ++i) {
-            k.ropes.push_back(place(DType::F32, m_o.seq, m_g.graph.ropes[i].headDim));
+            k.ropes.push_back(place(DType::F32, m_context, m_g.graph.ropes[i].headDim));
             TP_RETURN_IF_ERROR(be.upload(m_ropeTables[i].data(), k.ropes.back()));
         }
         TP_RETURN_IF_ERROR(loadWeights(k));
@@ -414,52 +492,122 @@ private:
         return {};
     }
 
+    // One forward of the current phase: every node, then (decoding) the greedy pick of each
+    // sequence's next token into the decode step's ids; returns when the device is done.
+    Status forward(Rank& k)
+    {
+        TP_RETURN_IF_ERROR(k.be->record(0, Stream::Compute));
+        for (std::size_t ni = 0; ni < m_g.graph.nodes.size(); ++ni) {
+            k.node = static_cast<int>(ni);
+            if (m_o.stop.stop_requested())
+                return Status(StatusCode::Cancelled, fmt::format("rank {}: run cancelled", k.r));
+            TP_RETURN_IF_ERROR(node(k, static_cast<int>(ni)));
+        }
+        if (m_o.decodeSteps > 0) {
+            TP_RETURN_IF_ERROR(k.be->argmax(lastLogits(k), k.ph[1].t[0]));
+            k.ids.resize(static_cast<std::size_t>(m_o.batch));
+        }
+        TP_RETURN_IF_ERROR(k.comm->synchronize()); // the watchdog sees a hung collective here
+        TP_RETURN_IF_ERROR(k.be->synchronize());
+        if (m_o.decodeSteps > 0)
+            TP_RETURN_IF_ERROR(k.be->download(k.ph[1].t[0], k.ids.data()));
+        return {};
+    }
+
+    // Spans of the forward just run; emulated runs re-time it as T devices would (rank 0 computes
+    // it once every rank's spans are in) and return that time instead of `measured`.
+    Result<double> spansOf(Rank& k, double measured)
+    {
+        TP_RETURN_IF_ERROR(collectSpans(k));
+        if (!m_o.emulate)
+            return measured;
+        TP_RETURN_IF_ERROR(k.comm->barrier());
+        if (k.r == 0)
+            m_emulatedSeconds = emulatedIteration();
+        TP_RETURN_IF_ERROR(k.comm->barrier());
+        return m_emulatedSeconds;
+    }
+
     Status iterate(Rank& k)
     {
         const int total = m_o.warmup + std::max(m_o.iterations, 1);
         for (int it = 0; it < total; ++it) {
+            const bool warm = it < m_o.warmup, last = it + 1 == total;
+            k.phase = 0;
+            k.past = 0;
             TP_RETURN_IF_ERROR(k.comm->barrier());
             const auto t0 = Clock::now();
-            TP_RETURN_IF_ERROR(k.be->record(0, Stream::Compute));
-            for (std::size_t ni = 0; ni < m_g.graph.nodes.size(); ++ni) {
-                k.node = static_cast<int>(ni);
-                if (m_o.stop.stop_requested())
-                    return Status(StatusCode::Cancelled, fmt::format("rank {}: run cancelled", k.r));
-                TP_RETURN_IF_ERROR(node(k, static_cast<int>(ni)));
-            }
-            TP_RETURN_IF_ERROR(k.comm->synchronize()); // the watchdog sees a hung collective here
-            TP_RETURN_IF_ERROR(k.be->synchronize());
+            TP_RETURN_IF_ERROR(forward(k));
             TP_RETURN_IF_ERROR(k.comm->barrier());
-            double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-            TP_RETURN_IF_ERROR(collectSpans(k));
-            if (m_o.emulate) {
-                // Every rank's spans are in: rank 0 re-times the iteration as T devices would run it.
-                TP_RETURN_IF_ERROR(k.comm->barrier());
-                if (k.r == 0)
-                    m_emulatedSeconds = emulatedIteration();
-                TP_RETURN_IF_ERROR(k.comm->barrier());
-                secs = m_emulatedSeconds;
-            }
-            const bool warm = it < m_o.warmup;
+            TP_ASSIGN_OR_RETURN(const double secs, spansOf(k, std::chrono::duration<double>(Clock::now() - t0).count()));
             if (!warm)
                 k.iterations.push_back(secs);
+            if (last) {
+                k.spans = k.lastSpans;
+                if (k.r == 0)
+                    TP_RETURN_IF_ERROR(readLogits(k)); // before a decode step reuses the arena
+            }
             if (k.r == 0 && m_o.progress)
                 m_o.progress(warm ? it : it - m_o.warmup, warm, secs);
+            // Decode: each step reads the token the last forward picked and appends to the caches.
+            k.phase = 1;
+            if (last)
+                k.stepSpans.clear();
+            for (int j = 0; j < m_o.decodeSteps; ++j) {
+                if (last && k.r == 0)
+                    m_generated.push_back(k.ids);
+                k.past = m_o.seq + j;
+                k.ph[1].positions = k.decodePositions.columns(j * m_o.batch, m_o.batch);
+                const auto s0 = Clock::now();
+                TP_RETURN_IF_ERROR(forward(k));
+                TP_ASSIGN_OR_RETURN(const double step, spansOf(k, std::chrono::duration<double>(Clock::now() - s0).count()));
+                if (!warm)
+                    k.steps.push_back(step);
+                if (last) {
+                    k.stepSpans.push_back(k.lastSpans);
+                    if (k.r == 0)
+                        TP_RETURN_IF_ERROR(readLogits(k));
+                }
+                if (k.r == 0 && m_o.stepProgress)
+                    m_o.stepProgress(warm ? it : it - m_o.warmup, warm, j, step);
+            }
+            if (last && k.r == 0 && m_o.decodeSteps > 0)
+                m_generated.push_back(k.ids);
+            TP_RETURN_IF_ERROR(k.comm->barrier());
         }
-        if (k.r == 0)
-            TP_RETURN_IF_ERROR(downloadLogits(k));
         return {};
     }
 
-    // Rank 0's logits: all of them (keepLogits), else each sequence's last position; either way
-    // they must be finite numbers.
-    Status downloadLogits(Rank& k)
+    const GraphNode* logitsNode() const
     {
-        const auto logits = std::find_if(m_g.graph.nodes.begin(), m_g.graph.nodes.end(),
-                                         [](const GraphNode& n) { return n.kind == OpKind::Logits; });
-        if (logits == m_g.graph.nodes.end())
+        const auto n = std::find_if(m_g.graph.nodes.begin(), m_g.graph.nodes.end(),
+                                    [](const GraphNode& x) { return x.kind == OpKind::Logits; });
+        return n == m_g.graph.nodes.end() ? nullptr : &*n;
+    }
+
+    // The logits that pick each sequence's next token: its last position's row.
+    Tensor lastLogits(const Rank& k) const
+    {
+        Tensor t = k.t()[static_cast<std::size_t>(logitsNode()->inputs[0])];
+        const std::int64_t S = k.pp().seq;
+        t = t.rowRange(S - 1, 1);
+        t.rows = m_o.batch;
+        t.stride *= S;
+        return t;
+    }
+
+    // Rank 0's logits of the forward just run, in the last iteration: kept whole (keepLogits), or
+    // read a row at a time where the finiteness check needs them (every sequence's last position,
+    // of prefill and of the last decode step). Either way they must be finite numbers.
+    Status readLogits(Rank& k)
+    {
+        const GraphNode* logits = logitsNode();
+        if (!logits)
             return {};
-        const Tensor& t = k.t[static_cast<std::size_t>(logits->inputs[0])];
+        const bool decoding = k.phase == 1;
+        if (!m_o.keepLogits && decoding && k.past + 1 < m_context)
+            return {};
+        const Tensor& t = k.t()[static_cast<std::size_t>(logits->inputs[0])];
         std::vector<unsigned char> raw;
         auto read = [&](const Tensor& part, float* into) -> Status {
             if (part.dtype == DType::F32)
@@ -471,39 +619,43 @@ private:
         };
         std::int64_t bad = 0, seen = 0;
         if (m_o.keepLogits) {
-            m_logits.resize(static_cast<std::size_t>(t.numel()));
-            TP_RETURN_IF_ERROR(read(t, m_logits.data()));
-            bad = checkValues(m_logits.data(), t.numel(), DType::F32).nonFinite;
+            std::vector<float>& into = decoding ? m_stepLogits : m_logits;
+            const std::size_t at = into.size();
+            into.resize(at + static_cast<std::size_t>(t.numel()));
+            TP_RETURN_IF_ERROR(read(t, into.data() + at));
+            bad = checkValues(into.data() + at, t.numel(), DType::F32).nonFinite;
             seen = t.numel();
         } else { // one row at a time, through one row's buffer
             std::vector<float> row(static_cast<std::size_t>(t.cols));
+            const Tensor rows = lastLogits(k);
             for (std::int64_t b = 0; b < m_o.batch; ++b) {
-                TP_RETURN_IF_ERROR(read(t.rowRange((b + 1) * m_o.seq - 1, 1), row.data()));
+                TP_RETURN_IF_ERROR(read(rows.rowRange(b, 1), row.data()));
                 bad += checkValues(row.data(), t.cols, DType::F32).nonFinite;
                 seen += t.cols;
             }
         }
         if (bad > 0)
             return Status(StatusCode::DataLoss,
-                          fmt::format("rank 0: {} of {} logits{} are NaN or infinite: the activations overflowed {} storage, "
-                                      "or the weights hold NaN",
-                                      bad, seen, m_o.keepLogits ? "" : " at the sequences' last positions", dtypeName(m_o.dtype)));
+                          fmt::format("rank 0: {} of {} logits{}{} are NaN or infinite: the activations overflowed {} "
+                                      "storage, or the weights hold NaN",
+                                      bad, seen, m_o.keepLogits ? "" : " at the sequences' last positions",
+                                      decoding ? fmt::format(" of decode step {}", k.past - m_o.seq) : "", dtypeName(m_o.dtype)));
         return {};
     }
 
     Status collectSpans(Rank& k)
     {
-        k.spans.clear();
+        k.lastSpans.clear();
         for (std::size_t ni = 0; ni < m_g.graph.nodes.size(); ++ni) {
             const int n = static_cast<int>(ni);
             const GraphNode& gn = m_g.graph.nodes[ni];
             TP_ASSIGN_OR_RETURN(const double s, k.be->elapsedUs(0, m_events.begin(n)));
             TP_ASSIGN_OR_RETURN(const double e, k.be->elapsedUs(0, m_events.end(n)));
-            k.spans.push_back({k.r, n, -1, gn.layer, s, e, 0});
+            k.lastSpans.push_back({k.r, n, -1, gn.layer, s, e, 0});
             if (const int c = k.prog->collectiveOf[ni]; c >= 0) {
                 TP_ASSIGN_OR_RETURN(const double cs, k.be->elapsedUs(0, m_events.collective(c, 0)));
                 TP_ASSIGN_OR_RETURN(const double ce, k.be->elapsedUs(0, m_events.collective(c, 3)));
-                k.spans.push_back({k.r, n, c, gn.layer, cs, ce, collectiveBytes(c)});
+                k.lastSpans.push_back({k.r, n, c, gn.layer, cs, ce, collectiveBytes(c, k.pp().seq)});
             }
         }
         return {};
@@ -513,14 +665,14 @@ private:
     {
         std::vector<Span> all;
         for (const Rank& k : m_ranks)
-            all.insert(all.end(), k.spans.begin(), k.spans.end());
+            all.insert(all.end(), k.lastSpans.begin(), k.lastSpans.end());
         const double us = emulateTimeline(all, m_T, [&](const Span& s) {
             const Collective& c = m_g.collectives[static_cast<std::size_t>(s.collective)];
             return 1e6 * m_o.commModel->collectiveSeconds(c.kind, s.bytes, m_T);
         });
         std::size_t at = 0;
         for (Rank& k : m_ranks)
-            for (Span& s : k.spans)
+            for (Span& s : k.lastSpans)
                 s = all[at++];
         return us / 1e6;
     }
@@ -565,8 +717,8 @@ private:
         return {};
     }
 
-    const Tensor& in(const Rank& k, const GraphNode& n, std::size_t i) const { return k.t[static_cast<std::size_t>(n.inputs[i])]; }
-    const Tensor& out(const Rank& k, const GraphNode& n, std::size_t i) const { return k.t[static_cast<std::size_t>(n.outputs[i])]; }
+    const Tensor& in(const Rank& k, const GraphNode& n, std::size_t i) const { return k.t()[static_cast<std::size_t>(n.inputs[i])]; }
+    const Tensor& out(const Rank& k, const GraphNode& n, std::size_t i) const { return k.t()[static_cast<std::size_t>(n.outputs[i])]; }
     const Tensor* weight(const Rank& k, const GraphNode& n, std::string_view name) const
     {
         const ParamShard* s = m_g.param(n.module, name);
@@ -574,14 +726,14 @@ private:
     }
     Tensor scratch(const Rank& k, int ni) const
     {
-        const int s = k.prog->scratch[static_cast<std::size_t>(ni)];
-        return s < 0 ? Tensor{} : k.t[static_cast<std::size_t>(s)];
+        const int s = k.pp().scratch[static_cast<std::size_t>(ni)];
+        return s < 0 ? Tensor{} : k.t()[static_cast<std::size_t>(s)];
     }
 
     Status op(Rank& k, const GraphNode& n, int ni)
     {
         Backend& be = *k.be;
-        const Tensor& y = k.t[static_cast<std::size_t>(k.prog->opOutput[static_cast<std::size_t>(ni)])];
+        const Tensor& y = k.t()[static_cast<std::size_t>(k.pp().opOutput[static_cast<std::size_t>(ni)])];
         switch (n.kind) {
         case OpKind::Embedding: {
             const ParamShard* s = m_g.param(n.module, "weight");
@@ -610,10 +762,22 @@ private:
         }
         case OpKind::Rope:
             for (std::size_t i = 0; i < 2; ++i)
-                TP_RETURN_IF_ERROR(be.rope(in(k, n, i), out(k, n, i), n.headDim, k.positions, k.ropes[static_cast<std::size_t>(n.rope)]));
+                TP_RETURN_IF_ERROR(be.rope(in(k, n, i), out(k, n, i), n.headDim, k.ph[static_cast<std::size_t>(k.phase)].positions, k.ropes[static_cast<std::size_t>(n.rope)]));
             return {};
-        case OpKind::Attention:
-            return be.attention(in(k, n, 0), in(k, n, 1), in(k, n, 2), y, k.prog->attention[static_cast<std::size_t>(ni)], scratch(k, ni));
+        case OpKind::Attention: {
+            // This forward's keys and values join the caches at their positions, then attention reads
+            // every position so far.
+            const auto [kc, vc] = k.prog->kvCache[static_cast<std::size_t>(ni)];
+            const Tensor& K = k.cache[static_cast<std::size_t>(kc)];
+            const Tensor& V = k.cache[static_cast<std::size_t>(vc)];
+            AttentionShape s = k.pp().attention[static_cast<std::size_t>(ni)];
+            s.past = k.past;
+            for (std::int64_t b = 0; b < s.batch; ++b) {
+                TP_RETURN_IF_ERROR(be.copy(in(k, n, 1).rowRange(b * s.seq, s.seq), K.rowRange(b * m_context + s.past, s.seq)));
+                TP_RETURN_IF_ERROR(be.copy(in(k, n, 2).rowRange(b * s.seq, s.seq), V.rowRange(b * m_context + s.past, s.seq)));
+            }
+            return be.attention(in(k, n, 0), K, V, y, s, scratch(k, ni));
+        }
         case OpKind::GatedAct:
             if (n.packed) { // [gate_l | up_l] per token (a strided shard keeps the halves paired)
                 const Tensor& x = in(k, n, 0);
@@ -622,7 +786,7 @@ private:
             return be.gatedAct(in(k, n, 0), in(k, n, 1), y, n.act);
         case OpKind::Experts:
             return be.experts(in(k, n, 0), in(k, n, 1), *weight(k, n, "gate_up_proj"), *weight(k, n, "down_proj"), y,
-                              k.prog->experts[static_cast<std::size_t>(ni)], scratch(k, ni));
+                              k.pp().experts[static_cast<std::size_t>(ni)], scratch(k, ni));
         case OpKind::Add: return be.add(in(k, n, 0), in(k, n, 1), y);
         case OpKind::Logits: return {};
         }
@@ -634,21 +798,22 @@ private:
         Backend& be = *k.be;
         Communicator& comm = *k.comm;
         const Collective& c = m_g.collectives[static_cast<std::size_t>(ci)];
-        const detail::CollectivePlan& p = k.prog->collectives[static_cast<std::size_t>(ci)];
-        const Tensor& input = k.t[static_cast<std::size_t>(p.input)];
-        const Tensor& output = k.t[static_cast<std::size_t>(p.output)];
+        const detail::CollectivePlan& p = k.pp().collectives[static_cast<std::size_t>(ci)];
+        const Tensor& input = k.t()[static_cast<std::size_t>(p.input)];
+        const Tensor& output = k.t()[static_cast<std::size_t>(p.output)];
         const std::string label = m_nvtx[static_cast<std::size_t>(c.node)] + "/" + collectiveName(c.kind);
         const NvtxRange range(label);
         comm.setLabel(label);
-        // A rank's piece of a staging buffer, [N, width] at its place.
+        const std::int64_t rows = k.pp().tokens;
+        // A rank's piece of a staging buffer, [rows, width] at its place.
         auto piece = [&](int rank) {
             const Interval& iv = c.pieces[static_cast<std::size_t>(rank)];
-            const Tensor& st = k.t[static_cast<std::size_t>(p.staging)];
-            return Tensor::contiguous(st.as<char>() + m_N * iv.offset * st.elementBytes(), st.dtype, m_N, iv.size, st.device);
+            const Tensor& st = k.t()[static_cast<std::size_t>(p.staging)];
+            return Tensor::contiguous(st.as<char>() + rows * iv.offset * st.elementBytes(), st.dtype, rows, iv.size, st.device);
         };
         std::vector<std::int64_t> counts;
         for (const Interval& iv : c.pieces)
-            counts.push_back(m_N * iv.size);
+            counts.push_back(rows * iv.size);
 
         TP_RETURN_IF_ERROR(be.record(m_events.collective(ci, 0), Stream::Compute));
         if (c.kind == CollectiveKind::ReduceScatter) // pack each rank's columns into its contiguous piece
@@ -665,10 +830,10 @@ private:
                     offsets.push_back(iv.offset + iv.size);
                 TP_RETURN_IF_ERROR(comm.allGatherColumns(output, offsets));
             } else {
-                TP_RETURN_IF_ERROR(comm.allGather(input.reshaped(1, input.numel()), k.t[static_cast<std::size_t>(p.staging)], counts));
+                TP_RETURN_IF_ERROR(comm.allGather(input.reshaped(1, input.numel()), k.t()[static_cast<std::size_t>(p.staging)], counts));
             }
             break;
-        case CollectiveKind::ReduceScatter: TP_RETURN_IF_ERROR(comm.reduceScatter(k.t[static_cast<std::size_t>(p.staging)], output.reshaped(1, output.numel()), counts)); break;
+        case CollectiveKind::ReduceScatter: TP_RETURN_IF_ERROR(comm.reduceScatter(k.t()[static_cast<std::size_t>(p.staging)], output.reshaped(1, output.numel()), counts)); break;
         default: return Status(StatusCode::Unimplemented, fmt::format("{} is not executable on the engine", collectiveName(c.kind)));
         }
         TP_RETURN_IF_ERROR(be.record(m_events.collective(ci, 2), Stream::Comm));
@@ -692,13 +857,15 @@ private:
     const std::int64_t m_N;
     EventMap m_events;
     std::vector<std::string> m_nvtx;
-    std::vector<std::int32_t> m_tokens, m_positions;
+    const std::int64_t m_context;              // positions per sequence: prompt + decode steps
+    std::vector<std::int32_t> m_tokens, m_positions, m_decodePositions;
     std::vector<std::vector<float>> m_ropeTables;
     std::vector<RankProgram> m_programs;
     std::vector<Rank> m_ranks;
     std::mutex m_turnstile;
     double m_emulatedSeconds = 0;
-    std::vector<float> m_logits;
+    std::vector<float> m_logits, m_stepLogits;
+    std::vector<std::vector<std::int32_t>> m_generated; // rank 0, last iteration: per token, every sequence's
     std::mutex m_errorMutex;
     Status m_firstError;
 };
@@ -716,19 +883,26 @@ Status checkRunnable(const ModelSpec& spec, const ShardedGraph& g, const WeightS
         return Status(StatusCode::Unimplemented, why);
     if (o.batch < 1 || o.seq < 1)
         return invalidArgument("batch and sequence must be at least 1");
+    if (o.decodeSteps < 0 || o.decodeSteps > (1 << 20))
+        return invalidArgument(fmt::format("{} decode steps: give 0 to 2^20", o.decodeSteps));
     if (o.batch > (std::int64_t(1) << 20) || o.seq > (std::int64_t(1) << 24) || o.batch * o.seq > (std::int64_t(1) << 26))
         return invalidArgument(fmt::format("batch {} × sequence {} is more tokens than one forward takes (at most 2^26)",
                                            o.batch, o.seq));
+    if (o.batch * (o.seq + o.decodeSteps) > (std::int64_t(1) << 26))
+        return invalidArgument(fmt::format("batch {} × (sequence {} + {} decode steps) is more positions than a KV cache "
+                                           "holds here (at most 2^26)",
+                                           o.batch, o.seq, o.decodeSteps));
     if (!isStorageDtype(o.dtype))
         return invalidArgument(fmt::format("storage dtype {} is not f32, bf16 or f16", dtypeName(o.dtype)));
     if (o.emulate && !o.commModel)
         return invalidArgument("emulation needs a hardware profile to model the collectives");
     for (const GraphNode& n : g.graph.nodes)
-        if (n.kind == OpKind::Attention && n.window > 0 && o.seq > n.window)
+        if (n.kind == OpKind::Attention && n.window > 0 && o.seq + o.decodeSteps > n.window)
             return Status(StatusCode::Unimplemented,
                           fmt::format("{} uses a sliding window of {} tokens; the engine computes full causal "
-                                      "attention, which equals it only up to {} tokens (sequence {})",
-                                      n.name, n.window, n.window, o.seq));
+                                      "attention, which equals it only up to {} positions (sequence {}{})",
+                                      n.name, n.window, n.window, o.seq,
+                                      o.decodeSteps > 0 ? fmt::format(" + {} decode steps", o.decodeSteps) : ""));
     if (!o.tokens.empty() && static_cast<std::int64_t>(o.tokens.size()) != o.batch * o.seq)
         return invalidArgument(fmt::format("{} token ids given for batch {} × sequence {}", o.tokens.size(), o.batch, o.seq));
     for (const std::int32_t id : o.tokens)

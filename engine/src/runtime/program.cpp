@@ -18,15 +18,15 @@ constexpr std::int64_t kAlignment = 256;
 class Lowering
 {
 public:
-    Lowering(const ModelSpec& spec, const ShardedGraph& g, int rank, std::int64_t tokens, std::int64_t batch,
-             std::int64_t seq, const Backend& be, bool columnGather)
+    Lowering(const ModelSpec& spec, const ShardedGraph& g, int rank, std::int64_t batch, std::int64_t seq,
+             std::int64_t decodeSteps, const Backend& be, bool columnGather)
         : m_columnGather(columnGather)
         , m_spec(spec)
         , m_g(g)
         , m_r(rank)
-        , m_n(tokens)
         , m_batch(batch)
         , m_seq(seq)
+        , m_decode(decodeSteps)
         , m_be(be)
     {
     }
@@ -34,15 +34,10 @@ public:
     Result<RankProgram> run()
     {
         m_p.rank = m_r;
-        m_p.tokens = m_n;
+        m_p.context = m_seq + m_decode;
         weights();
         const auto& nodes = m_g.graph.nodes;
-        m_p.opOutput.assign(nodes.size(), -1);
-        m_p.scratch.assign(nodes.size(), -1);
         m_p.collectiveOf.assign(nodes.size(), -1);
-        m_p.collectives.assign(m_g.collectives.size(), {});
-        m_p.attention.assign(nodes.size(), {});
-        m_p.experts.assign(nodes.size(), {});
         for (std::size_t c = 0; c < m_g.collectives.size(); ++c) {
             const int node = m_g.collectives[c].node;
             if (m_p.collectiveOf[static_cast<std::size_t>(node)] >= 0)
@@ -50,9 +45,13 @@ public:
                             "issues more than one collective (expert dispatch), which the engine does not execute");
             m_p.collectiveOf[static_cast<std::size_t>(node)] = static_cast<int>(c);
         }
-        graphTensors();
-        for (std::size_t i = 0; i < nodes.size(); ++i)
-            TP_RETURN_IF_ERROR(node(static_cast<int>(i)));
+        // Steps of the arena's timeline: prefill's nodes, then a decode step's; the KV caches span both.
+        const int steps = static_cast<int>(nodes.size()) + 1;
+        kvCaches(m_decode > 0 ? 2 * steps : steps);
+        m_p.phases.reserve(2);
+        TP_RETURN_IF_ERROR(phase(m_batch * m_seq, m_seq, 0));
+        if (m_decode > 0)
+            TP_RETURN_IF_ERROR(phase(m_batch, 1, steps));
         m_p.arenaBytes = planArena(m_p.blocks, kAlignment);
         return std::move(m_p);
     }
@@ -84,19 +83,60 @@ private:
         m_p.weightBytes = at;
     }
 
+    // --- phases and caches ----------------------------------------------------------------------
+    Status phase(std::int64_t tokens, std::int64_t seq, int firstStep)
+    {
+        const std::size_t nodes = m_g.graph.nodes.size();
+        m_ph = &m_p.phases.emplace_back();
+        m_ph->tokens = m_n = tokens;
+        m_ph->seq = seq;
+        m_t0 = firstStep;
+        m_ph->opOutput.assign(nodes, -1);
+        m_ph->scratch.assign(nodes, -1);
+        m_ph->collectives.assign(m_g.collectives.size(), {});
+        m_ph->attention.assign(nodes, {});
+        m_ph->experts.assign(nodes, {});
+        graphTensors();
+        for (std::size_t i = 0; i < nodes; ++i)
+            TP_RETURN_IF_ERROR(node(static_cast<int>(i)));
+        return {};
+    }
+
+    // Keys and values of every position of the run, per attention node: [B · context, kv width].
+    void kvCaches(int steps)
+    {
+        m_p.kvCache.assign(m_g.graph.nodes.size(), {-1, -1});
+        for (std::size_t i = 0; i < m_g.graph.nodes.size(); ++i) {
+            const GraphNode& n = m_g.graph.nodes[i];
+            if (n.kind != OpKind::Attention)
+                continue;
+            int kv[2];
+            for (int j = 0; j < 2; ++j) {
+                const std::int64_t cols = m_g.tensors[static_cast<std::size_t>(n.inputs[1 + j])].local[static_cast<std::size_t>(m_r)];
+                const std::int64_t rows = m_batch * m_p.context, bytes = dtypeBytes(m_be.storage(), rows * cols);
+                m_p.blocks.push_back({bytes, 0, steps - 1, -1});
+                m_p.cache.push_back({static_cast<int>(m_p.blocks.size()) - 1, 0, rows, cols, m_be.storage(), 0});
+                m_p.cacheBytes += align(bytes);
+                kv[j] = static_cast<int>(m_p.cache.size()) - 1;
+            }
+            m_p.kvCache[i] = {kv[0], kv[1]};
+        }
+    }
+
     // --- tensors ------------------------------------------------------------------------------
     static std::int64_t align(std::int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
+    // A block live over steps [first, last] of the current phase.
     int block(std::int64_t bytes, int first, int last)
     {
-        m_p.blocks.push_back({bytes, first, last, -1});
+        m_p.blocks.push_back({bytes, m_t0 + first, m_t0 + last, -1});
         return static_cast<int>(m_p.blocks.size()) - 1;
     }
 
     int tensor(int blockIndex, std::int64_t rows, std::int64_t cols, DType t, std::int64_t within = 0, std::int64_t stride = 0)
     {
-        m_p.tensors.push_back({blockIndex, within, rows, cols, t, stride});
-        return static_cast<int>(m_p.tensors.size()) - 1;
+        m_ph->tensors.push_back({blockIndex, within, rows, cols, t, stride});
+        return static_cast<int>(m_ph->tensors.size()) - 1;
     }
 
     // One block per graph tensor, live from its producer to its last consumer (the logits to the end).
@@ -132,7 +172,7 @@ private:
     {
         return m_p.weightShapes[static_cast<std::size_t>(s - m_g.params.data())];
     }
-    std::int64_t width(int graphTensor) const { return m_p.tensors[static_cast<std::size_t>(graphTensor)].cols; }
+    std::int64_t width(int graphTensor) const { return m_ph->tensors[static_cast<std::size_t>(graphTensor)].cols; }
 
     Status fail(const GraphNode& n, const std::string& what) const
     {
@@ -146,7 +186,7 @@ private:
     void addScratch(int ni, std::int64_t bytes)
     {
         if (bytes > 0)
-            m_p.scratch[static_cast<std::size_t>(ni)] = tensor(block(bytes, ni, ni), 1, bytes, DType::U8);
+            m_ph->scratch[static_cast<std::size_t>(ni)] = tensor(block(bytes, ni, ni), 1, bytes, DType::U8);
     }
 
     // The width the op computes for output 0, from its inputs and this rank's weights; checks the
@@ -205,7 +245,7 @@ private:
                                                            in(0) / n.headDim, in(1) / n.headDim, n.heads / n.kvHeads);
                                     }));
             addScratch(ni, m_be.attentionScratchBytes(s));
-            m_p.attention[static_cast<std::size_t>(ni)] = s;
+            m_ph->attention[static_cast<std::size_t>(ni)] = s;
             return s.heads * n.vHeadDim;
         }
         case OpKind::GatedAct:
@@ -218,7 +258,7 @@ private:
         case OpKind::Experts: {
             TP_ASSIGN_OR_RETURN(const ExpertsShape s, expertsShape(n));
             addScratch(ni, m_be.expertsScratchBytes(m_n, in(0), s));
-            m_p.experts[static_cast<std::size_t>(ni)] = s;
+            m_ph->experts[static_cast<std::size_t>(ni)] = s;
             return in(0);
         }
         case OpKind::Add:
@@ -238,7 +278,7 @@ private:
         const int out = n.outputs[0];
         const std::int64_t promised = width(out);
         const int ci = m_p.collectiveOf[static_cast<std::size_t>(ni)];
-        m_p.opOutput[static_cast<std::size_t>(ni)] = out;
+        m_ph->opOutput[static_cast<std::size_t>(ni)] = out;
         if (ci < 0) {
             for (std::size_t i = 0; i < n.outputs.size(); ++i) {
                 const std::int64_t want = n.kind == OpKind::Split ? n.parts[i] : n.kind == OpKind::Rope ? width(n.inputs[i]) : w;
@@ -249,9 +289,9 @@ private:
             return {};
         }
         const Collective& c = m_g.collectives[static_cast<std::size_t>(ci)];
-        CollectivePlan& p = m_p.collectives[static_cast<std::size_t>(ci)];
+        CollectivePlan& p = m_ph->collectives[static_cast<std::size_t>(ci)];
         p.output = out;
-        const DType dt = m_p.tensors[static_cast<std::size_t>(out)].dtype;
+        const DType dt = m_ph->tensors[static_cast<std::size_t>(out)].dtype;
         const std::int64_t eb = dtypeBytes(dt, 1);
         const std::int64_t full = c.featuresPerToken;
         switch (c.kind) {
@@ -272,16 +312,16 @@ private:
                                     }));
             const Interval& mine = c.pieces[static_cast<std::size_t>(m_r)];
             if (m_columnGather) { // the op writes its columns of the output; the gather fills the rest
-                const ProgramTensor& o = m_p.tensors[static_cast<std::size_t>(out)];
+                const ProgramTensor& o = m_ph->tensors[static_cast<std::size_t>(out)];
                 p.input = tensor(o.block, m_n, w, dt, mine.offset * eb, full);
-                m_p.opOutput[static_cast<std::size_t>(ni)] = p.input;
+                m_ph->opOutput[static_cast<std::size_t>(ni)] = p.input;
                 return {};
             }
             // The op writes its piece straight into its place in the staging buffer (in place).
             const int staging = block(m_n * full * eb, ni, ni);
             p.staging = tensor(staging, 1, m_n * full, dt);
             p.input = tensor(staging, m_n, w, dt, m_n * mine.offset * eb);
-            m_p.opOutput[static_cast<std::size_t>(ni)] = p.input;
+            m_ph->opOutput[static_cast<std::size_t>(ni)] = p.input;
             return {};
         }
         case CollectiveKind::ReduceScatter: {
@@ -294,7 +334,7 @@ private:
                                     }));
             p.input = tensor(block(m_n * full * eb, ni, ni), m_n, full, dt);
             p.staging = tensor(block(m_n * full * eb, ni, ni), 1, m_n * full, dt);
-            m_p.opOutput[static_cast<std::size_t>(ni)] = p.input;
+            m_ph->opOutput[static_cast<std::size_t>(ni)] = p.input;
             return {};
         }
         default:
@@ -306,11 +346,12 @@ private:
     {
         AttentionShape s;
         s.batch = m_batch;
-        s.seq = m_seq;
+        s.seq = m_ph->seq;
         s.headDim = n.headDim;
         s.heads = width(n.inputs[0]) / n.headDim;
         s.kvHeads = width(n.inputs[1]) / n.headDim;
         s.scale = n.scale;
+        s.keyRows = m_p.context;
         return s;
     }
 
@@ -341,17 +382,20 @@ private:
     const ModelSpec& m_spec;
     const ShardedGraph& m_g;
     const int m_r;
-    const std::int64_t m_n, m_batch, m_seq;
+    const std::int64_t m_batch, m_seq, m_decode;
     const Backend& m_be;
     RankProgram m_p;
+    PhaseProgram* m_ph = nullptr;   // the phase being lowered
+    std::int64_t m_n = 0;           // its rows
+    int m_t0 = 0;                   // its first step on the arena's timeline
 };
 
 } // namespace
 
 Result<RankProgram> lowerForRank(const ModelSpec& spec, const ShardedGraph& g, int rank, std::int64_t batch,
-                                 std::int64_t seq, const Backend& backend, bool columnGather)
+                                 std::int64_t seq, std::int64_t decodeSteps, const Backend& backend, bool columnGather)
 {
-    return Lowering(spec, g, rank, batch * seq, batch, seq, backend, columnGather).run();
+    return Lowering(spec, g, rank, batch, seq, decodeSteps, backend, columnGather).run();
 }
 
 } // namespace tp::detail

@@ -34,19 +34,33 @@ struct CollectivePlan
     int output = -1;              // the graph tensor after the collective
 };
 
+// One forward of the rank: prefill over B·S tokens, or a decode step over B (one per sequence).
+struct PhaseProgram
+{
+    std::int64_t tokens = 0;                 // rows of every activation
+    std::int64_t seq = 0;                    // query rows per sequence
+    std::vector<ProgramTensor> tensors;      // the graph's tensors first, then the buffers lowering adds
+    std::vector<int> opOutput;               // per node: the tensor its op writes (its output, or a pre-collective buffer)
+    std::vector<int> scratch;                // per node: its scratch tensor, -1: none
+    std::vector<CollectivePlan> collectives; // per ShardedGraph collective
+    std::vector<AttentionShape> attention;   // per node (Attention nodes): this rank's heads over the KV cache
+                                             // (past = 0; a decode step sets it)
+    std::vector<ExpertsShape> experts;       // per node (Experts nodes): this rank's experts and rows
+};
+
 struct RankProgram
 {
     int rank = 0;
-    std::int64_t tokens = 0;                 // B·S rows of every activation
-    std::vector<ProgramTensor> tensors;      // the graph's tensors first, then the buffers lowering adds
-    std::vector<ArenaBlock> blocks;
+    std::int64_t context = 0;                // KV cache rows per sequence: prompt + decode steps
+    std::vector<PhaseProgram> phases;        // [0] prefill, [1] a decode step (runs that decode)
+    // Per node (Attention nodes): this rank's key and value cache, [B · context, kv width], live for
+    // the whole run; indices into `cache`.
+    std::vector<std::pair<int, int>> kvCache;
+    std::vector<ProgramTensor> cache;
+    std::int64_t cacheBytes = 0;
+    std::vector<ArenaBlock> blocks;          // both phases' tensors and the caches, in one arena
     std::int64_t arenaBytes = 0;
-    std::vector<int> opOutput;               // per node: the tensor its op writes (its output, or a pre-collective buffer)
-    std::vector<int> scratch;                // per node: its scratch tensor, -1: none
     std::vector<int> collectiveOf;           // per node: the collective after it, -1: none
-    std::vector<CollectivePlan> collectives; // per ShardedGraph collective
-    std::vector<AttentionShape> attention;   // per node (Attention nodes): this rank's heads
-    std::vector<ExpertsShape> experts;       // per node (Experts nodes): this rank's experts and rows
     // Weights: per parameter its local 2-D shape ([n] → [1, n], [E, R, C] → [E·R, C]) and byte
     // offset in the weight buffer (a tied parameter shares its owner's).
     std::vector<std::pair<std::int64_t, std::int64_t>> weightShapes;
@@ -56,7 +70,8 @@ struct RankProgram
 
 // `columnGather`: the communicator gathers column pieces in place (Communicator::gathersColumns), so
 // an all-gather's op writes its columns of the output directly and needs no staging buffer.
+// `decodeSteps` > 0 adds the decode phase and sizes the KV cache for seq + decodeSteps positions.
 Result<RankProgram> lowerForRank(const ModelSpec& spec, const ShardedGraph& g, int rank, std::int64_t batch,
-                                 std::int64_t seq, const Backend& backend, bool columnGather);
+                                 std::int64_t seq, std::int64_t decodeSteps, const Backend& backend, bool columnGather);
 
 } // namespace tp::detail

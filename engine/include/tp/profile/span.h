@@ -29,17 +29,30 @@ struct RankFootprint
     std::int64_t allocations = 0;
 };
 
+// The decode phase of a run: greedy steps of one token per sequence after each prefill.
+struct DecodeMeasurement
+{
+    int steps = 0;                             // decode steps after each prefill (0: prefill only)
+    std::int64_t batch = 0;
+    std::vector<double> stepSeconds;           // every timed iteration's steps, in order
+    std::vector<Span> spans;                   // every rank, one representative step: the median of the last iteration
+    int spanStep = -1;                         // which step of the last iteration that is
+    std::vector<std::int32_t> generated;       // [batch, steps + 1] tokens of the last iteration (the first from prefill)
+};
+
 // What one run of one tp size measured.
 struct Measurement
 {
     int tpSize = 1;
     double loadSeconds = 0;                    // slowest rank: weights loaded and on the device
-    std::vector<double> iterationSeconds;      // timed iterations (not warm-up)
-    std::vector<Span> spans;                   // every rank, last timed iteration
+    std::vector<double> iterationSeconds;      // timed iterations (not warm-up): prefill, and the first
+                                               // token's argmax when decoding (time to first token)
+    std::vector<Span> spans;                   // every rank, last timed iteration's prefill
     std::vector<RankFootprint> footprint;      // per rank
     // Single-device emulation: compute spans were measured one rank at a time on one device,
     // collective spans and the iteration times come from the hardware profile's model.
     bool emulated = false;
+    DecodeMeasurement decode;
 };
 
 // Re-times one iteration of emulated ranks as T real devices would run it: compute spans keep their

@@ -58,16 +58,24 @@ struct BackendStats
     std::int64_t allocatedBytes = 0;
 };
 
-// q [B·S, heads·headDim], k and v [B·S, kvHeads·headDim] → y [B·S, heads·headDim]; causal within
-// each sequence; query head h reads key/value head h / (heads / kvHeads).
+// q [B·S, heads·headDim] → y [B·S, heads·headDim] over keys and values k, v [B·R, kvHeads·headDim]
+// (R = rows(): each sequence's rows of a KV cache, or its S tokens): query i of sequence b is at
+// position past + i and sees keys 0 … past + i of its sequence (causal); query head h reads
+// key/value head h / (heads / kvHeads). Prefill: past = 0; a decode step: S = 1, past = tokens
+// already cached.
 struct AttentionShape
 {
     std::int64_t batch = 1;
-    std::int64_t seq = 0;
+    std::int64_t seq = 0;                // queries per sequence
     std::int64_t heads = 0;              // this rank's query heads
     std::int64_t kvHeads = 0;            // this rank's key/value heads (heads is a multiple)
     std::int64_t headDim = 0;
     double scale = 0;                    // softmax(scale · q·kᵀ)
+    std::int64_t past = 0;               // keys before the first query, per sequence
+    std::int64_t keyRows = 0;            // rows per sequence in k and v; 0: seq
+
+    std::int64_t keys() const { return past + seq; }           // keys the last query sees
+    std::int64_t rows() const { return keyRows > 0 ? keyRows : seq; }
 };
 
 // This rank's part of a fused routed-experts layer: experts [firstExpert, firstExpert +
@@ -168,6 +176,10 @@ public:
     Status experts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down, const Tensor& y,
                    const ExpertsShape& s, const Tensor& scratch);
     virtual std::int64_t expertsScratchBytes(std::int64_t tokens, std::int64_t hidden, const ExpertsShape& s) const = 0;
+    // Greedy sampling: ids[0, t] = the column of row t's largest value (the first of equal ones;
+    // NaN never wins). x [n, V] in the storage dtype or F32, may have a row stride (every S-th row
+    // of prefill logits); ids I32 [1, n].
+    Status argmax(const Tensor& x, const Tensor& ids);
     // Seeded random values into a contiguous tensor (see UniformFill). Setup only: may allocate.
     Status fillUniform(const Tensor& dst, const UniformFill& f);
 
@@ -192,6 +204,7 @@ protected:
     virtual Status doSoftmax(const Tensor& x, const Tensor& y) = 0;
     virtual Status doExperts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down,
                              const Tensor& y, const ExpertsShape& s, const Tensor& scratch) = 0;
+    virtual Status doArgmax(const Tensor& x, const Tensor& ids) = 0;
     virtual Status doFillUniform(const Tensor& dst, const UniformFill& f) = 0;
 
     void countAllocation(std::int64_t bytes)

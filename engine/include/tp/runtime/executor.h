@@ -30,8 +30,11 @@ class Communicator;
 struct RunOptions
 {
     std::int64_t batch = 1;
-    std::int64_t seq = 16;
+    std::int64_t seq = 16;                     // prompt length (prefill tokens per sequence)
     std::vector<std::int32_t> tokens;          // B·S ids; empty: a fixed pseudo-random sequence
+    // Greedy decode steps after each prefill, one token per sequence each, reading and extending a
+    // per-rank KV cache of seq + decodeSteps positions: seq + 1 … tokens generated in all.
+    int decodeSteps = 0;
     int warmup = 0;
     int iterations = 1;
     DeviceKind device = DeviceKind::Cpu;       // every rank's backend
@@ -51,13 +54,16 @@ struct RunOptions
     int failRank = -1;
     std::string failNode;
     std::string failKind = "error";
-    // Called by rank 0 after each iteration (warm-up ones too) with its index and seconds.
+    // Called by rank 0 after each iteration's prefill (warm-up ones too) with its index and seconds,
+    // and after each decode step with the step's index and seconds.
     std::function<void(int iteration, bool warmup, double seconds)> progress;
+    std::function<void(int iteration, bool warmup, int step, double seconds)> stepProgress;
 };
 
 struct RunResult : Measurement
 {
     std::vector<float> logits;                 // rank 0, [B·S, vocab], last iteration, as fp32 (keepLogits)
+    std::vector<float> stepLogits;             // rank 0, [decodeSteps, B, vocab], last iteration (keepLogits)
     std::int64_t vocab = 0;
     std::string devices;                       // what the ranks ran on, for the record
 };

@@ -16,9 +16,11 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <new>
 #include <numeric>
 #include <string>
+#include <vector>
 
 namespace tp {
 
@@ -72,9 +74,16 @@ template<typename S> const float* widened(const Tensor& t, float* buf)
     return buf;
 }
 
+// One row (a decode step of one sequence) is a matrix-vector product: SGEMV streams the weight once,
+// where SGEMM would pack it first.
 void sgemmNT(std::int64_t n, std::int64_t out, std::int64_t in, const float* x, std::int64_t ldx, const float* w,
              std::int64_t ldw, float beta, float* y, std::int64_t ldy)
 {
+    if (n == 1) {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(out), static_cast<blasint>(in), 1.0f, w,
+                    static_cast<blasint>(ldw), x, 1, beta, y, 1);
+        return;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(n), static_cast<blasint>(out),
                 static_cast<blasint>(in), 1.0f, x, static_cast<blasint>(ldx), w, static_cast<blasint>(ldw), beta, y,
                 static_cast<blasint>(ldy));
@@ -163,9 +172,11 @@ public:
 
     std::int64_t attentionScratchBytes(const AttentionShape& s) const override
     {
-        std::int64_t floats = s.seq * s.seq;
-        if (storage() != DType::F32) // q, k, v and y widened to fp32
-            floats += s.batch * s.seq * (2 * s.heads + 2 * s.kvHeads) * s.headDim;
+        // Scores of one head; in 16-bit storage also q, y and each sequence's keys and values widened
+        // to fp32 (sized by the rows the keys may fill, so that a cache's scratch fits every step).
+        std::int64_t floats = s.seq * s.rows();
+        if (storage() != DType::F32)
+            floats += s.batch * (2 * s.seq * s.heads + 2 * s.rows() * s.kvHeads) * s.headDim;
         return 4 * floats;
     }
 
@@ -284,43 +295,50 @@ protected:
     Status doAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& sh,
                        const Tensor& scratch) override
     {
-        const std::int64_t S = sh.seq, hd = sh.headDim, qw = q.cols, kw = k.cols;
+        const std::int64_t S = sh.seq, R = sh.rows(), L = sh.keys(), past = sh.past, hd = sh.headDim, qw = q.cols,
+                           kw = k.cols;
         const std::int64_t group = sh.kvHeads > 0 ? sh.heads / sh.kvHeads : 1;
         const float scale = static_cast<float>(sh.scale);
         float* p = floats(scratch);
-        const float *Q = nullptr, *K = nullptr, *V = nullptr;
+        // Each sequence's first L key rows as fp32 [L, kw] (views of k and v themselves in f32).
+        std::vector<const float*> K(static_cast<std::size_t>(sh.batch)), V(K.size());
+        const float* Q = nullptr;
         float* Y = nullptr;
         Status st = withStorage(storage(), [&](auto st) {
             using St = decltype(st);
-            float* buf = p + S * S;
+            float* buf = p + S * R;
             Q = widened<St>(q, buf);
-            K = widened<St>(k, buf + q.numel());
-            V = widened<St>(v, buf + q.numel() + k.numel());
-            Y = std::is_same_v<St, F32> ? y.as<float>() : buf + q.numel() + 2 * k.numel();
+            buf += q.numel();
+            for (std::int64_t b = 0; b < sh.batch; ++b, buf += 2 * L * kw) {
+                K[static_cast<std::size_t>(b)] = widened<St>(k.rowRange(b * R, L), buf);
+                V[static_cast<std::size_t>(b)] = widened<St>(v.rowRange(b * R, L), buf + L * kw);
+            }
+            Y = std::is_same_v<St, F32> ? y.as<float>() : buf;
         });
         TP_RETURN_IF_ERROR(st);
         for (std::int64_t b = 0; b < sh.batch; ++b)
             for (std::int64_t h = 0; h < sh.heads; ++h) {
                 const float* qh = Q + b * S * qw + h * hd;
-                const float* kh = K + b * S * kw + (h / group) * hd;
-                const float* vh = V + b * S * kw + (h / group) * hd;
+                const float* kh = K[static_cast<std::size_t>(b)] + (h / group) * hd;
+                const float* vh = V[static_cast<std::size_t>(b)] + (h / group) * hd;
                 // scores = scale · q·kᵀ over this head (strided views of the token-major buffers)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(S), static_cast<blasint>(S),
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(S), static_cast<blasint>(L),
                             static_cast<blasint>(hd), scale, qh, static_cast<blasint>(qw), kh, static_cast<blasint>(kw),
-                            0.0f, p, static_cast<blasint>(S));
-                for (std::int64_t i = 0; i < S; ++i) { // causal softmax
-                    float* row = p + i * S;
-                    const float mx = *std::max_element(row, row + i + 1);
+                            0.0f, p, static_cast<blasint>(L));
+                for (std::int64_t i = 0; i < S; ++i) { // causal softmax: query i sees keys 0 … past + i
+                    float* row = p + i * L;
+                    const std::int64_t seen = past + i + 1;
+                    const float mx = *std::max_element(row, row + seen);
                     float sum = 0;
-                    for (std::int64_t j = 0; j <= i; ++j)
+                    for (std::int64_t j = 0; j < seen; ++j)
                         sum += (row[j] = std::exp(row[j] - mx));
                     const float inv = 1.0f / sum;
-                    for (std::int64_t j = 0; j <= i; ++j)
+                    for (std::int64_t j = 0; j < seen; ++j)
                         row[j] *= inv;
-                    std::fill(row + i + 1, row + S, 0.0f);
+                    std::fill(row + seen, row + L, 0.0f);
                 }
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(S), static_cast<blasint>(hd),
-                            static_cast<blasint>(S), 1.0f, p, static_cast<blasint>(S), vh, static_cast<blasint>(kw), 0.0f,
+                            static_cast<blasint>(L), 1.0f, p, static_cast<blasint>(L), vh, static_cast<blasint>(kw), 0.0f,
                             Y + b * S * qw + h * hd, static_cast<blasint>(qw));
             }
         if (storage() != DType::F32)
@@ -395,6 +413,28 @@ protected:
                 out[e] = static_cast<float>(out[e] / sum);
         }
         return {};
+    }
+
+    Status doArgmax(const Tensor& x, const Tensor& ids) override
+    {
+        auto* out = ids.as<std::int32_t>();
+        auto pick = [&](auto s) {
+            using S = decltype(s);
+            for (std::int64_t r = 0; r < x.rows; ++r) {
+                const auto* row = rowOf<S>(x, r);
+                std::int64_t best = 0;
+                float bv = -std::numeric_limits<float>::infinity();
+                bool any = false;
+                for (std::int64_t c = 0; c < x.cols; ++c)
+                    if (const float v = S::get(row, c); v > bv || (!any && v == bv)) { // NaN never compares greater
+                        bv = v;
+                        best = c;
+                        any = true;
+                    }
+                out[r] = static_cast<std::int32_t>(best);
+            }
+        };
+        return withStorage(x.dtype, pick);
     }
 
     Status doExperts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down, const Tensor& y,

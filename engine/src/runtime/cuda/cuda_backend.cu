@@ -16,11 +16,13 @@
 // GEMM, so a (b, unit) launch covers `inner` = max(KV, G) heads with constant strides:
 //   scores = scale · K·Qᵀ (fp32, scratch) → causal softmax (a warp per row, writes P in the storage
 //   dtype with zeros above the diagonal; in place for f32) → y = P·V (ld H·hd, rounded once).
-// Scratch holds the scores (and P) of a chunk of units and of query rows [i0, i0 + R), whose keys
-// are [0, i0 + R). With rowBytes = S·(4 + p), p = 0 for f32 and 2 otherwise:
+// Scratch holds the scores (and P) of a chunk of units and of query rows [i0, i0 + R), at positions
+// past + i, whose keys are [0, past + i0 + R). Keys of sequence b start at row b·K of k and v (K =
+// AttentionShape::rows(): the S tokens, or a KV cache's capacity). With rowBytes = K·(4 + p), p = 0
+// for f32 and 2 otherwise:
 //   all rows (R = S) and C = min(units, ⌊512 MiB / (inner·S·rowBytes)⌋) units per chunk when one
 //   unit fits in 512 MiB, else C = 1 and R = max(1, ⌊512 MiB / (inner·rowBytes)⌋);
-//   attentionScratchBytes = 256 + align(4·C·inner·R·S) + align(p·C·inner·R·S)   (align: 256).
+//   attentionScratchBytes = 256 + align(4·C·inner·R·K) + align(p·C·inner·R·K)   (align: 256).
 // At S = 512 (Llama-3.1-8B, T = 1, bf16) that is one chunk: 4 + 4 GEMMs and one softmax.
 //
 // Experts (top-k routing, sparse like the CPU), per chunk of Nt tokens:
@@ -178,17 +180,19 @@ struct AttentionPlan
     std::int64_t scoreElems = 0;    // scores (and probabilities) of one chunk
 };
 
+// Sized by the rows each sequence's keys may fill (a KV cache's capacity), not by the keys of this
+// call, so that a decode step's scratch, planned once, fits every step.
 AttentionPlan planAttention(const AttentionShape& s, std::int64_t probBytes)
 {
     AttentionPlan p;
     if (s.batch <= 0 || s.seq <= 0 || s.heads <= 0 || s.kvHeads <= 0 || s.heads % s.kvHeads != 0)
         return p;
-    const std::int64_t G = s.heads / s.kvHeads;
+    const std::int64_t G = s.heads / s.kvHeads, keys = s.rows();
     p.kvInner = s.kvHeads >= G;
     p.inner = p.kvInner ? s.kvHeads : G;
     p.outer = p.kvInner ? G : s.kvHeads;
     p.units = s.batch * p.outer;
-    const std::int64_t unitRow = p.inner * s.seq * (4 + probBytes); // one query row of a unit's heads
+    const std::int64_t unitRow = p.inner * keys * (4 + probBytes); // one query row of a unit's heads
     if (unitRow <= kScratchBudget / s.seq) {
         p.rowsPerBlock = s.seq;
         p.unitsPerChunk = std::clamp<std::int64_t>(kScratchBudget / (unitRow * s.seq), 1, p.units);
@@ -196,7 +200,7 @@ AttentionPlan planAttention(const AttentionShape& s, std::int64_t probBytes)
         p.unitsPerChunk = 1;
         p.rowsPerBlock = std::clamp<std::int64_t>(kScratchBudget / unitRow, 1, s.seq);
     }
-    p.scoreElems = p.unitsPerChunk * p.inner * p.rowsPerBlock * s.seq;
+    p.scoreElems = p.unitsPerChunk * p.inner * p.rowsPerBlock * keys;
     return p;
 }
 
@@ -488,8 +492,9 @@ protected:
         TP_RETURN_IF_ERROR(useDevice(m_device));
         const std::int64_t pb = probBytes();
         const AttentionPlan p = planAttention(s, pb);
-        const std::int64_t S = s.seq, hd = s.headDim, qw = q.cols, kw = k.cols, G = s.heads / s.kvHeads;
-        if (!fitsInt(S) || !fitsInt(qw) || !fitsInt(kw) || !fitsInt(p.inner))
+        const std::int64_t S = s.seq, rowsK = s.rows(), past = s.past, hd = s.headDim, qw = q.cols, kw = k.cols,
+                           G = s.heads / s.kvHeads;
+        if (!fitsInt(rowsK) || !fitsInt(qw) || !fitsInt(kw) || !fitsInt(p.inner))
             return invalidArgument(cat("attention: sequence ", S, " of ", s.heads, " heads exceeds cuBLAS's 32-bit sizes"));
         TP_RETURN_IF_ERROR(launchable("attention", p.unitsPerChunk * p.inner * p.rowsPerBlock, 1));
         Carver carve(scratch);
@@ -505,7 +510,8 @@ protected:
         const long long strideQ = p.kvInner ? G * hd : hd, strideK = p.kvInner ? hd : 0;
 
         for (std::int64_t i0 = 0; i0 < S; i0 += p.rowsPerBlock) {
-            const std::int64_t R = std::min(p.rowsPerBlock, S - i0), L = i0 + R; // queries [i0, L) see keys [0, L)
+            // queries [i0, i0 + R), at positions past + i, see keys [0, L)
+            const std::int64_t R = std::min(p.rowsPerBlock, S - i0), L = past + i0 + R;
             const long long slotElems = R * L;
             for (std::int64_t u0 = 0; u0 < p.units; u0 += p.unitsPerChunk) {
                 const std::int64_t units = std::min(p.unitsPerChunk, p.units - u0);
@@ -516,7 +522,7 @@ protected:
                 };
                 auto kOffset = [&](std::int64_t u) {
                     const std::int64_t b = (u0 + u) / p.outer, o = (u0 + u) % p.outer;
-                    return b * S * kw + (p.kvInner ? 0 : o * hd);
+                    return b * rowsK * kw + (p.kvInner ? 0 : o * hd);
                 };
                 for (std::int64_t u = 0; u < units; ++u) // scores[i, j] = scale · q_i·k_j, column-major Kᵀ·Q
                     TP_CUBLAS(cublasGemmStridedBatchedEx(
@@ -529,7 +535,7 @@ protected:
                 TP_RETURN_IF_ERROR(withStorage(storage(), "attention", [&](auto tag) -> Status {
                     using T = typename decltype(tag)::type;
                     causalSoftmaxKernel<T><<<warpRowBlocks(rows), kThreads, 0, st>>>(
-                        scores, static_cast<T*>(probs), rows, static_cast<int>(R), static_cast<int>(L), static_cast<int>(i0));
+                        scores, static_cast<T*>(probs), rows, static_cast<int>(R), static_cast<int>(L), static_cast<int>(past + i0));
                     TP_CUDA_LAUNCHED();
                     return {};
                 }));
@@ -614,6 +620,21 @@ protected:
                                                                                    static_cast<int>(x.cols));
         TP_CUDA_LAUNCHED();
         return {};
+    }
+
+    Status doArgmax(const Tensor& x, const Tensor& ids) override
+    {
+        TP_RETURN_IF_ERROR(useDevice(m_device));
+        TP_RETURN_IF_ERROR(launchable("argmax", x.rows, x.cols));
+        cudaStream_t st = m_compute.get();
+        auto launch = [&](auto tag) -> Status {
+            using T = typename decltype(tag)::type;
+            argmaxRowsKernel<T><<<warpRowBlocks(x.rows), kThreads, 0, st>>>(x.as<T>(), x.stride, x.rows, static_cast<int>(x.cols),
+                                                                            ids.as<std::int32_t>());
+            TP_CUDA_LAUNCHED();
+            return {};
+        };
+        return x.dtype == DType::F32 ? launch(Tag<float>{}) : withStorage(storage(), "argmax", launch);
     }
 
     // --- experts ----------------------------------------------------------------------------------

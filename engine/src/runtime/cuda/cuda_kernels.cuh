@@ -18,6 +18,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cstdint>
 
 namespace tp::cuda {
@@ -272,6 +273,37 @@ __global__ void softmaxRowsKernel(const float* x, float* y, std::int64_t rows, i
     sum = warpSum(sum);
     for (int j = lane; j < cols; j += kWarp)
         yr[j] = float(double(expf(xr[j] - m)) / sum);
+}
+
+// Greedy sampling, warp per row: the column of the row's largest value, the first of equal ones,
+// NaN never winning (as the CPU backend; torch.argmax also takes the first maximum).
+template<typename T>
+__global__ void argmaxRowsKernel(const T* x, std::int64_t stride, std::int64_t rows, int cols, std::int32_t* ids)
+{
+    const std::int64_t r = std::int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
+    const int lane = int(threadIdx.x % kWarp);
+    if (r >= rows)
+        return;
+    const T* xr = x + r * stride;
+    float best = -INFINITY;
+    int at = INT_MAX;
+    for (int j = lane; j < cols; j += kWarp) {
+        const float v = load(xr[j]);
+        if (v > best || (v == best && j < at)) {
+            best = v;
+            at = j;
+        }
+    }
+    for (int o = kWarp / 2; o > 0; o >>= 1) {
+        const float b2 = __shfl_xor_sync(kAllLanes, best, o);
+        const int a2 = __shfl_xor_sync(kAllLanes, at, o);
+        if (b2 > best || (b2 == best && a2 < at)) {
+            best = b2;
+            at = a2;
+        }
+    }
+    if (lane == 0)
+        ids[r] = at == INT_MAX ? 0 : at;
 }
 
 // --- experts --------------------------------------------------------------------------------------------
