@@ -9,6 +9,8 @@
 
 #include <QtTest>
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 namespace {
@@ -27,6 +29,13 @@ Run cli(const QStringList& args)
     return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
 }
 const QString kFixtures = QStringLiteral(TP_SOURCE_DIR "/tests/fixtures");
+void writeText(const QString& path, const std::string& text)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly) || f.write(text.data(), qint64(text.size())) != qint64(text.size()))
+        qFatal("cannot write %s", qPrintable(path));
+}
+
 } // namespace
 
 class TestCli : public QObject
@@ -247,7 +256,8 @@ private slots:
         QFile rf(record);
         QVERIFY(rf.open(QIODevice::ReadOnly));
         const auto rec = nlohmann::json::parse(rf.readAll().toStdString());
-        QCOMPARE(rec["schema"], "tpstudio.run/1");
+        QCOMPARE(rec["schema"], "tpstudio.run/2");
+        QVERIFY(!rec["runs"][1].contains("decode"));
         QCOMPARE(rec["runs"].size(), std::size_t(2));
         QCOMPARE(rec["runs"][0]["speedup"], 1.0);
         QVERIFY(rec["runs"][1]["speedup"].get<double>() > 0);
@@ -255,7 +265,92 @@ private slots:
         QVERIFY(!rec["provenance"]["cpu"].get<std::string>().empty());
         QFile cf(csv);
         QVERIFY(cf.open(QIODevice::ReadOnly));
-        QVERIFY(cf.readLine().startsWith("tp,rank,name,kind,op,layer,start_us,end_us,duration_us,bytes"));
+        QVERIFY(cf.readLine().startsWith("tp,rank,name,kind,op,layer,start_us,end_us,duration_us,bytes,phase"));
+    }
+
+    void runDecode()
+    {
+        // Prefill then 8 greedy steps: TTFT, ITL and per-layer decode figures on the console; the
+        // trace holds one decode step per rank on its own track; the record's decode phase; the
+        // stream reports every step; report re-renders it and still reads a schema-1 record.
+        QTemporaryDir dir;
+        const QString trace = dir.filePath("trace.json"), record = dir.filePath("run.json");
+        const Run r = cli({"run", "--model", "example", "--tp", "1,2", "--seq", "16", "--decode", "8", "--warmup", "0",
+                           "--iters", "2", "--trace", trace, "--json", record});
+        QCOMPARE(r.code, 0);
+        for (const char* want : {"8 decode steps", "decode        comm", "TTFT", "ITL median", "(decode: 8 steps × batch 1)"})
+            QVERIFY2(r.out.contains(want), qPrintable(QString(want) + " missing in\n" + r.out));
+        QFile tf(trace);
+        QVERIFY(tf.open(QIODevice::ReadOnly));
+        const auto t = nlohmann::json::parse(tf.readAll().toStdString());
+        std::map<int, int> decodeEvents, decodeComm; // per pid, on T=2's decode track
+        std::set<std::string> tracks;
+        for (const auto& e : t["traceEvents"]) {
+            if (e["ph"] == "M" && e["name"] == "thread_name")
+                tracks.insert(e["args"]["name"].get<std::string>());
+            if (e["ph"] == "X" && e["tid"] == 256 + 2) {
+                ++decodeEvents[e["pid"].get<int>()];
+                if (e["cat"] == "comm") {
+                    ++decodeComm[e["pid"].get<int>()];
+                    QCOMPARE(e["args"]["bytes"].get<std::int64_t>() > 0, true);
+                }
+            }
+        }
+        QCOMPARE(decodeEvents.size(), std::size_t(2));
+        QCOMPARE(decodeComm[0], 18); // a decode step issues the same 17 all-reduces and 1 all-gather
+        QCOMPARE(decodeComm[1], 18);
+        QVERIFY(tracks.count("tp=2 prefill") && std::any_of(tracks.begin(), tracks.end(), [](const std::string& n) {
+                    return n.starts_with("tp=2 decode step ");
+                }));
+        QFile rf(record);
+        QVERIFY(rf.open(QIODevice::ReadOnly));
+        auto rec = nlohmann::json::parse(rf.readAll().toStdString());
+        QCOMPARE(rec["settings"]["decode_steps"], 8);
+        for (const auto& run : rec["runs"]) {
+            const auto& d = run["decode"];
+            QCOMPARE(d["steps"], 8);
+            QCOMPARE(d["step_s"].size(), std::size_t(16)); // 8 steps × 2 timed iterations
+            QCOMPARE(d["generated"].size(), std::size_t(1));
+            QCOMPARE(d["generated"][0].size(), std::size_t(9)); // the first token from prefill
+            QVERIFY(d["itl_p10_s"] <= d["itl_median_s"] && d["itl_median_s"] <= d["itl_p90_s"]);
+            QCOMPARE(d["ttft_s"], run["median_s"]);
+            QCOMPARE(d["layers"].size(), std::size_t(9));
+        }
+        // Seeded weights are the same model at every T: the same greedy tokens.
+        QCOMPARE(rec["runs"][0]["decode"]["generated"], rec["runs"][1]["decode"]["generated"]);
+
+        const Run shown = cli({"report", record});
+        QCOMPARE(shown.code, 0);
+        QVERIFY(shown.out.contains("ITL median"));
+        // A record from before decode (schema 1) still reads; a decode phase that lies does not.
+        auto old = rec;
+        old["schema"] = "tpstudio.run/1";
+        old["settings"].erase("decode_steps");
+        for (auto& run : old["runs"])
+            run.erase("decode");
+        const QString oldFile = dir.filePath("old.json"), badFile = dir.filePath("bad.json");
+        writeText(oldFile, old.dump());
+        const Run oldShown = cli({"report", oldFile});
+        QCOMPARE(oldShown.code, 0);
+        QVERIFY(!oldShown.out.contains("ITL"));
+        rec["runs"][1]["decode"]["generated"][0].erase(0);
+        writeText(badFile, rec.dump());
+        const Run bad = cli({"report", badFile});
+        QCOMPARE(bad.code, 1);
+        QVERIFY2(bad.err.contains("runs[1]: decode: key 'generated' must hold 9 token ids per sequence"), qPrintable(bad.err));
+
+        // The JSON-lines stream: a step event per decode step, the decode figures in the result.
+        const Run stream = cli({"run", "--model", "example", "--tp", "2", "--seq", "8", "--decode", "3", "--warmup", "0",
+                                "--iters", "1", "--json-stream"});
+        QCOMPARE(stream.code, 0);
+        QStringList events;
+        for (const auto& line : stream.out.split('\n', Qt::SkipEmptyParts)) {
+            const auto e = nlohmann::json::parse(line.toStdString());
+            events << QString::fromStdString(e["event"].get<std::string>());
+            if (e["event"] == "result")
+                QVERIFY(e["decode"]["itl_median_s"].get<double>() > 0);
+        }
+        QCOMPARE(events, (QStringList{"start", "progress", "step", "step", "step", "result", "record"}));
     }
 
     void reportReRendersARecord()

@@ -23,7 +23,7 @@ std::function<int()> addReport(CLI::App& app)
     auto o = std::make_shared<Opts>();
     auto* cmd = app.add_subcommand("report", "Show a saved run record (tpstudio-cli run --json) and convert it to a "
                                              "Chrome trace or CSV");
-    cmd->add_option("RECORD", o->record, "Run record JSON (schema tpstudio.run/1)")->required();
+    cmd->add_option("RECORD", o->record, "Run record JSON (schema tpstudio.run/2 or /1)")->required();
     cmd->add_option("--trace", o->trace, "Write Chrome trace-event JSON");
     cmd->add_option("--csv", o->csv, "Write the spans as CSV");
     return [o] {

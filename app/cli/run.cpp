@@ -33,6 +33,7 @@ struct RunOpts
     std::string profile = "G3";
     std::vector<int> tp{1, 2};
     std::int64_t batch = 1, seq = 128;
+    int decode = 0;
     int warmup = 1, iters = 3;
     std::string backend = "cpu";
     std::string dtype;          // empty: f32 on the CPU, bf16 on CUDA
@@ -230,6 +231,7 @@ int runVerb(RunOpts o)
     set.commModel = commModel ? commModel->id : "";
     set.batch = o.batch;
     set.seq = o.seq;
+    set.decodeSteps = o.decode;
     set.warmup = o.warmup;
     set.iterations = o.iters;
     set.weights = useCheckpoint ? "checkpoint" : fmt::format("random (seed {:#x})", o.seed);
@@ -238,7 +240,7 @@ int runVerb(RunOpts o)
     rec.provenance.openblas = tp::cpuMathLibrary();
     if (o.jsonStream && reporter)
         emit({{"event", "start"}, {"model", o.model}, {"class", om->spec.className}, {"tp", sizes}, {"batch", o.batch},
-              {"seq", o.seq}, {"warmup", o.warmup}, {"iterations", o.iters}, {"weights", rec.settings.weights},
+              {"seq", o.seq}, {"decode_steps", o.decode}, {"warmup", o.warmup}, {"iterations", o.iters}, {"weights", rec.settings.weights},
               {"backend", o.backend}, {"dtype", set.dtype}, {"emulated", emulate}, {"comm_model", set.commModel},
               {"devices", devices}});
     else if (!useCheckpoint && reporter)
@@ -248,6 +250,7 @@ int runVerb(RunOpts o)
         tp::RunOptions ro;
         ro.batch = o.batch;
         ro.seq = o.seq;
+        ro.decodeSteps = o.decode;
         ro.warmup = o.warmup;
         ro.tokens = o.tokens;
         ro.iterations = o.iters;
@@ -268,7 +271,21 @@ int runVerb(RunOpts o)
             if (o.jsonStream)
                 emit({{"event", "progress"}, {"tp", t}, {"iteration", it}, {"warmup", warm}, {"seconds", secs}});
             else
-                fmt::print(stderr, "T={} {} {}: {:.2f} ms\n", t, warm ? "warm-up" : "iteration", it, secs * 1e3);
+                fmt::print(stderr, "T={} {} {}: {:.2f} ms{}\n", t, warm ? "warm-up" : "iteration", it, secs * 1e3,
+                           o.decode > 0 ? " prefill (time to first token)" : "");
+        };
+        std::vector<double> steps; // of the iteration, for the console's one line
+        ro.stepProgress = [&](int it, bool warm, int step, double secs) {
+            if (o.jsonStream) {
+                emit({{"event", "step"}, {"tp", t}, {"iteration", it}, {"warmup", warm}, {"step", step}, {"seconds", secs}});
+                return;
+            }
+            steps.push_back(secs);
+            if (step + 1 == o.decode) {
+                fmt::print(stderr, "T={} {} {}: {} decode steps, median {:.3f} ms\n", t, warm ? "warm-up" : "iteration", it,
+                           o.decode, tp::percentile(steps, 0.5) * 1e3);
+                steps.clear();
+            }
         };
         auto r = mpi.comm ? tp::runModelRank(om->spec, graphs[i], weights, ro, *mpi.comm)
                           : tp::runModel(om->spec, graphs[i], weights, ro);
@@ -284,14 +301,28 @@ int runVerb(RunOpts o)
             continue;
         if (!o.logitsFile.empty() && i + 1 == sizes.size()
             && !writeFile(o.logitsFile, [&](std::ostream& s) {
-                   s << nlohmann::json({{"tp", t}, {"vocab", r->vocab}, {"logits", r->logits}}).dump() << "\n";
+                   nlohmann::json j{{"tp", t}, {"vocab", r->vocab}, {"logits", r->logits}};
+                   if (o.decode > 0) {
+                       j["step_logits"] = r->stepLogits;
+                       j["generated"] = r->decode.generated;
+                   }
+                   s << j.dump() << "\n";
                }))
             return failWith(o, fmt::format("{}: cannot write", o.logitsFile));
         tp::addRun(rec, graphs[i], *r);
         const auto& run = rec.runs.back();
-        if (o.jsonStream)
-            emit({{"event", "result"}, {"tp", t}, {"median_s", run.medianSeconds}, {"tokens_per_s", run.tokensPerSecond},
-                  {"speedup", run.speedup}, {"comm_share", run.commShare}, {"load_s", run.loadSeconds}});
+        if (o.jsonStream) {
+            nlohmann::ordered_json res{{"event", "result"},       {"tp", t},
+                                       {"median_s", run.medianSeconds}, {"tokens_per_s", run.tokensPerSecond},
+                                       {"speedup", run.speedup},  {"comm_share", run.commShare},
+                                       {"load_s", run.loadSeconds}};
+            if (o.decode > 0)
+                res["decode"] = {{"ttft_s", run.decode.ttftSeconds}, {"itl_median_s", run.decode.itlSeconds},
+                                 {"itl_p10_s", run.decode.itlP10Seconds}, {"itl_p90_s", run.decode.itlP90Seconds},
+                                 {"tokens_per_s", run.decode.tokensPerSecond}, {"speedup", run.decode.speedup},
+                                 {"comm_share", run.decode.commShare}};
+            emit(res);
+        }
     }
 
     if (!reporter)
@@ -327,7 +358,12 @@ std::function<int()> addRun(CLI::App& app)
     auto* tpOpt = run->add_option("--tp", o->tp, "Tensor-parallel sizes, e.g. 1,2,4")->delimiter(',')->check(CLI::Range(1, 256))
         ->capture_default_str();
     run->add_option("--batch", o->batch, "Batch size")->check(CLI::Range(1, 4096))->capture_default_str();
-    run->add_option("--seq", o->seq, "Sequence length (prefill)")->check(CLI::Range(1, 65536))->capture_default_str();
+    run->add_option("--seq", o->seq, "Sequence length (prefill; the prompt when decoding)")->check(CLI::Range(1, 65536))->capture_default_str();
+    run->add_option("--decode", o->decode,
+                    "Greedy decode steps after each prefill, one token per sequence each, on a per-rank KV cache: "
+                    "reports time to first token, inter-token latency (median, p10, p90) and per-layer decode figures")
+        ->check(CLI::Range(0, 1 << 20))
+        ->capture_default_str();
     run->add_option("--warmup", o->warmup, "Untimed iterations")->check(CLI::Range(0, 1000))->capture_default_str();
     run->add_option("--iters", o->iters, "Timed iterations")->check(CLI::Range(1, 100000))->capture_default_str();
     run->add_option("--backend", o->backend,
@@ -354,7 +390,7 @@ std::function<int()> addRun(CLI::App& app)
         ->check(CLI::IsMember({"local", "mpi"}))
         ->capture_default_str();
     run->add_option("--trace", o->trace, "Write Chrome trace-event JSON (opens in Perfetto / chrome://tracing)");
-    run->add_option("--json", o->json, "Write the run record (schema tpstudio.run/1)");
+    run->add_option("--json", o->json, "Write the run record (schema tpstudio.run/2)");
     run->add_option("--csv", o->csv, "Write every span as CSV");
     run->add_flag("--json-stream", o->jsonStream, "Print progress and results as JSON lines (for the GUI)");
     run->add_flag("--random-weights", o->randomWeights, "Ignore the checkpoint; use seeded random weights");
@@ -364,7 +400,9 @@ std::function<int()> addRun(CLI::App& app)
         ->capture_default_str();
     run->add_option("--tokens", o->tokens, "Token ids, B·S of them, comma-separated (default: a fixed sequence)")
         ->delimiter(',');
-    run->add_option("--dump-logits", o->logitsFile, "Write rank 0's logits of the last tp size as JSON ([B·S × vocab])");
+    run->add_option("--dump-logits", o->logitsFile,
+                    "Write rank 0's logits of the last tp size as JSON ([B·S × vocab]; decoding also each step's [B × "
+                    "vocab] and the generated tokens)");
     run->add_option("--inject-failure", o->injectFailure,
                     "Testing: make RANK fail at graph node NODE: RANK:NODE[:error|oom|exception|hang]");
     emulateOpt->excludes(tpOpt);

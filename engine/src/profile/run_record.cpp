@@ -67,31 +67,27 @@ Provenance collectProvenance()
     return p;
 }
 
-void addRun(RunRecord& record, const ShardedGraph& g, const Measurement& result)
+double percentile(std::vector<double> v, double p)
 {
-    TpRun run;
-    run.tp = result.tpSize;
-    run.loadSeconds = result.loadSeconds;
-    run.iterationSeconds = result.iterationSeconds;
-    run.memory = result.footprint;
-    auto sorted = result.iterationSeconds;
-    std::sort(sorted.begin(), sorted.end());
-    run.medianSeconds = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-    const double tokens = static_cast<double>(record.settings.batch * record.settings.seq);
-    run.tokensPerSecond = run.medianSeconds > 0 ? tokens / run.medianSeconds : 0;
-    for (const auto& r : record.runs)
-        if (r.tp == 1 && r.medianSeconds > 0 && run.medianSeconds > 0)
-            run.speedup = r.medianSeconds / run.medianSeconds;
-    if (run.tp == 1)
-        run.speedup = 1.0;
+    if (v.empty())
+        return 0;
+    std::sort(v.begin(), v.end());
+    const auto i = static_cast<std::size_t>(std::clamp(p, 0.0, 1.0) * static_cast<double>(v.size()));
+    return v[std::min(i, v.size() - 1)];
+}
 
+namespace {
+
+PhaseTiming foldSpans(const ShardedGraph& g, const std::vector<Span>& spans, int tp)
+{
+    PhaseTiming out;
     int maxLayer = -1;
     for (const auto& n : g.graph.nodes)
         maxLayer = std::max(maxLayer, n.layer);
     const std::size_t L = static_cast<std::size_t>(maxLayer + 2);
-    std::vector<std::vector<double>> compute(static_cast<std::size_t>(run.tp), std::vector<double>(L)),
-        comm(static_cast<std::size_t>(run.tp), std::vector<double>(L));
-    for (const Span& s : result.spans) {
+    std::vector<std::vector<double>> compute(static_cast<std::size_t>(tp), std::vector<double>(L)),
+        comm(static_cast<std::size_t>(tp), std::vector<double>(L));
+    for (const Span& s : spans) {
         const GraphNode& n = g.graph.nodes[static_cast<std::size_t>(s.node)];
         RecordedSpan rs;
         rs.rank = s.rank;
@@ -112,9 +108,8 @@ void addRun(RunRecord& record, const ShardedGraph& g, const Measurement& result)
             rs.op = opKindName(n.kind);
             compute[static_cast<std::size_t>(s.rank)][static_cast<std::size_t>(s.layer + 1)] += d;
         }
-        run.spans.push_back(std::move(rs));
+        out.spans.push_back(std::move(rs));
     }
-    double worst = -1;
     for (std::size_t l = 0; l < L; ++l) {
         LayerTiming t;
         t.layer = static_cast<int>(l) - 1;
@@ -122,8 +117,9 @@ void addRun(RunRecord& record, const ShardedGraph& g, const Measurement& result)
             t.computeUs = std::max(t.computeUs, compute[r][l]);
             t.commUs = std::max(t.commUs, comm[r][l]);
         }
-        run.layers.push_back(t);
+        out.layers.push_back(t);
     }
+    double worst = -1;
     for (std::size_t r = 0; r < compute.size(); ++r) {
         double c = 0, m = 0;
         for (std::size_t l = 0; l < L; ++l) {
@@ -132,20 +128,96 @@ void addRun(RunRecord& record, const ShardedGraph& g, const Measurement& result)
         }
         if (c + m > worst) {
             worst = c + m;
-            run.commShare = c + m > 0 ? m / (c + m) : 0;
+            out.commShare = c + m > 0 ? m / (c + m) : 0;
         }
+    }
+    return out;
+}
+
+} // namespace
+
+void addRun(RunRecord& record, const ShardedGraph& g, const Measurement& result)
+{
+    TpRun run;
+    run.tp = result.tpSize;
+    run.loadSeconds = result.loadSeconds;
+    run.iterationSeconds = result.iterationSeconds;
+    run.memory = result.footprint;
+    run.medianSeconds = percentile(result.iterationSeconds, 0.5);
+    const double tokens = static_cast<double>(record.settings.batch * record.settings.seq);
+    run.tokensPerSecond = run.medianSeconds > 0 ? tokens / run.medianSeconds : 0;
+    PhaseTiming prefill = foldSpans(g, result.spans, run.tp);
+    run.layers = std::move(prefill.layers);
+    run.spans = std::move(prefill.spans);
+    run.commShare = prefill.commShare;
+
+    const DecodeMeasurement& dm = result.decode;
+    if (dm.steps > 0) {
+        DecodeRun& d = run.decode;
+        d.steps = dm.steps;
+        d.stepSeconds = dm.stepSeconds;
+        d.ttftSeconds = run.medianSeconds;
+        d.itlSeconds = percentile(dm.stepSeconds, 0.5);
+        d.itlP10Seconds = percentile(dm.stepSeconds, 0.1);
+        d.itlP90Seconds = percentile(dm.stepSeconds, 0.9);
+        d.tokensPerSecond = d.itlSeconds > 0 ? static_cast<double>(dm.batch) / d.itlSeconds : 0;
+        d.spanStep = dm.spanStep;
+        PhaseTiming step = foldSpans(g, dm.spans, run.tp);
+        d.layers = std::move(step.layers);
+        d.spans = std::move(step.spans);
+        d.commShare = step.commShare;
+        const std::size_t perSequence = static_cast<std::size_t>(dm.steps) + 1;
+        for (std::size_t at = 0; at + perSequence <= dm.generated.size(); at += perSequence)
+            d.generated.emplace_back(dm.generated.begin() + static_cast<std::ptrdiff_t>(at),
+                                     dm.generated.begin() + static_cast<std::ptrdiff_t>(at + perSequence));
+    }
+    for (const auto& r : record.runs)
+        if (r.tp == 1) {
+            if (r.medianSeconds > 0 && run.medianSeconds > 0)
+                run.speedup = r.medianSeconds / run.medianSeconds;
+            if (r.decode.itlSeconds > 0 && run.decode.itlSeconds > 0)
+                run.decode.speedup = r.decode.itlSeconds / run.decode.itlSeconds;
+        }
+    if (run.tp == 1) {
+        run.speedup = 1.0;
+        if (run.decode.steps > 0)
+            run.decode.speedup = 1.0;
     }
     record.runs.push_back(std::move(run));
 }
 
+namespace {
+
+constexpr const char* kSchema = "tpstudio.run/2";
+
+nlohmann::ordered_json layersJson(const std::vector<LayerTiming>& layers)
+{
+    auto out = nlohmann::ordered_json::array();
+    for (const auto& l : layers)
+        out.push_back({{"layer", l.layer}, {"compute_us", l.computeUs}, {"comm_us", l.commUs}});
+    return out;
+}
+
+nlohmann::ordered_json spansJson(const std::vector<RecordedSpan>& spans)
+{
+    auto out = nlohmann::ordered_json::array();
+    for (const auto& sp : spans)
+        out.push_back({{"rank", sp.rank}, {"name", sp.name}, {"kind", sp.kind}, {"op", sp.op}, {"layer", sp.layer},
+                       {"start_us", sp.startUs}, {"end_us", sp.endUs}, {"bytes", sp.bytes}});
+    return out;
+}
+
+} // namespace
+
 nlohmann::ordered_json recordToJson(const RunRecord& rec)
 {
     nlohmann::ordered_json j;
-    j["schema"] = "tpstudio.run/1";
+    j["schema"] = kSchema;
     const auto& s = rec.settings;
     j["settings"] = {{"model", s.model},          {"class", s.modelClass}, {"plan", s.plan},
                      {"backend", s.backend},      {"communicator", s.communicator},
-                     {"batch", s.batch},          {"seq", s.seq},          {"warmup", s.warmup},
+                     {"batch", s.batch},          {"seq", s.seq},          {"decode_steps", s.decodeSteps},
+                     {"warmup", s.warmup},
                      {"iterations", s.iterations}, {"weights", s.weights}, {"compute_dtype", "f32"},
                      {"storage_dtype", s.dtype}, {"emulated", s.emulated}, {"comm_model", s.commModel}};
     const auto& p = rec.provenance;
@@ -162,20 +234,27 @@ nlohmann::ordered_json recordToJson(const RunRecord& rec)
         x["tokens_per_s"] = r.tokensPerSecond;
         x["speedup"] = r.speedup;
         x["comm_share"] = r.commShare;
-        auto layers = nlohmann::ordered_json::array();
-        for (const auto& l : r.layers)
-            layers.push_back({{"layer", l.layer}, {"compute_us", l.computeUs}, {"comm_us", l.commUs}});
-        x["layers"] = layers;
+        x["layers"] = layersJson(r.layers);
         auto memory = nlohmann::ordered_json::array();
         for (std::size_t i = 0; i < r.memory.size(); ++i)
             memory.push_back({{"rank", i}, {"weight_bytes", r.memory[i].weightBytes},
                               {"workspace_bytes", r.memory[i].workspaceBytes}, {"allocations", r.memory[i].allocations}});
         x["memory"] = memory;
-        auto spans = nlohmann::ordered_json::array();
-        for (const auto& sp : r.spans)
-            spans.push_back({{"rank", sp.rank}, {"name", sp.name}, {"kind", sp.kind}, {"op", sp.op}, {"layer", sp.layer},
-                             {"start_us", sp.startUs}, {"end_us", sp.endUs}, {"bytes", sp.bytes}});
-        x["spans"] = spans;
+        x["spans"] = spansJson(r.spans);
+        if (const DecodeRun& d = r.decode; d.steps > 0)
+            x["decode"] = {{"steps", d.steps},
+                           {"ttft_s", d.ttftSeconds},
+                           {"itl_median_s", d.itlSeconds},
+                           {"itl_p10_s", d.itlP10Seconds},
+                           {"itl_p90_s", d.itlP90Seconds},
+                           {"tokens_per_s", d.tokensPerSecond},
+                           {"speedup", d.speedup},
+                           {"comm_share", d.commShare},
+                           {"step_s", d.stepSeconds},
+                           {"span_step", d.spanStep},
+                           {"generated", d.generated},
+                           {"layers", layersJson(d.layers)},
+                           {"spans", spansJson(d.spans)}};
         runs.push_back(std::move(x));
     }
     j["runs"] = runs;
@@ -215,6 +294,80 @@ struct Reader
     }
 };
 
+Result<std::vector<LayerTiming>> parseLayers(const Reader& r)
+{
+    TP_RETURN_IF_ERROR(r.need("layers", &nlohmann::json::is_array, "an array"));
+    std::vector<LayerTiming> out;
+    for (const auto& l : r.j["layers"]) {
+        const Reader lr{l, r.where + ": layers"};
+        LayerTiming t;
+        TP_ASSIGN_OR_RETURN(std::int64_t layer, lr.integer("layer", -1, 1 << 20));
+        t.layer = static_cast<int>(layer);
+        TP_ASSIGN_OR_RETURN(t.computeUs, lr.num("compute_us"));
+        TP_ASSIGN_OR_RETURN(t.commUs, lr.num("comm_us"));
+        out.push_back(t);
+    }
+    return out;
+}
+
+Result<std::vector<RecordedSpan>> parseSpans(const Reader& r, int tp)
+{
+    TP_RETURN_IF_ERROR(r.need("spans", &nlohmann::json::is_array, "an array"));
+    std::vector<RecordedSpan> out;
+    for (const auto& sp : r.j["spans"]) {
+        const Reader sr{sp, r.where + ": spans"};
+        RecordedSpan x;
+        TP_ASSIGN_OR_RETURN(std::int64_t rank, sr.integer("rank", 0, tp - 1));
+        x.rank = static_cast<int>(rank);
+        TP_ASSIGN_OR_RETURN(x.name, sr.str("name"));
+        TP_ASSIGN_OR_RETURN(x.kind, sr.str("kind"));
+        TP_ASSIGN_OR_RETURN(x.op, sr.str("op"));
+        TP_ASSIGN_OR_RETURN(std::int64_t layer, sr.integer("layer", -1, 1 << 20));
+        x.layer = static_cast<int>(layer);
+        TP_ASSIGN_OR_RETURN(x.startUs, sr.num("start_us"));
+        TP_ASSIGN_OR_RETURN(x.endUs, sr.num("end_us"));
+        TP_ASSIGN_OR_RETURN(x.bytes, sr.integer("bytes", 0, std::numeric_limits<std::int64_t>::max()));
+        out.push_back(std::move(x));
+    }
+    return out;
+}
+
+Result<DecodeRun> parseDecode(const Reader& r, int tp)
+{
+    DecodeRun d;
+    TP_ASSIGN_OR_RETURN(const std::int64_t steps, r.integer("steps", 1, 1 << 20));
+    d.steps = static_cast<int>(steps);
+    TP_ASSIGN_OR_RETURN(d.ttftSeconds, r.num("ttft_s"));
+    TP_ASSIGN_OR_RETURN(d.itlSeconds, r.num("itl_median_s"));
+    TP_ASSIGN_OR_RETURN(d.itlP10Seconds, r.num("itl_p10_s"));
+    TP_ASSIGN_OR_RETURN(d.itlP90Seconds, r.num("itl_p90_s"));
+    TP_ASSIGN_OR_RETURN(d.tokensPerSecond, r.num("tokens_per_s"));
+    TP_ASSIGN_OR_RETURN(d.speedup, r.num("speedup"));
+    TP_ASSIGN_OR_RETURN(d.commShare, r.num("comm_share"));
+    TP_ASSIGN_OR_RETURN(const std::int64_t spanStep, r.integer("span_step", -1, steps - 1));
+    d.spanStep = static_cast<int>(spanStep);
+    TP_RETURN_IF_ERROR(r.need("step_s", &nlohmann::json::is_array, "an array"));
+    for (const auto& v : r.j["step_s"]) {
+        if (!v.is_number())
+            return invalidArgument(fmt::format("{}: key 'step_s' must hold numbers", r.where));
+        d.stepSeconds.push_back(v.get<double>());
+    }
+    TP_RETURN_IF_ERROR(r.need("generated", &nlohmann::json::is_array, "an array"));
+    for (const auto& seq : r.j["generated"]) {
+        auto& tokens = d.generated.emplace_back();
+        if (!seq.is_array() || seq.size() != static_cast<std::size_t>(steps) + 1)
+            return invalidArgument(fmt::format("{}: key 'generated' must hold {} token ids per sequence", r.where, steps + 1));
+        for (const auto& t : seq) {
+            if (!t.is_number_integer() || t.get<std::int64_t>() < 0 || t.get<std::int64_t>() > std::numeric_limits<std::int32_t>::max())
+                return invalidArgument(fmt::format("{}: key 'generated' must hold token ids", r.where));
+            tokens.push_back(static_cast<std::int32_t>(t.get<std::int64_t>()));
+        }
+    }
+    TP_ASSIGN_OR_RETURN(d.layers, parseLayers(r));
+    TP_ASSIGN_OR_RETURN(d.spans, parseSpans(r, tp));
+    return d;
+}
+
 } // namespace
 
 Result<RunRecord> parseRunRecord(std::string_view text, const std::string& source)
@@ -227,8 +380,9 @@ Result<RunRecord> parseRunRecord(std::string_view text, const std::string& sourc
     }
     const Reader top{j, source};
     TP_ASSIGN_OR_RETURN(std::string schema, top.str("schema"));
-    if (schema != "tpstudio.run/1")
-        return invalidArgument(fmt::format("{}: key 'schema' is \"{}\", expected \"tpstudio.run/1\"", source, schema));
+    if (schema != kSchema && schema != "tpstudio.run/1")
+        return invalidArgument(fmt::format("{}: key 'schema' is \"{}\", expected \"{}\" (or \"tpstudio.run/1\")", source,
+                                           schema, kSchema));
     RunRecord rec;
     TP_RETURN_IF_ERROR(top.need("settings", &nlohmann::json::is_object, "an object"));
     const Reader s{j["settings"], source + ": settings"};
@@ -239,6 +393,10 @@ Result<RunRecord> parseRunRecord(std::string_view text, const std::string& sourc
     TP_ASSIGN_OR_RETURN(rec.settings.communicator, s.str("communicator"));
     TP_ASSIGN_OR_RETURN(rec.settings.batch, s.integer("batch", 1, std::int64_t(1) << 40));
     TP_ASSIGN_OR_RETURN(rec.settings.seq, s.integer("seq", 1, std::int64_t(1) << 40));
+    if (s.j.contains("decode_steps")) { // schema 2
+        TP_ASSIGN_OR_RETURN(const std::int64_t steps, s.integer("decode_steps", 0, 1 << 20));
+        rec.settings.decodeSteps = static_cast<int>(steps);
+    }
     TP_ASSIGN_OR_RETURN(std::int64_t warmup, s.integer("warmup", 0, 1 << 30));
     TP_ASSIGN_OR_RETURN(std::int64_t iters, s.integer("iterations", 1, 1 << 30));
     rec.settings.warmup = static_cast<int>(warmup);
@@ -277,16 +435,7 @@ Result<RunRecord> parseRunRecord(std::string_view text, const std::string& sourc
         TP_ASSIGN_OR_RETURN(run.tokensPerSecond, r.num("tokens_per_s"));
         TP_ASSIGN_OR_RETURN(run.speedup, r.num("speedup"));
         TP_ASSIGN_OR_RETURN(run.commShare, r.num("comm_share"));
-        TP_RETURN_IF_ERROR(r.need("layers", &nlohmann::json::is_array, "an array"));
-        for (const auto& l : r.j["layers"]) {
-            const Reader lr{l, r.where + ": layers"};
-            LayerTiming t;
-            TP_ASSIGN_OR_RETURN(std::int64_t layer, lr.integer("layer", -1, 1 << 20));
-            t.layer = static_cast<int>(layer);
-            TP_ASSIGN_OR_RETURN(t.computeUs, lr.num("compute_us"));
-            TP_ASSIGN_OR_RETURN(t.commUs, lr.num("comm_us"));
-            run.layers.push_back(t);
-        }
+        TP_ASSIGN_OR_RETURN(run.layers, parseLayers(r));
         if (r.j.contains("memory")) { // records since the device-resident engine
             TP_RETURN_IF_ERROR(r.need("memory", &nlohmann::json::is_array, "an array"));
             if (!r.j["memory"].empty() && r.j["memory"].size() != static_cast<std::size_t>(run.tp))
@@ -304,22 +453,14 @@ Result<RunRecord> parseRunRecord(std::string_view text, const std::string& sourc
                 run.memory.push_back(f);
             }
         }
-        TP_RETURN_IF_ERROR(r.need("spans", &nlohmann::json::is_array, "an array"));
-        for (const auto& sp : r.j["spans"]) {
-            const Reader sr{sp, r.where + ": spans"};
-            RecordedSpan x;
-            TP_ASSIGN_OR_RETURN(std::int64_t rank, sr.integer("rank", 0, run.tp - 1));
-            x.rank = static_cast<int>(rank);
-            TP_ASSIGN_OR_RETURN(x.name, sr.str("name"));
-            TP_ASSIGN_OR_RETURN(x.kind, sr.str("kind"));
-            TP_ASSIGN_OR_RETURN(x.op, sr.str("op"));
-            TP_ASSIGN_OR_RETURN(std::int64_t layer, sr.integer("layer", -1, 1 << 20));
-            x.layer = static_cast<int>(layer);
-            TP_ASSIGN_OR_RETURN(x.startUs, sr.num("start_us"));
-            TP_ASSIGN_OR_RETURN(x.endUs, sr.num("end_us"));
-            TP_ASSIGN_OR_RETURN(x.bytes, sr.integer("bytes", 0, std::numeric_limits<std::int64_t>::max()));
-            run.spans.push_back(std::move(x));
+        TP_ASSIGN_OR_RETURN(run.spans, parseSpans(r, run.tp));
+        if (r.j.contains("decode")) {
+            TP_RETURN_IF_ERROR(r.need("decode", &nlohmann::json::is_object, "an object"));
+            TP_ASSIGN_OR_RETURN(run.decode, parseDecode({r.j["decode"], r.where + ": decode"}, run.tp));
         }
+        if (run.decode.steps != rec.settings.decodeSteps)
+            return invalidArgument(fmt::format("{}: {} decode steps where settings say {}", r.where, run.decode.steps,
+                                               rec.settings.decodeSteps));
         if (r.j.contains("iteration_s") && r.j["iteration_s"].is_array())
             for (const auto& v : r.j["iteration_s"])
                 if (v.is_number())
@@ -345,11 +486,13 @@ std::string csvField(const std::string& s)
 
 void writeCsv(const RunRecord& rec, std::ostream& out)
 {
-    out << "tp,rank,name,kind,op,layer,start_us,end_us,duration_us,bytes\n";
+    out << "tp,rank,name,kind,op,layer,start_us,end_us,duration_us,bytes,phase\n";
     for (const auto& r : rec.runs)
-        for (const auto& s : r.spans)
-            out << fmt::format("{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{}\n", r.tp, s.rank, csvField(s.name), s.kind, s.op,
-                               s.layer, s.startUs, s.endUs, s.endUs - s.startUs, s.bytes);
+        for (const auto* phase : {&r.spans, &r.decode.spans})
+            for (const auto& s : *phase)
+                out << fmt::format("{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{},{}\n", r.tp, s.rank, csvField(s.name), s.kind,
+                                   s.op, s.layer, s.startUs, s.endUs, s.endUs - s.startUs, s.bytes,
+                                   phase == &r.spans ? "prefill" : "decode");
 }
 
 void writeChromeTrace(const RunRecord& rec, std::ostream& out)
@@ -363,23 +506,29 @@ void writeChromeTrace(const RunRecord& rec, std::ostream& out)
         events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", rank}, {"args", {{"sort_index", rank}}}});
     }
     for (const auto& r : rec.runs) {
-        for (int rank = 0; rank < r.tp; ++rank)
+        const int decodeTid = 256 + r.tp;
+        for (int rank = 0; rank < r.tp; ++rank) {
             events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", r.tp},
-                              {"args", {{"name", fmt::format("tp={}", r.tp)}}}});
-        for (const auto& s : r.spans)
-            events.push_back({{"name", s.name},
-                              {"cat", s.kind},
-                              {"ph", "X"},
-                              {"ts", s.startUs},
-                              {"dur", std::max(0.0, s.endUs - s.startUs)},
-                              {"pid", s.rank},
-                              {"tid", r.tp},
-                              {"args", {{"op", s.op}, {"layer", s.layer}, {"bytes", s.bytes}}}});
+                              {"args", {{"name", fmt::format("tp={} prefill", r.tp)}}}});
+            if (r.decode.steps > 0)
+                events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", decodeTid},
+                                  {"args", {{"name", fmt::format("tp={} decode step {}", r.tp, r.decode.spanStep)}}}});
+        }
+        for (const auto* phase : {&r.spans, &r.decode.spans})
+            for (const auto& s : *phase)
+                events.push_back({{"name", s.name},
+                                  {"cat", s.kind},
+                                  {"ph", "X"},
+                                  {"ts", s.startUs},
+                                  {"dur", std::max(0.0, s.endUs - s.startUs)},
+                                  {"pid", s.rank},
+                                  {"tid", phase == &r.spans ? r.tp : decodeTid},
+                                  {"args", {{"op", s.op}, {"layer", s.layer}, {"bytes", s.bytes}}}});
     }
     nlohmann::ordered_json j;
     j["traceEvents"] = std::move(events);
     j["displayTimeUnit"] = "ms";
-    j["otherData"] = {{"generator", "tpstudio"},  {"model", rec.settings.model},       {"schema", "tpstudio.run/1"},
+    j["otherData"] = {{"generator", "tpstudio"},  {"model", rec.settings.model},       {"schema", kSchema},
                       {"backend", rec.settings.backend}, {"storage_dtype", rec.settings.dtype},
                       {"emulated", rec.settings.emulated}};
     out << j.dump() << "\n";
@@ -388,22 +537,27 @@ void writeChromeTrace(const RunRecord& rec, std::ostream& out)
 void writeConsole(const RunRecord& rec, std::ostream& out)
 {
     const auto& s = rec.settings;
-    out << fmt::format("{} · {} · batch {} · seq {} · {} warm-up + {} iterations · backend {} ({}, {} storage) · {}\n",
-                       s.modelClass, s.plan, s.batch, s.seq, s.warmup, s.iterations, s.backend, s.communicator, s.dtype,
+    out << fmt::format("{} · {} · batch {} · seq {}{} · {} warm-up + {} iterations · backend {} ({}, {} storage) · {}\n",
+                       s.modelClass, s.plan, s.batch, s.seq, s.decodeSteps > 0 ? fmt::format(" · {} decode steps", s.decodeSteps) : "",
+                       s.warmup, s.iterations, s.backend, s.communicator, s.dtype,
                        rec.provenance.devices.empty() ? rec.provenance.cpuModel : rec.provenance.devices);
     if (s.emulated)
         out << fmt::format("EMULATED: every rank ran on one device, one at a time; communication times are modelled "
                            "with the {} profile, not measured\n",
                            s.commModel);
+    auto cells = [](const LayerTiming& l) {
+        const double tot = l.computeUs + l.commUs;
+        return fmt::format("{:>11.1f} {:>11.1f} {:>6.1f}%", l.computeUs, l.commUs, tot > 0 ? 100 * l.commUs / tot : 0.0);
+    };
     for (const auto& r : rec.runs) {
-        out << fmt::format("\nT={}  per layer, slowest rank (µs)\n  {:<9} {:>11} {:>11} {:>7}\n", r.tp, "layer",
-                           "compute", "comm", "comm %");
-        for (std::size_t i = 0; i < r.layers.size(); ++i) {
-            const auto& l = r.layers[i];
-            const double tot = l.computeUs + l.commUs;
-            out << fmt::format("  {:<9} {:>11.1f} {:>11.1f} {:>6.1f}%\n", l.layer < 0 ? std::string("other") : std::to_string(l.layer),
-                               l.computeUs, l.commUs, tot > 0 ? 100 * l.commUs / tot : 0.0);
-        }
+        const bool decoding = r.decode.steps > 0 && r.decode.layers.size() == r.layers.size();
+        out << fmt::format("\nT={}  per layer, slowest rank (µs){}\n  {:<9} {:>11} {:>11} {:>7}{}\n", r.tp,
+                           decoding ? fmt::format(": prefill, and decode step {} (the median)", r.decode.spanStep) : "",
+                           "layer", "compute", "comm", "comm %",
+                           decoding ? fmt::format("  {:>11} {:>11} {:>7}", "decode", "comm", "comm %") : "");
+        for (std::size_t i = 0; i < r.layers.size(); ++i)
+            out << fmt::format("  {:<9} {}{}\n", r.layers[i].layer < 0 ? std::string("other") : std::to_string(r.layers[i].layer),
+                               cells(r.layers[i]), decoding ? "  " + cells(r.decode.layers[i]) : "");
     }
     out << fmt::format("\n  {:>3} {:>12} {:>12} {:>9} {:>7} {:>9}\n", "T", "median", "tokens/s", "speedup", "comm %",
                        "load");
@@ -411,6 +565,16 @@ void writeConsole(const RunRecord& rec, std::ostream& out)
         out << fmt::format("  {:>3} {:>10.2f}ms {:>12.1f} {:>9} {:>6.1f}% {:>8.2f}s\n", r.tp, r.medianSeconds * 1e3,
                            r.tokensPerSecond, r.speedup > 0 ? fmt::format("{:.2f}×", r.speedup) : std::string("— (no T=1)"),
                            100 * r.commShare, r.loadSeconds);
+    if (s.decodeSteps > 0) {
+        out << fmt::format("\n  {:>3} {:>12} {:>12} {:>10} {:>10} {:>12} {:>9} {:>7}   (decode: {} steps × batch {})\n", "T",
+                           "TTFT", "ITL median", "p10", "p90", "tokens/s", "speedup", "comm %", s.decodeSteps, s.batch);
+        for (const auto& r : rec.runs)
+            out << fmt::format("  {:>3} {:>10.2f}ms {:>10.3f}ms {:>8.3f}ms {:>8.3f}ms {:>12.1f} {:>9} {:>6.1f}%\n", r.tp,
+                               r.decode.ttftSeconds * 1e3, r.decode.itlSeconds * 1e3, r.decode.itlP10Seconds * 1e3,
+                               r.decode.itlP90Seconds * 1e3, r.decode.tokensPerSecond,
+                               r.decode.speedup > 0 ? fmt::format("{:.2f}×", r.decode.speedup) : std::string("— (no T=1)"),
+                               100 * r.decode.commShare);
+    }
     for (const auto& r : rec.runs)
         if (!r.memory.empty()) {
             std::int64_t w = 0, a = 0;
@@ -418,7 +582,7 @@ void writeConsole(const RunRecord& rec, std::ostream& out)
                 w = std::max(w, m.weightBytes);
                 a = std::max(a, m.workspaceBytes);
             }
-            out << fmt::format("  T={} memory per rank (largest): {} weights + {} activations and scratch\n", r.tp,
+            out << fmt::format("  T={} memory per rank (largest): {} weights + {} activations, KV cache and scratch\n", r.tp,
                                humanBytes(static_cast<double>(w)), humanBytes(static_cast<double>(a)));
         }
 }

@@ -1,5 +1,7 @@
 // run_record.h — what one `run` measured, and its reporters. Measurement produces records; the
-// console table, JSON (schema tpstudio.run/1), CSV and Chrome trace-event JSON are views of it.
+// console table, JSON (schema tpstudio.run/2; /1, from before decode, still reads), CSV and Chrome
+// trace-event JSON are views of it. A run has phases: prefill (the top-level figures of each tp
+// size) and, when it decodes, the decode steps (TpRun::decode).
 //
 //   RunRecord rec = makeRecord(settings);
 //   addRun(rec, spec, graph, result);   // once per tp size, T=1 first when it is measured
@@ -29,7 +31,8 @@ struct RunSettings
     std::string dtype = "f32"; // storage of weights and activations (fp32 accumulation)
     bool emulated = false;     // ranks emulated on one device, communication modelled
     std::string commModel;     // the hardware profile that modelled it (emulated runs)
-    std::int64_t batch = 1, seq = 1;
+    std::int64_t batch = 1, seq = 1;   // seq: the prompt (prefill) length
+    int decodeSteps = 0;               // greedy decode steps after each prefill
     int warmup = 0, iterations = 1;
     std::string weights;       // "checkpoint" or "random (seed …)"
 };
@@ -57,11 +60,41 @@ struct RecordedSpan
     std::int64_t bytes = 0;
 };
 
+// The value below which a fraction p of the samples lie: sorted[min(n − 1, ⌊p·n⌋)] (p = 0.5: the
+// median, the upper one of an even count). 0 for no samples.
+double percentile(std::vector<double> samples, double p);
+
 struct LayerTiming
 {
     int layer = -1;            // -1: outside the decoder layers
     double computeUs = 0;      // slowest rank
     double commUs = 0;
+};
+
+// Per-layer totals of one forward's spans (slowest rank per layer) and the slowest rank's share of
+// communication, with the spans named.
+struct PhaseTiming
+{
+    std::vector<LayerTiming> layers;
+    std::vector<RecordedSpan> spans;
+    double commShare = 0;
+};
+
+// The decode phase of one tp size.
+struct DecodeRun
+{
+    int steps = 0;                      // 0: the run did not decode
+    std::vector<double> stepSeconds;    // every timed step
+    double ttftSeconds = 0;             // time to first token: the median prefill, first token picked
+    double itlSeconds = 0;              // inter-token latency: median step
+    double itlP10Seconds = 0, itlP90Seconds = 0;
+    double tokensPerSecond = 0;         // batch / median step
+    double speedup = 0;                 // median step at T=1 / at T; 0 when T=1 was not run
+    double commShare = 0;               // of the representative step, slowest rank
+    int spanStep = -1;                  // the step of the last iteration whose spans these are (its median)
+    std::vector<LayerTiming> layers;    // of that step
+    std::vector<RecordedSpan> spans;
+    std::vector<std::vector<std::int32_t>> generated; // per sequence: the tokens of the last iteration
 };
 
 struct TpRun
@@ -76,6 +109,7 @@ struct TpRun
     std::vector<LayerTiming> layers;
     std::vector<RecordedSpan> spans; // last timed iteration, every rank
     std::vector<RankFootprint> memory; // per rank: weights, workspace, allocations
+    DecodeRun decode;
 };
 
 struct RunRecord
@@ -89,11 +123,12 @@ struct RunRecord
 void addRun(RunRecord& record, const ShardedGraph& g, const Measurement& result);
 
 nlohmann::ordered_json recordToJson(const RunRecord& record);
-// Reads a record written by writeJson back (schema tpstudio.run/1); errors name the file and key.
+// Reads a record written by writeJson back (schema tpstudio.run/2, or /1); errors name the file and key.
 Result<RunRecord> parseRunRecord(std::string_view text, const std::string& source);
 void writeJson(const RunRecord& record, std::ostream& out);
-void writeCsv(const RunRecord& record, std::ostream& out);          // one row per span
-void writeChromeTrace(const RunRecord& record, std::ostream& out);  // chrome://tracing, Perfetto
+void writeCsv(const RunRecord& record, std::ostream& out);          // one row per span (phase prefill or decode)
+// chrome://tracing, Perfetto: pid = rank; tid = T for prefill, 256 + T for the representative decode step
+void writeChromeTrace(const RunRecord& record, std::ostream& out);
 void writeConsole(const RunRecord& record, std::ostream& out);      // per-layer table + summary
 
 } // namespace tp
