@@ -321,10 +321,15 @@ protected:
                 const float* qh = Q + b * S * qw + h * hd;
                 const float* kh = K[static_cast<std::size_t>(b)] + (h / group) * hd;
                 const float* vh = V[static_cast<std::size_t>(b)] + (h / group) * hd;
-                // scores = scale · q·kᵀ over this head (strided views of the token-major buffers)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(S), static_cast<blasint>(L),
-                            static_cast<blasint>(hd), scale, qh, static_cast<blasint>(qw), kh, static_cast<blasint>(kw),
-                            0.0f, p, static_cast<blasint>(L));
+                // scores = scale · q·kᵀ over this head (strided views of the token-major buffers); one
+                // query (a decode step) is a matrix-vector product
+                if (S == 1)
+                    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(L), static_cast<blasint>(hd), scale, kh,
+                                static_cast<blasint>(kw), qh, 1, 0.0f, p, 1);
+                else
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(S), static_cast<blasint>(L),
+                                static_cast<blasint>(hd), scale, qh, static_cast<blasint>(qw), kh, static_cast<blasint>(kw),
+                                0.0f, p, static_cast<blasint>(L));
                 for (std::int64_t i = 0; i < S; ++i) { // causal softmax: query i sees keys 0 … past + i
                     float* row = p + i * L;
                     const std::int64_t seen = past + i + 1;
@@ -337,9 +342,13 @@ protected:
                         row[j] *= inv;
                     std::fill(row + seen, row + L, 0.0f);
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(S), static_cast<blasint>(hd),
-                            static_cast<blasint>(L), 1.0f, p, static_cast<blasint>(L), vh, static_cast<blasint>(kw), 0.0f,
-                            Y + b * S * qw + h * hd, static_cast<blasint>(qw));
+                if (S == 1) // y = Vᵀ·p
+                    cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(L), static_cast<blasint>(hd), 1.0f, vh,
+                                static_cast<blasint>(kw), p, 1, 0.0f, Y + b * qw + h * hd, 1);
+                else
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(S), static_cast<blasint>(hd),
+                                static_cast<blasint>(L), 1.0f, p, static_cast<blasint>(L), vh, static_cast<blasint>(kw), 0.0f,
+                                Y + b * S * qw + h * hd, static_cast<blasint>(qw));
             }
         if (storage() != DType::F32)
             fromFloat(Y, storage(), y.data, y.numel());
