@@ -191,6 +191,25 @@ private slots:
         QVERIFY(bad.out.contains("4 key/value heads are not divisible by tp_size 8"));
         QCOMPARE(cli({"plan", "preview", "example", "--hardware", "no-such-gpu"}).code, 1);
         QCOMPARE(cli({"plan", "preview", "example", "--batch", "0"}).code, 2);
+        // One decode step at context 4096: B·hidden·2 bytes per all-reduce, the KV cache of 4096 tokens.
+        const Run step = cli({"plan", "preview", "llama-3.1-8b", "--tp", "8", "--context", "4096", "--dtype", "bf16",
+                              "--hardware", "h200-sxm-8", "--json"});
+        QCOMPARE(step.code, 0);
+        const auto d = nlohmann::json::parse(step.out.toStdString());
+        QCOMPARE(d["decode"]["context"], 4096);
+        QCOMPARE(d["decode"]["kv_cache_bytes"], std::int64_t(16384) * 4096);
+        for (const auto& c : d["decode"]["collectives"])
+            if (c["kind"] == "all_reduce")
+                QCOMPARE(c["bytes"], 4096 * 2);
+        QVERIFY(d["decode"]["step_s"].get<double>() > 0 && d["scaling"][7]["decode_step_s"] == d["decode"]["step_s"]);
+        const Run human = cli({"plan", "preview", "example", "--tp", "2", "--context", "160", "--hardware", "local-cpu"});
+        QVERIFY2(human.out.contains("Decode step at context 160") && human.out.contains("Collectives per decode step"),
+                 qPrintable(human.out));
+        for (const QStringList& badContext : {QStringList{"--context", "0"}, QStringList{"--batch", "1048576", "--context", "16777216"}}) {
+            const Run refused = cli(QStringList{"plan", "preview", "example"} + badContext);
+            QCOMPARE(refused.code, 1);
+            QVERIFY2(refused.err.contains("--context") || refused.err.contains("--batch"), qPrintable(refused.err));
+        }
     }
 
     void exportPython()

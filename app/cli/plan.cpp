@@ -30,6 +30,8 @@ struct PlanOpts
     std::string dtype;
     std::int64_t batch = 1;
     std::int64_t seq = 512;
+    std::int64_t context = 0;  // decode context, when contextGiven; else --seq
+    bool contextGiven = false;
     int tp = 2;
     int maxTp = 8;
     bool json = false;
@@ -112,12 +114,13 @@ struct CollectiveGroup
     int count = 0;
 };
 
-std::vector<CollectiveGroup> groupCollectives(const tp::ShardedGraph& g)
+// `tokens`: new tokens per sequence in the forward (the prompt in prefill, 1 in a decode step).
+std::vector<CollectiveGroup> groupCollectives(const tp::ShardedGraph& g, std::int64_t tokens)
 {
     std::vector<CollectiveGroup> out;
     for (const auto& c : g.collectives) {
         const std::string where = tp::genericName(c.where);
-        const std::int64_t bytes = c.bytes(g.options.batch, g.options.seq, g.elementBytes());
+        const std::int64_t bytes = c.bytes(g.options.batch, tokens, g.elementBytes());
         auto it = std::find_if(out.begin(), out.end(), [&](const CollectiveGroup& x) {
             return x.kind == c.kind && x.where == where && x.style == c.style && x.bytes == bytes;
         });
@@ -131,6 +134,33 @@ std::vector<CollectiveGroup> groupCollectives(const tp::ShardedGraph& g)
 
 double us(double s) { return s * 1e6; }
 
+nlohmann::ordered_json collectivesJson(const std::vector<CollectiveGroup>& groups, const tp::HardwareProfile& hw, int T)
+{
+    auto cj = nlohmann::ordered_json::array();
+    for (const auto& grp : groups)
+        cj.push_back({{"kind", tp::collectiveName(grp.kind)}, {"where", grp.where}, {"style", grp.style},
+                      {"count", grp.count}, {"bytes", grp.bytes}, {"time_s", hw.collectiveSeconds(grp.kind, grp.bytes, T)}});
+    return cj;
+}
+
+void printCollectives(const std::vector<CollectiveGroup>& groups, const tp::HardwareProfile& hw, int T)
+{
+    fmt::print("  {:>5}  {:<15} {:>12}  {:>11}  {:<44} {}\n", "count", "kind", "bytes each", "time each", "where", "style");
+    for (const auto& grp : groups)
+        fmt::print("  {:>5}  {:<15} {:>12}  {:>9.1f}µs  {:<44} {}\n", grp.count, tp::collectiveName(grp.kind),
+                   tp::humanBytes(grp.bytes), us(hw.collectiveSeconds(grp.kind, grp.bytes, T)), grp.where, grp.style);
+}
+
+// "12.3 µs", "4.56 ms", "1.234 s": times of very different sizes in one table.
+std::string humanSeconds(double s)
+{
+    if (s < 1e-3)
+        return fmt::format("{:.1f}µs", s * 1e6);
+    if (s < 1.0)
+        return fmt::format("{:.3f}ms", s * 1e3);
+    return fmt::format("{:.3f}s", s);
+}
+
 int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGraph& g, const PlanOpts& o)
 {
     auto hw = tp::findHardware(o.hardware);
@@ -138,12 +168,40 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
         fmt::print(stderr, "tpstudio-cli plan preview: {}\n", hw.status().message());
         return kBadInput;
     }
-    const auto groups = groupCollectives(g);
+    // Shapes first: a workload the cost model refuses is bad input, named by its flags.
+    const std::int64_t context = o.contextGiven ? o.context : g.options.seq;
+    if (context < 1 || context > tp::kMaxWorkloadContext) {
+        fmt::print(stderr, "tpstudio-cli plan preview: --context must be from 1 to {} tokens, found {}\n",
+                   tp::kMaxWorkloadContext, context);
+        return kBadInput;
+    }
+    if (auto st = tp::checkWorkload(tp::Workload::prefill(g.options)); !st.ok()) {
+        fmt::print(stderr, "tpstudio-cli plan preview: --batch {} --seq {}: {}\n", g.options.batch, g.options.seq, st.message());
+        return kBadInput;
+    }
+    if (auto st = tp::checkWorkload(tp::Workload::decodeStep(g.options.batch, context)); !st.ok()) {
+        fmt::print(stderr, "tpstudio-cli plan preview: --batch {} --context {}: {}\n", g.options.batch, context, st.message());
+        return kBadInput;
+    }
+    const auto groups = groupCollectives(g, g.options.seq);
+    const auto decodeGroups = groupCollectives(g, 1);
     const std::int64_t e = g.elementBytes();
-    std::optional<tp::CostReport> cost;
-    if (g.valid())
-        cost = tp::estimateCost(om.spec, g, *hw);
-    const auto scaling = tp::predictScaling(om.spec, plan, g.options, *hw, o.maxTp);
+    std::optional<tp::CostReport> cost, decode;
+    std::int64_t kvPerToken = tp::kvCacheBytesPerToken(g), kvAtContext = 0;
+    if (g.valid()) {
+        auto p = tp::estimateCost(om.spec, g, *hw, tp::Workload::prefill(g.options));
+        auto d = tp::estimateDecodeStep(om.spec, g, *hw, g.options.batch, context);
+        auto kv = tp::kvCacheBytes(g, g.options.batch, context);
+        for (const tp::Status& st : {p.status(), d.status(), kv.status()})
+            if (!st.ok()) {
+                fmt::print(stderr, "tpstudio-cli plan preview: {}\n", st.message());
+                return kBadInput;
+            }
+        cost = *p;
+        decode = *d;
+        kvAtContext = *kv;
+    }
+    const auto scaling = tp::predictScaling(om.spec, plan, g.options, *hw, o.maxTp, context);
     std::map<tp::CollectiveKind, int> counts;
     std::int64_t totalBytes = 0;
     for (const auto& c : g.collectives) {
@@ -160,14 +218,11 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
         j["profile"] = tp::profileName(plan.profile);
         j["batch"] = g.options.batch;
         j["seq"] = g.options.seq;
+        j["context"] = context;
         j["dtype"] = std::string(tp::dtypeName(g.activationDtype));
         j["hardware"] = hw->id;
         j["valid"] = g.valid();
-        auto cj = nlohmann::ordered_json::array();
-        for (const auto& grp : groups)
-            cj.push_back({{"kind", tp::collectiveName(grp.kind)}, {"where", grp.where}, {"style", grp.style},
-                          {"count", grp.count}, {"bytes", grp.bytes}});
-        j["collectives"] = cj;
+        j["collectives"] = collectivesJson(groups, *hw, g.tpSize);
         nlohmann::ordered_json totals = nlohmann::ordered_json::object();
         for (const auto& [k, n] : counts)
             totals[tp::collectiveName(k)] = n;
@@ -185,6 +240,24 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
                 lj.push_back({{"layer", l.layer}, {"compute_s", l.computeSeconds}, {"comm_s", l.commSeconds}});
             j["predicted"] = {{"compute_s", cost->computeSeconds}, {"comm_s", cost->commSeconds},
                               {"total_s", cost->totalSeconds()}, {"comm_share", cost->commShare()}, {"layers", lj}};
+            auto dl = nlohmann::ordered_json::array();
+            for (const auto& l : decode->layers)
+                dl.push_back({{"layer", l.layer}, {"compute_s", l.computeSeconds}, {"comm_s", l.commSeconds}});
+            std::int64_t decodeBytes = 0;
+            for (const auto& c : decode->collectives)
+                decodeBytes += c.bytes;
+            j["decode"] = {{"batch", g.options.batch},
+                           {"context", context},
+                           {"compute_s", decode->computeSeconds},
+                           {"comm_s", decode->commSeconds},
+                           {"step_s", decode->totalSeconds()},
+                           {"tokens_per_s", static_cast<double>(g.options.batch) / decode->totalSeconds()},
+                           {"comm_share", decode->commShare()},
+                           {"kv_cache_bytes_per_token", kvPerToken},
+                           {"kv_cache_bytes", kvAtContext},
+                           {"collectives", collectivesJson(decodeGroups, *hw, g.tpSize)},
+                           {"collective_bytes", decodeBytes},
+                           {"layers", dl}};
         }
         auto sj = nlohmann::ordered_json::array();
         for (const auto& p : scaling) {
@@ -193,6 +266,12 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
                 x["total_s"] = p.seconds;
                 x["speedup"] = p.speedup;
                 x["comm_share"] = p.commShare;
+                x["decode_step_s"] = p.decodeStepSeconds;
+                x["decode_tokens_per_s"] = p.decodeTokensPerSecond;
+                x["decode_speedup"] = p.decodeSpeedup;
+                x["decode_comm_share"] = p.decodeCommShare;
+                x["kv_cache_bytes_per_token"] = p.kvCacheBytesPerToken;
+                x["kv_cache_bytes"] = p.kvCacheBytes;
             } else {
                 x["reason"] = p.reason;
             }
@@ -211,12 +290,9 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
         fmt::print("INVALID: the plan has errors; no collectives or times are predicted\n");
         return kBadInput;
     }
-    fmt::print("Collectives per forward\n  {:>5}  {:<15} {:>12}  {:>11}  {:<44} {}\n", "count", "kind", "bytes each",
-               "time each", "where", "style");
-    for (const auto& grp : groups)
-        fmt::print("  {:>5}  {:<15} {:>12}  {:>9.1f}µs  {:<44} {}\n", grp.count, tp::collectiveName(grp.kind),
-                   tp::humanBytes(grp.bytes), us(hw->collectiveSeconds(grp.kind, grp.bytes, g.tpSize)), grp.where,
-                   grp.style);
+    fmt::print("Collectives per forward (prefill, {} token{})\n", g.options.batch * g.options.seq,
+               g.options.batch * g.options.seq == 1 ? "" : "s");
+    printCollectives(groups, *hw, g.tpSize);
     std::string summary;
     for (const auto& [k, n] : counts)
         summary += fmt::format("{}{} {}", summary.empty() ? "" : ", ", n, tp::collectiveName(k));
@@ -245,13 +321,33 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
     for (std::size_t r = 0; r < g.memory.size(); ++r)
         fmt::print("  {:>4} {:>12} {:>14} {:>16}\n", r, tp::humanBytes(g.memory[r].weightBytes),
                    tp::humanBytes(g.memory[r].kvCacheBytesPerToken), tp::humanBytes(g.memory[r].activationPeakBytes));
-    fmt::print("\nPredicted scaling on {} (same plan, B={}, S={})\n  {:>3} {:>12} {:>8} {:>7}\n", hw->id,
-               g.options.batch, g.options.seq, "T", "forward", "speedup", "comm %");
+
+    fmt::print("\nDecode step at context {} (batch {}: 1 new token per sequence, {} cached), slowest rank\n", context,
+               g.options.batch, context - 1);
+    fmt::print("  compute {} · comm {} ({:.1f}%) · step {} · {:.4g} tokens/s\n", humanSeconds(decode->computeSeconds),
+               humanSeconds(decode->commSeconds), 100 * decode->commShare(), humanSeconds(decode->totalSeconds()),
+               static_cast<double>(g.options.batch) / decode->totalSeconds());
+    fmt::print("  KV cache on the largest rank: {} per token, {} at context {} × batch {}\n", tp::humanBytes(kvPerToken),
+               tp::humanBytes(kvAtContext), context, g.options.batch);
+    const std::int64_t maxPos = om.spec.config.maxPositionEmbeddings;
+    if (maxPos > 0 && context > maxPos)
+        fmt::print("  note: context {} is beyond the model's max_position_embeddings {}\n", context, maxPos);
+    fmt::print("Collectives per decode step ({} token{})\n", g.options.batch, g.options.batch == 1 ? "" : "s");
+    printCollectives(decodeGroups, *hw, g.tpSize);
+
+    fmt::print("\nPredicted scaling on {} (same plan, B={}, prefill S={}, decode at context {})\n", hw->id,
+               g.options.batch, g.options.seq, context);
+    fmt::print("  {:>3} {:>11} {:>8} {:>7}  {:>11} {:>10} {:>8} {:>7}  {:>11} {:>12}\n", "T", "prefill", "speedup",
+               "comm %", "decode step", "tokens/s", "speedup", "comm %", "KV/token", "KV at ctx×B");
     for (const auto& p : scaling) {
         if (p.valid)
-            fmt::print("  {:>3} {:>10.3f}ms {:>7.2f}× {:>6.1f}%\n", p.tp, p.seconds * 1e3, p.speedup, 100 * p.commShare);
+            fmt::print("  {:>3} {:>11} {:>7.2f}× {:>6.1f}%  {:>11} {:>10.4g} {:>7.2f}× {:>6.1f}%  {:>11} {:>12}\n", p.tp,
+                       humanSeconds(p.seconds), p.speedup, 100 * p.commShare, humanSeconds(p.decodeStepSeconds),
+                       p.decodeTokensPerSecond, p.decodeSpeedup, 100 * p.decodeCommShare,
+                       tp::humanBytes(static_cast<double>(p.kvCacheBytesPerToken)),
+                       tp::humanBytes(static_cast<double>(p.kvCacheBytes)));
         else
-            fmt::print("  {:>3} {:>12} {}\n", p.tp, "invalid", p.reason);
+            fmt::print("  {:>3} {:>11} {}\n", p.tp, "invalid", p.reason);
     }
     fmt::print("\nvalid\n");
     return kOk;
@@ -355,7 +451,8 @@ std::function<int()> addPlan(CLI::App& app)
     auto* validate = plan->add_subcommand("validate", "Report errors and warnings; exit 1 when the plan has errors");
     auto* prev = plan->add_subcommand(
         "preview", "Collectives per forward with their bytes, per-layer predicted compute and communication, memory "
-                   "per rank, predicted speedup for T = 1..8 (formulas: docs/metrics.md)");
+                   "per rank, one decode step at --context (time, tokens/s, KV cache, its collectives), predicted "
+                   "prefill and decode for T = 1..8 (formulas: docs/metrics.md)");
     auto* exp = plan->add_subcommand("export", "Print the complete resolved plan as Transformers loads it: "
                                                "{\"tp_size\", \"tp_plan\"} for DistributedConfig(**json.load(f)), or a "
                                                "ready Python script");
@@ -366,6 +463,9 @@ std::function<int()> addPlan(CLI::App& app)
                      "Hardware profile: a built-in id (" + fmt::format("{}", fmt::join(tp::builtinHardwareIds(), ", "))
                          + ") or a profile JSON file")
         ->capture_default_str();
+    prev->add_option("--context", o->context,
+                     "Decode context C: the predicted decode step is one new token per sequence with C - 1 already in "
+                     "the KV cache (1 to 2^24; default: --seq)");
     prev->add_option("--max-tp", o->maxTp, "Largest T in the predicted scaling table")
         ->check(CLI::Range(1, 64))
         ->capture_default_str();
@@ -379,6 +479,7 @@ std::function<int()> addPlan(CLI::App& app)
         auto* sub = show->parsed() ? show : validate->parsed() ? validate : prev->parsed() ? prev : exp;
         const Mode mode = sub == show ? Mode::Show : sub == validate ? Mode::Validate : sub == prev ? Mode::Preview
                                                                                                      : Mode::Export;
+        o->contextGiven = sub == prev && prev->count("--context") > 0;
         return run(mode, *o, sub->count("--tp") > 0);
     };
 }

@@ -3,7 +3,10 @@
 
 #include "tp/model/arch_traits.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <limits>
 
 namespace tp {
 
@@ -12,12 +15,13 @@ namespace {
 class Estimator
 {
 public:
-    Estimator(const ModelSpec& spec, const ShardedGraph& g, const HardwareProfile& hw)
+    Estimator(const ModelSpec& spec, const ShardedGraph& g, const HardwareProfile& hw, const Workload& w)
         : m_spec(spec)
         , m_g(g)
         , m_hw(hw)
+        , m_w(w)
         , m_T(g.tpSize)
-        , m_tokens(static_cast<double>(g.options.batch * g.options.seq))
+        , m_tokens(static_cast<double>(w.tokens()))
         , m_e(static_cast<double>(g.elementBytes()))
         // Ranks beyond the machine's devices share them.
         , m_share(std::max(1.0, static_cast<double>(g.tpSize) / std::max(hw.devices, 1)))
@@ -27,6 +31,7 @@ public:
     CostReport run()
     {
         CostReport c;
+        c.workload = m_w;
         int maxLayer = -1;
         for (const auto& n : m_g.graph.nodes)
             maxLayer = std::max(maxLayer, n.layer);
@@ -43,7 +48,7 @@ public:
             const Collective& col = m_g.collectives[ci];
             CollectiveCost cc;
             cc.collective = static_cast<int>(ci);
-            cc.bytes = col.bytes(m_g.options.batch, m_g.options.seq, m_g.elementBytes());
+            cc.bytes = col.bytes(m_w.batch, m_w.queryTokens, m_g.elementBytes());
             cc.seconds = m_hw.collectiveSeconds(col.kind, cc.bytes, m_T);
             c.commSeconds += cc.seconds;
             c.layers[static_cast<std::size_t>(col.layer + 1)].commSeconds += cc.seconds;
@@ -63,6 +68,35 @@ private:
         const double bw = m_hw.memoryBandwidthGBps * 1e9 * m_hw.memoryEfficiency;
         const double tMem = bw > 0 ? bytes / bw : 0.0;
         return std::max(tMath, tMem) * m_share;
+    }
+
+    // Σ over this forward's queries i = 1…q (at position past + i) of the keys it sees:
+    // min(past + i, window). Prefill (past 0, no window): q(q + 1)/2; a decode step: min(context, window).
+    double attendedPairs(std::int64_t window) const
+    {
+        const double P = static_cast<double>(m_w.pastTokens), q = static_cast<double>(m_w.queryTokens);
+        // Queries whose causal span fits in the window: i ≤ window − past.
+        const double full = window > 0 ? std::clamp(static_cast<double>(window) - P, 0.0, q) : q;
+        return full * P + full * (full + 1) / 2 + (q - full) * static_cast<double>(window);
+    }
+
+    // Cached positions (before this forward's tokens) that some query sees: past, or window − 1.
+    double cachedPositionsRead(std::int64_t window) const
+    {
+        const double P = static_cast<double>(m_w.pastTokens);
+        return window > 0 ? std::min(P, static_cast<double>(window - 1)) : P;
+    }
+
+    // One token's k and v in rank r's cache for this attention node — the same sum as
+    // ShardedGraph::memory's kvCacheBytesPerToken, node by node (MLA: per local head d_qk + d_v).
+    double cacheBytesPerToken(const GraphNode& n, std::size_t r) const
+    {
+        if (m_spec.config.isMla()) {
+            const double heads = static_cast<double>(m_g.tensors[static_cast<std::size_t>(n.outputs[0])].local[r]
+                                                     / std::max<std::int64_t>(n.vHeadDim, 1));
+            return heads * static_cast<double>(n.headDim + n.vHeadDim) * m_e;
+        }
+        return (width(n.inputs[1], r) + width(n.inputs[2], r)) * m_e;
     }
 
     double width(int tensor, std::size_t r) const
@@ -95,13 +129,17 @@ private:
                 break;
             case OpKind::Attention: {
                 const double heads = width(n.outputs[0], r) / static_cast<double>(std::max<std::int64_t>(n.vHeadDim, 1));
-                const double B = static_cast<double>(m_g.options.batch), S = static_cast<double>(m_g.options.seq);
-                // q·kᵀ and p·v, 2 FLOP per MAC, half of the square under the causal mask.
-                flops = B * S * S * heads * static_cast<double>(n.headDim + n.vHeadDim);
+                const double B = static_cast<double>(m_w.batch);
+                // q·kᵀ and p·v at 2 FLOP per MAC over the (query, key) pairs the causal mask and the
+                // window leave.
+                flops = 2 * B * attendedPairs(n.window) * heads * static_cast<double>(n.headDim + n.vHeadDim);
                 gemm = flops / std::max(1.0, B * heads);
+                // This forward's q, k, v and output, then the cached k and v of the past positions
+                // the queries see.
                 for (int t : n.inputs)
                     bytes += m_tokens * width(t, r) * m_e;
                 bytes += m_tokens * width(n.outputs[0], r) * m_e;
+                bytes += B * cachedPositionsRead(n.window) * cacheBytesPerToken(n, r);
                 break;
             }
             case OpKind::Experts: expertCost(n, r, flops, bytes, gemm); break;
@@ -145,22 +183,91 @@ private:
     const ModelSpec& m_spec;
     const ShardedGraph& m_g;
     const HardwareProfile& m_hw;
+    const Workload m_w;
     const int m_T;
     const double m_tokens, m_e, m_share;
 };
 
 } // namespace
 
+Status checkWorkload(const Workload& w)
+{
+    if (w.batch < 1 || w.batch > kMaxWorkloadBatch)
+        return invalidArgument(fmt::format("batch must be from 1 to {}, found {}", kMaxWorkloadBatch, w.batch));
+    if (w.queryTokens < 1)
+        return invalidArgument(fmt::format("query tokens per sequence must be at least 1, found {}", w.queryTokens));
+    if (w.pastTokens < 0)
+        return invalidArgument(fmt::format("cached (past) tokens per sequence must be at least 0, found {}", w.pastTokens));
+    if (w.queryTokens > kMaxWorkloadContext || w.pastTokens > kMaxWorkloadContext - w.queryTokens)
+        return invalidArgument(fmt::format("context (cached + new tokens per sequence) must be at most {}, found {} + {}",
+                                           kMaxWorkloadContext, w.pastTokens, w.queryTokens));
+    if (w.batch > kMaxWorkloadTokens / w.context())
+        return invalidArgument(fmt::format("batch × context must be at most {} tokens, found {} × {}", kMaxWorkloadTokens,
+                                           w.batch, w.context()));
+    return okStatus();
+}
+
 CostReport estimateCost(const ModelSpec& spec, const ShardedGraph& g, const HardwareProfile& hw)
 {
-    return Estimator(spec, g, hw).run();
+    return Estimator(spec, g, hw, Workload::prefill(g.options)).run();
+}
+
+Result<CostReport> estimateCost(const ModelSpec& spec, const ShardedGraph& g, const HardwareProfile& hw,
+                                const Workload& w)
+{
+    TP_RETURN_IF_ERROR(checkWorkload(w));
+    // Collective sizes are B·q·rows·features·e in 64 bits: refuse what would not fit.
+    for (const Collective& c : g.collectives) {
+        const double bytes = static_cast<double>(w.tokens()) * static_cast<double>(c.tokensPerToken)
+            * static_cast<double>(c.featuresPerToken) * static_cast<double>(g.elementBytes());
+        if (bytes > 0x1p62)
+            return invalidArgument(fmt::format("{}: {} of {} tokens would be {:.3g} bytes, too large to model",
+                                               c.where, collectiveName(c.kind), w.tokens(), bytes));
+    }
+    return Estimator(spec, g, hw, w).run();
+}
+
+Result<CostReport> estimateDecodeStep(const ModelSpec& spec, const ShardedGraph& g, const HardwareProfile& hw,
+                                      std::int64_t batch, std::int64_t context)
+{
+    if (context < 1)
+        return invalidArgument(fmt::format("decode context must be at least 1 token, found {}", context));
+    return estimateCost(spec, g, hw, Workload::decodeStep(batch, context));
+}
+
+Result<double> decodeStepSeconds(const ModelSpec& spec, const ShardedGraph& g, const HardwareProfile& hw,
+                                 std::int64_t batch, std::int64_t context)
+{
+    TP_ASSIGN_OR_RETURN(CostReport c, estimateDecodeStep(spec, g, hw, batch, context));
+    return c.totalSeconds();
+}
+
+std::int64_t kvCacheBytesPerToken(const ShardedGraph& g)
+{
+    std::int64_t most = 0;
+    for (const RankMemory& m : g.memory)
+        most = std::max(most, m.kvCacheBytesPerToken);
+    return most;
+}
+
+Result<std::int64_t> kvCacheBytes(const ShardedGraph& g, std::int64_t batch, std::int64_t context)
+{
+    if (context < 1)
+        return invalidArgument(fmt::format("context must be at least 1 token, found {}", context));
+    TP_RETURN_IF_ERROR(checkWorkload({.batch = batch, .queryTokens = context, .pastTokens = 0}));
+    const std::int64_t perToken = kvCacheBytesPerToken(g);
+    // batch · context ≤ 2^36 and a token's cache is far below 2^26 bytes, but check anyway.
+    if (perToken > 0 && batch * context > std::numeric_limits<std::int64_t>::max() / perToken)
+        return invalidArgument(fmt::format("KV cache of {} × {} tokens overflows", batch, context));
+    return perToken * batch * context;
 }
 
 std::vector<ScalingPoint> predictScaling(const ModelSpec& spec, const Plan& plan, const ShardOptions& options,
-                                         const HardwareProfile& hw, int maxTp)
+                                         const HardwareProfile& hw, int maxTp, std::int64_t decodeContext)
 {
+    const std::int64_t context = decodeContext > 0 ? decodeContext : options.seq;
     std::vector<ScalingPoint> out;
-    double base = 0;
+    double base = 0, decodeBase = 0;
     for (int t = 1; t <= maxTp; ++t) {
         Plan p = plan;
         p.tpSize = t;
@@ -181,6 +288,17 @@ std::vector<ScalingPoint> predictScaling(const ModelSpec& spec, const Plan& plan
             if (t == 1)
                 base = pt.seconds;
             pt.speedup = base > 0 && pt.seconds > 0 ? base / pt.seconds : 0;
+            pt.kvCacheBytesPerToken = kvCacheBytesPerToken(g);
+            if (auto d = estimateDecodeStep(spec, g, hw, options.batch, context)) {
+                pt.decodeStepSeconds = d->totalSeconds();
+                pt.decodeCommShare = d->commShare();
+                pt.decodeTokensPerSecond = pt.decodeStepSeconds > 0 ? static_cast<double>(options.batch) / pt.decodeStepSeconds : 0;
+                if (t == 1)
+                    decodeBase = pt.decodeStepSeconds;
+                pt.decodeSpeedup = decodeBase > 0 && pt.decodeStepSeconds > 0 ? decodeBase / pt.decodeStepSeconds : 0;
+            }
+            if (auto kv = kvCacheBytes(g, options.batch, context))
+                pt.kvCacheBytes = *kv;
         }
         out.push_back(std::move(pt));
     }

@@ -2,30 +2,64 @@
 // roofline with a GEMM-size efficiency curve, communication per collective by alpha-beta with the
 // nccl-tests bus-bandwidth factors, both for the slowest rank. Formulas: docs/metrics.md.
 //
-//   CostReport c = estimateCost(spec, graph, hw);
-//   c.totalSeconds(), c.commShare();
+// One sharded graph answers every phase: a Workload says how many new tokens each sequence brings
+// and how many it already holds in the KV cache, so prefill and a decode step are the same graph
+// at two workloads — no resharding.
+//
+//   CostReport prefill = estimateCost(spec, graph, hw);               // B, S of graph.options
+//   Result<CostReport> step = estimateDecodeStep(spec, graph, hw, 1, 4096);
+//   step->totalSeconds(), step->commShare(), kvCacheBytes(graph, 1, 4096);
 #pragma once
 
 #include "tp/cost/hardware.h"
+#include "tp/core/status.h"
 #include "tp/shard/sharded_graph.h"
 
+#include <cstdint>
 #include <vector>
 
 namespace tp {
+
+// What one forward computes: `batch` sequences, each bringing `queryTokens` new tokens after
+// `pastTokens` tokens already in its KV cache. Prefill of an S-token prompt is {B, S, 0}; one decode
+// step at context C (C tokens in the cache once this step's token is in) is {B, 1, C − 1}: every
+// GEMM is [B, in]·[out, in]ᵀ, attention reads the k and v of C positions, every collective moves B
+// tokens' features.
+struct Workload
+{
+    std::int64_t batch = 1;
+    std::int64_t queryTokens = 1;  // new tokens per sequence in this forward
+    std::int64_t pastTokens = 0;   // tokens per sequence already in the KV cache
+
+    std::int64_t tokens() const { return batch * queryTokens; }        // rows every GEMM and collective sees
+    std::int64_t context() const { return pastTokens + queryTokens; }  // cache positions after this forward
+
+    static Workload prefill(const ShardOptions& o) { return {o.batch, o.seq, 0}; }
+    static Workload decodeStep(std::int64_t batch, std::int64_t context) { return {batch, 1, context - 1}; }
+};
+
+// Bounds of a workload the cost model accepts, so that no byte count can overflow.
+inline constexpr std::int64_t kMaxWorkloadBatch = std::int64_t(1) << 20;
+inline constexpr std::int64_t kMaxWorkloadContext = std::int64_t(1) << 24;   // past + query, per sequence
+inline constexpr std::int64_t kMaxWorkloadTokens = std::int64_t(1) << 36;    // batch · context
+
+// InvalidArgument, naming the field, unless 1 ≤ batch ≤ 2^20, query ≥ 1, past ≥ 0,
+// past + query ≤ 2^24 and batch · (past + query) ≤ 2^36.
+Status checkWorkload(const Workload& w);
 
 struct NodeCost
 {
     int node = -1;
     int layer = -1;
     double flops = 0;          // slowest rank
-    double bytes = 0;          // bytes it moves through memory (weights + activations), slowest rank
+    double bytes = 0;          // bytes it moves through memory (weights, activations, KV cache reads), slowest rank
     double computeSeconds = 0;
 };
 
 struct CollectiveCost
 {
     int collective = -1;       // index into ShardedGraph::collectives
-    std::int64_t bytes = 0;
+    std::int64_t bytes = 0;    // full tensor at the report's workload: B·query·rows·features·e
     double seconds = 0;
 };
 
@@ -38,6 +72,7 @@ struct LayerCost
 
 struct CostReport
 {
+    Workload workload;                     // what was estimated
     std::vector<NodeCost> nodes;           // one per graph node
     std::vector<CollectiveCost> collectives;
     std::vector<LayerCost> layers;         // [0] is "outside layers", then layer 0, 1, …
@@ -48,20 +83,45 @@ struct CostReport
     double commShare() const { return totalSeconds() > 0 ? commSeconds / totalSeconds() : 0; }
 };
 
+// The forward of the graph's own options: Workload::prefill(g.options).
 CostReport estimateCost(const ModelSpec& spec, const ShardedGraph& g, const HardwareProfile& hw);
+// The same graph at another workload (a decode step, a prefill chunk after cached tokens).
+// InvalidArgument when checkWorkload fails.
+Result<CostReport> estimateCost(const ModelSpec& spec, const ShardedGraph& g, const HardwareProfile& hw,
+                                const Workload& w);
+// One decode step of `batch` sequences at `context` (≥ 1) tokens: Workload::decodeStep(batch, context).
+Result<CostReport> estimateDecodeStep(const ModelSpec& spec, const ShardedGraph& g, const HardwareProfile& hw,
+                                      std::int64_t batch, std::int64_t context);
+// Its total: compute + communication of the slowest rank (the predicted ITL).
+Result<double> decodeStepSeconds(const ModelSpec& spec, const ShardedGraph& g, const HardwareProfile& hw,
+                                 std::int64_t batch, std::int64_t context);
+
+// KV cache of the rank that holds the most: ShardedGraph::memory's kvCacheBytesPerToken (all layers),
+// and that times context × batch (InvalidArgument beyond checkWorkload's bounds).
+std::int64_t kvCacheBytesPerToken(const ShardedGraph& g);
+Result<std::int64_t> kvCacheBytes(const ShardedGraph& g, std::int64_t batch, std::int64_t context);
 
 struct ScalingPoint
 {
     int tp = 1;
     bool valid = false;        // the plan has no errors at this size
     std::string reason;        // first error when not valid
+    // Prefill: one forward of the options' B × S tokens.
     double seconds = 0;
     double commShare = 0;
     double speedup = 0;        // time at T=1 / time at T
+    // Decode: one step of B tokens at predictScaling's `decodeContext` (0 when it fails checkWorkload).
+    double decodeStepSeconds = 0;
+    double decodeCommShare = 0;
+    double decodeTokensPerSecond = 0;     // B / step
+    double decodeSpeedup = 0;             // step at T=1 / step at T
+    std::int64_t kvCacheBytesPerToken = 0; // largest rank, all layers
+    std::int64_t kvCacheBytes = 0;         // largest rank, at decodeContext × B
 };
 
-// The plan's predicted forward time at T = 1…maxTp (sizes beyond the machine's devices share them).
+// The plan's predicted prefill forward and decode step at T = 1…maxTp (sizes beyond the machine's
+// devices share them). `decodeContext` 0 means options.seq.
 std::vector<ScalingPoint> predictScaling(const ModelSpec& spec, const Plan& plan, const ShardOptions& options,
-                                         const HardwareProfile& hw, int maxTp = 8);
+                                         const HardwareProfile& hw, int maxTp = 8, std::int64_t decodeContext = 0);
 
 } // namespace tp
