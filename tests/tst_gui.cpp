@@ -449,6 +449,7 @@ private slots:
         RunPage* run = w.runPage();
         run->tpSizes()->setText(QStringLiteral("1,2"));
         run->seqBox()->setValue(8);
+        run->decodeBox()->setValue(4);
         QSignalSpy done(run, &RunPage::runFinished);
         QSignalSpy failed(run, &RunPage::runFailed);
         run->start();
@@ -461,10 +462,21 @@ private slots:
         QCOMPARE(w.tabs()->currentIndex(), int(MainWindow::ResultsPageIndex));
         QVERIFY(res->itemCount(0) > 0); // per-layer bars
         QVERIFY(res->itemCount(1) > 0); // speedup points
-        QVERIFY(res->itemCount(2) > 2 * 10); // timeline spans
+        // TTFT and ITL measured at T = 1, 2 (and predicted beside them when the preview has a profile).
+        QVERIFY(res->itemCount(2) >= 4);
+        const int prefillSpans = res->itemCount(3);
+        QVERIFY(prefillSpans > 2 * 10); // timeline spans
+        // The decode step: its own per-layer bars and timeline, the same ops as a prefill forward.
+        QVERIFY(res->phaseBox()->isEnabled());
+        res->phaseBox()->setCurrentIndex(1);
+        QVERIFY(res->itemCount(0) > 0);
+        QCOMPARE(res->itemCount(3), prefillSpans);
+        QVERIFY(res->infoText().contains(QStringLiteral("+ 4 decode steps")));
+        QVERIFY(run->log()->toPlainText().contains(QStringLiteral("T=2 decode: TTFT")));
+        res->phaseBox()->setCurrentIndex(0);
         // Baseline, then a second run compared against it.
         res->setBaseline(res->run());
-        QVERIFY(res->itemCount(3) > 0);
+        QVERIFY(res->itemCount(4) > 0);
         // Charts and records export.
         for (const char* name : {"chart.png", "chart.svg", "chart.pdf"}) {
             res->tabs()->setCurrentIndex(0);
@@ -481,13 +493,13 @@ private slots:
         QSignalSpy bench(res, &ResultsPage::benchmarkFinished);
         res->runBenchmark(QStringLiteral("local"));
         QVERIFY(bench.wait(120000));
-        const int localPoints = res->itemCount(4);
+        const int localPoints = res->itemCount(5);
         QVERIFY(localPoints > 20);
 #if !defined(__SANITIZE_ADDRESS__) // under ASan, OpenMPI's own leaks fail the child (see mpi_run)
         if (!QStandardPaths::findExecutable(QStringLiteral("mpirun")).isEmpty()) {
             res->runBenchmark(QStringLiteral("mpi"));
             QVERIFY(bench.wait(120000));
-            QVERIFY(res->itemCount(4) >= 2 * localPoints); // the MPI curves join the local ones
+            QVERIFY(res->itemCount(5) >= 2 * localPoints); // the MPI curves join the local ones
         }
 #endif
     }

@@ -6,6 +6,7 @@
 #include "tp/model/catalog.h"
 
 #include <QApplication>
+#include <QComboBox>
 #include <QCheckBox>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
@@ -96,11 +97,16 @@ int main(int argc, char** argv)
     QCommandLineOption emulate(QStringLiteral("emulate"),
                                QStringLiteral("With --run: emulate every rank on one device, communication modelled with --hardware."));
     QCommandLineOption chart(QStringLiteral("chart"),
-                             QStringLiteral("Results chart after --run: layers, speedup, timeline, compare, collectives."),
+                             QStringLiteral("Results chart after --run: layers, speedup, latency, timeline, compare, collectives."),
                              QStringLiteral("CHART"));
+    QCommandLineOption decode(QStringLiteral("decode"), QStringLiteral("With --run: greedy decode steps after each prefill."),
+                              QStringLiteral("STEPS"));
+    QCommandLineOption phase(QStringLiteral("phase"),
+                             QStringLiteral("Results phase after --run: prefill or decode (per layer, timeline, compare)."),
+                             QStringLiteral("PHASE"));
     QCommandLineOption bench(QStringLiteral("benchmark-refresh"),
                              QStringLiteral("Print the GUI-thread time of refreshing every view on tp-size changes, then quit."));
-    for (const auto& o : {screenshot, filter, tab, tp, select, run, chart, hardware, emulate, bench})
+    for (const auto& o : {screenshot, filter, tab, tp, select, run, chart, hardware, emulate, decode, phase, bench})
         parser.addOption(o);
     parser.process(app);
 
@@ -132,6 +138,8 @@ int main(int argc, char** argv)
         if (parser.isSet(run)) {
             window.runPage()->tpSizes()->setText(parser.value(run));
             window.runPage()->emulateBox()->setChecked(parser.isSet(emulate));
+            if (parser.isSet(decode))
+                window.runPage()->decodeBox()->setValue(parser.value(decode).toInt());
             window.runPage()->start();
             return;
         }
@@ -142,7 +150,9 @@ int main(int argc, char** argv)
         QObject::connect(window.runPage(), &tpui::RunPage::runFinished, &window, [&] {
             if (parser.isSet(tab))
                 window.tabs()->setCurrentIndex(std::max<qsizetype>(0, pages.indexOf(parser.value(tab))));
-            const QStringList charts{QStringLiteral("layers"), QStringLiteral("speedup"), QStringLiteral("timeline"),
+            if (parser.value(phase) == QLatin1String("decode"))
+                window.resultsPage()->phaseBox()->setCurrentIndex(1);
+            const QStringList charts{QStringLiteral("layers"), QStringLiteral("speedup"), QStringLiteral("latency"), QStringLiteral("timeline"),
                                      QStringLiteral("compare"), QStringLiteral("collectives")};
             if (parser.isSet(chart))
                 window.resultsPage()->tabs()->setCurrentIndex(std::max<qsizetype>(0, charts.indexOf(parser.value(chart))));

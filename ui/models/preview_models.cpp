@@ -123,7 +123,9 @@ bool PlanTableModel::setData(const QModelIndex& index, const QVariant& value, in
 // --- collectives ------------------------------------------------------------------------------
 
 CollectivesModel::CollectivesModel(QObject* parent)
-    : PreviewTableModel({tr("Layer"), tr("Collective"), tr("After"), tr("Style"), tr("Bytes"), tr("Predicted")}, parent)
+    : PreviewTableModel({tr("Layer"), tr("Collective"), tr("After"), tr("Style"), tr("Bytes"), tr("Predicted"),
+                         tr("Decode bytes"), tr("Decode predicted")},
+                        parent)
 {
 }
 
@@ -142,6 +144,10 @@ QVariant CollectivesModel::data(const QModelIndex& index, int role) const
     const double us = m_p->cost && std::size_t(index.row()) < m_p->cost->collectives.size()
         ? m_p->cost->collectives[std::size_t(index.row())].seconds * 1e6
         : -1;
+    const qint64 stepBytes = c.bytes(g.options.batch, 1, g.elementBytes());
+    const double stepUs = m_p->decodeCost && std::size_t(index.row()) < m_p->decodeCost->collectives.size()
+        ? m_p->decodeCost->collectives[std::size_t(index.row())].seconds * 1e6
+        : -1;
     switch (role) {
     case Qt::DisplayRole:
         switch (index.column()) {
@@ -151,6 +157,8 @@ QVariant CollectivesModel::data(const QModelIndex& index, int role) const
         case StyleColumn: return qs(c.style);
         case BytesColumn: return humanBytes(double(bytes));
         case TimeColumn: return us < 0 ? QString() : QStringLiteral("%1 µs").arg(us, 0, 'f', 1);
+        case DecodeBytesColumn: return humanBytes(double(stepBytes));
+        case DecodeTimeColumn: return stepUs < 0 ? QString() : QStringLiteral("%1 µs").arg(stepUs, 0, 'f', 1);
         }
         return {};
     case SortRole:
@@ -158,6 +166,8 @@ QVariant CollectivesModel::data(const QModelIndex& index, int role) const
         case LayerColumn: return c.layer;
         case BytesColumn: return bytes;
         case TimeColumn: return us;
+        case DecodeBytesColumn: return stepBytes;
+        case DecodeTimeColumn: return stepUs;
         default: return data(index, Qt::DisplayRole);
         }
     case PathRole: return qs(c.where);

@@ -54,7 +54,8 @@ class CollectivesModel final : public PreviewTableModel
 {
     Q_OBJECT
 public:
-    enum Column { LayerColumn, KindColumn, WhereColumn, StyleColumn, BytesColumn, TimeColumn, NUM_COLUMNS };
+    // Bytes and predicted time in prefill (B × S tokens) and in one decode step (B tokens at context S).
+    enum Column { LayerColumn, KindColumn, WhereColumn, StyleColumn, BytesColumn, TimeColumn, DecodeBytesColumn, DecodeTimeColumn, NUM_COLUMNS };
     enum Role { PathRole = Qt::UserRole + 1, SortRole };
     explicit CollectivesModel(QObject* parent = nullptr);
     int rowCount(const QModelIndex& parent = {}) const final;

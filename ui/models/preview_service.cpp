@@ -29,8 +29,11 @@ std::shared_ptr<const PreviewResult> computePreview(std::shared_ptr<const tp::Mo
     auto hw = tp::findHardware(settings.hardware.toStdString());
     if (hw.ok()) {
         r->hardware = *hw;
-        if (r->graph.valid())
+        if (r->graph.valid()) {
             r->cost = tp::estimateCost(*spec, r->graph, *hw);
+            if (auto step = tp::estimateDecodeStep(*spec, r->graph, *hw, o.batch, o.seq); step.ok())
+                r->decodeCost = std::move(*step);
+        }
         r->scaling = tp::predictScaling(*spec, plan, o, *hw, std::max(8, std::min(settings.tpSize, 64)));
     } else {
         r->hardwareError = QString::fromStdString(hw.status().message());

@@ -20,6 +20,7 @@ struct PreviewResult
     std::shared_ptr<const tp::ModelSpec> spec;
     tp::ShardedGraph graph;
     std::optional<tp::CostReport> cost;          // when the plan is valid and the profile loads
+    std::optional<tp::CostReport> decodeCost;    // one decode step at context seq, likewise
     std::vector<tp::ScalingPoint> scaling;
     std::optional<tp::HardwareProfile> hardware;
     QString hardwareError;

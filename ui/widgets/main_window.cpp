@@ -722,6 +722,16 @@ void MainWindow::applyPreview(std::shared_ptr<const PreviewResult> r)
     else
         scaling = r->hardwareError.isEmpty() ? tr("<b>The plan has errors</b> at T=%1: see Diagnostics. ").arg(r->graph.tpSize)
                                              : r->hardwareError.toHtmlEscaped();
+    for (const auto& p : r->scaling)
+        if (p.valid && p.tp == r->graph.tpSize && p.decodeStepSeconds > 0)
+            scaling += tr("<b>Predicted decode step</b> at context %1 × batch %2: %3 ms (%4% communicating), %5 tokens/s; "
+                          "KV cache of the largest rank %6 per token, %7 at that context. ")
+                           .arg(r->settings.seq)
+                           .arg(r->settings.batch)
+                           .arg(p.decodeStepSeconds * 1e3, 0, 'f', 3)
+                           .arg(p.decodeCommShare * 100, 0, 'f', 1)
+                           .arg(p.decodeTokensPerSecond, 0, 'f', 1)
+                           .arg(humanBytes(double(p.kvCacheBytesPerToken)), humanBytes(double(p.kvCacheBytes)));
     QStringList pts;
     for (const auto& p : r->scaling)
         pts << (p.valid ? QStringLiteral("T=%1: %2×").arg(p.tp).arg(p.speedup, 0, 'f', 2) : QStringLiteral("T=%1: –").arg(p.tp));

@@ -1,5 +1,7 @@
 #include "widgets/results_page.h"
 
+#include "tp/cost/cost_model.h"
+
 #include <qcustomplot.h>
 
 #include <QComboBox>
@@ -75,17 +77,20 @@ ResultsPage::ResultsPage(QWidget* parent)
     , m_tabs(new QTabWidget)
     , m_layers(makePlot())
     , m_speedup(makePlot())
+    , m_latency(makePlot())
     , m_timeline(makePlot())
     , m_compare(makePlot())
     , m_bench(makePlot())
     , m_tpBox(new QComboBox)
     , m_rankBox(new QComboBox)
+    , m_phaseBox(new QComboBox)
     , m_commBox(new QComboBox)
     , m_info(new QLabel(tr("Run a plan on the Run page; its results appear here.")))
 {
     m_tabs->setDocumentMode(true);
     m_tabs->addTab(m_layers, tr("Per layer"));
     m_tabs->addTab(m_speedup, tr("Speedup"));
+    m_tabs->addTab(m_latency, tr("Latency"));
     m_tabs->addTab(m_timeline, tr("Timeline"));
     m_tabs->addTab(m_compare, tr("Baseline vs current"));
     m_tabs->addTab(m_bench, tr("Collectives"));
@@ -102,6 +107,12 @@ ResultsPage::ResultsPage(QWidget* parent)
     bar->addWidget(m_tpBox);
     bar->addWidget(new QLabel(tr("Rank:")));
     bar->addWidget(m_rankBox);
+    m_phaseBox->addItem(tr("Prefill"), QStringLiteral("prefill"));
+    m_phaseBox->addItem(tr("Decode step"), QStringLiteral("decode"));
+    m_phaseBox->setToolTip(tr("Per layer, timeline and comparison: the prefill forward, or the decode step whose time "
+                              "was the median of the last iteration"));
+    bar->addWidget(new QLabel(tr("Phase:")));
+    bar->addWidget(m_phaseBox);
     bar->addWidget(baseline);
     bar->addWidget(m_commBox);
     bar->addWidget(bench);
@@ -123,6 +134,7 @@ ResultsPage::ResultsPage(QWidget* parent)
         refresh();
     });
     connect(m_rankBox, &QComboBox::currentIndexChanged, this, &ResultsPage::refresh);
+    connect(m_phaseBox, &QComboBox::currentIndexChanged, this, &ResultsPage::refresh);
     connect(baseline, &QPushButton::clicked, this, [this] {
         setBaseline(m_run);
         emit message(tr("Baseline set: the next run is compared with this one"));
@@ -147,7 +159,7 @@ ResultsPage::ResultsPage(QWidget* parent)
         }
         QToolTip::hideText();
     });
-    for (auto* p : {m_speedup, m_layers, m_compare, m_bench}) {
+    for (auto* p : {m_speedup, m_latency, m_layers, m_compare, m_bench}) {
         p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
     }
 }
@@ -171,12 +183,19 @@ void ResultsPage::setRun(std::shared_ptr<const RunData> run)
         m_rankBox->addItem(tr("rank %1").arg(r), r);
     m_rankBox->blockSignals(false);
     const QJsonObject s = m_run->record.value(QStringLiteral("settings")).toObject();
+    const int steps = s.value(QStringLiteral("decode_steps")).toInt();
+    m_phaseBox->blockSignals(true);
+    m_phaseBox->setEnabled(steps > 0);
+    if (steps == 0)
+        m_phaseBox->setCurrentIndex(0);
+    m_phaseBox->blockSignals(false);
     const QJsonObject prov = m_run->record.value(QStringLiteral("provenance")).toObject();
     const QString devices = prov.value(QStringLiteral("devices")).toString();
-    m_info->setText(tr("%1 · %2 · batch %3 × seq %4 · %5 iterations · %6 · %7 · %8 storage%9")
+    m_info->setText(tr("%1 · %2 · batch %3 × seq %4%5 · %6 iterations · %7 · %8 · %9 storage%10")
                         .arg(s.value(QStringLiteral("class")).toString(), s.value(QStringLiteral("plan")).toString())
                         .arg(s.value(QStringLiteral("batch")).toInt())
                         .arg(s.value(QStringLiteral("seq")).toInt())
+                        .arg(steps > 0 ? tr(" + %1 decode steps").arg(steps) : QString())
                         .arg(s.value(QStringLiteral("iterations")).toInt())
                         .arg(s.value(QStringLiteral("weights")).toString(),
                              devices.isEmpty() || devices == QLatin1String("cpu") ? prov.value(QStringLiteral("cpu")).toString() : devices,
@@ -210,10 +229,22 @@ QJsonObject ResultsPage::selectedRun(const RunData& d) const
     return {};
 }
 
+QJsonObject ResultsPage::selectedPhase(const RunData& d) const
+{
+    const QJsonObject run = selectedRun(d);
+    if (m_phaseBox->currentData().toString() == QLatin1String("decode") && run.contains(QStringLiteral("decode"))) {
+        QJsonObject step = run.value(QStringLiteral("decode")).toObject();
+        step.insert(QStringLiteral("tp"), run.value(QStringLiteral("tp")));
+        return step;
+    }
+    return run;
+}
+
 void ResultsPage::refresh()
 {
     plotLayers();
     plotSpeedup();
+    plotLatency();
     plotTimeline();
     plotCompare();
 }
@@ -225,7 +256,7 @@ void ResultsPage::plotLayers()
         return m_layers->replot();
     const int rank = m_rankBox->currentData().toInt();
     QVector<double> compute, comm;
-    layerTotals(selectedRun(*m_run), rank, compute, comm);
+    layerTotals(selectedPhase(*m_run), rank, compute, comm);
     QVector<double> keys(compute.size());
     for (int i = 0; i < keys.size(); ++i)
         keys[i] = i;
@@ -242,7 +273,7 @@ void ResultsPage::plotLayers()
     m->moveAbove(c);
     m_layers->xAxis->setTicker(layerTicker(int(keys.size())));
     m_layers->xAxis->setLabel(tr("layer (T=%1, rank %2)").arg(m_tpBox->currentData().toInt()).arg(rank));
-    m_layers->yAxis->setLabel(tr("µs per forward"));
+    m_layers->yAxis->setLabel(m_phaseBox->currentIndex() == 1 ? tr("µs per decode step") : tr("µs per forward"));
     m_layers->rescaleAxes();
     m_layers->xAxis->setRange(-1, keys.size());
     m_layers->yAxis->setRangeLower(0);
@@ -289,12 +320,76 @@ void ResultsPage::plotSpeedup()
     m_speedup->replot();
 }
 
+// TTFT and ITL against T: measured (squares) beside the cost model's prediction for the run's own
+// batch, prompt and mean decode context, on the preview's hardware profile (discs).
+void ResultsPage::plotLatency()
+{
+    m_latency->clearGraphs();
+    m_latency->yAxis2->setVisible(true);
+    m_latency->xAxis->setLabel(tr("tp size"));
+    m_latency->yAxis->setLabel(tr("time to first token (ms), blue"));
+    m_latency->yAxis2->setLabel(tr("inter-token latency (ms), orange"));
+    if (!m_run)
+        return m_latency->replot();
+    const QJsonObject s = m_run->record.value(QStringLiteral("settings")).toObject();
+    const std::int64_t batch = s.value(QStringLiteral("batch")).toInteger(1), seq = s.value(QStringLiteral("seq")).toInteger(1);
+    const int steps = s.value(QStringLiteral("decode_steps")).toInt();
+    QVector<double> mt, ttft, itl, pt, pttft, pitl;
+    int maxT = 1;
+    for (const auto& v : m_run->record.value(QStringLiteral("runs")).toArray()) {
+        const QJsonObject d = v.toObject().value(QStringLiteral("decode")).toObject();
+        const int tp = v.toObject().value(QStringLiteral("tp")).toInt();
+        maxT = std::max(maxT, tp);
+        if (d.isEmpty())
+            continue;
+        mt << tp;
+        ttft << d.value(QStringLiteral("ttft_s")).toDouble() * 1e3;
+        itl << d.value(QStringLiteral("itl_median_s")).toDouble() * 1e3;
+    }
+    QString predictedOn;
+    if (m_preview && m_preview->spec && m_preview->hardware && m_preview->graph.plan && steps > 0) {
+        const QString dt = s.value(QStringLiteral("storage_dtype")).toString(QStringLiteral("f32"));
+        tp::ShardOptions o{.batch = batch, .seq = seq};
+        o.activationDtype = dt == QLatin1String("bf16") ? tp::DType::BF16 : dt == QLatin1String("f16") ? tp::DType::F16 : tp::DType::F32;
+        for (const auto& p : tp::predictScaling(*m_preview->spec, *m_preview->graph.plan, o, *m_preview->hardware, maxT, seq + steps / 2))
+            if (p.valid && std::find(mt.begin(), mt.end(), double(p.tp)) != mt.end()) {
+                pt << p.tp;
+                pttft << p.seconds * 1e3;
+                pitl << p.decodeStepSeconds * 1e3;
+            }
+        predictedOn = tr(" (%1)").arg(QString::fromStdString(m_preview->hardware->id));
+    }
+    auto series = [&](QCPAxis* y, const QString& name, const QColor& c, QCPScatterStyle::ScatterShape shape, Qt::PenStyle pen,
+                      const QVector<double>& x, const QVector<double>& v) {
+        auto* g = m_latency->addGraph(m_latency->xAxis, y);
+        g->setName(name);
+        g->setPen(QPen(c, 2, pen));
+        g->setScatterStyle(QCPScatterStyle(shape, 8));
+        g->setData(x, v);
+    };
+    series(m_latency->yAxis, tr("TTFT measured"), computeColor(), QCPScatterStyle::ssSquare, Qt::SolidLine, mt, ttft);
+    series(m_latency->yAxis, tr("TTFT predicted%1").arg(predictedOn), computeColor(), QCPScatterStyle::ssDisc, Qt::DashLine, pt, pttft);
+    series(m_latency->yAxis2, tr("ITL measured"), commColor(), QCPScatterStyle::ssSquare, Qt::SolidLine, mt, itl);
+    series(m_latency->yAxis2, tr("ITL predicted%1 at context %2").arg(predictedOn).arg(seq + steps / 2), commColor(),
+           QCPScatterStyle::ssDisc, Qt::DashLine, pt, pitl);
+    auto top = [](const QVector<double>& a, const QVector<double>& b) {
+        double m = 0;
+        for (double x : a + b)
+            m = std::max(m, x);
+        return m > 0 ? m * 1.15 : 1.0;
+    };
+    m_latency->xAxis->setRange(0.5, maxT + 0.5);
+    m_latency->yAxis->setRange(0, top(ttft, pttft));
+    m_latency->yAxis2->setRange(0, top(itl, pitl));
+    m_latency->replot();
+}
+
 void ResultsPage::plotTimeline()
 {
     m_timeline->clearItems();
     if (!m_run)
         return m_timeline->replot();
-    const QJsonObject run = selectedRun(*m_run);
+    const QJsonObject run = selectedPhase(*m_run);
     const int tp = run.value(QStringLiteral("tp")).toInt();
     double end = 0;
     for (const auto& v : run.value(QStringLiteral("spans")).toArray()) {
@@ -322,7 +417,11 @@ void ResultsPage::plotTimeline()
     m_timeline->yAxis->setTicker(ranks);
     m_timeline->yAxis->setRange(tp + 0.1, -0.1); // rank 0 on top
     m_timeline->xAxis->setRange(0, end * 1.02);
-    m_timeline->xAxis->setLabel(tr("ms within the last timed iteration (T=%1) — blue compute, orange communication").arg(tp));
+    m_timeline->xAxis->setLabel(run.contains(QStringLiteral("span_step"))
+                                    ? tr("ms within decode step %1 of the last iteration (T=%2) — blue compute, orange communication")
+                                          .arg(run.value(QStringLiteral("span_step")).toInt())
+                                          .arg(tp)
+                                    : tr("ms within the last timed iteration (T=%1) — blue compute, orange communication").arg(tp));
     m_timeline->replot();
 }
 
@@ -334,8 +433,8 @@ void ResultsPage::plotCompare()
         return;
     }
     QVector<double> bc, bm, cc, cm;
-    layerTotals(selectedRun(*m_baseline), -1, bc, bm);
-    layerTotals(selectedRun(*m_run), -1, cc, cm);
+    layerTotals(selectedPhase(*m_baseline), -1, bc, bm);
+    layerTotals(selectedPhase(*m_run), -1, cc, cm);
     const int n = int(std::max(bc.size(), cc.size()));
     QVector<double> kb(n), kc(n), vb(n, 0), vc(n, 0);
     for (int i = 0; i < n; ++i) {

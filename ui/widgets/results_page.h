@@ -1,6 +1,8 @@
 // results_page.h — charts of runs (QCustomPlot): per-layer compute vs communication per rank,
-// measured speedup against the predicted one, a timeline per rank (zoom, pan, tooltips), a
-// baseline-vs-current comparison, and collective benchmark curves. Charts export to PNG, SVG and
+// measured speedup against the predicted one, time to first token and inter-token latency against T
+// (measured beside predicted), a timeline per rank (zoom, pan, tooltips), a baseline-vs-current
+// comparison, and collective benchmark curves. Per layer, timeline and comparison show prefill or
+// the representative decode step. Charts export to PNG, SVG and
 // PDF; records to JSON, CSV and Chrome trace.
 #pragma once
 
@@ -35,6 +37,7 @@ public:
     std::shared_ptr<const RunData> baseline() const { return m_baseline; }
     void setBaseline(std::shared_ptr<const RunData> run);
     QTabWidget* tabs() const { return m_tabs; }
+    QComboBox* phaseBox() const { return m_phaseBox; }
     QCustomPlot* currentPlot() const;
     // Writes the visible chart; the format follows the suffix (.png, .svg, .pdf).
     bool exportChart(const QString& path) const;
@@ -51,14 +54,17 @@ private:
     void refresh();
     void plotLayers();
     void plotSpeedup();
+    void plotLatency();
     void plotTimeline();
     void plotCompare();
     void plotBenchmark();
     QJsonObject selectedRun(const RunData& d) const;
+    // The selected run's prefill, or its decode step (layers and spans) when that phase is chosen.
+    QJsonObject selectedPhase(const RunData& d) const;
 
     QTabWidget* m_tabs;
-    QCustomPlot *m_layers, *m_speedup, *m_timeline, *m_compare, *m_bench;
-    QComboBox *m_tpBox, *m_rankBox, *m_commBox;
+    QCustomPlot *m_layers, *m_speedup, *m_latency, *m_timeline, *m_compare, *m_bench;
+    QComboBox *m_tpBox, *m_rankBox, *m_phaseBox, *m_commBox;
     QLabel* m_info;
     std::shared_ptr<const RunData> m_run, m_baseline;
     std::shared_ptr<const PreviewResult> m_preview;

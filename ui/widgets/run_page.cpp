@@ -36,6 +36,7 @@ RunPage::RunPage(PlanDocument* doc, QWidget* parent)
     , m_tp(new QLineEdit(QStringLiteral("1,2")))
     , m_batch(new QSpinBox)
     , m_seq(new QSpinBox)
+    , m_decode(new QSpinBox)
     , m_warmup(new QSpinBox)
     , m_iters(new QSpinBox)
     , m_random(new QCheckBox(tr("Seeded random weights (ignore the checkpoint)")))
@@ -65,6 +66,11 @@ RunPage::RunPage(PlanDocument* doc, QWidget* parent)
     m_batch->setRange(1, 4096);
     m_seq->setRange(1, 65536);
     m_seq->setValue(128);
+    m_seq->setToolTip(tr("Prompt tokens per sequence: one prefill forward over them (its time is the time to first token)"));
+    m_decode->setRange(0, 4096);
+    m_decode->setValue(32);
+    m_decode->setToolTip(tr("Greedy decode steps after each prefill, one token per sequence each, on a per-rank KV cache; "
+                            "0: prefill only"));
     m_warmup->setRange(0, 100);
     m_warmup->setValue(1);
     m_iters->setRange(1, 1000);
@@ -81,7 +87,8 @@ RunPage::RunPage(PlanDocument* doc, QWidget* parent)
     form->addRow(tr("TP sizes:"), m_tp);
     form->addRow(QString(), m_emulate);
     form->addRow(tr("Batch:"), m_batch);
-    form->addRow(tr("Sequence:"), m_seq);
+    form->addRow(tr("Prompt length:"), m_seq);
+    form->addRow(tr("Decode steps:"), m_decode);
     form->addRow(tr("Warm-up iterations:"), m_warmup);
     form->addRow(tr("Timed iterations:"), m_iters);
     form->addRow(QString(), m_random);
@@ -190,7 +197,8 @@ QStringList RunPage::arguments(const QString& planFile, const QString& dir) cons
     QStringList a{QStringLiteral("run"), QStringLiteral("--model"), m_doc->source(), QStringLiteral("--plan"), planFile,
                   m_emulate->isChecked() ? QStringLiteral("--emulate-tp") : QStringLiteral("--tp"), m_tp->text(),
                   QStringLiteral("--dtype"), m_dtype->currentData().toString(), QStringLiteral("--batch"), QString::number(m_batch->value()),
-                  QStringLiteral("--seq"), QString::number(m_seq->value()), QStringLiteral("--warmup"),
+                  QStringLiteral("--seq"), QString::number(m_seq->value()), QStringLiteral("--decode"),
+                  QString::number(m_decode->value()), QStringLiteral("--warmup"),
                   QString::number(m_warmup->value()), QStringLiteral("--iters"), QString::number(m_iters->value()),
                   QStringLiteral("--backend"), m_backend->currentData().toString(), QStringLiteral("--json-stream"),
                   QStringLiteral("--trace"), dir + QStringLiteral("/trace.json"), QStringLiteral("--csv"),
@@ -221,7 +229,7 @@ void RunPage::start()
     m_cancelled = false;
     m_steps = 0;
     const int sizes = int(m_tp->text().split(QLatin1Char(','), Qt::SkipEmptyParts).size());
-    m_progress->setRange(0, std::max(1, sizes * (m_warmup->value() + m_iters->value())));
+    m_progress->setRange(0, std::max(1, sizes * (m_warmup->value() + m_iters->value()) * (1 + m_decode->value())));
     m_progress->setValue(0);
     m_proc = new QProcess(this);
     m_proc->setProcessChannelMode(QProcess::SeparateChannels);
@@ -288,6 +296,8 @@ void RunPage::handle(const QJsonObject& e)
                                    .arg(e.value(QStringLiteral("warmup")).toBool() ? tr("warm-up") : tr("iteration"))
                                    .arg(e.value(QStringLiteral("iteration")).toInt())
                                    .arg(e.value(QStringLiteral("seconds")).toDouble() * 1e3, 0, 'f', 2));
+    } else if (ev == QLatin1String("step")) { // decode steps: progress only, the result line sums them up
+        m_progress->setValue(++m_steps);
     } else if (ev == QLatin1String("result")) {
         m_log->appendPlainText(tr("T=%1: median %2 ms, %3 tokens/s, speedup %4×, communication %5%")
                                    .arg(e.value(QStringLiteral("tp")).toInt())
@@ -295,6 +305,17 @@ void RunPage::handle(const QJsonObject& e)
                                    .arg(e.value(QStringLiteral("tokens_per_s")).toDouble(), 0, 'f', 1)
                                    .arg(e.value(QStringLiteral("speedup")).toDouble(), 0, 'f', 2)
                                    .arg(e.value(QStringLiteral("comm_share")).toDouble() * 100, 0, 'f', 1));
+        if (const QJsonObject d = e.value(QStringLiteral("decode")).toObject(); !d.isEmpty())
+            m_log->appendPlainText(tr("T=%1 decode: TTFT %2 ms, ITL %3 ms (p10 %4, p90 %5), %6 tokens/s, speedup %7×, "
+                                      "communication %8%")
+                                       .arg(e.value(QStringLiteral("tp")).toInt())
+                                       .arg(d.value(QStringLiteral("ttft_s")).toDouble() * 1e3, 0, 'f', 2)
+                                       .arg(d.value(QStringLiteral("itl_median_s")).toDouble() * 1e3, 0, 'f', 3)
+                                       .arg(d.value(QStringLiteral("itl_p10_s")).toDouble() * 1e3, 0, 'f', 3)
+                                       .arg(d.value(QStringLiteral("itl_p90_s")).toDouble() * 1e3, 0, 'f', 3)
+                                       .arg(d.value(QStringLiteral("tokens_per_s")).toDouble(), 0, 'f', 1)
+                                       .arg(d.value(QStringLiteral("speedup")).toDouble(), 0, 'f', 2)
+                                       .arg(d.value(QStringLiteral("comm_share")).toDouble() * 100, 0, 'f', 1));
     } else if (ev == QLatin1String("record")) {
         m_record = e.value(QStringLiteral("record")).toObject();
     } else if (ev == QLatin1String("error")) {

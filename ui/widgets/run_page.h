@@ -26,7 +26,7 @@ class PlanDocument;
 
 struct RunData
 {
-    QJsonObject record;                 // tpstudio.run/1
+    QJsonObject record;                 // tpstudio.run/2
     QString tracePath, csvPath, jsonPath; // files the child wrote
     std::shared_ptr<QTemporaryDir> dir;   // holds them while the run is shown
 };
@@ -51,6 +51,7 @@ public:
     // What `tpstudio-cli devices --json` reported (filled asynchronously at start-up).
     void setDevices(const QJsonObject& devices);
     QSpinBox* seqBox() const { return m_seq; }
+    QSpinBox* decodeBox() const { return m_decode; }
     QPushButton* runButton() const { return m_run; }
 
 public slots:
@@ -75,7 +76,7 @@ private:
     QCheckBox* m_emulate;
     QLabel* m_devices;
     QLineEdit* m_tp;
-    QSpinBox *m_batch, *m_seq, *m_warmup, *m_iters;
+    QSpinBox *m_batch, *m_seq, *m_decode, *m_warmup, *m_iters;
     QCheckBox* m_random;
     QPushButton *m_run, *m_cancel;
     QProgressBar* m_progress;
