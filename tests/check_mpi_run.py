@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The MPI communicator under a real `mpirun -n 2`: logits of the llama fixture match Transformers'
-reference, and a failing rank ends the job with its rank and node named, without hanging.
+reference, decode gives generate()'s tokens and step logits, and a failing rank ends the job with its rank and node named, without hanging.
 
   python3 tests/check_mpi_run.py TPSTUDIO_CLI FIXTURES_DIR
 Exits 77 (skip) when mpirun is missing.
@@ -41,6 +41,28 @@ def main():
         err = max(abs(a - b) for a, b in zip(got, want)) / scale if len(got) == len(want) else float("inf")
         print(f"{'ok  ' if err < 1e-4 else 'FAIL'} mpirun -n 2: logits vs Transformers, relative error {err:.2e}")
         failures += err >= 1e-4
+        # Decode under mpirun: Transformers' generate() tokens, each step's logits within 1e-4.
+        gen = json.load(open(f"{fixtures}/models/llama/generate.json"))
+        run = subprocess.run(base + ["--batch", str(gen["batch"]), "--seq", str(gen["prompt"]), "--decode",
+                                     str(gen["steps"] - 1), "--warmup", "0", "--iters", "1", "--tokens",
+                                     ",".join(map(str, gen["prompt_tokens"])), "--dump-logits", out],
+                             capture_output=True, text=True, env=env, timeout=120)
+        ok = run.returncode == 0
+        if ok:
+            dump = json.load(open(out))
+            V, B, S = dump["vocab"], gen["batch"], gen["prompt"]
+            steps = [dump["logits"][((b + 1) * S - 1) * V:((b + 1) * S) * V] for b in range(B)]
+            got = [v for row in steps for v in row] + dump["step_logits"]
+            want = gen["step_logits"]
+            scale = max(abs(v) for v in want)
+            err = max(abs(a - b) for a, b in zip(got, want)) / scale if len(got) == len(want) else float("inf")
+            tokens = [t for seq in dump["generated"] for t in seq]
+            ok = tokens == gen["tokens"] and err < 1e-4
+            print(f"{'ok  ' if ok else 'FAIL'} mpirun -n 2: decode {gen['steps'] - 1} steps, tokens "
+                  f"{'equal' if tokens == gen['tokens'] else 'differ from'} Transformers' generate(), step logits {err:.2e}")
+        else:
+            print("FAIL mpirun decode:", run.stdout[-500:], run.stderr[-1500:])
+        failures += not ok
         t0 = time.time()
         bad = subprocess.run(base + ["--seq", "8", "--iters", "1", "--warmup", "0",
                                      "--inject-failure", "1:model.layers.1.mlp.down_proj"],

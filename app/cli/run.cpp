@@ -304,7 +304,7 @@ int runVerb(RunOpts o)
                    nlohmann::json j{{"tp", t}, {"vocab", r->vocab}, {"logits", r->logits}};
                    if (o.decode > 0) {
                        j["step_logits"] = r->stepLogits;
-                       j["generated"] = r->decode.generated;
+                       j["generated"] = r->decode.generated; // [B][steps + 1]
                    }
                    s << j.dump() << "\n";
                }))

@@ -61,6 +61,15 @@ void layerTotals(const QJsonObject& run, int rank, QVector<double>& compute, QVe
     }
 }
 
+// Tp sizes are whole numbers: one tick per size.
+QSharedPointer<QCPAxisTickerFixed> tpTicker()
+{
+    QSharedPointer<QCPAxisTickerFixed> t(new QCPAxisTickerFixed);
+    t->setTickStep(1.0);
+    t->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+    return t;
+}
+
 QSharedPointer<QCPAxisTickerText> layerTicker(int n)
 {
     QSharedPointer<QCPAxisTickerText> t(new QCPAxisTickerText);
@@ -313,6 +322,7 @@ void ResultsPage::plotSpeedup()
     meas->setPen(QPen(commColor(), 2));
     meas->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssSquare, 8));
     meas->setData(mx, my);
+    m_speedup->xAxis->setTicker(tpTicker());
     m_speedup->xAxis->setLabel(tr("tp size"));
     m_speedup->yAxis->setLabel(tr("speedup vs T=1"));
     m_speedup->xAxis->setRange(0.5, maxT + 0.5);
@@ -326,6 +336,7 @@ void ResultsPage::plotLatency()
 {
     m_latency->clearGraphs();
     m_latency->yAxis2->setVisible(true);
+    m_latency->xAxis->setTicker(tpTicker());
     m_latency->xAxis->setLabel(tr("tp size"));
     m_latency->yAxis->setLabel(tr("time to first token (ms), blue"));
     m_latency->yAxis2->setLabel(tr("inter-token latency (ms), orange"));

@@ -166,10 +166,7 @@ void addRun(RunRecord& record, const ShardedGraph& g, const Measurement& result)
         d.layers = std::move(step.layers);
         d.spans = std::move(step.spans);
         d.commShare = step.commShare;
-        const std::size_t perSequence = static_cast<std::size_t>(dm.steps) + 1;
-        for (std::size_t at = 0; at + perSequence <= dm.generated.size(); at += perSequence)
-            d.generated.emplace_back(dm.generated.begin() + static_cast<std::ptrdiff_t>(at),
-                                     dm.generated.begin() + static_cast<std::ptrdiff_t>(at + perSequence));
+        d.generated = dm.generated;
     }
     for (const auto& r : record.runs)
         if (r.tp == 1) {

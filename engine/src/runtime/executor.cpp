@@ -346,9 +346,11 @@ private:
         res.stepLogits = std::move(m_stepLogits);
         res.decode.steps = m_o.decodeSteps;
         res.decode.batch = m_o.decodeSteps > 0 ? m_o.batch : 0;
-        for (std::int64_t b = 0; b < res.decode.batch; ++b) // per token every sequence's → per sequence its tokens
+        for (std::int64_t b = 0; b < res.decode.batch; ++b) { // per token every sequence's → per sequence its tokens
+            auto& tokens = res.decode.generated.emplace_back();
             for (const auto& token : m_generated)
-                res.decode.generated.push_back(token[static_cast<std::size_t>(b)]);
+                tokens.push_back(token[static_cast<std::size_t>(b)]);
+        }
         std::vector<std::string> names;
         for (const Backend* b : backends)
             if (std::find(names.begin(), names.end(), b->name()) == names.end())

@@ -37,7 +37,8 @@ struct DecodeMeasurement
     std::vector<double> stepSeconds;           // every timed iteration's steps, in order
     std::vector<Span> spans;                   // every rank, one representative step: the median of the last iteration
     int spanStep = -1;                         // which step of the last iteration that is
-    std::vector<std::int32_t> generated;       // [batch, steps + 1] tokens of the last iteration (the first from prefill)
+    std::vector<std::vector<std::int32_t>> generated; // per sequence, the steps + 1 tokens of the last iteration
+                                                      // (the first from prefill)
 };
 
 // What one run of one tp size measured.
