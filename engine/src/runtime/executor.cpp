@@ -98,7 +98,7 @@ struct Rank
     std::vector<std::int32_t> ids;             // the last tokens sampled, per sequence (decoding)
     std::vector<Span> lastSpans;               // the forward just timed
     std::vector<Span> spans;                   // the last iteration's prefill
-    std::vector<std::vector<Span>> stepSpans;  // the last iteration's decode steps
+    std::vector<std::vector<Span>> stepSpans;  // the last iteration's sampled decode steps (every spanStride-th)
     std::vector<double> iterations, steps;     // timed prefills and decode steps
     double loadSeconds = 0;
     int node = -1;                             // where the rank is (for errors raised as exceptions)
@@ -189,12 +189,13 @@ public:
         if (!m_firstError.ok())
             return m_firstError;
         RunResult res = result(raw);
-        res.decode.spanStep = representativeStep(m_ranks[0]);
+        const int sample = representativeSample(m_ranks[0]);
+        res.decode.spanStep = sample < 0 ? -1 : sample * spanStride();
         for (const Rank& k : m_ranks) {
             res.loadSeconds = std::max(res.loadSeconds, k.loadSeconds);
             res.spans.insert(res.spans.end(), k.spans.begin(), k.spans.end());
-            if (res.decode.spanStep >= 0) {
-                const auto& step = k.stepSpans[static_cast<std::size_t>(res.decode.spanStep)];
+            if (sample >= 0) {
+                const auto& step = k.stepSpans[static_cast<std::size_t>(sample)];
                 res.decode.spans.insert(res.decode.spans.end(), step.begin(), step.end());
             }
             res.footprint.push_back(footprint(k));
@@ -232,7 +233,7 @@ public:
         const Status st = guarded(k);
         const RankFootprint mine = footprint(k);
         const std::vector<Span> spans = std::move(k.spans);
-        const int myStep = representativeStep(k);
+        const int mySample = representativeSample(k);
         const std::vector<std::vector<Span>> stepSpans = std::move(k.stepSpans);
         RunResult res = result(mineBackend);
         res.loadSeconds = k.loadSeconds;
@@ -245,10 +246,11 @@ public:
         }
         std::vector<std::int64_t> all, counts;
         // Rank 0's representative decode step is every rank's.
-        TP_RETURN_IF_ERROR(host.exchange(r == 0 ? std::vector<std::int64_t>{myStep} : std::vector<std::int64_t>{}, all, counts));
-        res.decode.spanStep = all.size() == 1 ? static_cast<int>(all[0]) : -1;
-        if (res.decode.spanStep >= static_cast<int>(stepSpans.size()))
-            return Status(StatusCode::Internal, fmt::format("rank 0 chose decode step {} of {}", res.decode.spanStep, stepSpans.size()));
+        TP_RETURN_IF_ERROR(host.exchange(r == 0 ? std::vector<std::int64_t>{mySample} : std::vector<std::int64_t>{}, all, counts));
+        const int sample = all.size() == 1 ? static_cast<int>(all[0]) : -1;
+        if (sample >= static_cast<int>(stepSpans.size()))
+            return Status(StatusCode::Internal, fmt::format("rank 0 chose decode sample {} of {}", sample, stepSpans.size()));
+        res.decode.spanStep = sample < 0 ? -1 : sample * spanStride();
         TP_RETURN_IF_ERROR(host.exchange(std::vector<std::int64_t>{mine.weightBytes, mine.workspaceBytes, mine.allocations}, all, counts));
         for (std::size_t i = 0; i + 2 < all.size(); i += 3)
             res.footprint.push_back({all[i], all[i + 1], all[i + 2]});
@@ -258,8 +260,8 @@ public:
                 packed.insert(packed.end(), {s.node, s.collective, std::llround(s.startUs * 1e3), std::llround(s.endUs * 1e3), phase});
         };
         pack(spans, 0);
-        if (res.decode.spanStep >= 0)
-            pack(stepSpans[static_cast<std::size_t>(res.decode.spanStep)], 1);
+        if (sample >= 0)
+            pack(stepSpans[static_cast<std::size_t>(sample)], 1);
         TP_RETURN_IF_ERROR(host.exchange(packed, all, counts));
         std::size_t at = 0;
         for (int p = 0; p < m_T; ++p)
@@ -359,17 +361,25 @@ private:
         return res;
     }
 
-    // The decode step of the last iteration whose time is the median of its steps (-1: no decode).
-    int representativeStep(const Rank& k) const
+    // Spans are kept for at most kSpanSamples evenly spaced steps of the last iteration (memory
+    // bounded whatever the number of steps): every spanStride()-th step.
+    static constexpr int kSpanSamples = 64;
+    int spanStride() const { return std::max(1, (m_o.decodeSteps + kSpanSamples - 1) / kSpanSamples); }
+
+    // The sampled step of the last iteration whose time is the median of the sampled steps' (an
+    // index into stepSpans; -1: no decode).
+    int representativeSample(const Rank& k) const
     {
-        const int n = m_o.decodeSteps;
-        if (n == 0 || static_cast<int>(k.steps.size()) < n || static_cast<int>(k.stepSpans.size()) != n)
+        const int n = m_o.decodeSteps, stride = spanStride();
+        const int samples = static_cast<int>(k.stepSpans.size());
+        if (n == 0 || static_cast<int>(k.steps.size()) < n || samples != (n + stride - 1) / stride)
             return -1;
-        std::vector<int> order(static_cast<std::size_t>(n));
+        std::vector<int> order(static_cast<std::size_t>(samples));
         std::iota(order.begin(), order.end(), 0);
         const double* last = k.steps.data() + (k.steps.size() - static_cast<std::size_t>(n));
-        std::nth_element(order.begin(), order.begin() + n / 2, order.end(), [&](int a, int b) { return last[a] < last[b]; });
-        return order[static_cast<std::size_t>(n / 2)];
+        std::nth_element(order.begin(), order.begin() + samples / 2, order.end(),
+                         [&](int a, int b) { return last[a * stride] < last[b * stride]; });
+        return order[static_cast<std::size_t>(samples / 2)];
     }
 
     static RankFootprint footprint(const Rank& k)
@@ -566,7 +576,8 @@ private:
                 if (!warm)
                     k.steps.push_back(step);
                 if (last) {
-                    k.stepSpans.push_back(k.lastSpans);
+                    if (j % spanStride() == 0)
+                        k.stepSpans.push_back(k.lastSpans);
                     if (k.r == 0)
                         TP_RETURN_IF_ERROR(readLogits(k));
                 }
@@ -887,6 +898,10 @@ Status checkRunnable(const ModelSpec& spec, const ShardedGraph& g, const WeightS
         return invalidArgument("batch and sequence must be at least 1");
     if (o.decodeSteps < 0 || o.decodeSteps > (1 << 20))
         return invalidArgument(fmt::format("{} decode steps: give 0 to 2^20", o.decodeSteps));
+    if (static_cast<std::int64_t>(std::max(o.iterations, 1)) * o.decodeSteps > (std::int64_t(1) << 22))
+        return invalidArgument(fmt::format("{} iterations × {} decode steps is more timed steps than a run records (at "
+                                           "most 2^22)",
+                                           o.iterations, o.decodeSteps));
     if (o.batch > (std::int64_t(1) << 20) || o.seq > (std::int64_t(1) << 24) || o.batch * o.seq > (std::int64_t(1) << 26))
         return invalidArgument(fmt::format("batch {} × sequence {} is more tokens than one forward takes (at most 2^26)",
                                            o.batch, o.seq));

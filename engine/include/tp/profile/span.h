@@ -35,7 +35,8 @@ struct DecodeMeasurement
     int steps = 0;                             // decode steps after each prefill (0: prefill only)
     std::int64_t batch = 0;
     std::vector<double> stepSeconds;           // every timed iteration's steps, in order
-    std::vector<Span> spans;                   // every rank, one representative step: the median of the last iteration
+    std::vector<Span> spans;                   // every rank, one representative step of the last iteration: the
+                                               // median of up to 64 evenly spaced steps
     int spanStep = -1;                         // which step of the last iteration that is
     std::vector<std::vector<std::int32_t>> generated; // per sequence, the steps + 1 tokens of the last iteration
                                                       // (the first from prefill)
