@@ -9,8 +9,9 @@ On a GPU machine, in order, each step with its own time limit (8 minutes in all)
   ops        tst_backend_ops cuda: every op and dtype against double references (NMSE)
   engine     tst_gpu: whole-model logits vs the CPU engine and Transformers, NCCL, emulation group
   gemm       tpstudio-cli bench gemm: Llama-3.1-8B's bf16 GEMMs at 512 tokens vs a measured 8192³ peak
-  forward    a Llama-3.1-8B-shaped model with random bf16 weights, prefill B=1 S=512 and a
-             decode-sized forward, on the engine and on PyTorch eager (Transformers, sdpa), alternated
+  forward    a Llama-3.1-8B-shaped model with random bf16 weights, prefill B=1 S=512 and 32 greedy
+             decode steps on the KV cache (ITL), on the engine and on PyTorch eager (Transformers,
+             sdpa, DynamicCache), alternated
   emulation  the same model emulated at T = 2, 4, 8: per-rank compute against T=1's compute / T
 With --dry-run (no GPU): the same binaries through the same library paths, the GPU tests must skip
 with their reason, the engine and emulation steps run on the CPU backend with the example model, and
@@ -183,16 +184,18 @@ class Check:
     def forward(self):
         model, extra = ("example", ["--backend", "cpu", "--tp", "1", "--dtype", "bf16"]) if self.a.dry_run else \
             ("llama-3.1-8b", ["--backend", "cuda", "--tp", "1", "--dtype", "bf16"])
-        torch_args = ["scripts/gpu_vs_torch.py", "--model", "llama-3.1-8b", "--seq", "512", "--json"] + (
-            ["--dry-run"] if self.a.dry_run else [])
-        ours = {512: [], 1: []}
+        steps = 8 if self.a.dry_run else 32
+        seq = 32 if self.a.dry_run else 512
+        torch_args = ["scripts/gpu_vs_torch.py", "--model", "llama-3.1-8b", "--seq", "512", "--decode", str(steps),
+                      "--json"] + (["--dry-run"] if self.a.dry_run else [])
+        ours = {512: [], 1: []}     # prefill (TTFT) and the decode step (ITL), ms
         theirs = {512: [], 1: []}
         for rnd in range(2):  # engine, PyTorch, engine, PyTorch: interleaved rounds
-            for seq in (512, 1):
-                rec, why = self.engine_run(f"forward-engine-{seq}-{rnd}", model, seq, extra)
-                if rec is None:
-                    return self.row(f"engine forward S={seq}", why, "runs", False)
-                ours[seq].append(rec["runs"][0]["median_s"] * 1e3)
+            rec, why = self.engine_run(f"forward-engine-{rnd}", model, seq, extra + ["--decode", str(steps)])
+            if rec is None:
+                return self.row("engine prefill and decode", why, "runs", False)
+            ours[512].append(rec["runs"][0]["median_s"] * 1e3)
+            ours[1].append(rec["runs"][0]["decode"]["itl_median_s"] * 1e3)
             p, why = self.run(f"forward-torch-{rnd}", torch_args, 240, python=True)
             if p is None or p.returncode != 0:
                 self.row("PyTorch eager (Transformers, sdpa)", why or p.stderr.strip()[-200:], "runs",
@@ -203,10 +206,11 @@ class Check:
             theirs[512].append(t["prefill_ms"])
             theirs[1].append(t["decode_ms"])
         label = "example, CPU bf16 (dry run)" if self.a.dry_run else "Llama-3.1-8B shape, bf16"
-        for seq, what in ((512, "prefill B=1 S=512"), (1, "decode-sized forward B=1 S=1")):
-            mine = statistics.median(ours[seq])
-            if theirs and theirs[seq]:
-                other = statistics.median(theirs[seq])
+        for key, what in ((512, f"prefill B=1 S={seq} (engine: with the first token)"),
+                          (1, f"decode step B=1 after S={seq}, median of {steps} (ITL)")):
+            mine = statistics.median(ours[key])
+            if theirs and theirs[key]:
+                other = statistics.median(theirs[key])
                 if self.a.dry_run: # two different small models on the CPU: both ran, nothing to compare
                     self.row(f"{what} (dry run: engine on the example, PyTorch on a 2-layer copy)",
                              f"engine {mine:.2f} ms, PyTorch {other:.2f} ms", "both run", True)
