@@ -284,6 +284,57 @@ private slots:
         QVERIFY2(e.empty(), e.c_str());
     }
 
+    void decodeMatchesGenerate_data()
+    {
+        QTest::addColumn<QString>("family");
+        QTest::addColumn<int>("tp");
+        for (const char* f : {"llama", "mistral", "qwen2", "qwen3", "phi3", "mixtral", "qwen3_moe"})
+            for (int tp : {1, 2})
+                QTest::addRow("%s T=%d", f, tp) << f << tp;
+    }
+    void decodeMatchesGenerate()
+    {
+        // Greedy decode on the GPU in fp32 (KV cache, attention over cached keys, argmax on the
+        // device): Transformers' generate() tokens, and every step's logits within 1e-4 of it and of
+        // the CPU engine's. T beyond the GPU count runs emulated.
+        QFETCH(QString, family);
+        QFETCH(int, tp);
+        auto om = openModel(kModels + family.toStdString());
+        QVERIFY2(om.ok(), om.status().message().c_str());
+        std::ifstream in(kModels + family.toStdString() + "/generate.json");
+        const auto ref = nlohmann::json::parse(in);
+        const std::int64_t B = ref["batch"], S = ref["prompt"], steps = ref["steps"];
+        const ShardedGraph g = shardModel(om->spec, defaultPlan(om->spec, tp), {.batch = B, .seq = S, .activationDtype = DType::F32});
+        if (!g.valid())
+            QSKIP("the default plan is not valid at this tp size");
+        RunOptions o;
+        o.batch = B;
+        o.seq = S;
+        o.tokens = ref["prompt_tokens"].get<std::vector<std::int32_t>>();
+        o.decodeSteps = static_cast<int>(steps) - 1;
+        o.dtype = DType::F32;
+        auto cpu = runModel(om->spec, g, {&*om->checkpoint}, o);
+        QVERIFY2(cpu.ok(), cpu.status().message().c_str());
+        const HardwareProfile hw = findHardware("h200-sxm-8").value();
+        o.device = DeviceKind::Cuda;
+        o.emulate = tp > g_gpus;
+        o.commModel = &hw;
+        auto gpu = runModel(om->spec, g, {&*om->checkpoint}, o);
+        QVERIFY2(gpu.ok(), gpu.status().message().c_str());
+        std::vector<std::int32_t> tokens;
+        for (const auto& seq : gpu->decode.generated)
+            tokens.insert(tokens.end(), seq.begin(), seq.end());
+        QVERIFY2(tokens == ref["tokens"].get<std::vector<std::int32_t>>(), "generated tokens differ from Transformers'");
+        const double vsCpu = relError(gpu->stepLogits, cpu->stepLogits);
+        // Transformers' steps 1… are the engine's decode steps (step 0 is prefill's last position).
+        const auto want = ref["step_logits"].get<std::vector<float>>();
+        const std::size_t first = static_cast<std::size_t>(B) * static_cast<std::size_t>(ref["vocab"].get<std::int64_t>());
+        const double vsHf = relError(gpu->stepLogits, std::vector<float>(want.begin() + static_cast<std::ptrdiff_t>(first), want.end()));
+        qInfo("%s decode: %.2e from the CPU engine, %.2e from Transformers%s", qPrintable(QTest::currentDataTag()), vsCpu,
+              vsHf, o.emulate ? " (emulated)" : "");
+        QVERIFY2(vsCpu < 1e-4 && vsHf < 1e-4, qPrintable(QString("%1 / %2").arg(vsCpu).arg(vsHf)));
+    }
+
     void emulatedRunIsLabelledAndExact()
     {
         // The example model at T=4 on one GPU: the logits of T=1, and the record says emulated.
