@@ -307,6 +307,16 @@ private slots:
             }
         QVERIFY2(ranAt == (std::set<int>{1, 2, 4}), "every family decodes at T = 1, 2 and 4");
 
+        // The head at the last positions only (as generate() computes prefill): the same logits there,
+        // the same steps and tokens.
+        RunOptions last = o;
+        last.lastPositionLogits = true;
+        auto r = runModel(om->spec, shardModel(om->spec, defaultPlan(om->spec, 2), {.batch = ref.batch, .seq = ref.prompt}),
+                          {&*om->checkpoint}, last);
+        QVERIFY2(r.ok(), r.status().message().c_str());
+        QCOMPARE(r->logits.size(), B * V);
+        QVERIFY(relError(engineStepLogits(*r, ref.batch, 1), t1) < 1e-5);
+
         // One prefill over the prompt and the generated tokens gives, at the positions that picked
         // them, what the decode steps computed from the cache.
         const std::int64_t S = ref.prompt, L = S + o.decodeSteps;

@@ -251,6 +251,7 @@ int runVerb(RunOpts o)
         ro.batch = o.batch;
         ro.seq = o.seq;
         ro.decodeSteps = o.decode;
+        ro.lastPositionLogits = o.decode > 0; // as generate(): prefill needs only the last position's logits
         ro.warmup = o.warmup;
         ro.tokens = o.tokens;
         ro.iterations = o.iters;
@@ -401,8 +402,9 @@ std::function<int()> addRun(CLI::App& app)
     run->add_option("--tokens", o->tokens, "Token ids, B·S of them, comma-separated (default: a fixed sequence)")
         ->delimiter(',');
     run->add_option("--dump-logits", o->logitsFile,
-                    "Write rank 0's logits of the last tp size as JSON ([B·S × vocab]; decoding also each step's [B × "
-                    "vocab] and the generated tokens)");
+                    "Write rank 0's logits of the last tp size as JSON ([B·S × vocab]; decoding, prefill's at each "
+                    "sequence's last position [B × vocab] as generate() computes them, each step's [B × vocab] and the "
+                    "generated tokens)");
     run->add_option("--inject-failure", o->injectFailure,
                     "Testing: make RANK fail at graph node NODE: RANK:NODE[:error|oom|exception|hang]");
     emulateOpt->excludes(tpOpt);

@@ -221,7 +221,8 @@ public:
         }
         m_programs.resize(static_cast<std::size_t>(m_T));
         TP_ASSIGN_OR_RETURN(m_programs[static_cast<std::size_t>(r)], detail::lowerForRank(m_spec, m_g, r, m_o.batch, m_o.seq, m_o.decodeSteps,
-                                                                                               **be, comm->gathersColumns()));
+                                                                                               m_o.lastPositionLogits, **be,
+                                                                                               comm->gathersColumns()));
         const std::vector<Backend*> mineBackend{be->get()};
         TP_RETURN_IF_ERROR(checkMemory(mineBackend, false, r));
         m_ranks.resize(1);
@@ -288,7 +289,8 @@ private:
     {
         for (int r = 0; r < m_T; ++r) {
             TP_ASSIGN_OR_RETURN(auto p, detail::lowerForRank(m_spec, m_g, r, m_o.batch, m_o.seq, m_o.decodeSteps,
-                                                             *backends[static_cast<std::size_t>(r)], columnGather));
+                                                             m_o.lastPositionLogits, *backends[static_cast<std::size_t>(r)],
+                                                             columnGather));
             m_programs.push_back(std::move(p));
         }
         return {};
@@ -317,7 +319,7 @@ private:
             total += need(i);
         // fp32 on the host, and the stored values on their way there when they are 16-bit.
         const std::int64_t logits = m_o.keepLogits && firstRank == 0
-            ? (m_N + m_o.decodeSteps * m_o.batch) * m_spec.config.vocabSize * (4 + (m_o.dtype == DType::F32 ? 0 : dtypeBytes(m_o.dtype, 1)))
+            ? ((m_o.lastPositionLogits ? m_o.batch : m_N) + m_o.decodeSteps * m_o.batch) * m_spec.config.vocabSize * (4 + (m_o.dtype == DType::F32 ? 0 : dtypeBytes(m_o.dtype, 1)))
             : 0;
         for (std::size_t i = 0; i < backends.size(); ++i) {
             const int r = firstRank + static_cast<int>(i);
@@ -598,15 +600,21 @@ private:
         return n == m_g.graph.nodes.end() ? nullptr : &*n;
     }
 
+    // Rows seq − 1, 2·seq − 1, … of a [B·seq, n] tensor: each sequence's last position.
+    Tensor lastPositions(const Tensor& x, std::int64_t seq) const
+    {
+        if (x.rows == m_o.batch)
+            return x; // already one row per sequence
+        Tensor t = x.rowRange(seq - 1, 1);
+        t.rows = m_o.batch;
+        t.stride *= seq;
+        return t;
+    }
+
     // The logits that pick each sequence's next token: its last position's row.
     Tensor lastLogits(const Rank& k) const
     {
-        Tensor t = k.t()[static_cast<std::size_t>(logitsNode()->inputs[0])];
-        const std::int64_t S = k.pp().seq;
-        t = t.rowRange(S - 1, 1);
-        t.rows = m_o.batch;
-        t.stride *= S;
-        return t;
+        return lastPositions(k.t()[static_cast<std::size_t>(logitsNode()->inputs[0])], k.pp().seq);
     }
 
     // Rank 0's logits of the forward just run, in the last iteration: kept whole (keepLogits), or
@@ -760,6 +768,8 @@ private:
             Tensor x = in(k, n, 0);
             if (const auto& slice = m_g.nodes[static_cast<std::size_t>(ni)].inputSlice; !slice.empty()) // rowwise_split_input
                 x = x.columns(slice[static_cast<std::size_t>(k.r)].offset, slice[static_cast<std::size_t>(k.r)].size);
+            if (ni == k.pp().lastPositionNode) // the head at each sequence's last position only
+                x = lastPositions(x, k.pp().seq);
             const int c = k.prog->collectiveOf[static_cast<std::size_t>(ni)];
             const bool biasAfter = c >= 0 && m_g.collectives[static_cast<std::size_t>(c)].bias >= 0;
             TP_RETURN_IF_ERROR(be.gemm(x, *weight(k, n, "weight"), biasAfter ? nullptr : weight(k, n, "bias"), y, scratch(k, ni)));
@@ -817,7 +827,7 @@ private:
         const std::string label = m_nvtx[static_cast<std::size_t>(c.node)] + "/" + collectiveName(c.kind);
         const NvtxRange range(label);
         comm.setLabel(label);
-        const std::int64_t rows = k.pp().tokens;
+        const std::int64_t rows = output.rows;
         // A rank's piece of a staging buffer, [rows, width] at its place.
         auto piece = [&](int rank) {
             const Interval& iv = c.pieces[static_cast<std::size_t>(rank)];

@@ -19,8 +19,9 @@ class Lowering
 {
 public:
     Lowering(const ModelSpec& spec, const ShardedGraph& g, int rank, std::int64_t batch, std::int64_t seq,
-             std::int64_t decodeSteps, const Backend& be, bool columnGather)
+             std::int64_t decodeSteps, bool lastPositionLogits, const Backend& be, bool columnGather)
         : m_columnGather(columnGather)
+        , m_lastPositionLogits(lastPositionLogits)
         , m_spec(spec)
         , m_g(g)
         , m_r(rank)
@@ -49,9 +50,9 @@ public:
         const int steps = static_cast<int>(nodes.size()) + 1;
         kvCaches(m_decode > 0 ? 2 * steps : steps);
         m_p.phases.reserve(2);
-        TP_RETURN_IF_ERROR(phase(m_batch * m_seq, m_seq, 0));
+        TP_RETURN_IF_ERROR(phase(m_batch * m_seq, m_seq, 0, m_lastPositionLogits ? headNode() : -1));
         if (m_decode > 0)
-            TP_RETURN_IF_ERROR(phase(m_batch, 1, steps));
+            TP_RETURN_IF_ERROR(phase(m_batch, 1, steps, -1));
         m_p.arenaBytes = planArena(m_p.blocks, kAlignment);
         return std::move(m_p);
     }
@@ -84,12 +85,13 @@ private:
     }
 
     // --- phases and caches ----------------------------------------------------------------------
-    Status phase(std::int64_t tokens, std::int64_t seq, int firstStep)
+    Status phase(std::int64_t tokens, std::int64_t seq, int firstStep, int lastPositionNode)
     {
         const std::size_t nodes = m_g.graph.nodes.size();
         m_ph = &m_p.phases.emplace_back();
         m_ph->tokens = m_n = tokens;
         m_ph->seq = seq;
+        m_ph->lastPositionNode = lastPositionNode;
         m_t0 = firstStep;
         m_ph->opOutput.assign(nodes, -1);
         m_ph->scratch.assign(nodes, -1);
@@ -101,6 +103,18 @@ private:
             TP_RETURN_IF_ERROR(node(static_cast<int>(i)));
         return {};
     }
+
+    // The node whose output is the model's logits (-1: none).
+    int headNode() const
+    {
+        for (const GraphNode& n : m_g.graph.nodes)
+            if (n.kind == OpKind::Logits)
+                return m_g.graph.tensors[static_cast<std::size_t>(n.inputs[0])].producer;
+        return -1;
+    }
+
+    // Rows of what node ni writes: B·S, or B where it runs at the last positions only.
+    std::int64_t rowsOf(int ni) const { return ni >= 0 && ni == m_ph->lastPositionNode ? m_batch : m_n; }
 
     // Keys and values of every position of the run, per attention node: [B · context, kv width].
     void kvCaches(int steps)
@@ -158,7 +172,8 @@ private:
             const DType dt = pn.kind == OpKind::Router ? DType::F32 : m_be.storage(); // router scores stay fp32 for top-k
             const std::int64_t cols = m_g.tensors[t].local[static_cast<std::size_t>(m_r)];
             const int lastUse = std::max(last[t], producer);
-            tensor(block(dtypeBytes(dt, m_n * cols), producer, lastUse), m_n, cols, dt);
+            const std::int64_t rows = rowsOf(producer);
+            tensor(block(dtypeBytes(dt, rows * cols), producer, lastUse), rows, cols, dt);
         }
     }
 
@@ -226,7 +241,7 @@ private:
             TP_RETURN_IF_ERROR(need(n, !b || w->dim != 1 || biasAfter, [] {
                 return std::string("a rowwise bias without a reduction would be added on every rank");
             }));
-            addScratch(ni, m_be.gemmScratchBytes(m_n, inW, out));
+            addScratch(ni, m_be.gemmScratchBytes(rowsOf(ni), inW, out));
             return out;
         }
         case OpKind::Split: {
@@ -293,7 +308,7 @@ private:
         p.output = out;
         const DType dt = m_ph->tensors[static_cast<std::size_t>(out)].dtype;
         const std::int64_t eb = dtypeBytes(dt, 1);
-        const std::int64_t full = c.featuresPerToken;
+        const std::int64_t full = c.featuresPerToken, rows = rowsOf(ni);
         switch (c.kind) {
         case CollectiveKind::AllReduce:
             TP_RETURN_IF_ERROR(need(n, w == full && promised == full, [&] {
@@ -313,14 +328,14 @@ private:
             const Interval& mine = c.pieces[static_cast<std::size_t>(m_r)];
             if (m_columnGather) { // the op writes its columns of the output; the gather fills the rest
                 const ProgramTensor& o = m_ph->tensors[static_cast<std::size_t>(out)];
-                p.input = tensor(o.block, m_n, w, dt, mine.offset * eb, full);
+                p.input = tensor(o.block, rows, w, dt, mine.offset * eb, full);
                 m_ph->opOutput[static_cast<std::size_t>(ni)] = p.input;
                 return {};
             }
             // The op writes its piece straight into its place in the staging buffer (in place).
-            const int staging = block(m_n * full * eb, ni, ni);
-            p.staging = tensor(staging, 1, m_n * full, dt);
-            p.input = tensor(staging, m_n, w, dt, m_n * mine.offset * eb);
+            const int staging = block(rows * full * eb, ni, ni);
+            p.staging = tensor(staging, 1, rows * full, dt);
+            p.input = tensor(staging, rows, w, dt, rows * mine.offset * eb);
             m_ph->opOutput[static_cast<std::size_t>(ni)] = p.input;
             return {};
         }
@@ -332,8 +347,8 @@ private:
                                                            "keeps {}",
                                                            w, promised, c.pieces[static_cast<std::size_t>(m_r)].size);
                                     }));
-            p.input = tensor(block(m_n * full * eb, ni, ni), m_n, full, dt);
-            p.staging = tensor(block(m_n * full * eb, ni, ni), 1, m_n * full, dt);
+            p.input = tensor(block(rows * full * eb, ni, ni), rows, full, dt);
+            p.staging = tensor(block(rows * full * eb, ni, ni), 1, rows * full, dt);
             m_ph->opOutput[static_cast<std::size_t>(ni)] = p.input;
             return {};
         }
@@ -378,7 +393,7 @@ private:
         return s;
     }
 
-    const bool m_columnGather;
+    const bool m_columnGather, m_lastPositionLogits;
     const ModelSpec& m_spec;
     const ShardedGraph& m_g;
     const int m_r;
@@ -393,9 +408,10 @@ private:
 } // namespace
 
 Result<RankProgram> lowerForRank(const ModelSpec& spec, const ShardedGraph& g, int rank, std::int64_t batch,
-                                 std::int64_t seq, std::int64_t decodeSteps, const Backend& backend, bool columnGather)
+                                 std::int64_t seq, std::int64_t decodeSteps, bool lastPositionLogits,
+                                 const Backend& backend, bool columnGather)
 {
-    return Lowering(spec, g, rank, batch, seq, decodeSteps, backend, columnGather).run();
+    return Lowering(spec, g, rank, batch, seq, decodeSteps, lastPositionLogits, backend, columnGather).run();
 }
 
 } // namespace tp::detail

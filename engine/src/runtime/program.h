@@ -39,6 +39,9 @@ struct PhaseProgram
 {
     std::int64_t tokens = 0;                 // rows of every activation
     std::int64_t seq = 0;                    // query rows per sequence
+    // The node that computes the logits (the head), when it runs only at each sequence's last
+    // position: its input is read every seq-th row, its output and collective have batch rows.
+    int lastPositionNode = -1;
     std::vector<ProgramTensor> tensors;      // the graph's tensors first, then the buffers lowering adds
     std::vector<int> opOutput;               // per node: the tensor its op writes (its output, or a pre-collective buffer)
     std::vector<int> scratch;                // per node: its scratch tensor, -1: none
@@ -71,7 +74,9 @@ struct RankProgram
 // `columnGather`: the communicator gathers column pieces in place (Communicator::gathersColumns), so
 // an all-gather's op writes its columns of the output directly and needs no staging buffer.
 // `decodeSteps` > 0 adds the decode phase and sizes the KV cache for seq + decodeSteps positions.
+// `lastPositionLogits`: prefill computes the logits only at each sequence's last position.
 Result<RankProgram> lowerForRank(const ModelSpec& spec, const ShardedGraph& g, int rank, std::int64_t batch,
-                                 std::int64_t seq, std::int64_t decodeSteps, const Backend& backend, bool columnGather);
+                                 std::int64_t seq, std::int64_t decodeSteps, bool lastPositionLogits,
+                                 const Backend& backend, bool columnGather);
 
 } // namespace tp::detail

@@ -35,6 +35,9 @@ struct RunOptions
     // Greedy decode steps after each prefill, one token per sequence each, reading and extending a
     // per-rank KV cache of seq + decodeSteps positions: seq + 1 … tokens generated in all.
     int decodeSteps = 0;
+    // Prefill computes the logits only at each sequence's last position, as generate() does (the
+    // head's GEMM over B rows instead of B·S); RunResult::logits is then [B, vocab].
+    bool lastPositionLogits = false;
     int warmup = 0;
     int iterations = 1;
     DeviceKind device = DeviceKind::Cpu;       // every rank's backend
@@ -62,7 +65,8 @@ struct RunOptions
 
 struct RunResult : Measurement
 {
-    std::vector<float> logits;                 // rank 0, [B·S, vocab], last iteration, as fp32 (keepLogits)
+    std::vector<float> logits;                 // rank 0, [B·S, vocab] ([B, vocab]: lastPositionLogits), last
+                                               // iteration, as fp32 (keepLogits)
     std::vector<float> stepLogits;             // rank 0, [decodeSteps, B, vocab], last iteration (keepLogits)
     std::int64_t vocab = 0;
     std::string devices;                       // what the ranks ran on, for the record
