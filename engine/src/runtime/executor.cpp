@@ -528,10 +528,13 @@ private:
         return {};
     }
 
-    // Spans of the forward just run; emulated runs re-time it as T devices would (rank 0 computes
-    // it once every rank's spans are in) and return that time instead of `measured`.
-    Result<double> spansOf(Rank& k, double measured)
+    // Spans of the forward just run, when they are kept (`keep`) or emulation needs them: emulated
+    // runs re-time the forward as T devices would (rank 0 computes it once every rank's spans are
+    // in) and return that time instead of `measured`.
+    Result<double> spansOf(Rank& k, double measured, bool keep)
     {
+        if (!keep && !m_o.emulate)
+            return measured;
         TP_RETURN_IF_ERROR(collectSpans(k));
         if (!m_o.emulate)
             return measured;
@@ -553,7 +556,7 @@ private:
             const auto t0 = Clock::now();
             TP_RETURN_IF_ERROR(forward(k));
             TP_RETURN_IF_ERROR(k.comm->barrier());
-            TP_ASSIGN_OR_RETURN(const double secs, spansOf(k, std::chrono::duration<double>(Clock::now() - t0).count()));
+            TP_ASSIGN_OR_RETURN(const double secs, spansOf(k, std::chrono::duration<double>(Clock::now() - t0).count(), last));
             if (!warm)
                 k.iterations.push_back(secs);
             if (last) {
@@ -574,11 +577,12 @@ private:
                 k.ph[1].positions = k.decodePositions.columns(j * m_o.batch, m_o.batch);
                 const auto s0 = Clock::now();
                 TP_RETURN_IF_ERROR(forward(k));
-                TP_ASSIGN_OR_RETURN(const double step, spansOf(k, std::chrono::duration<double>(Clock::now() - s0).count()));
+                const bool sampled = last && j % spanStride() == 0;
+                TP_ASSIGN_OR_RETURN(const double step, spansOf(k, std::chrono::duration<double>(Clock::now() - s0).count(), sampled));
                 if (!warm)
                     k.steps.push_back(step);
                 if (last) {
-                    if (j % spanStride() == 0)
+                    if (sampled)
                         k.stepSpans.push_back(k.lastSpans);
                     if (k.r == 0)
                         TP_RETURN_IF_ERROR(readLogits(k));
