@@ -329,7 +329,7 @@ private:
             const std::int64_t have = backends[i]->availableBytes();
             if (want > have)
                 return Status(StatusCode::ResourceExhausted,
-                              fmt::format("rank {} needs {} ({} weights, {} activations and scratch){}{} but {} has {} "
+                              fmt::format("rank {} needs {} ({} weights, {} activations, KV cache and scratch){}{} but {} has {} "
                                           "available; nothing was allocated",
                                           r, humanBytes(static_cast<double>(need(i))), humanBytes(static_cast<double>(p.weightBytes)),
                                           humanBytes(static_cast<double>(p.arenaBytes)),

@@ -229,7 +229,7 @@ private:
         case OpKind::Router: {
             const ParamShard* w = param(n, "weight");
             TP_RETURN_IF_ERROR(need(n, w != nullptr, [] { return std::string("has no weight"); }));
-            const auto [out, inW] = wshape(w);
+            const std::int64_t out = wshape(w).first, inW = wshape(w).second;
             const auto& slice = m_g.nodes[static_cast<std::size_t>(ni)].inputSlice;
             const std::int64_t x = slice.empty() ? in(0) : slice[static_cast<std::size_t>(m_r)].size;
             TP_RETURN_IF_ERROR(need(n, x == inW && (slice.empty() || slice[static_cast<std::size_t>(m_r)].offset + x <= in(0)), [&] {
