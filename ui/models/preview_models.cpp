@@ -124,7 +124,7 @@ bool PlanTableModel::setData(const QModelIndex& index, const QVariant& value, in
 
 CollectivesModel::CollectivesModel(QObject* parent)
     : PreviewTableModel({tr("Layer"), tr("Collective"), tr("After"), tr("Style"), tr("Bytes"), tr("Predicted"),
-                         tr("Decode bytes"), tr("Decode predicted")},
+                         tr("Decode bytes"), tr("Decode time")},
                         parent)
 {
 }
