@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <QDir>
+#include <QFileInfo>
 #include <QProcess>
 #include <QTemporaryDir>
 
@@ -285,6 +287,29 @@ private slots:
         QFile cf(csv);
         QVERIFY(cf.open(QIODevice::ReadOnly));
         QVERIFY(cf.readLine().startsWith("tp,rank,name,kind,op,layer,start_us,end_us,duration_us,bytes,phase"));
+    }
+
+    void writeErrorsAreErrors()
+    {
+        // A full disk (/dev/full) on standard output or as an output file is exit 1 with a message,
+        // never exit 0 with nothing written; a written output appears whole, with no temporary left.
+        QProcess p;
+        p.setStandardOutputFile(QStringLiteral("/dev/full"));
+        p.start(TP_CLI_PATH, {"inspect", "example", "--json"});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 1);
+        QVERIFY(QString::fromUtf8(p.readAllStandardError()).contains("tpstudio-cli inspect: cannot write to standard output"));
+        const Run full = cli({"plan", "export", "example", "-o", "/dev/full"});
+        QCOMPARE(full.code, 1);
+        QVERIFY2(full.err.contains("-o /dev/full: exists and is not a regular file"), qPrintable(full.err));
+        QTemporaryDir dir;
+        const QString plan = dir.filePath("plan.json");
+        QCOMPARE(cli({"plan", "export", "example", "-o", plan}).code, 0);
+        QVERIFY(QFileInfo(plan).size() > 100);
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files), QStringList{"plan.json"});
+        const Run missing = cli({"plan", "export", "example", "-o", dir.filePath("no/such/plan.json")});
+        QCOMPARE(missing.code, 1);
+        QVERIFY(missing.err.contains("does not exist"));
     }
 
     void runDecode()

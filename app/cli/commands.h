@@ -27,6 +27,10 @@ std::function<int()> addDevices(CLI::App& app);
 std::string checkOutputPaths(const std::vector<std::pair<std::string, std::string>>& outputs,
                              const std::vector<std::string>& inputs);
 
+// Writes an output whole or not at all: into a temporary file beside it, closed and checked, then
+// renamed over `path`. Empty on success, else why (the file is left as it was).
+std::string writeOutput(const std::string& path, const std::function<void(std::ostream&)>& write);
+
 // `bench comm`, registered under `bench`; returns -1 when another bench verb was chosen.
 std::function<int()> addBenchComm(CLI::App* bench);
 

@@ -1,6 +1,8 @@
 // tpstudio-cli — headless front end of the TP Studio engine.
 #include "commands.h"
 
+#include <cstdio>
+#include <exception>
 #include <iostream>
 #include <map>
 
@@ -41,7 +43,21 @@ int main(int argc, char** argv)
         return tpcli::kUsage;
     }
     for (auto& [sub, run] : verbs)
-        if (sub->parsed())
-            return run();
+        if (sub->parsed()) {
+            int code = tpcli::kUsage;
+            try {
+                code = run();
+            } catch (const std::exception& e) { // nothing escapes as an abort
+                std::fprintf(stderr, "tpstudio-cli %s: %s\n", sub->get_name().c_str(), e.what());
+                code = tpcli::kBadInput;
+            }
+            // What went to standard output must have arrived (a full disk or a closed pipe is an error).
+            std::cout.flush();
+            if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+                std::fprintf(stderr, "tpstudio-cli %s: cannot write to standard output\n", sub->get_name().c_str());
+                return code == tpcli::kOk ? tpcli::kBadInput : code;
+            }
+            return code;
+        }
     return tpcli::kUsage;
 }

@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 #include <unistd.h>
 
@@ -61,6 +63,28 @@ std::string checkOutputPaths(const std::vector<std::pair<std::string, std::strin
             return fmt::format("{} {}: the folder {} is not writable", option, path, dir.string());
         taken.push_back(c);
         takenBy.push_back(fmt::format("the output of {}", option));
+    }
+    return {};
+}
+
+std::string writeOutput(const std::string& path, const std::function<void(std::ostream&)>& write)
+{
+    // Beside the target, so that the rename stays on one file system.
+    const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out)
+            return fmt::format("{}: cannot create {}", path, tmp);
+        write(out);
+        out.close();
+        if (!out) {
+            std::remove(tmp.c_str());
+            return fmt::format("{}: cannot write (disk full or I/O error); the file was not changed", path);
+        }
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        return fmt::format("{}: cannot replace it", path);
     }
     return {};
 }

@@ -356,6 +356,11 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
 int run(Mode mode, const PlanOpts& o, bool tpGiven)
 {
     const char* verb = verbName(mode);
+    if (mode == Mode::Export)
+        if (const std::string bad = checkOutputPaths({{"-o", o.output}}, {o.model, o.planFile}); !bad.empty()) {
+            fmt::print(stderr, "tpstudio-cli {}: {}\n", verb, bad);
+            return kBadInput;
+        }
     auto om = tp::openModel(o.model);
     if (!om) {
         fmt::print(stderr, "tpstudio-cli {}: {}\n", verb, om.status().message());
@@ -395,10 +400,8 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
         if (o.output.empty()) {
             std::cout << text;
         } else {
-            std::ofstream out(o.output);
-            out << text;
-            if (!out) {
-                fmt::print(stderr, "tpstudio-cli plan export: {}: cannot write\n", o.output);
+            if (const std::string bad = writeOutput(o.output, [&](std::ostream& out) { out << text; }); !bad.empty()) {
+                fmt::print(stderr, "tpstudio-cli plan export: {}\n", bad);
                 return kBadInput;
             }
         }

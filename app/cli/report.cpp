@@ -45,10 +45,8 @@ std::function<int()> addReport(CLI::App& app)
                                           {o->csv, tp::writeCsv}}) {
             if (path.empty())
                 continue;
-            std::ofstream out(path);
-            write(*rec, out);
-            if (!out) {
-                fmt::print(stderr, "tpstudio-cli report: {}: cannot write\n", path);
+            if (const std::string bad = writeOutput(path, [&](std::ostream& out) { write(*rec, out); }); !bad.empty()) {
+                fmt::print(stderr, "tpstudio-cli report: {}\n", bad);
                 return int(kBadInput);
             }
         }

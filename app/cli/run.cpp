@@ -64,13 +64,6 @@ int failWith(const RunOpts& o, const std::string& message)
     return kBadInput;
 }
 
-bool writeFile(const std::string& path, const std::function<void(std::ostream&)>& write)
-{
-    std::ofstream out(path);
-    write(out);
-    return static_cast<bool>(out);
-}
-
 // Under mpirun every process runs this; only rank 0 reports. A failing rank ends the job.
 struct MpiSession
 {
@@ -300,16 +293,17 @@ int runVerb(RunOpts o)
         }
         if (!reporter)
             continue;
-        if (!o.logitsFile.empty() && i + 1 == sizes.size()
-            && !writeFile(o.logitsFile, [&](std::ostream& s) {
+        if (!o.logitsFile.empty() && i + 1 == sizes.size())
+            if (const std::string bad = writeOutput(o.logitsFile, [&](std::ostream& s) {
                    nlohmann::json j{{"tp", t}, {"vocab", r->vocab}, {"logits", r->logits}};
                    if (o.decode > 0) {
                        j["step_logits"] = r->stepLogits;
                        j["generated"] = r->decode.generated; // [B][steps + 1]
                    }
                    s << j.dump() << "\n";
-               }))
-            return failWith(o, fmt::format("{}: cannot write", o.logitsFile));
+               });
+                !bad.empty())
+                return failWith(o, bad);
         tp::addRun(rec, graphs[i], *r);
         const auto& run = rec.runs.back();
         if (o.jsonStream) {
@@ -328,17 +322,22 @@ int runVerb(RunOpts o)
 
     if (!reporter)
         return kOk;
+    // Each output on its own: one that cannot be written does not cost the others, or the table.
+    std::vector<std::string> failed;
     for (const auto& [path, writer] : std::vector<std::pair<std::string, std::function<void(std::ostream&)>>>{
              {o.trace, [&](std::ostream& s) { tp::writeChromeTrace(rec, s); }},
              {o.json, [&](std::ostream& s) { tp::writeJson(rec, s); }},
              {o.csv, [&](std::ostream& s) { tp::writeCsv(rec, s); }}})
-        if (!path.empty() && !writeFile(path, writer))
-            return failWith(o, fmt::format("{}: cannot write", path));
+        if (!path.empty())
+            if (std::string bad = writeOutput(path, writer); !bad.empty())
+                failed.push_back(std::move(bad));
     if (o.jsonStream)
         emit({{"event", "record"}, {"record", tp::recordToJson(rec)}});
     else
         tp::writeConsole(rec, std::cout);
-    return kOk;
+    for (const auto& f : failed)
+        failWith(o, f);
+    return failed.empty() ? kOk : kBadInput;
 }
 
 } // namespace
