@@ -640,6 +640,30 @@ private slots:
         QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
     }
 
+    void oneRankThatHangsIsEndedByTheWatchdog()
+    {
+        // No collective notices a lone rank that stops (T=1, a decode run): the progress watchdog
+        // ends it within the timeout, naming the node.
+        const ModelSpec s = tptest::openSpec("example");
+        RunOptions o;
+        o.seq = 8;
+        o.decodeSteps = 2;
+        o.failRank = 0;
+        o.failNode = "model.layers.5.mlp.down_proj";
+        o.failKind = "hang";
+        o.collectiveTimeout = std::chrono::milliseconds(2000); // loading a weight under TSan stays well inside it
+        const auto t0 = std::chrono::steady_clock::now();
+        auto r = runModel(s, shardModel(s, defaultPlan(s, 1)), {}, o);
+        QVERIFY(!r.ok());
+        QCOMPARE(r.status().code(), StatusCode::DeadlineExceeded);
+        QVERIFY2(r.status().message() == "rank 0, node model.layers.5.mlp.down_proj: no progress for 2000 ms (watchdog)",
+                 r.status().message().c_str());
+        QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+        // A healthy one-rank run with the same timeout is not disturbed by it.
+        o.failRank = -1;
+        QVERIFY(runModel(s, shardModel(s, defaultPlan(s, 1)), {}, o).ok());
+    }
+
     void wrongCheckpointIsRefusedBeforeAnyRankStarts()
     {
         // The llama fixture's tensors under a config with another hidden size: shape errors, no run.

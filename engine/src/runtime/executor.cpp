@@ -20,6 +20,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <numeric>
 #include <mutex>
 #include <optional>
@@ -74,6 +75,19 @@ struct EventMap
     int count(int collectives) const { return 1 + 2 * nodes + 4 * collectives; }
 };
 
+// A rank's heartbeat for the progress watchdog: bumped at every node and every weight loaded.
+struct Progress
+{
+    std::atomic<std::int64_t> beats{0};
+    std::atomic<int> node{-1};                 // the node it is in, -1: loading weights
+    std::atomic<bool> done{false};
+    void beat(int at)
+    {
+        node.store(at, std::memory_order_relaxed);
+        beats.fetch_add(1, std::memory_order_relaxed);
+    }
+};
+
 // The tensors of one phase (prefill, or a decode step) on one rank.
 struct PhaseTensors
 {
@@ -102,6 +116,7 @@ struct Rank
     std::vector<double> iterations, steps;     // timed prefills and decode steps
     double loadSeconds = 0;
     int node = -1;                             // where the rank is (for errors raised as exceptions)
+    Progress* progress = nullptr;
 
     std::vector<Tensor>& t() { return ph[static_cast<std::size_t>(phase)].t; }
     const std::vector<Tensor>& t() const { return ph[static_cast<std::size_t>(phase)].t; }
@@ -160,14 +175,19 @@ public:
         TP_RETURN_IF_ERROR(lower(raw, group->rank(0).gathersColumns()));
         TP_RETURN_IF_ERROR(checkMemory(raw, m_o.emulate || m_o.device == DeviceKind::Cpu));
         m_ranks.resize(static_cast<std::size_t>(m_T));
+        m_progress = std::make_unique<Progress[]>(static_cast<std::size_t>(m_T));
         std::vector<std::thread> threads;
+        std::vector<Communicator*> comms;
         for (int r = 0; r < m_T; ++r) {
             Rank& k = m_ranks[static_cast<std::size_t>(r)];
             k.r = r;
             k.be = raw[static_cast<std::size_t>(r)];
             k.comm = &group->rank(r);
             k.prog = &m_programs[static_cast<std::size_t>(r)];
+            k.progress = &m_progress[static_cast<std::size_t>(r)];
+            comms.push_back(k.comm);
         }
+        std::jthread watchdog = progressWatchdog(comms, 0);
         for (int r = 0; r < m_T; ++r)
             threads.emplace_back([this, r] {
                 Rank& k = m_ranks[static_cast<std::size_t>(r)];
@@ -183,9 +203,11 @@ public:
                     }
                     k.comm->abort(st.message());
                 }
+                k.progress->done.store(true, std::memory_order_release);
             });
         for (auto& t : threads)
             t.join();
+        watchdog = {};
         if (!m_firstError.ok())
             return m_firstError;
         RunResult res = result(raw);
@@ -226,12 +248,19 @@ public:
         const std::vector<Backend*> mineBackend{be->get()};
         TP_RETURN_IF_ERROR(checkMemory(mineBackend, false, r));
         m_ranks.resize(1);
+        m_progress = std::make_unique<Progress[]>(1);
         Rank& k = m_ranks[0];
         k.r = r;
         k.be = be->get();
         k.comm = comm;
         k.prog = &m_programs[static_cast<std::size_t>(r)];
-        const Status st = guarded(k);
+        k.progress = &m_progress[0];
+        std::jthread watchdog = progressWatchdog({comm}, r);
+        Status st = guarded(k);
+        k.progress->done.store(true, std::memory_order_release);
+        watchdog = {};
+        if (std::lock_guard lock(m_errorMutex); !m_firstError.ok() && (st.ok() || st.code() == StatusCode::Cancelled))
+            st = m_firstError; // the watchdog's cause, not its consequence
         const RankFootprint mine = footprint(k);
         const std::vector<Span> spans = std::move(k.spans);
         const int mySample = representativeSample(k);
@@ -285,6 +314,50 @@ public:
     }
 
 private:
+    // A run of one rank has no collective whose watchdog would notice a rank that stops: it must
+    // make progress (a node, a weight loaded) within the collective timeout, else the run ends with
+    // the node named and its communicator aborted. (With more ranks a stuck one leaves the others
+    // waiting in a collective or barrier, whose watchdog names it.) `firstRank`: the rank of comms[0].
+    std::jthread progressWatchdog(const std::vector<Communicator*>& comms, int firstRank)
+    {
+        if (m_T > 1)
+            return {};
+        return std::jthread([this, comms, firstRank](std::stop_token stop) {
+            const std::size_t n = comms.size();
+            std::vector<std::int64_t> seen(n, -1);
+            std::vector<Clock::time_point> since(n, Clock::now());
+            while (!stop.stop_requested()) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                for (std::size_t i = 0; i < n; ++i) {
+                    const Progress& p = m_progress[i];
+                    if (p.done.load(std::memory_order_acquire) || comms[i]->aborted())
+                        continue;
+                    if (const std::int64_t b = p.beats.load(std::memory_order_relaxed); b != seen[i]) {
+                        seen[i] = b;
+                        since[i] = Clock::now();
+                        continue;
+                    }
+                    if (Clock::now() - since[i] < m_o.collectiveTimeout)
+                        continue;
+                    const int node = p.node.load(std::memory_order_relaxed);
+                    const std::string why = fmt::format(
+                        "rank {}, {}: no progress for {} ms (watchdog)", firstRank + static_cast<int>(i),
+                        node < 0 ? std::string("loading weights")
+                                 : fmt::format("node {}", m_g.graph.nodes[static_cast<std::size_t>(node)].name),
+                        m_o.collectiveTimeout.count());
+                    {
+                        std::lock_guard lock(m_errorMutex);
+                        if (m_firstError.ok() || m_firstError.code() == StatusCode::Cancelled)
+                            m_firstError = Status(StatusCode::DeadlineExceeded, why);
+                    }
+                    for (Communicator* c : comms)
+                        c->abort(why);
+                    return;
+                }
+            }
+        });
+    }
+
     Status lower(const std::vector<Backend*>& backends, bool columnGather)
     {
         for (int r = 0; r < m_T; ++r) {
@@ -481,6 +554,7 @@ private:
         std::vector<float> wide;            // one parameter as fp32 (checkpoints)
         std::vector<unsigned char> stored;  // … in the storage dtype
         for (std::size_t i = 0; i < m_g.params.size(); ++i) {
+            k.progress->beat(-1);
             const ParamShard& s = m_g.params[i];
             const Tensor& w = k.weights[i];
             if (s.tied && std::any_of(m_g.params.begin(), m_g.params.begin() + static_cast<std::ptrdiff_t>(i),
@@ -513,6 +587,7 @@ private:
         TP_RETURN_IF_ERROR(k.be->record(0, Stream::Compute));
         for (std::size_t ni = 0; ni < m_g.graph.nodes.size(); ++ni) {
             k.node = static_cast<int>(ni);
+            k.progress->beat(k.node);
             if (m_o.stop.stop_requested())
                 return Status(StatusCode::Cancelled, fmt::format("rank {}: run cancelled", k.r));
             TP_RETURN_IF_ERROR(node(k, static_cast<int>(ni)));
@@ -889,6 +964,7 @@ private:
     std::vector<std::vector<float>> m_ropeTables;
     std::vector<RankProgram> m_programs;
     std::vector<Rank> m_ranks;
+    std::unique_ptr<Progress[]> m_progress;     // per rank of m_ranks
     std::mutex m_turnstile;
     double m_emulatedSeconds = 0;
     std::vector<float> m_logits, m_stepLogits;
