@@ -1,5 +1,6 @@
 // hardware.cpp — hardware profiles (schema tpstudio.hardware/1) and the alpha-beta collective time.
 #include "tp/cost/hardware.h"
+#include "tp/core/json.h"
 
 #include "tp/core/file.h"
 
@@ -82,7 +83,7 @@ Result<double> figure(const nlohmann::json& j, const char* key, const std::strin
     const double d = v.is_number() ? v.get<double>() : std::nan("");
     if (!std::isfinite(d) || d < lo || (open && d == lo) || d > hi)
         return invalidArgument(fmt::format("{}: key '{}' must be a number {} {:g} and at most {:g}, found {}", where, key,
-                                           open ? "above" : "from", lo, hi, v.dump()));
+                                           open ? "above" : "from", lo, hi, jsonExcerpt(v)));
     return d;
 }
 Result<double> positive(const nlohmann::json& j, const char* key, const std::string& where, double hi = 1e6)
@@ -112,12 +113,7 @@ std::optional<CollectiveKind> collectiveFromName(std::string_view n)
 
 Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::string& source)
 {
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        return invalidArgument(fmt::format("{}: not valid JSON: {}", source, e.what()));
-    }
+    TP_ASSIGN_OR_RETURN(const nlohmann::json j, parseJson(text, source, "the hardware profile"));
     if (!j.is_object())
         return invalidArgument(fmt::format("{}: a hardware profile must be a JSON object", source));
     if (!j.contains("schema") || !j["schema"].is_string() || j["schema"].get<std::string>() != "tpstudio.hardware/1")
@@ -164,7 +160,7 @@ Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::stri
                 || pt[0].get<double>() <= 0 || pt[1].get<double>() <= 0 || pt[1].get<double>() > 1)
                 return invalidArgument(
                     fmt::format("{}: key 'gemm_efficiency': each point is [gflop > 0, 0 < fraction <= 1], found {}",
-                                source, pt.dump()));
+                                source, jsonExcerpt(pt)));
             if (!hw.gemmEfficiency.empty() && pt[0].get<double>() <= hw.gemmEfficiency.back().first)
                 return invalidArgument(fmt::format("{}: key 'gemm_efficiency': gflop values must ascend", source));
             hw.gemmEfficiency.emplace_back(pt[0].get<double>(), pt[1].get<double>());

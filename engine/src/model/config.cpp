@@ -76,14 +76,14 @@ public:
         if (v.is_number_float()) {
             const double d = v.get<double>();
             if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e15)
-                return error(key, fmt::format("must be an integer, found {}", v.dump()));
+                return error(key, fmt::format("must be an integer, found {}", jsonExcerpt(v)));
             out = static_cast<std::int64_t>(d);
         } else if (v.is_number_integer()) {
             if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-                return error(key, fmt::format("is out of range: {}", v.dump()));
+                return error(key, fmt::format("is out of range: {}", jsonExcerpt(v)));
             out = v.get<std::int64_t>();
         } else {
-            return error(key, fmt::format("must be an integer, found {}", v.dump()));
+            return error(key, fmt::format("must be an integer, found {}", jsonExcerpt(v)));
         }
         if (out < minValue)
             return error(key, fmt::format("must be at least {}, found {}", minValue, out));
@@ -112,7 +112,7 @@ public:
             return {};
         const auto& v = m_j.at(key);
         if (!v.is_number())
-            return error(key, fmt::format("must be a number, found {}", v.dump()));
+            return error(key, fmt::format("must be a number, found {}", jsonExcerpt(v)));
         const double d = v.get<double>();
         if (!std::isfinite(d))
             return error(key, "must be finite");
@@ -126,7 +126,7 @@ public:
             return {};
         const auto& v = m_j.at(key);
         if (!v.is_boolean())
-            return error(key, fmt::format("must be true or false, found {}", v.dump()));
+            return error(key, fmt::format("must be true or false, found {}", jsonExcerpt(v)));
         out = v.get<bool>();
         return {};
     }
@@ -137,7 +137,7 @@ public:
             return {};
         const auto& v = m_j.at(key);
         if (!v.is_string())
-            return error(key, fmt::format("must be a string, found {}", v.dump()));
+            return error(key, fmt::format("must be a string, found {}", jsonExcerpt(v)));
         out = v.get<std::string>();
         return {};
     }
@@ -152,7 +152,7 @@ public:
         out.clear();
         for (const auto& e : v) {
             if (!e.is_number_integer())
-                return error(key, fmt::format("must be a list of integers, found element {}", e.dump()));
+                return error(key, fmt::format("must be a list of integers, found element {}", jsonExcerpt(e)));
             out.push_back(e.get<std::int64_t>());
         }
         return {};
@@ -168,7 +168,7 @@ public:
         out.clear();
         for (const auto& e : v) {
             if (!e.is_string())
-                return error(key, fmt::format("must be a list of strings, found element {}", e.dump()));
+                return error(key, fmt::format("must be a list of strings, found element {}", jsonExcerpt(e)));
             out.push_back(e.get<std::string>());
         }
         return {};

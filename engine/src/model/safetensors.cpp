@@ -99,7 +99,7 @@ Result<TensorInfo> parseTensorEntry(const std::string& name, const nlohmann::jso
     std::uint64_t numel = 1;
     for (const auto& dim : *sh) {
         if (!dim.is_number_unsigned())
-            return bad(fmt::format("shape entry {} is not a non-negative integer", dim.dump()));
+            return bad(fmt::format("shape entry {} is not a non-negative integer", jsonExcerpt(dim)));
         const std::uint64_t v = dim.get<std::uint64_t>();
         if (v > (1ull << 48) || (v != 0 && numel > (1ull << 56) / v))
             return bad(fmt::format("shape {} is too large", sh->dump()));

@@ -1,4 +1,5 @@
 #include "tp/plan/plan_io.h"
+#include "tp/core/json.h"
 
 #include "tp/core/file.h"
 
@@ -50,6 +51,7 @@ const char* torchLayout(Layout l) { return l == Layout::ShardLast ? "Shard(-1)" 
 
 Result<Plan> parsePlanJson(std::string_view text, const std::string& source, VersionProfile profile)
 {
+    TP_RETURN_IF_ERROR(checkJsonNesting(text, source, "the plan"));
     nlohmann::ordered_json j;
     try {
         j = nlohmann::ordered_json::parse(text);
@@ -65,7 +67,7 @@ Result<Plan> parsePlanJson(std::string_view text, const std::string& source, Ver
         map = &j["tp_plan"];
         if (j.contains("tp_size") && !j["tp_size"].is_null()) {
             if (!j["tp_size"].is_number_unsigned() || j["tp_size"].get<std::uint64_t>() < 1 || j["tp_size"].get<std::uint64_t>() > 4096)
-                return invalidArgument(fmt::format("{}: key 'tp_size' must be a positive integer, found {}", source, j["tp_size"].dump()));
+                return invalidArgument(fmt::format("{}: key 'tp_size' must be a positive integer, found {}", source, jsonExcerpt(j["tp_size"])));
             plan.tpSize = static_cast<int>(j["tp_size"].get<std::uint64_t>());
         }
         if (map->is_string())
@@ -80,7 +82,7 @@ Result<Plan> parsePlanJson(std::string_view text, const std::string& source, Ver
     for (auto it = map->begin(); it != map->end(); ++it) {
         if (!it.value().is_string())
             return invalidArgument(fmt::format("{}: key 'tp_plan.{}' must name a style, found {}", source, it.key(),
-                                               it.value().dump()));
+                                               jsonExcerpt(it.value())));
         if (it.key().empty())
             return invalidArgument(fmt::format("{}: an empty key in tp_plan", source));
         plan.entries.push_back({it.key(), it.value().get<std::string>()});

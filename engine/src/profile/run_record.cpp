@@ -1,5 +1,6 @@
 // run_record.cpp — run records and their reporters.
 #include "tp/profile/run_record.h"
+#include "tp/core/json.h"
 
 #include "tp/core/units.h"
 #include "tp/graph/layer_graph.h"
@@ -369,12 +370,7 @@ Result<DecodeRun> parseDecode(const Reader& r, int tp)
 
 Result<RunRecord> parseRunRecord(std::string_view text, const std::string& source)
 {
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        return invalidArgument(fmt::format("{}: not valid JSON: {}", source, e.what()));
-    }
+    TP_ASSIGN_OR_RETURN(const nlohmann::json j, parseJson(text, source, "the run record"));
     const Reader top{j, source};
     TP_ASSIGN_OR_RETURN(std::string schema, top.str("schema"));
     if (schema != kSchema && schema != "tpstudio.run/1")
