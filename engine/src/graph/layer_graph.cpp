@@ -68,7 +68,7 @@ RopeTable ropeTable(const ModelConfig& c, std::int64_t headDim)
             const double wavelen = 2 * std::numbers::pi / f;
             if (wavelen > low) {
                 f /= s.factor;
-            } else if (wavelen >= high) {
+            } else if (wavelen >= high && s.highFreqFactor > s.lowFreqFactor) { // equal factors: no band between
                 const double smooth = (static_cast<double>(s.originalMaxPositions) / wavelen - s.lowFreqFactor)
                     / (s.highFreqFactor - s.lowFreqFactor);
                 f = (1 - smooth) * f / s.factor + smooth * f;

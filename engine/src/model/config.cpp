@@ -407,6 +407,19 @@ Status validate(const ModelConfig& c, const std::string& source)
     if (c.intermediateSize < 1 && !(c.isMoe() && c.family != Family::DeepseekV3 && c.family != Family::Qwen3Moe
                                      && c.family != Family::Llama4))
         return bad("intermediate_size must be at least 1");
+    // Values that make the forward NaN rather than fail: refused here, naming the key.
+    if (!(c.ropeTheta > 0))
+        return bad(fmt::format("rope_theta must be above 0, found {}", c.ropeTheta));
+    if (!(c.rmsNormEps >= 0))
+        return bad(fmt::format("rms_norm_eps must be 0 or more, found {}", c.rmsNormEps));
+    const RopeScaling& rs = c.ropeScaling;
+    if (!rs.type.empty() && !(rs.factor > 0))
+        return bad(fmt::format("rope scaling '{}': factor must be above 0, found {}", rs.type, rs.factor));
+    if (rs.type == "llama3"
+        && !(rs.lowFreqFactor > 0 && rs.highFreqFactor >= rs.lowFreqFactor && rs.originalMaxPositions > 0))
+        return bad(fmt::format("rope scaling 'llama3' needs 0 < low_freq_factor <= high_freq_factor and "
+                               "original_max_position_embeddings > 0, found {}, {} and {}",
+                               rs.lowFreqFactor, rs.highFreqFactor, rs.originalMaxPositions));
     return {};
 }
 
