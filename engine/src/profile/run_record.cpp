@@ -527,17 +527,30 @@ void writeChromeTrace(const RunRecord& rec, std::ostream& out)
     out << j.dump() << "\n";
 }
 
+namespace {
+// Text from a record as the terminal should see it: control characters (escape sequences that could
+// recolour, move or retitle the terminal) shown as '?'.
+std::string printable(std::string s)
+{
+    for (char& c : s)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+            c = '?';
+    return s;
+}
+} // namespace
+
 void writeConsole(const RunRecord& rec, std::ostream& out)
 {
     const auto& s = rec.settings;
     out << fmt::format("{} · {} · batch {} · seq {}{} · {} warm-up + {} iterations · backend {} ({}, {} storage) · {}\n",
-                       s.modelClass, s.plan, s.batch, s.seq, s.decodeSteps > 0 ? fmt::format(" · {} decode steps", s.decodeSteps) : "",
-                       s.warmup, s.iterations, s.backend, s.communicator, s.dtype,
-                       rec.provenance.devices.empty() ? rec.provenance.cpuModel : rec.provenance.devices);
+                       printable(s.modelClass), printable(s.plan), s.batch, s.seq,
+                       s.decodeSteps > 0 ? fmt::format(" · {} decode steps", s.decodeSteps) : "", s.warmup, s.iterations,
+                       printable(s.backend), printable(s.communicator), printable(s.dtype),
+                       printable(rec.provenance.devices.empty() ? rec.provenance.cpuModel : rec.provenance.devices));
     if (s.emulated)
         out << fmt::format("EMULATED: every rank ran on one device, one at a time; communication times are modelled "
                            "with the {} profile, not measured\n",
-                           s.commModel);
+                           printable(s.commModel));
     auto cells = [](const LayerTiming& l) {
         const double tot = l.computeUs + l.commUs;
         return fmt::format("{:>11.1f} {:>11.1f} {:>6.1f}%", l.computeUs, l.commUs, tot > 0 ? 100 * l.commUs / tot : 0.0);
