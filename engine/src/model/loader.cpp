@@ -441,6 +441,9 @@ Result<Located> locateInFolder(const fs::path& dir)
     std::error_code ec;
     if (fs::exists(dir / "config.json", ec))
         l.configPath = (dir / "config.json").string();
+    else if (fs::is_symlink(dir / "config.json", ec)) // a partial Hub download leaves links to missing blobs
+        return notFound(fmt::format("{}/config.json is a link to {}, which does not exist (an incomplete download?)",
+                                    dir.string(), fs::read_symlink(dir / "config.json", ec).string()));
     if (fs::exists(dir / "model.safetensors.index.json", ec)) {
         l.checkpointPath = (dir / "model.safetensors.index.json").string();
         return l;
@@ -496,6 +499,12 @@ Result<Checkpoint> readAll(const Located& l)
     }
     std::sort(ck.tensors.begin(), ck.tensors.end(),
               [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
+    // Without an index nothing says which file holds a tensor that two of them contain.
+    for (std::size_t i = 1; i < ck.tensors.size(); ++i)
+        if (ck.tensors[i].name == ck.tensors[i - 1].name)
+            return invalidArgument(fmt::format("tensor '{}' is in more than one of the {} .safetensors files and there is "
+                                               "no model.safetensors.index.json to say which to read",
+                                               ck.tensors[i].name, l.extraSafetensors.size() + 1));
     return ck;
 }
 
