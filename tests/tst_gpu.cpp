@@ -45,6 +45,18 @@ Reference reference(const std::string& family)
             j["logits_bf16"].get<std::vector<float>>()};
 }
 
+// The same run on the CPU engine, then on the GPU (emulated on one GPU where T exceeds the GPUs).
+std::pair<Result<RunResult>, Result<RunResult>> cpuThenGpu(const ModelSpec& spec, const ShardedGraph& g,
+                                                           const WeightSource& w, RunOptions o)
+{
+    static const HardwareProfile hw = findHardware("h200-sxm-8").value();
+    auto cpu = runModel(spec, g, w, o);
+    o.device = DeviceKind::Cuda;
+    o.emulate = g.tpSize > g_gpus;
+    o.commModel = &hw;
+    return {std::move(cpu), runModel(spec, g, w, o)};
+}
+
 // Runs `body(rank, communicator, backend)` on one thread per rank and returns the first failure.
 std::string onRanks(CommGroup& g, const std::vector<Backend*>& be,
                     const std::function<std::string(int, Communicator&, Backend&)>& body)
@@ -192,20 +204,15 @@ private slots:
         o.seq = ref.seq;
         o.tokens = ref.tokens;
         o.dtype = dt;
-        auto cpu = runModel(om->spec, g, {&*om->checkpoint}, o);
+        auto [cpu, gpu] = cpuThenGpu(om->spec, g, {&*om->checkpoint}, o);
         QVERIFY2(cpu.ok(), cpu.status().message().c_str());
-        const HardwareProfile hw = findHardware("h200-sxm-8").value();
-        o.device = DeviceKind::Cuda;
-        o.emulate = tp > g_gpus;
-        o.commModel = &hw;
-        auto gpu = runModel(om->spec, g, {&*om->checkpoint}, o);
         QVERIFY2(gpu.ok(), gpu.status().message().c_str());
         const double vsCpu = relError(gpu->logits, cpu->logits);
         const auto& hf = dt == DType::F32 ? ref.logits : ref.logitsBf16;
         const double vsHf = relError(gpu->logits, hf);
         const double drift = relError(ref.logitsBf16, ref.logits);
         qInfo("%s: %.2e from the CPU engine, %.2e from Transformers%s", qPrintable(QTest::currentDataTag()), vsCpu, vsHf,
-              o.emulate ? " (emulated)" : "");
+              gpu->emulated ? " (emulated)" : "");
         if (dt == DType::F32) {
             QVERIFY2(vsCpu < 1e-4 && vsHf < 1e-4, qPrintable(QString("%1 / %2").arg(vsCpu).arg(vsHf)));
         } else {
@@ -313,13 +320,8 @@ private slots:
         o.tokens = ref["prompt_tokens"].get<std::vector<std::int32_t>>();
         o.decodeSteps = static_cast<int>(steps) - 1;
         o.dtype = DType::F32;
-        auto cpu = runModel(om->spec, g, {&*om->checkpoint}, o);
+        auto [cpu, gpu] = cpuThenGpu(om->spec, g, {&*om->checkpoint}, o);
         QVERIFY2(cpu.ok(), cpu.status().message().c_str());
-        const HardwareProfile hw = findHardware("h200-sxm-8").value();
-        o.device = DeviceKind::Cuda;
-        o.emulate = tp > g_gpus;
-        o.commModel = &hw;
-        auto gpu = runModel(om->spec, g, {&*om->checkpoint}, o);
         QVERIFY2(gpu.ok(), gpu.status().message().c_str());
         std::vector<std::int32_t> tokens;
         for (const auto& seq : gpu->decode.generated)
@@ -331,7 +333,7 @@ private slots:
         const std::size_t first = static_cast<std::size_t>(B) * static_cast<std::size_t>(ref["vocab"].get<std::int64_t>());
         const double vsHf = relError(gpu->stepLogits, std::vector<float>(want.begin() + static_cast<std::ptrdiff_t>(first), want.end()));
         qInfo("%s decode: %.2e from the CPU engine, %.2e from Transformers%s", qPrintable(QTest::currentDataTag()), vsCpu,
-              vsHf, o.emulate ? " (emulated)" : "");
+              vsHf, gpu->emulated ? " (emulated)" : "");
         QVERIFY2(vsCpu < 1e-4 && vsHf < 1e-4, qPrintable(QString("%1 / %2").arg(vsCpu).arg(vsHf)));
     }
 
