@@ -312,6 +312,28 @@ private slots:
         QVERIFY(missing.err.contains("does not exist"));
     }
 
+    void nonUtf8PathsAreReplacedNotThrown()
+    {
+        // A model folder whose name is not UTF-8 (byte 0xff): the record and inspect --json are
+        // written with U+FFFD in its place, exit 0, instead of an exception after the run.
+        QTemporaryDir dir;
+        const QString script = QStringLiteral("d=\"%1/$(printf 'm\\377')\" && mkdir \"$d\" && cp %2/* \"$d\" && "
+                                              "%3 run --model \"$d\" --tp 1 --seq 4 --decode 2 --iters 1 --warmup 0 "
+                                              "--json %1/r.json > /dev/null 2>&1 && %3 inspect \"$d\" --json > %1/i.json")
+                                   .arg(dir.path(), kFixtures + QStringLiteral("/models/llama"), QStringLiteral(TP_CLI_PATH));
+        QProcess p;
+        p.start(QStringLiteral("sh"), {QStringLiteral("-c"), script});
+        QVERIFY(p.waitForFinished(120000));
+        QCOMPARE(p.exitCode(), 0);
+        for (const char* name : {"r.json", "i.json"}) {
+            QFile f(dir.filePath(QString::fromLatin1(name)));
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            const auto j = nlohmann::json::parse(f.readAll().toStdString());
+            const std::string model = j.contains("settings") ? j["settings"]["model"] : j["source"];
+            QVERIFY2(model.ends_with("m\xef\xbf\xbd"), model.c_str());
+        }
+    }
+
     void runDecode()
     {
         // Prefill then 8 greedy steps: TTFT, ITL and per-layer decode figures on the console; the

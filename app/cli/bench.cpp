@@ -1,6 +1,7 @@
 // bench.cpp — `tpstudio-cli bench load`: time opening a full-size sharded checkpoint's headers.
 //              `tpstudio-cli bench plan`: time propagating a plan over a full-size model.
 #include "commands.h"
+#include "tp/core/json.h"
 
 #include "tp/core/units.h"
 #include "tp/model/catalog.h"
@@ -108,7 +109,7 @@ int benchLoad(const LoadOpts& o)
         j["min_s"] = times.front();
         j["median_s"] = median;
         j["max_s"] = times.back();
-        std::cout << j.dump(2) << "\n";
+        std::cout << j.dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
     } else {
         fmt::print("{:>8} {:>10} {:>16} {:>10} {:>10} {:>10}\n", "files", "tensors", "parameters", "min(s)",
                    "median(s)", "max(s)");
@@ -179,7 +180,7 @@ int benchPlan(const PlanBenchOpts& o)
         j["propagate_min_s"] = shard.front();
         j["propagate_median_s"] = med;
         j["cost_median_s"] = costMed;
-        std::cout << j.dump(2) << "\n";
+        std::cout << j.dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
         return kOk;
     }
     fmt::print("{} at T={}: {} modules, {} parameters, {} graph nodes, {} collectives, {} diagnostics\n",
@@ -255,7 +256,7 @@ int benchGemm(const GemmOpts& o)
     }
     if (o.json)
         std::cout << nlohmann::ordered_json({{"bench", "gemm"}, {"model", o.model}, {"tp", o.tp}, {"device", inv->devices[static_cast<std::size_t>(o.device)].name},
-                                             {"peak_tflops", peak->tflops}, {"shapes", rows}}).dump(2) << "\n";
+                                             {"peak_tflops", peak->tflops}, {"shapes", rows}}).dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
     return kOk;
 }
 

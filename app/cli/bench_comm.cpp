@@ -8,6 +8,7 @@
 // broadcast 1), and #wrong from a data check, for out-of-place and in-place where the operation
 // has both forms.
 #include "commands.h"
+#include "tp/core/json.h"
 
 #include "tp/core/units.h"
 #include "tp/cost/hardware.h"
@@ -263,7 +264,7 @@ void print(const CommOpts& o, const std::string& kind, int n, const std::vector<
                 }
             arr.push_back(x);
         }
-        std::cout << nlohmann::ordered_json({{"bench", "comm"}, {"communicator", kind}, {"ranks", n}, {"rows", arr}}).dump(2) << "\n";
+        std::cout << nlohmann::ordered_json({{"bench", "comm"}, {"communicator", kind}, {"ranks", n}, {"rows", arr}}).dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
         return;
     }
     fmt::print("# tpstudio-cli bench comm: {} communicator, {} ranks, {} iterations ({} warm-up), check {}\n#\n", kind, n,

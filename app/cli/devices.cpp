@@ -1,5 +1,6 @@
 // devices.cpp — `tpstudio-cli devices`: what the engine can run on here (the GUI's Run page lists it).
 #include "commands.h"
+#include "tp/core/json.h"
 
 #include "tp/core/units.h"
 #include "tp/profile/run_record.h"
@@ -41,7 +42,7 @@ int devicesVerb(bool json)
         std::cout << nlohmann::ordered_json({{"cpu", {{"model", p.cpuModel}, {"logical_cores", p.logicalCores},
                                                       {"available_bytes", hostBytes}, {"math_library", tp::cpuMathLibrary()}}},
                                              {"cuda", cuda}})
-                         .dump(2)
+                         .dump(2, ' ', false, tp::kReplaceInvalidUtf8)
                   << "\n";
         return kOk;
     }

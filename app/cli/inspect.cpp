@@ -1,5 +1,6 @@
 // inspect.cpp — `tpstudio-cli inspect MODEL` and `tpstudio-cli catalog`.
 #include "commands.h"
+#include "tp/core/json.h"
 
 #include "tp/core/units.h"
 #include "tp/model/catalog.h"
@@ -121,7 +122,7 @@ std::function<int()> addInspect(CLI::App& app)
             return int(kBadInput);
         }
         if (o->json) {
-            std::cout << tp::modelSpecToJson(om->spec, o->tree).dump(2) << "\n";
+            std::cout << tp::modelSpecToJson(om->spec, o->tree).dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
             return int(kOk);
         }
         printSummary(*om);
@@ -157,7 +158,7 @@ std::function<int()> addCatalog(CLI::App& app)
                            withCommas(spec->parameterCount()), e.displayName);
         }
         if (*json)
-            std::cout << arr.dump(2) << "\n";
+            std::cout << arr.dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
         return int(kOk);
     };
 }

@@ -1,6 +1,7 @@
 // plan.cpp — `tpstudio-cli plan show|validate|preview|export`: key matching, the sharded graph
 // (layouts, collectives, memory, diagnostics), the cost model, and export for Transformers.
 #include "commands.h"
+#include "tp/core/json.h"
 
 #include "tp/core/units.h"
 #include "tp/cost/cost_model.h"
@@ -279,7 +280,7 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
         }
         j["scaling"] = sj;
         j["diagnostics"] = diagnosticsJson(g.diagnostics);
-        std::cout << j.dump(2) << "\n";
+        std::cout << j.dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
         return g.valid() ? kOk : kBadInput;
     }
 
@@ -423,7 +424,7 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
         j["entries"] = entries;
         j["diagnostics"] = diagnosticsJson(g.diagnostics);
         j["valid"] = !errors;
-        std::cout << j.dump(2) << "\n";
+        std::cout << j.dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
         return errors ? kBadInput : kOk;
     }
     fmt::print("{} at tp_size {} (profile {})\n\n", om->spec.className, plan.tpSize, tp::profileName(profile));

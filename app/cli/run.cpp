@@ -2,6 +2,7 @@
 // ranks, MPI processes or single-device emulation) for one or more tp sizes and report per-layer
 // compute/communication, memory, speedup against T=1, and traces.
 #include "commands.h"
+#include "tp/core/json.h"
 
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
@@ -52,7 +53,7 @@ struct RunOpts
 
 void emit(const nlohmann::ordered_json& j)
 {
-    std::cout << j.dump() << "\n" << std::flush;
+    std::cout << j.dump(-1, ' ', false, tp::kReplaceInvalidUtf8) << "\n" << std::flush;
 }
 
 int failWith(const RunOpts& o, const std::string& message)
@@ -300,7 +301,7 @@ int runVerb(RunOpts o)
                        j["step_logits"] = r->stepLogits;
                        j["generated"] = r->decode.generated; // [B][steps + 1]
                    }
-                   s << j.dump() << "\n";
+                   s << j.dump(-1, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
                });
                 !bad.empty())
                 return failWith(o, bad);

@@ -183,7 +183,7 @@ std::string planToJson(const Plan& plan, const ModelSpec* spec)
     j["tp_plan"] = planMap(plan, spec);
     if (!plan.customStyles.empty())
         j["custom_styles"] = customStylesJson(plan);
-    return j.dump(2) + "\n";
+    return j.dump(2, ' ', false, kReplaceInvalidUtf8) + "\n";
 }
 
 std::string planToPython(const Plan& plan, const ModelSpec& spec)

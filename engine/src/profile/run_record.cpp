@@ -463,7 +463,7 @@ Result<RunRecord> parseRunRecord(std::string_view text, const std::string& sourc
     return rec;
 }
 
-void writeJson(const RunRecord& rec, std::ostream& out) { out << recordToJson(rec).dump(1) << "\n"; }
+void writeJson(const RunRecord& rec, std::ostream& out) { out << recordToJson(rec).dump(1, ' ', false, kReplaceInvalidUtf8) << "\n"; }
 
 namespace {
 std::string csvField(const std::string& s)
@@ -524,7 +524,7 @@ void writeChromeTrace(const RunRecord& rec, std::ostream& out)
     j["otherData"] = {{"generator", "tpstudio"},  {"model", rec.settings.model},       {"schema", kSchema},
                       {"backend", rec.settings.backend}, {"storage_dtype", rec.settings.dtype},
                       {"emulated", rec.settings.emulated}};
-    out << j.dump() << "\n";
+    out << j.dump(-1, ' ', false, kReplaceInvalidUtf8) << "\n";
 }
 
 namespace {

@@ -15,6 +15,10 @@ namespace tp {
 // prints the value, a recursive walk) can then run out of stack.
 inline constexpr int kMaxJsonNesting = 256;
 
+// For every dump() that writes an output: bytes that are not UTF-8 (a file name from a Latin-1
+// file system, say) become U+FFFD instead of an exception after the work is done.
+inline constexpr auto kReplaceInvalidUtf8 = nlohmann::json::error_handler_t::replace;
+
 // InvalidArgument "<file>: <what> nests deeper than 256 levels" when `text` does; a linear scan
 // that skips strings.
 Status checkJsonNesting(std::string_view text, const std::string& file, std::string_view what);
