@@ -85,7 +85,7 @@ private slots:
         QTest::addRow("missing offsets") << R"({"w": {"dtype": "U8", "shape": [2]}})" << 2 << -1ll
                                          << "tensor 'w': 'data_offsets' must be a list of two non-negative integers";
         QTest::addRow("bad metadata") << R"({"__metadata__": {"format": 3}})" << 0 << -1ll
-                                      << "'__metadata__' key 'format' must map to a string";
+                                      << "'__metadata__' key \"format\" must map to a string";
         QTest::addRow("overflowing shape") << R"({"w": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 4]}})"
                                            << 4 << -1ll << "tensor 'w': shape [4294967296,4294967296] is too large";
     }

@@ -123,11 +123,13 @@ Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::stri
     for (const char* k : {"id", "name"}) {
         if (!j.contains(k) || !j[k].is_string() || j[k].get<std::string>().empty())
             return invalidArgument(fmt::format("{}: key '{}' must be a non-empty string", source, k));
+        if (const std::string why = badName(j[k].get<std::string>()); !why.empty())
+            return invalidArgument(fmt::format("{}: key '{}': {}", source, k, why));
     }
     hw.id = j["id"].get<std::string>();
     hw.name = j["name"].get<std::string>();
     if (j.contains("interconnect") && j["interconnect"].is_string())
-        hw.interconnect = j["interconnect"].get<std::string>();
+        hw.interconnect = terminalSafe(j["interconnect"].get<std::string>());
     TP_ASSIGN_OR_RETURN(double devices, nonNegative(j, "devices", source, 65536));
     if (devices > 65536 || devices != std::floor(devices))
         return invalidArgument(fmt::format("{}: key 'devices' must be a whole number up to 65536", source));
@@ -188,7 +190,7 @@ Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::stri
     if (j.contains("sources") && j["sources"].is_array())
         for (const auto& s : j["sources"])
             if (s.is_string())
-                hw.sources.push_back(s.get<std::string>());
+                hw.sources.push_back(terminalSafe(s.get<std::string>()));
     return hw;
 }
 

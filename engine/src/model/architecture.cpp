@@ -5,6 +5,9 @@
 #include "tp/model/model_spec.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <limits>
 
 #include <algorithm>
 
@@ -34,9 +37,11 @@ const char* moduleKindName(ModuleKind k)
 
 std::int64_t ParamSpec::numel() const
 {
+    // Saturates instead of wrapping; buildModelSpec refuses any model where that could matter.
     std::int64_t n = 1;
     for (auto d : shape)
-        n *= d;
+        if (__builtin_mul_overflow(n, d, &n))
+            return std::numeric_limits<std::int64_t>::max();
     return n;
 }
 
@@ -473,6 +478,34 @@ void resolveDefaultPlans(ModelSpec& s)
     }
 }
 
+// The per-key caps of the config reader bound each tensor; the sum over every tensor is bounded
+// here, in checked arithmetic, so no later count of elements or bytes can wrap.
+Status checkPlausibleSize(const ModelSpec& s)
+{
+    constexpr std::int64_t kMaxParameters = std::int64_t(1) << 45; // 35.2 trillion
+    std::int64_t total = 0;
+    const ParamSpec* largest = nullptr;
+    const ModuleSpec* largestOwner = nullptr;
+    bool wrapped = false;
+    for (const auto& m : s.modules)
+        for (const auto& p : m.params) {
+            const std::int64_t n = p.numel();
+            if (!largest || n > largest->numel()) {
+                largest = &p;
+                largestOwner = &m;
+            }
+            wrapped = wrapped || n < 0 || __builtin_add_overflow(total, n, &total);
+        }
+    if (!wrapped && total <= kMaxParameters)
+        return {};
+    return invalidArgument(fmt::format(
+        "the config describes {} parameters, more than the {} (2^45) accepted; the largest tensor is '{}{}{}' [{}] "
+        "(num_hidden_layers {}, hidden_size {}, intermediate_size {}, vocab_size {}, experts {})",
+        wrapped ? std::string("over 9.2e18") : fmt::format("{}", total), kMaxParameters, largestOwner->path,
+        largestOwner->path.empty() ? "" : ".", largest->name, fmt::join(largest->shape, ", "), s.config.numLayers,
+        s.config.hiddenSize, s.config.intermediateSize, s.config.vocabSize, s.config.numExperts));
+}
+
 } // namespace
 
 Result<ModelSpec> buildModelSpec(const ModelConfig& c)
@@ -500,6 +533,7 @@ Result<ModelSpec> buildModelSpec(const ModelConfig& c)
         b.at(head).params[0].tiedTo = "model.embed_tokens.weight";
 
     s.finalize();
+    TP_RETURN_IF_ERROR(checkPlausibleSize(s));
     resolveDefaultPlans(s);
     return s;
 }

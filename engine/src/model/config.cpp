@@ -19,6 +19,29 @@ namespace tp {
 
 namespace {
 
+// Plausibility caps, each some 8–30× the largest released model's value (Llama 3.1 405B: hidden
+// 16384, 126 layers, vocab 128256; DeepSeek-V3: 256 experts; Gemma 3: vocab 262144). Together they
+// keep every element count of one tensor below 2^55, so no per-tensor size can wrap; the total over
+// all tensors is checked once the module tree is built (buildModelSpec).
+constexpr std::int64_t kMaxVocab = std::int64_t(1) << 23;
+constexpr std::int64_t kMaxWidth = std::int64_t(1) << 18;
+constexpr std::int64_t kMaxFfn = std::int64_t(1) << 21;
+constexpr std::int64_t kMaxLayers = std::int64_t(1) << 17;
+constexpr std::int64_t kMaxHeads = std::int64_t(1) << 13;
+constexpr std::int64_t kMaxHeadDim = std::int64_t(1) << 13;
+constexpr std::int64_t kMaxExperts = std::int64_t(1) << 14;
+constexpr std::int64_t kMaxSharedExperts = std::int64_t(1) << 8;
+
+bool isPythonIdentifier(const std::string& s)
+{
+    if (s.empty() || s.size() > 200 || std::isdigit(static_cast<unsigned char>(s[0])))
+        return false;
+    return std::all_of(s.begin(), s.end(), [](char ch) {
+        const auto u = static_cast<unsigned char>(ch);
+        return u < 0x80 && (std::isalnum(u) || ch == '_');
+    });
+}
+
 struct FamilyInfo
 {
     Family family;
@@ -67,8 +90,9 @@ public:
         return invalidArgument(fmt::format("{}: key '{}{}' {}", m_source, m_prefix, key, what));
     }
 
-    // Integer field: absent or null keeps `out`; present must be an integer >= minValue.
-    Status readInt(const char* key, std::int64_t& out, std::int64_t minValue = 0) const
+    // Integer field: absent or null keeps `out`; present must be an integer in minValue..maxValue.
+    Status readInt(const char* key, std::int64_t& out, std::int64_t minValue = 0,
+                   std::int64_t maxValue = std::int64_t(1) << 40) const
     {
         if (!has(key))
             return {};
@@ -87,12 +111,13 @@ public:
         }
         if (out < minValue)
             return error(key, fmt::format("must be at least {}, found {}", minValue, out));
-        if (out > (std::int64_t(1) << 40))
-            return error(key, fmt::format("is implausibly large: {}", out));
+        if (out > maxValue)
+            return error(key, fmt::format("is implausibly large: {} (at most {} is accepted)", out, maxValue));
         return {};
     }
 
-    Status readOptInt(const char* key, std::optional<std::int64_t>& out, std::int64_t minValue = 0) const
+    Status readOptInt(const char* key, std::optional<std::int64_t>& out, std::int64_t minValue = 0,
+                      std::int64_t maxValue = std::int64_t(1) << 40) const
     {
         if (!m_j.contains(key))
             return {};
@@ -101,7 +126,7 @@ public:
             return {};
         }
         std::int64_t v = 0;
-        TP_RETURN_IF_ERROR(readInt(key, v, minValue));
+        TP_RETURN_IF_ERROR(readInt(key, v, minValue, maxValue));
         out = v;
         return {};
     }
@@ -138,6 +163,8 @@ public:
         const auto& v = m_j.at(key);
         if (!v.is_string())
             return error(key, fmt::format("must be a string, found {}", jsonExcerpt(v)));
+        if (const std::string why = badName(v.get<std::string>()); !why.empty())
+            return error(key, why);
         out = v.get<std::string>();
         return {};
     }
@@ -149,6 +176,8 @@ public:
         const auto& v = m_j.at(key);
         if (!v.is_array())
             return error(key, "must be a list of integers");
+        if (v.size() > static_cast<std::size_t>(kMaxLayers))
+            return error(key, fmt::format("has {} entries, more than the {} layers a model may have", v.size(), kMaxLayers));
         out.clear();
         for (const auto& e : v) {
             if (!e.is_number_integer())
@@ -165,10 +194,14 @@ public:
         const auto& v = m_j.at(key);
         if (!v.is_array())
             return error(key, "must be a list of strings");
+        if (v.size() > static_cast<std::size_t>(kMaxLayers))
+            return error(key, fmt::format("has {} entries, more than the {} layers a model may have", v.size(), kMaxLayers));
         out.clear();
         for (const auto& e : v) {
             if (!e.is_string())
                 return error(key, fmt::format("must be a list of strings, found element {}", jsonExcerpt(e)));
+            if (const std::string why = badName(e.get<std::string>()); !why.empty())
+                return error(key, "element " + why);
             out.push_back(e.get<std::string>());
         }
         return {};
@@ -320,15 +353,15 @@ Status readDType(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>* 
 
 Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>* diags)
 {
-    TP_RETURN_IF_ERROR(r.readInt("vocab_size", c.vocabSize, 1));
-    TP_RETURN_IF_ERROR(r.readInt("hidden_size", c.hiddenSize, 1));
-    TP_RETURN_IF_ERROR(r.readInt("intermediate_size", c.intermediateSize, 0));
-    TP_RETURN_IF_ERROR(r.readInt("num_hidden_layers", c.numLayers, 1));
-    TP_RETURN_IF_ERROR(r.readInt("num_attention_heads", c.numHeads, 1));
+    TP_RETURN_IF_ERROR(r.readInt("vocab_size", c.vocabSize, 1, kMaxVocab));
+    TP_RETURN_IF_ERROR(r.readInt("hidden_size", c.hiddenSize, 1, kMaxWidth));
+    TP_RETURN_IF_ERROR(r.readInt("intermediate_size", c.intermediateSize, 0, kMaxFfn));
+    TP_RETURN_IF_ERROR(r.readInt("num_hidden_layers", c.numLayers, 1, kMaxLayers));
+    TP_RETURN_IF_ERROR(r.readInt("num_attention_heads", c.numHeads, 1, kMaxHeads));
     if (r.has("num_key_value_heads"))
-        TP_RETURN_IF_ERROR(r.readInt("num_key_value_heads", c.numKvHeads, 1));
+        TP_RETURN_IF_ERROR(r.readInt("num_key_value_heads", c.numKvHeads, 1, kMaxHeads));
     if (r.json().contains("head_dim") && !r.json().at("head_dim").is_null()) {
-        TP_RETURN_IF_ERROR(r.readInt("head_dim", c.headDim, 1));
+        TP_RETURN_IF_ERROR(r.readInt("head_dim", c.headDim, 1, kMaxHeadDim));
     }
     TP_RETURN_IF_ERROR(r.readInt("max_position_embeddings", c.maxPositionEmbeddings, 0));
     for (const char* eps : {"rms_norm_eps", "layer_norm_eps"})
@@ -348,36 +381,42 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
 
     // MoE: every family spells the expert count its own way.
     for (const char* k : {"num_local_experts", "num_experts", "n_routed_experts"})
-        TP_RETURN_IF_ERROR(r.readInt(k, c.numExperts, 0));
+        TP_RETURN_IF_ERROR(r.readInt(k, c.numExperts, 0, kMaxExperts));
     for (const char* k : {"num_experts_per_tok", "experts_per_token"})
-        TP_RETURN_IF_ERROR(r.readInt(k, c.expertsPerToken, 0));
-    TP_RETURN_IF_ERROR(r.readInt("moe_intermediate_size", c.moeIntermediateSize, 0));
-    TP_RETURN_IF_ERROR(r.readInt("n_shared_experts", c.numSharedExperts, 0));
-    TP_RETURN_IF_ERROR(r.readInt("first_k_dense_replace", c.firstKDenseReplace, 0));
-    TP_RETURN_IF_ERROR(r.readInt("decoder_sparse_step", c.decoderSparseStep, 1));
+        TP_RETURN_IF_ERROR(r.readInt(k, c.expertsPerToken, 0, kMaxExperts));
+    TP_RETURN_IF_ERROR(r.readInt("moe_intermediate_size", c.moeIntermediateSize, 0, kMaxFfn));
+    TP_RETURN_IF_ERROR(r.readInt("n_shared_experts", c.numSharedExperts, 0, kMaxSharedExperts));
+    TP_RETURN_IF_ERROR(r.readInt("first_k_dense_replace", c.firstKDenseReplace, 0, kMaxLayers));
+    TP_RETURN_IF_ERROR(r.readInt("decoder_sparse_step", c.decoderSparseStep, 1, kMaxLayers));
     TP_RETURN_IF_ERROR(r.readIntList("mlp_only_layers", c.mlpOnlyLayers));
-    TP_RETURN_IF_ERROR(r.readInt("interleave_moe_layer_step", c.interleaveMoeLayerStep, 1));
-    TP_RETURN_IF_ERROR(r.readInt("intermediate_size_mlp", c.intermediateSizeMlp, 0));
+    TP_RETURN_IF_ERROR(r.readInt("interleave_moe_layer_step", c.interleaveMoeLayerStep, 1, kMaxLayers));
+    TP_RETURN_IF_ERROR(r.readInt("intermediate_size_mlp", c.intermediateSizeMlp, 0, kMaxFfn));
     if (c.family == Family::Llama4 && r.has("moe_layers")) {
         std::vector<std::int64_t> moeLayers;
         TP_RETURN_IF_ERROR(r.readIntList("moe_layers", moeLayers));
+        std::vector<char> isMoe(static_cast<std::size_t>(c.numLayers), 0);
+        for (auto l : moeLayers)
+            if (l >= 0 && l < c.numLayers)
+                isMoe[static_cast<std::size_t>(l)] = 1;
         c.mlpOnlyLayers.clear(); // reuse as "dense layers": everything not listed
         for (std::int64_t l = 0; l < c.numLayers; ++l)
-            if (std::find(moeLayers.begin(), moeLayers.end(), l) == moeLayers.end())
+            if (!isMoe[static_cast<std::size_t>(l)])
                 c.mlpOnlyLayers.push_back(l);
     }
 
+    std::sort(c.mlpOnlyLayers.begin(), c.mlpOnlyLayers.end()); // isMoeLayer() searches it
+
     // MLA.
-    TP_RETURN_IF_ERROR(r.readOptInt("q_lora_rank", c.qLoraRank, 1));
-    TP_RETURN_IF_ERROR(r.readInt("kv_lora_rank", c.kvLoraRank, 0));
-    TP_RETURN_IF_ERROR(r.readInt("qk_rope_head_dim", c.qkRopeHeadDim, 0));
-    TP_RETURN_IF_ERROR(r.readInt("qk_nope_head_dim", c.qkNopeHeadDim, 0));
-    TP_RETURN_IF_ERROR(r.readInt("v_head_dim", c.vHeadDim, 0));
+    TP_RETURN_IF_ERROR(r.readOptInt("q_lora_rank", c.qLoraRank, 1, kMaxWidth));
+    TP_RETURN_IF_ERROR(r.readInt("kv_lora_rank", c.kvLoraRank, 0, kMaxWidth));
+    TP_RETURN_IF_ERROR(r.readInt("qk_rope_head_dim", c.qkRopeHeadDim, 0, kMaxHeadDim));
+    TP_RETURN_IF_ERROR(r.readInt("qk_nope_head_dim", c.qkNopeHeadDim, 0, kMaxHeadDim));
+    TP_RETURN_IF_ERROR(r.readInt("v_head_dim", c.vHeadDim, 0, kMaxHeadDim));
 
     if (r.has("quantization_config")) {
         const auto& q = r.json().at("quantization_config");
         if (q.is_object() && q.contains("quant_method") && q.at("quant_method").is_string())
-            c.quantization = q.at("quant_method").get<std::string>();
+            c.quantization = terminalSafe(q.at("quant_method").get<std::string>());
         else
             c.quantization = "unknown";
     }
@@ -455,12 +494,12 @@ bool ModelConfig::isMoeLayer(std::int64_t layer) const
         return false;
     switch (family) {
     case Family::Qwen3Moe:
-        return std::find(mlpOnlyLayers.begin(), mlpOnlyLayers.end(), layer) == mlpOnlyLayers.end()
+        return !std::binary_search(mlpOnlyLayers.begin(), mlpOnlyLayers.end(), layer)
             && (layer + 1) % decoderSparseStep == 0;
     case Family::DeepseekV3: return layer >= firstKDenseReplace;
     case Family::Llama4:
         if (!mlpOnlyLayers.empty() || interleaveMoeLayerStep < 1)
-            return std::find(mlpOnlyLayers.begin(), mlpOnlyLayers.end(), layer) == mlpOnlyLayers.end();
+            return !std::binary_search(mlpOnlyLayers.begin(), mlpOnlyLayers.end(), layer);
         return layer % interleaveMoeLayerStep == interleaveMoeLayerStep - 1;
     default: return true;
     }
@@ -477,6 +516,12 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
     std::string modelType;
     TP_RETURN_IF_ERROR(outerReader.readString("model_type", modelType));
     TP_RETURN_IF_ERROR(outerReader.readStringList("architectures", c.architectures));
+    // Class names reach generated Python (the export) and window titles: only identifiers pass.
+    for (std::size_t i = 0; i < c.architectures.size(); ++i)
+        if (!isPythonIdentifier(c.architectures[i]))
+            return outerReader.error("architectures",
+                                     fmt::format("entry {} must be a Python class name, found {}", i,
+                                                 jsonExcerpt(nlohmann::json(c.architectures[i]))));
 
     // Multimodal wrappers: the causal LM is the text model.
     const nlohmann::json* body = &outer;

@@ -526,7 +526,10 @@ Result<OpenedModel> openLocated(const Located& l, const std::string& source)
         diags.insert(diags.end(), out.checkpoint->diagnostics.begin(), out.checkpoint->diagnostics.end());
     }
     if (config.family != Family::Unknown) {
-        TP_ASSIGN_OR_RETURN(out.spec, buildModelSpec(config));
+        auto spec = buildModelSpec(config);
+        if (!spec)
+            return spec.status().withContext(l.configPath);
+        out.spec = std::move(*spec);
         if (out.checkpoint)
             reconcileCheckpoint(out.spec, *out.checkpoint);
     } else if (out.checkpoint) {
@@ -595,7 +598,10 @@ Result<OpenedModel> openModel(const std::string& what)
         OpenedModel out;
         std::vector<Diagnostic> diags;
         TP_ASSIGN_OR_RETURN(ModelConfig config, parseConfig(e->configJson, "catalog:" + e->id, &diags));
-        TP_ASSIGN_OR_RETURN(out.spec, buildModelSpec(config));
+        auto spec = buildModelSpec(config);
+        if (!spec)
+            return spec.status().withContext("catalog:" + e->id);
+        out.spec = std::move(*spec);
         out.spec.source = "catalog:" + e->id;
         out.spec.diagnostics.insert(out.spec.diagnostics.begin(), diags.begin(), diags.end());
         return out;

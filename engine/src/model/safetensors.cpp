@@ -148,12 +148,14 @@ Result<SafetensorsHeader> parseSafetensorsHeader(std::string_view headerJson, st
                 return invalidArgument(fmt::format("{}: '__metadata__' must be an object of strings", file));
             for (auto m = it->begin(); m != it->end(); ++m) {
                 if (!m->is_string())
-                    return invalidArgument(
-                        fmt::format("{}: '__metadata__' key '{}' must map to a string", file, m.key()));
+                    return invalidArgument(fmt::format("{}: '__metadata__' key {} must map to a string", file,
+                                                       jsonExcerpt(nlohmann::json(m.key()))));
                 h.metadata[m.key()] = m->get<std::string>();
             }
             continue;
         }
+        if (const std::string why = badName(it.key()); !why.empty())
+            return invalidArgument(fmt::format("{}: tensor name {}", file, why));
         TP_ASSIGN_OR_RETURN(TensorInfo t, parseTensorEntry(it.key(), *it, file));
         h.tensors.push_back(std::move(t));
     }
@@ -188,14 +190,15 @@ Result<SafetensorsHeader> parseSafetensorsHeader(std::string_view headerJson, st
 
 Result<SafetensorsHeader> readSafetensorsHeader(const std::string& path)
 {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (fd.get() < 0)
         return notFound(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
     struct stat st{};
     if (::fstat(fd.get(), &st) != 0)
         return dataLoss(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
     if (!S_ISREG(st.st_mode))
-        return invalidArgument(fmt::format("{}: not a regular file", path));
+        return invalidArgument(fmt::format("{}: is not a regular file (a FIFO, socket or device), not a safetensors file", path));
     const auto size = static_cast<std::uint64_t>(st.st_size);
     if (size < 8)
         return dataLoss(fmt::format("{}: truncated: {} bytes, too short for the 8-byte header length", path, size));

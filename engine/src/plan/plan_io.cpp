@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cctype>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -22,6 +24,8 @@ Status parseCustomStyles(const nlohmann::ordered_json& j, const std::string& sou
         return invalidArgument(fmt::format("{}: key 'custom_styles' must be an object of name → definition", source));
     for (auto it = j.begin(); it != j.end(); ++it) {
         const auto& d = it.value();
+        if (const std::string why = badName(it.key()); !why.empty())
+            return invalidArgument(fmt::format("{}: a name in custom_styles: {}", source, why));
         const std::string where = fmt::format("{}: custom_styles.{}", source, it.key());
         if (!d.is_object())
             return invalidArgument(fmt::format("{}: must be an object with base, input, output", where));
@@ -80,6 +84,11 @@ Result<Plan> parsePlanJson(std::string_view text, const std::string& source, Ver
             TP_RETURN_IF_ERROR(parseCustomStyles(j["custom_styles"], source, plan));
     }
     for (auto it = map->begin(); it != map->end(); ++it) {
+        if (const std::string why = badName(it.key()); !why.empty())
+            return invalidArgument(fmt::format("{}: a key of tp_plan: {}", source, why));
+        if (it.value().is_string())
+            if (const std::string why = badName(it.value().get<std::string>()); !why.empty())
+                return invalidArgument(fmt::format("{}: the style of tp_plan key '{}': {}", source, it.key(), why));
         if (!it.value().is_string())
             return invalidArgument(fmt::format("{}: key 'tp_plan.{}' must name a style, found {}", source, it.key(),
                                                jsonExcerpt(it.value())));
@@ -174,6 +183,21 @@ nlohmann::ordered_json customStylesJson(const Plan& plan)
     return j;
 }
 
+// Text from a model folder or a path, for the generated script's docstring: only characters that
+// cannot end the string, escape or start code pass; the rest become '?'.
+std::string docstringText(const std::string& s)
+{
+    std::string out;
+    for (char ch : s.substr(0, 200)) {
+        const auto u = static_cast<unsigned char>(ch);
+        out += u < 0x80 && (std::isalnum(u) || std::strchr(" _-./:+@,=()", ch)) ? ch : '?';
+    }
+    return out;
+}
+
+// A Python string literal: JSON's escapes are Python's, and ASCII-only output leaves nothing raw.
+std::string pyString(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', true, kReplaceInvalidUtf8); }
+
 } // namespace
 
 std::string planToJson(const Plan& plan, const ModelSpec* spec)
@@ -191,13 +215,13 @@ std::string planToPython(const Plan& plan, const ModelSpec& spec)
     const nlohmann::ordered_json map = planMap(plan, &spec);
     std::string planLines;
     for (auto it = map.begin(); it != map.end(); ++it)
-        planLines += fmt::format("    {}: {},\n", nlohmann::json(it.key()).dump(), it.value().dump());
+        planLines += fmt::format("    {}: {},\n", pyString(it.key()), pyString(it.value().get<std::string>()));
     std::string registrations;
     for (const auto& s : plan.customStyles) {
         const CustomStyleSpec c = customStyleSpec(s);
         registrations += fmt::format("    ALL_PARALLEL_STYLES.register(\n        {}, {}(input_layouts={}, "
                                      "output_layouts={})\n    )  # forward: {}\n",
-                                     nlohmann::json(s.name).dump(),
+                                     pyString(s.name),
                                      c.base == "colwise" ? "ColwiseParallel" : "RowwiseParallel",
                                      torchLayout(c.input), torchLayout(c.output), collectiveName(s.forward));
     }
@@ -214,7 +238,7 @@ std::string planToPython(const Plan& plan, const ModelSpec& spec)
     torchrun --nproc-per-node {tp} plan.py [MODEL]    # load and run one forward
     python3 plan.py --check                           # verify the plan, load nothing
 
-MODEL defaults to {repo}. Written by tpstudio-cli plan export --format python.
+MODEL defaults to {repo_doc}. Written by tpstudio-cli plan export --format python.
 """
 import sys
 
@@ -272,7 +296,8 @@ def main():
 if __name__ == "__main__":
     main()
 )py",
-        fmt::arg("cls", spec.className), fmt::arg("tp", plan.tpSize), fmt::arg("repo", nlohmann::json(repo).dump()),
+        fmt::arg("cls", docstringText(spec.className)), fmt::arg("tp", plan.tpSize), fmt::arg("repo_doc", docstringText(repo)),
+        fmt::arg("repo", pyString(repo)),
         fmt::arg("plan", planLines), fmt::arg("registrations", registrations));
 }
 

@@ -530,13 +530,7 @@ void writeChromeTrace(const RunRecord& rec, std::ostream& out)
 namespace {
 // Text from a record as the terminal should see it: control characters (escape sequences that could
 // recolour, move or retitle the terminal) shown as '?'.
-std::string printable(std::string s)
-{
-    for (char& c : s)
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
-            c = '?';
-    return s;
-}
+std::string printable(std::string s) { return terminalSafe(std::move(s)); }
 } // namespace
 
 void writeConsole(const RunRecord& rec, std::ostream& out)

@@ -399,16 +399,18 @@ private:
             const RankProgram& p = m_programs[static_cast<std::size_t>(r)];
             const bool host = backends[i]->device() == DeviceKind::Cpu;
             const std::int64_t want = (shared ? total : need(i)) + (host ? logits : 0);
-            const std::int64_t have = backends[i]->availableBytes();
+            const bool budget = host && m_o.maxHostBytes > 0;
+            const std::int64_t have = budget ? m_o.maxHostBytes : backends[i]->availableBytes();
             if (want > have)
                 return Status(StatusCode::ResourceExhausted,
                               fmt::format("rank {} needs {} ({} weights, {} activations, KV cache and scratch){}{} but {} has {} "
-                                          "available; nothing was allocated",
+                                          "{}; nothing was allocated",
                                           r, humanBytes(static_cast<double>(need(i))), humanBytes(static_cast<double>(p.weightBytes)),
                                           humanBytes(static_cast<double>(p.arenaBytes)),
                                           shared && backends.size() > 1 ? fmt::format(", {} for all {} ranks together", humanBytes(static_cast<double>(total)), backends.size()) : "",
                                           host && logits > 0 ? fmt::format(", and {} for the logits", humanBytes(static_cast<double>(logits))) : "",
-                                          backends[i]->name(), humanBytes(static_cast<double>(have))));
+                                          backends[i]->name(), humanBytes(static_cast<double>(have)),
+                                          budget ? "in the --max-memory budget" : "available"));
         }
         return {};
     }
@@ -708,15 +710,7 @@ private:
         if (!m_o.keepLogits && decoding && k.past + 1 < m_context)
             return {};
         const Tensor& t = k.t()[static_cast<std::size_t>(logits->inputs[0])];
-        std::vector<unsigned char> raw;
-        auto read = [&](const Tensor& part, float* into) -> Status {
-            if (part.dtype == DType::F32)
-                return k.be->download(part, into);
-            raw.resize(static_cast<std::size_t>(part.bytes()));
-            TP_RETURN_IF_ERROR(k.be->download(part, raw.data()));
-            toFloat(raw.data(), part.dtype, into, part.numel());
-            return {};
-        };
+        auto read = [&](const Tensor& part, float* into) { return downloadFloat(k, part, into); };
         std::int64_t bad = 0, seen = 0;
         if (m_o.keepLogits) {
             std::vector<float>& into = decoding ? m_stepLogits : m_logits;
@@ -734,14 +728,52 @@ private:
                 seen += t.cols;
             }
         }
-        if (bad > 0)
+        if (bad > 0) {
+            m_nonFiniteLogits = true;
             return Status(StatusCode::DataLoss,
                           fmt::format("rank 0: {} of {} logits{}{} are NaN or infinite: the activations overflowed {} "
                                       "storage, or the weights hold NaN",
                                       bad, seen, m_o.keepLogits ? "" : " at the sequences' last positions",
                                       decoding ? fmt::format(" of decode step {}", k.past - m_o.seq) : "", dtypeName(m_o.dtype)));
+        }
         return {};
     }
+
+    // A tensor of any storage dtype as fp32 on the host (the device finished writing it).
+    Status downloadFloat(Rank& k, const Tensor& part, float* into)
+    {
+        if (part.dtype == DType::F32)
+            return k.be->download(part, into);
+        std::vector<unsigned char> raw(static_cast<std::size_t>(part.bytes()));
+        TP_RETURN_IF_ERROR(k.be->download(part, raw.data()));
+        toFloat(raw.data(), part.dtype, into, part.numel());
+        return {};
+    }
+
+    // RunOptions::checkFinite: the node's outputs, after its collective, must be finite numbers.
+    Status checkNodeFinite(Rank& k, const GraphNode& n)
+    {
+        TP_RETURN_IF_ERROR(k.be->synchronize());
+        std::vector<float> v;
+        for (int o : n.outputs) {
+            const Tensor& t = k.t()[static_cast<std::size_t>(o)];
+            if (t.numel() == 0)
+                continue;
+            v.resize(static_cast<std::size_t>(t.numel()));
+            TP_RETURN_IF_ERROR(downloadFloat(k, t, v.data()));
+            if (const auto c = checkValues(v.data(), t.numel(), DType::F32); c.nonFinite > 0)
+                return Status(StatusCode::DataLoss,
+                              fmt::format("the first non-finite activation is the output of node {} ({}) on rank {}: {} of "
+                                          "{} values are NaN or infinite, every earlier node's are finite",
+                                          n.name, opKindName(n.kind), k.r, c.nonFinite, t.numel()));
+        }
+        return {};
+    }
+
+public:
+    bool nonFiniteLogits() const { return m_nonFiniteLogits; }
+
+private:
 
     Status collectSpans(Rank& k)
     {
@@ -814,6 +846,8 @@ private:
         if (const int c = k.prog->collectiveOf[static_cast<std::size_t>(ni)]; c >= 0)
             if (Status st = collective(k, c); !st.ok())
                 return st.withContext(fmt::format("node {}", n.name)); // the communicator names the rank
+        if (m_o.checkFinite)
+            return checkNodeFinite(k, n);
         return {};
     }
 
@@ -966,6 +1000,7 @@ private:
     std::vector<Rank> m_ranks;
     std::unique_ptr<Progress[]> m_progress;     // per rank of m_ranks
     std::mutex m_turnstile;
+    bool m_nonFiniteLogits = false; // set by rank 0 (readLogits), read after the threads joined
     double m_emulatedSeconds = 0;
     std::vector<float> m_logits, m_stepLogits;
     std::vector<std::vector<std::int32_t>> m_generated; // rank 0, last iteration: per token, every sequence's
@@ -1023,7 +1058,21 @@ Status checkRunnable(const ModelSpec& spec, const ShardedGraph& g, const WeightS
 Result<RunResult> runModel(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights, const RunOptions& options)
 {
     TP_RETURN_IF_ERROR(checkRunnable(spec, g, weights, options));
-    return Runner(spec, g, weights, options).runThreads();
+    Runner runner(spec, g, weights, options);
+    auto r = runner.runThreads();
+    if (r || !runner.nonFiniteLogits() || options.checkFinite)
+        return r;
+    // NaN logits: one more forward, every node's output checked, names where they began.
+    RunOptions again = options;
+    again.checkFinite = true;
+    again.warmup = 0;
+    again.iterations = 1;
+    again.progress = {};
+    again.stepProgress = {};
+    auto second = Runner(spec, g, weights, again).runThreads();
+    if (second || second.status().code() != StatusCode::DataLoss)
+        return r;
+    return Status(StatusCode::DataLoss, fmt::format("{}; {}", r.status().message(), second.status().message()));
 }
 
 Result<RunResult> runModelRank(const ModelSpec& spec, const ShardedGraph& g, const WeightSource& weights,

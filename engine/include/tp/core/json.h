@@ -19,6 +19,40 @@ inline constexpr int kMaxJsonNesting = 256;
 // file system, say) become U+FFFD instead of an exception after the work is done.
 inline constexpr auto kReplaceInvalidUtf8 = nlohmann::json::error_handler_t::replace;
 
+// Whether text holds a control character a terminal acts on: C0 (tab and newline too), DEL, or C1
+// (U+0080..U+009F, UTF-8 C2 80..C2 9F). Strings from a file that the program prints (names, keys,
+// types) are refused with them; text shown from a record has them replaced (terminalSafe).
+inline bool hasControlChar(std::string_view text)
+{
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c < 0x20 || c == 0x7f)
+            return true;
+        if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80
+            && static_cast<unsigned char>(text[i + 1]) <= 0x9f)
+            return true;
+    }
+    return false;
+}
+
+// `text` with every control character of hasControlChar() shown as '?'.
+inline std::string terminalSafe(std::string text)
+{
+    std::string out;
+    out.reserve(text.size());
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80
+            && static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+            out += '?';
+            ++i;
+        } else {
+            out += c < 0x20 || c == 0x7f ? '?' : text[i];
+        }
+    }
+    return out;
+}
+
 // InvalidArgument "<file>: <what> nests deeper than 256 levels" when `text` does; a linear scan
 // that skips strings.
 Status checkJsonNesting(std::string_view text, const std::string& file, std::string_view what);
@@ -44,5 +78,17 @@ template<typename Json> std::string jsonExcerpt(const Json& v)
     }
     return v.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
+
+// Empty when `name` (a key, tensor or style name from a file) is fit to print and to look up: at
+// most 1,024 bytes, no control characters; else why not, with a bounded excerpt.
+inline std::string badName(const std::string& name)
+{
+    if (name.size() > 1024)
+        return fmt::format("{} is longer than 1024 bytes", jsonExcerpt(nlohmann::json(name)));
+    if (hasControlChar(name))
+        return fmt::format("{} holds a control character", jsonExcerpt(nlohmann::json(name)));
+    return {};
+}
+
 
 } // namespace tp

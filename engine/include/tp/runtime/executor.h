@@ -47,10 +47,18 @@ struct RunOptions
     bool emulate = false;
     const HardwareProfile* commModel = nullptr;
     std::chrono::milliseconds collectiveTimeout{30000};
+    // The host-memory budget of the run in bytes (all CPU ranks of this process together); 0: what
+    // the host has available (hostMemoryAvailable()). A run that needs more is refused before it
+    // allocates anything.
+    std::int64_t maxHostBytes = 0;
     // Bring rank 0's logits of the last iteration back whole (RunResult::logits). Without, only
     // each sequence's last position is read back, to check that the run produced finite numbers.
     bool keepLogits = true;
     std::stop_token stop;                       // cancellation, checked between nodes
+    // After every node (and its collective), synchronize and check that its outputs are finite:
+    // slow; a run whose logits come out NaN or infinite is repeated once this way (runModel) to name
+    // the node where they began.
+    bool checkFinite = false;
     // Fault injection for tests: rank `failRank` fails when it reaches the node named `failNode`:
     // "error" returns an error, "oom" throws std::bad_alloc, "exception" throws, "hang" stops
     // answering (the other ranks' watchdog ends the run).

@@ -10,6 +10,8 @@
 #include "tp/runtime/backend.h"
 
 #include <cblas.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -102,6 +104,50 @@ float activate(Activation a, float v) { return a == Activation::Silu ? silu(v) :
 
 std::int64_t alignUp(std::int64_t n, std::int64_t a) { return (n + a - 1) / a * a; }
 
+// One integer from a small /proc or /sys file; -1 when absent or not a number ("max").
+std::int64_t readSysInt(const std::string& path)
+{
+    std::ifstream in(path);
+    std::int64_t v = -1;
+    if (!(in >> v))
+        return -1;
+    return v;
+}
+
+// What the memory cgroup still allows (v2, then v1); -1 without a limit.
+std::int64_t cgroupHeadroom()
+{
+    std::ifstream in("/proc/self/cgroup");
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("0::", 0) == 0) { // v2: one unified hierarchy
+            const std::string dir = "/sys/fs/cgroup" + line.substr(3);
+            const std::int64_t max = readSysInt(dir + "/memory.max"), cur = readSysInt(dir + "/memory.current");
+            if (max > 0 && cur >= 0)
+                return std::max<std::int64_t>(max - cur, 0);
+        } else if (line.find(":memory:") != std::string::npos) { // v1
+            const std::string dir = "/sys/fs/cgroup/memory" + line.substr(line.find(":memory:") + 8);
+            const std::int64_t max = readSysInt(dir + "/memory.limit_in_bytes");
+            const std::int64_t cur = readSysInt(dir + "/memory.usage_in_bytes");
+            if (max > 0 && max < (std::int64_t(1) << 60) && cur >= 0)
+                return std::max<std::int64_t>(max - cur, 0);
+        }
+    }
+    return -1;
+}
+
+// What an address-space limit (ulimit -v) still allows; -1 without one.
+std::int64_t addressSpaceHeadroom()
+{
+    struct rlimit rl {};
+    if (::getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return -1;
+    std::ifstream statm("/proc/self/statm");
+    std::int64_t pages = 0;
+    statm >> pages;
+    const std::int64_t used = pages * ::sysconf(_SC_PAGESIZE);
+    return std::max<std::int64_t>(static_cast<std::int64_t>(rl.rlim_cur) - used, 0);
+}
+
 class CpuBackend final : public Backend
 {
 public:
@@ -114,18 +160,7 @@ public:
     int ordinal() const override { return 0; }
     std::string name() const override { return "cpu"; }
 
-    std::int64_t availableBytes() const override
-    {
-        std::ifstream in("/proc/meminfo");
-        for (std::string key; in >> key;) {
-            std::int64_t kib = 0;
-            in >> kib;
-            if (key == "MemAvailable:")
-                return kib * 1024;
-            in.ignore(1 << 20, '\n');
-        }
-        return std::int64_t(1) << 40; // no /proc: do not refuse on a guess
-    }
+    std::int64_t availableBytes() const override { return hostMemoryAvailable(); }
 
     Result<DeviceBuffer> allocate(std::int64_t bytes) override
     {
@@ -554,6 +589,25 @@ private:
 };
 
 } // namespace
+
+std::int64_t hostMemoryAvailable()
+{
+    std::int64_t have = std::int64_t(1) << 40; // no /proc: do not refuse on a guess
+    std::ifstream in("/proc/meminfo");
+    for (std::string key; in >> key;) {
+        std::int64_t kib = 0;
+        in >> kib;
+        if (key == "MemAvailable:") {
+            have = kib * 1024;
+            break;
+        }
+        in.ignore(1 << 20, '\n');
+    }
+    for (std::int64_t limit : {cgroupHeadroom(), addressSpaceHeadroom()})
+        if (limit >= 0)
+            have = std::min(have, limit);
+    return have;
+}
 
 std::string cpuMathLibrary() { return openblas_get_config(); }
 
