@@ -12,6 +12,8 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <map>
 #include <set>
 
@@ -552,6 +554,94 @@ private slots:
         const Run r = cli(args);
         QCOMPARE(r.code, exitCode); // bad input: a clear message, never a crash (a crash is no exit code)
         QVERIFY2(r.err.contains(expect) || r.out.contains(expect), qPrintable(r.err + r.out));
+    }
+
+    // A FIFO (or device) where a file belongs is refused at once: a read would wait for a writer.
+    void fifoInputsAreRefused_data()
+    {
+        QTest::addColumn<QString>("fifoName"); // in a model folder with the llama fixture's config.json
+        QTest::addColumn<QStringList>("args"); // {dir}: that folder
+        QTest::addColumn<QString>("expect");
+        QTest::addRow("config.json") << "config.json" << QStringList{"inspect", "{dir}"} << "config.json: is not a regular file";
+        QTest::addRow("model.safetensors") << "model.safetensors" << QStringList{"inspect", "{dir}"}
+                                           << "model.safetensors: is not a regular file";
+        QTest::addRow("--plan") << "p.json" << QStringList{"plan", "validate", "example", "--plan", "{dir}/p.json"}
+                                << "p.json: is not a regular file";
+        QTest::addRow("--hardware") << "h.json" << QStringList{"plan", "preview", "example", "--hardware", "{dir}/h.json"}
+                                    << "h.json: is not a regular file";
+        QTest::addRow("record") << "r.json" << QStringList{"report", "{dir}/r.json"} << "r.json: is not a regular file";
+    }
+    void fifoInputsAreRefused()
+    {
+        QFETCH(QString, fifoName);
+        QFETCH(QStringList, args);
+        QFETCH(QString, expect);
+        QTemporaryDir dir;
+        if (fifoName != "config.json")
+            QVERIFY(QFile::copy(kFixtures + "/models/llama/config.json", dir.filePath("config.json")));
+        QCOMPARE(::mkfifo(QFile::encodeName(dir.filePath(fifoName)).constData(), 0600), 0);
+        for (QString& a : args)
+            a.replace("{dir}", dir.path());
+        const Run r = cli(args);
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains(expect), qPrintable(r.err));
+    }
+
+    // Text from the model folder reaches the exported script only as escaped string literals or as
+    // '?'-filtered docstring text: a folder named to close the docstring runs nothing.
+    void exportedScriptEscapesModelText()
+    {
+        QTemporaryDir dir;
+        const QString model = dir.filePath(QStringLiteral("m\"\"\"; import os; os.system('touch PWNED') #"));
+        QVERIFY(QDir().mkpath(model));
+        for (const char* f : {"config.json", "model.safetensors"})
+            QVERIFY(QFile::copy(kFixtures + "/models/llama/" + f, model + "/" + f));
+        const QString out = dir.filePath("plan.py");
+        const Run r = cli({"plan", "export", model, "--format", "python", "-o", out});
+        QCOMPARE(r.code, 0);
+        QFile f(out);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QString py = QString::fromUtf8(f.readAll());
+        QCOMPARE(py.count(QStringLiteral("\"\"\"")), 2); // the docstring's own quotes only
+        QVERIFY2(py.contains(QStringLiteral("MODEL defaults to ")) && py.contains(QStringLiteral("m???? import os? os.system(?touch PWNED?) ?")),
+                 qPrintable(py.left(600)));
+        QVERIFY2(py.contains(QStringLiteral("m\\\"\\\"\\\"; import os; os.system('touch PWNED') #\"")), qPrintable(py));
+    }
+
+    // SIGTERM during the second tp size: the process ends 128 + 15, its outputs hold the first.
+    void interruptedRunKeepsWhatFinished()
+    {
+        QTemporaryDir dir;
+        QProcess p;
+        p.start(TP_CLI_PATH, {"run", "--model", "example", "--tp", "1,2", "--seq", "16", "--warmup", "0", "--iters", "300",
+                              "--json", dir.filePath("r.json"), "--csv", dir.filePath("r.csv")});
+        QString err;
+        QTRY_VERIFY_WITH_TIMEOUT((err += QString::fromUtf8(p.readAllStandardError())).contains("T=2 iteration 0:"), 120000);
+        p.terminate();
+        QVERIFY(p.waitForFinished(30000));
+        err += QString::fromUtf8(p.readAllStandardError());
+        QCOMPARE(p.exitCode(), 128 + 15);
+        QVERIFY2(err.contains("interrupted by Terminated during tp_size 2; the outputs hold the finished tp size 1"),
+                 qPrintable(err.right(400)));
+        QFile f(dir.filePath("r.json"));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const auto rec = nlohmann::json::parse(f.readAll().toStdString());
+        QCOMPARE(rec["runs"].size(), std::size_t(1));
+        QCOMPARE(rec["runs"][0]["tp"].get<int>(), 1);
+        QVERIFY(QFile::exists(dir.filePath("r.csv")));
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files).size(), 2); // no temporary file left behind
+    }
+
+    // One file under two names (a hard link) is one path: the output would overwrite the input.
+    void hardLinkedOutputIsRefused()
+    {
+        QTemporaryDir dir;
+        const QString record = dir.filePath("r.json"), link = dir.filePath("link.json");
+        QCOMPARE(cli({"run", "--model", "example", "--tp", "1", "--seq", "4", "--iters", "1", "--json", record}).code, 0);
+        QCOMPARE(::link(QFile::encodeName(record).constData(), QFile::encodeName(link).constData()), 0);
+        const Run r = cli({"report", record, "--trace", link});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("that is the input"), qPrintable(r.err));
     }
 
     void catalogListsAll()

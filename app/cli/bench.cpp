@@ -56,7 +56,30 @@ int benchLoad(const LoadOpts& o)
         dir = tmpl;
         made = true;
     }
-    const bool synthesize = made || !fs::exists(fs::path(dir) / "config.json");
+    std::error_code ec;
+    bool synthesize = made;
+    if (!made && !fs::exists(fs::path(dir) / "config.json", ec)) {
+        // A synthetic checkpoint is hundreds of sparse files: only into a new or empty folder, never
+        // beside somebody's files, and never making a mistyped path's parents.
+        const fs::path d(dir);
+        if (fs::exists(d, ec) && !fs::is_directory(d, ec)) {
+            fmt::print(stderr, "tpstudio-cli bench load: --dir {}: exists and is not a folder\n", dir);
+            return kBadInput;
+        }
+        if (fs::is_directory(d, ec) && !fs::is_empty(d, ec)) {
+            fmt::print(stderr,
+                       "tpstudio-cli bench load: --dir {}: has no config.json and is not empty; a checkpoint is "
+                       "synthesized only into a new or empty folder\n",
+                       dir);
+            return kBadInput;
+        }
+        if (!fs::is_directory(d, ec) && !fs::create_directory(d, ec)) {
+            fmt::print(stderr, "tpstudio-cli bench load: --dir {}: cannot create it ({}); its parent must exist\n", dir,
+                       ec ? ec.message() : "unknown error");
+            return kBadInput;
+        }
+        synthesize = true;
+    }
     if (synthesize) {
         auto cfg = tp::parseConfig(entry->configJson, entry->id, nullptr);
         auto spec = cfg ? tp::buildModelSpec(*cfg) : tp::Result<tp::ModelSpec>(cfg.status());
@@ -271,7 +294,7 @@ std::function<int()> addBench(CLI::App& app)
         "load", "Time opening a full-size sharded checkpoint (headers only). Without --dir, a sparse checkpoint with "
                 "the model's real tensor layout is synthesized in a temporary folder");
     load->add_option("--model", o->model, "Catalog id whose layout to synthesize")->capture_default_str();
-    load->add_option("--dir", o->dir, "Open this folder (synthesize into it first if it has no config.json)");
+    load->add_option("--dir", o->dir, "Open this folder; one without config.json must be new or empty, and the checkpoint is synthesized into it");
     load->add_option("--repeat", o->repeat, "Timed repetitions")->capture_default_str()->check(CLI::Range(1, 1000));
     load->add_flag("--keep", o->keep, "Keep the synthesized temporary folder");
     load->add_flag("--json", o->json, "Print JSON");

@@ -410,27 +410,7 @@ std::function<int()> addBenchComm(CLI::App* bench)
     cmd->add_option("-t,--ranks", o->ranks, "Ranks (threads) of the local or NCCL communicator")->check(CLI::Range(1, 256))->capture_default_str();
     // Sizes as nccl-tests takes them: 8, 64K, 128M, 1G.
     auto sizeOption = [&](const char* flags, std::int64_t& target, const char* help) {
-        cmd->add_option_function<std::string>(
-               flags,
-               [&target, flags](const std::string& v) {
-                   const std::string what = std::string(flags) + " " + v;
-                   std::size_t pos = 0;
-                   double x = 0;
-                   try {
-                       x = std::stod(v, &pos);
-                   } catch (const std::exception&) {
-                       throw CLI::ValidationError(what, "a size is a number with an optional K, M or G suffix");
-                   }
-                   const std::string unit = v.substr(pos);
-                   const double mult = unit.empty() ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0 : unit == "G" ? 1073741824.0 : -1;
-                   if (mult < 0 || !std::isfinite(x))
-                       throw CLI::ValidationError(what, "a size is a number with an optional K, M or G suffix");
-                   if (x * mult < 1 || x * mult > 1099511627776.0)
-                       throw CLI::ValidationError(what, "a size must be from 1 byte to 1T");
-                   target = static_cast<std::int64_t>(x * mult);
-               },
-               help)
-            ->type_name("SIZE");
+        addSizeOption(cmd, flags, target, help);
     };
     sizeOption("-b,--minbytes", o->minBytes, "Smallest size in bytes (K/M/G suffixes), default 8");
     sizeOption("-e,--maxbytes", o->maxBytes, "Largest size in bytes (K/M/G suffixes), default 64M");
@@ -443,7 +423,7 @@ std::function<int()> addBenchComm(CLI::App* bench)
     cmd->add_option("-d,--dtype", o->dtype, "Element type: f32, bf16 or f16")
         ->check(CLI::IsMember({"f32", "bf16", "f16"}))
         ->capture_default_str();
-    cmd->add_option("-c,--check", o->check, "Check the data (1) or not (0)")->capture_default_str();
+    cmd->add_option("-c,--check", o->check, "Check the data (1) or not (0)")->check(CLI::IsMember(std::vector<std::string>{"0", "1"}))->capture_default_str();
     cmd->add_flag("--json", o->json, "Print JSON");
     return [o, cmd] { return cmd->parsed() ? benchComm(*o) : -1; };
 }

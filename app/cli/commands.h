@@ -31,6 +31,10 @@ std::string checkOutputPaths(const std::vector<std::pair<std::string, std::strin
 // renamed over `path`. Empty on success, else why (the file is left as it was).
 std::string writeOutput(const std::string& path, const std::function<void(std::ostream&)>& write);
 
+// A byte-count option: a finite number with an optional K, M, G or T suffix (powers of 1024), from
+// 1 byte to 1T; anything else is a usage error naming the option.
+CLI::Option* addSizeOption(CLI::App* cmd, const char* flags, std::int64_t& target, const char* help);
+
 // `bench comm`, registered under `bench`; returns -1 when another bench verb was chosen.
 std::function<int()> addBenchComm(CLI::App* bench);
 

@@ -5,9 +5,21 @@
 #include <exception>
 #include <iostream>
 #include <map>
+#include <string_view>
 
 int main(int argc, char** argv)
 {
+    // A path is at most PATH_MAX (4096) bytes, and no option value needs more, but for token ids:
+    // anything longer is refused before it can be echoed into a message.
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a(argv[i]), prev(argv[i - 1]);
+        if (a.size() > 4096 && prev != "--tokens" && !a.starts_with("--tokens=")) {
+            std::fprintf(stderr, "tpstudio-cli: argument %d is %zu bytes long; paths and values are at most 4096\n", i,
+                         a.size());
+            return tpcli::kUsage;
+        }
+    }
+
     CLI::App app{"TP Studio command line: inspect models, plan and profile tensor parallelism", "tpstudio-cli"};
     app.set_version_flag("--version", std::string("tpstudio-cli ") + TP_VERSION);
     app.require_subcommand(1);
@@ -30,14 +42,23 @@ int main(int argc, char** argv)
     add(tpcli::addBench);
     add(tpcli::addDevices);
 
+    // Help and the version go to standard output, which must take them (a full disk is an error).
+    auto printed = [](int code) {
+        std::cout.flush();
+        if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+            std::fprintf(stderr, "tpstudio-cli: cannot write to standard output\n");
+            return int(tpcli::kBadInput);
+        }
+        return code;
+    };
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
+        return printed(app.exit(e));
     } catch (const CLI::CallForAllHelp& e) {
-        return app.exit(e);
+        return printed(app.exit(e));
     } catch (const CLI::CallForVersion& e) {
-        return app.exit(e);
+        return printed(app.exit(e));
     } catch (const CLI::ParseError& e) {
         app.exit(e);
         return tpcli::kUsage;

@@ -2,12 +2,15 @@
 // minutes must not then find it cannot write, and no output may destroy an input or another output.
 #include "commands.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace tpcli {
@@ -21,6 +24,15 @@ fs::path canonical(const std::string& p)
     std::error_code ec;
     fs::path c = fs::weakly_canonical(fs::absolute(p, ec), ec);
     return ec ? fs::path(p) : c;
+}
+
+// Two names of one file: the same path once links are resolved, or the same inode (a hard link).
+bool sameFile(const fs::path& a, const fs::path& b)
+{
+    if (a == b)
+        return true;
+    struct stat sa {}, sb {};
+    return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 } // namespace
@@ -51,7 +63,7 @@ std::string checkOutputPaths(const std::vector<std::pair<std::string, std::strin
             continue;
         const fs::path c = canonical(path);
         for (std::size_t i = 0; i < taken.size(); ++i)
-            if (taken[i] == c)
+            if (sameFile(taken[i], c))
                 return fmt::format("{} {}: that is {}; it would be overwritten", option, path, takenBy[i]);
         std::error_code ec;
         if (fs::exists(c, ec) && !fs::is_regular_file(c, ec))
@@ -87,6 +99,38 @@ std::string writeOutput(const std::string& path, const std::function<void(std::o
         return fmt::format("{}: cannot replace it", path);
     }
     return {};
+}
+
+CLI::Option* addSizeOption(CLI::App* cmd, const char* flags, std::int64_t& target, const char* help)
+{
+    return cmd
+        ->add_option_function<std::string>(
+            flags,
+            [&target, flags](const std::string& v) {
+                const std::string what = std::string(flags) + " " + v;
+                const char* usage = "a size is a number with an optional K, M, G or T suffix";
+                std::size_t pos = 0;
+                double x = 0;
+                try {
+                    x = std::stod(v, &pos);
+                } catch (const std::exception&) {
+                    throw CLI::ValidationError(what, usage);
+                }
+                const std::string unit = v.substr(pos);
+                const double mult = unit.empty() ? 1
+                    : unit == "K"                 ? 1024.0
+                    : unit == "M"                 ? 1048576.0
+                    : unit == "G"                 ? 1073741824.0
+                    : unit == "T"                 ? 1099511627776.0
+                                                  : -1;
+                if (mult < 0 || !std::isfinite(x))
+                    throw CLI::ValidationError(what, usage);
+                if (!(x * mult >= 1 && x * mult <= 1099511627776.0))
+                    throw CLI::ValidationError(what, "a size must be from 1 byte to 1T");
+                target = static_cast<std::int64_t>(x * mult);
+            },
+            help)
+        ->type_name("SIZE");
 }
 
 } // namespace tpcli

@@ -18,8 +18,12 @@
 #include <nlohmann/json.hpp>
 
 #include <cctype>
+#include <charconv>
+#include <csignal>
 #include <cstring>
 #include <optional>
+#include <stop_token>
+#include <thread>
 #include <fstream>
 #include <iostream>
 
@@ -46,6 +50,7 @@ struct RunOpts
     bool randomWeights = false;
     std::uint64_t seed = 0x5eed;
     int timeoutS = 60;
+    std::int64_t maxMemory = 0; // bytes; 0: what the host has available
     std::string logitsFile;
     std::vector<std::int32_t> tokens;
     std::string injectFailure; // "RANK:NODE", for fault tests
@@ -76,14 +81,159 @@ struct MpiSession
     }
 };
 
+// SIGINT and SIGTERM during the runs stop the current one between nodes (the handler only sets a
+// flag; a watcher thread turns it into a stop request), so that what finished is kept and the
+// process exits 128 + the signal. Outside the runs, and under mpirun, signals act as usual.
+class Interruption
+{
+public:
+    explicit Interruption(bool enable)
+    {
+        if (!enable)
+            return;
+        s_signal = 0;
+        struct sigaction sa {};
+        sa.sa_handler = [](int sig) { s_signal = sig; };
+        sigemptyset(&sa.sa_mask);
+        for (int sig : {SIGINT, SIGTERM})
+            ::sigaction(sig, &sa, &m_old[sig == SIGINT ? 0 : 1]);
+        m_installed = true;
+        m_watcher = std::jthread([this](std::stop_token st) {
+            while (!st.stop_requested() && s_signal == 0)
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            if (s_signal != 0)
+                m_source.request_stop();
+        });
+    }
+    ~Interruption()
+    {
+        if (!m_installed)
+            return;
+        m_watcher.request_stop();
+        m_watcher.join();
+        ::sigaction(SIGINT, &m_old[0], nullptr);
+        ::sigaction(SIGTERM, &m_old[1], nullptr);
+    }
+    Interruption(const Interruption&) = delete;
+    Interruption& operator=(const Interruption&) = delete;
+
+    std::stop_token token() const { return m_source.get_token(); }
+    int signal() const { return s_signal; }
+
+private:
+    static inline volatile std::sig_atomic_t s_signal = 0;
+    struct sigaction m_old[2] {};
+    bool m_installed = false;
+    std::stop_source m_source;
+    std::jthread m_watcher;
+};
+
+// 64-bit FNV-1a, for the start-up handshake: equal inputs give equal digests on every rank.
+struct Digest
+{
+    std::uint64_t h = 1469598103934665603ull;
+    Digest& add(std::string_view s)
+    {
+        for (unsigned char ch : s)
+            h = (h ^ ch) * 1099511628211ull;
+        return add(std::int64_t(s.size()));
+    }
+    Digest& add(std::int64_t v)
+    {
+        for (int i = 0; i < 8; ++i)
+            h = (h ^ static_cast<unsigned char>(v >> (8 * i))) * 1099511628211ull;
+        return *this;
+    }
+    std::int64_t value() const { return static_cast<std::int64_t>(h); }
+};
+
+// Under mpirun every process must run the same thing: the ranks exchange what they were given
+// (sizes, seed, dtype, and digests of the model's tensors, the sharded plan and the weights' files)
+// and refuse, naming the first difference, before any collective could mismatch.
+tp::Status mpiHandshake(tp::Communicator& comm, const RunOpts& o, tp::DType dtype, const tp::OpenedModel& om,
+                        const tp::ShardedGraph& g, bool useCheckpoint)
+{
+    Digest model, plan, weights, tokens;
+    model.add(om.spec.className);
+    for (const auto& m : om.spec.modules)
+        for (const auto& prm : m.params) {
+            model.add(m.path).add(prm.name).add(std::int64_t(prm.dtype));
+            for (auto d : prm.shape)
+                model.add(d);
+        }
+    for (const auto& ps : g.params)
+        for (const auto& shape : ps.shapes) {
+            plan.add(ps.path).add(std::int64_t(ps.placement.kind)).add(std::int64_t(ps.dim));
+            for (auto d : shape)
+                plan.add(d);
+        }
+    for (const auto& n : g.graph.nodes)
+        plan.add(n.name);
+    plan.add(std::int64_t(g.collectives.size()));
+    weights.add(useCheckpoint ? "checkpoint" : "random");
+    if (useCheckpoint)
+        for (const auto& t : om.checkpoint->tensors)
+            weights.add(t.name).add(std::int64_t(t.begin)).add(std::int64_t(t.end));
+    for (auto t : o.tokens)
+        tokens.add(std::int64_t(t));
+    const std::pair<const char*, std::int64_t> fields[] = {
+        {"the handshake version", 1},
+        {"--batch", o.batch},
+        {"--seq", o.seq},
+        {"--decode", o.decode},
+        {"--warmup", o.warmup},
+        {"--iters", o.iters},
+        {"--dtype", std::int64_t(dtype)},
+        {"--seed", static_cast<std::int64_t>(o.seed)},
+        {"--tokens", tokens.value()},
+        {"the model (--model: its tensors' names, shapes and dtypes)", model.value()},
+        {"the plan (--plan, --profile: every rank's shard of every tensor)", plan.value()},
+        {"the weights (the checkpoint's tensors, or --random-weights)", weights.value()},
+    };
+    std::vector<std::int64_t> mine;
+    for (const auto& f : fields)
+        mine.push_back(f.second);
+    std::vector<std::int64_t> all, counts;
+    TP_RETURN_IF_ERROR(comm.exchange(mine, all, counts));
+    const std::size_t n = mine.size();
+    for (int r = 1; r < comm.size(); ++r) {
+        if (counts[static_cast<std::size_t>(r)] != static_cast<std::int64_t>(n))
+            return tp::invalidArgument(fmt::format("process rank {} runs another version of tpstudio-cli", r));
+        for (std::size_t i = 0; i < n; ++i) {
+            const std::int64_t theirs = all[static_cast<std::size_t>(r) * n + i], first = all[i];
+            if (theirs == first)
+                continue;
+            const bool digest = i >= 8;
+            return tp::invalidArgument(
+                digest ? fmt::format("process rank {} was started with other arguments than rank 0: {} differs; every "
+                                     "rank of mpirun must run the same command",
+                                     r, fields[i].first)
+                       : fmt::format("process rank {} was started with other arguments than rank 0: {} is {} there and {} on "
+                                     "rank 0; every rank of mpirun must run the same command",
+                                     r, fields[i].first, theirs, first));
+        }
+    }
+    return {};
+}
+
+int runRanks(RunOpts o, MpiSession& mpi);
+
 int runVerb(RunOpts o)
+{
+    MpiSession mpi;
+    const int code = runRanks(std::move(o), mpi);
+    if (code != kOk && mpi.comm && mpi.comm->size() > 1)
+        tp::mpiAbortJob(code); // the other processes may be waiting in a collective
+    return code;
+}
+
+int runRanks(RunOpts o, MpiSession& mpi)
 {
     if (!o.emulate.empty() && o.comm == "mpi") {
         fmt::print(stderr, "tpstudio-cli run: --emulate-tp runs every rank in this process; it does not combine with "
                            "--comm mpi\n");
         return kUsage;
     }
-    MpiSession mpi;
     if (o.comm == "mpi") {
         if (!tp::haveMpi())
             return failWith(o, "this build has no MPI (install libopenmpi-dev and rebuild)");
@@ -187,6 +337,8 @@ int runVerb(RunOpts o)
     // RANK:NODE[:KIND], KIND = error | oom | exception | hang: a rank the largest size has, a node of the graph.
     int failRank = -1;
     std::string failNode, failKind = "error";
+    if (o.injectFailure.size() > 256)
+        return failWith(o, fmt::format("--inject-failure: {} bytes is not RANK:NODE[:KIND]", o.injectFailure.size()));
     if (!o.injectFailure.empty()) {
         const auto colon = o.injectFailure.find(':');
         const std::string rank = o.injectFailure.substr(0, colon);
@@ -212,6 +364,9 @@ int runVerb(RunOpts o)
     if (useCheckpoint)
         if (auto st = tp::checkWeights(om->spec, weights); !st.ok())
             return failWith(o, st.message());
+    if (mpi.comm && mpi.comm->size() > 1)
+        if (auto st = mpiHandshake(*mpi.comm, o, dtype, *om, graphs.back(), useCheckpoint); !st.ok())
+            return failWith(o, fmt::format("process rank {}: {}", mpi.comm->rank(), st.message()));
 
     tp::RunRecord rec;
     auto& set = rec.settings;
@@ -240,8 +395,32 @@ int runVerb(RunOpts o)
     else if (!useCheckpoint && reporter)
         fmt::print(stderr, "note: {} has no checkpoint here; running seeded random weights\n", o.model);
 
+    // The outputs are rewritten (each whole, on its own) as every tp size completes: a later size
+    // that fails, or a Ctrl-C, keeps what finished. One that cannot be written costs no other.
+    std::vector<std::string> failedOutputs;
+    auto writeOutputs = [&] {
+        failedOutputs.clear();
+        for (const auto& [path, writer] : std::vector<std::pair<std::string, std::function<void(std::ostream&)>>>{
+                 {o.trace, [&](std::ostream& s) { tp::writeChromeTrace(rec, s); }},
+                 {o.json, [&](std::ostream& s) { tp::writeJson(rec, s); }},
+                 {o.csv, [&](std::ostream& s) { tp::writeCsv(rec, s); }}})
+            if (!path.empty())
+                if (std::string bad = writeOutput(path, writer); !bad.empty())
+                    failedOutputs.push_back(std::move(bad));
+    };
+    // What finished, said when a later size fails or the run is interrupted.
+    auto kept = [&]() -> std::string {
+        if (rec.runs.empty() || (o.trace.empty() && o.json.empty() && o.csv.empty()))
+            return "";
+        std::vector<int> done;
+        for (const auto& r : rec.runs)
+            done.push_back(r.tp);
+        return fmt::format("; the outputs hold the finished tp size{} {}", done.size() > 1 ? "s" : "", fmt::join(done, ", "));
+    };
+    Interruption interruption(mpi.comm == nullptr);
     for (std::size_t i = 0; i < sizes.size(); ++i) {
         tp::RunOptions ro;
+        ro.stop = interruption.token();
         ro.batch = o.batch;
         ro.seq = o.seq;
         ro.decodeSteps = o.decode;
@@ -254,6 +433,7 @@ int runVerb(RunOpts o)
         ro.emulate = emulate;
         ro.commModel = commModel ? &*commModel : nullptr;
         ro.collectiveTimeout = std::chrono::seconds(o.timeoutS);
+        ro.maxHostBytes = o.maxMemory;
         ro.failRank = failRank;
         ro.failNode = failNode;
         ro.failKind = failKind;
@@ -284,13 +464,16 @@ int runVerb(RunOpts o)
         };
         auto r = mpi.comm ? tp::runModelRank(om->spec, graphs[i], weights, ro, *mpi.comm)
                           : tp::runModel(om->spec, graphs[i], weights, ro);
+        if (!r && interruption.signal() != 0) {
+            if (!rec.runs.empty() && !o.jsonStream)
+                tp::writeConsole(rec, std::cout); // the finished sizes
+            failWith(o, fmt::format("interrupted by {} during tp_size {}{}", strsignal(interruption.signal()), t, kept()));
+            return 128 + interruption.signal();
+        }
         if (!r) {
-            const int code = failWith(o, fmt::format("tp_size {}{}: {}", t,
-                                                     mpi.comm ? fmt::format(", process rank {}", mpi.comm->rank()) : "",
-                                                     r.status().message()));
-            if (mpi.comm && mpi.comm->size() > 1)
-                tp::mpiAbortJob(code); // the other processes may be waiting in a collective
-            return code;
+            return failWith(o, fmt::format("tp_size {}{}: {}{}", t,
+                                           mpi.comm ? fmt::format(", process rank {}", mpi.comm->rank()) : "",
+                                           r.status().message(), reporter ? kept() : ""));
         }
         if (!reporter)
             continue;
@@ -306,6 +489,7 @@ int runVerb(RunOpts o)
                 !bad.empty())
                 return failWith(o, bad);
         tp::addRun(rec, graphs[i], *r);
+        writeOutputs();
         const auto& run = rec.runs.back();
         if (o.jsonStream) {
             nlohmann::ordered_json res{{"event", "result"},       {"tp", t},
@@ -323,24 +507,14 @@ int runVerb(RunOpts o)
 
     if (!reporter)
         return kOk;
-    // Each output on its own: one that cannot be written does not cost the others, or the table.
-    std::vector<std::string> failed;
-    for (const auto& [path, writer] : std::vector<std::pair<std::string, std::function<void(std::ostream&)>>>{
-             {o.trace, [&](std::ostream& s) { tp::writeChromeTrace(rec, s); }},
-             {o.json, [&](std::ostream& s) { tp::writeJson(rec, s); }},
-             {o.csv, [&](std::ostream& s) { tp::writeCsv(rec, s); }}})
-        if (!path.empty())
-            if (std::string bad = writeOutput(path, writer); !bad.empty())
-                failed.push_back(std::move(bad));
     if (o.jsonStream)
         emit({{"event", "record"}, {"record", tp::recordToJson(rec)}});
     else
         tp::writeConsole(rec, std::cout);
-    for (const auto& f : failed)
+    for (const auto& f : failedOutputs)
         failWith(o, f);
-    return failed.empty() ? kOk : kBadInput;
+    return failedOutputs.empty() ? kOk : kBadInput;
 }
-
 } // namespace
 
 std::function<int()> addRun(CLI::App& app)
@@ -395,10 +569,27 @@ std::function<int()> addRun(CLI::App& app)
     run->add_option("--csv", o->csv, "Write every span as CSV");
     run->add_flag("--json-stream", o->jsonStream, "Print progress and results as JSON lines (for the GUI)");
     run->add_flag("--random-weights", o->randomWeights, "Ignore the checkpoint; use seeded random weights");
-    run->add_option("--seed", o->seed, "Seed of random weights")->capture_default_str();
+    run->add_option_function<std::string>(
+           "--seed",
+           [o](const std::string& v) {
+               // Decimal or 0x-hexadecimal, all of it, within 64 bits: nothing wraps or is ignored.
+               const bool hex = v.starts_with("0x") || v.starts_with("0X");
+               const char* first = v.data() + (hex ? 2 : 0);
+               const char* last = v.data() + v.size();
+               std::uint64_t seed = 0;
+               const auto [end, ec] = std::from_chars(first, last, seed, hex ? 16 : 10);
+               if (first == last || ec != std::errc() || end != last)
+                   throw CLI::ValidationError("--seed " + v, "a seed is a whole number from 0 to 2^64-1 (decimal or 0x hex)");
+               o->seed = seed;
+           },
+           "Seed of random weights (default 0x5eed)")
+        ->type_name("UINT");
     run->add_option("--timeout", o->timeoutS, "Seconds a collective may wait for the other ranks (watchdog)")
         ->check(CLI::Range(1, 86400))
         ->capture_default_str();
+    addSizeOption(run, "--max-memory", o->maxMemory,
+                  "Host memory the run may use (K/M/G/T suffixes); a run that needs more is refused before it "
+                  "allocates. Default: what the host has available (MemAvailable, lowered by a cgroup or ulimit -v limit)");
     run->add_option("--tokens", o->tokens, "Token ids, B·S of them, comma-separated (default: a fixed sequence)")
         ->delimiter(',');
     run->add_option("--dump-logits", o->logitsFile,
