@@ -238,6 +238,17 @@ private slots:
         const auto j = nlohmann::json::parse(r.out.toStdString());
         QCOMPARE(j["graph_nodes"].get<int>() > 61 * 10, true);
         QVERIFY(j["propagate_median_s"].get<double>() > 0.0);
+        // The scaling inputs: a deeper model and extra indexed keys, timed step by step.
+        const Run s = cli({"bench", "plan", "--model", "llama-3.1-8b", "--tp", "2", "--repeat", "1", "--layers", "64",
+                           "--keys", "100", "--json"});
+        QCOMPARE(s.code, 0);
+        const auto k = nlohmann::json::parse(s.out.toStdString());
+        QCOMPARE(k["layers"].get<int>(), 64);
+        QCOMPARE(k["plan_keys"].get<int>(), 9 + 100);
+        for (const char* f : {"parse_median_s", "resolve_median_s", "match_median_s", "graph_median_s",
+                              "propagation_median_s", "cost_median_s"})
+            QVERIFY2(k.contains(f), f);
+        QVERIFY(cli({"bench", "plan", "--model", "llama-3.1-8b", "--layers", "32", "--repeat", "1"}).out.contains("key matching"));
     }
 
     void runExampleWithTrace()

@@ -353,6 +353,73 @@ private slots:
             QVERIFY2((m.entryMatches[i] > 0) != (unprefixed || denseMlp), key.c_str());
         }
     }
+
+    // Each parameter looks up the key equal to wildcardName(its full name): the lookup form built
+    // from the module's wildcarded path plus the parameter name is the same string.
+    void wildcardedLookupsAgreeWithWildcardName_data()
+    {
+        QTest::addColumn<QString>("id");
+        QTest::addColumn<int>("profile");
+        for (const char* id : {"mixtral-8x7b", "llama-3.1-8b", "deepseek-v3"})
+            for (VersionProfile p : {VersionProfile::G1, VersionProfile::G2, VersionProfile::G3})
+                QTest::addRow("%s %s", id, profileName(p)) << QString(id) << int(p);
+    }
+    void wildcardedLookupsAgreeWithWildcardName()
+    {
+        QFETCH(QString, id);
+        QFETCH(int, profile);
+        const ModelSpec s = spec(id.toLatin1().constData());
+        Plan p;
+        p.tpSize = 2;
+        p.profile = VersionProfile(profile);
+        std::set<std::string> seen;
+        for (const auto& [name, param] : s.allParams())
+            if (seen.insert(wildcardName(name, p.profile)).second)
+                p.entries.push_back({wildcardName(name, p.profile), "replicate"});
+        const PlanMatch m = matchPlan(s, p);
+        std::size_t i = 0;
+        for (const auto& [name, param] : s.allParams()) {
+            const ParamAssignment& a = m.params[i++];
+            QVERIFY2(a.entry >= 0 && !a.viaModuleKey, name.c_str());
+            QCOMPARE(p.entries[std::size_t(a.entry)].key, wildcardName(name, p.profile));
+        }
+    }
+
+    // Matching is linear, counted rather than timed: the hash lookups grow with the model (2N
+    // layers: about twice those of N) and not at all with the number of keys.
+    void matchingCostIsLinear()
+    {
+        const auto deep = [](int layers) {
+            auto j = nlohmann::json::parse(findCatalogEntry("llama-3.1-8b")->configJson);
+            j["num_hidden_layers"] = layers;
+            auto c = parseConfig(j.dump(), "deep", nullptr);
+            if (!c)
+                qFatal("%s", c.status().message().c_str());
+            return buildModelSpec(*c).value();
+        };
+        const auto withKeys = [](const ModelSpec& s, int keys) {
+            Plan p = defaultPlan(s, 2);
+            for (int i = 0; i < keys; ++i)
+                p.entries.push_back({"model.layers." + std::to_string(i) + ".mlp.gate_proj", "colwise"});
+            return p;
+        };
+        const ModelSpec n = deep(500), n2 = deep(1000);
+        const PlanMatch a = matchPlan(n, withKeys(n, 5000)), b = matchPlan(n2, withKeys(n2, 10000));
+        std::size_t params = 0;
+        for (const auto& m : n.modules)
+            params += m.params.size();
+        QVERIFY(a.keyLookups > 0);
+        QVERIFY(a.keyLookups <= 2 * std::int64_t(n.modules.size() + params));
+        QVERIFY2(double(b.keyLookups) <= 2.2 * double(a.keyLookups),
+                 qPrintable(QString("%1 vs %2").arg(b.keyLookups).arg(a.keyLookups)));
+        // Without the indexed keys every name also takes its wildcarded lookup (no exact hit); ten
+        // times the keys (all past the last layer) cost no lookup at all.
+        QVERIFY(matchPlan(n, withKeys(n, 0)).keyLookups <= a.keyLookups + n.config.numLayers * 2);
+        QCOMPARE(matchPlan(n, withKeys(n, 50000)).keyLookups, a.keyLookups);
+        // The keys still act: layer 0's gate_proj matched its indexed key, keys past the last layer nothing.
+        QCOMPARE(a.entryMatches[n.defaultTpPlan.size()], 1); // the module (its weight follows via the module key)
+        QCOMPARE(a.entryMatches[n.defaultTpPlan.size() + 4999], 0);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestPlan)

@@ -1,13 +1,16 @@
 // bench.cpp — `tpstudio-cli bench load`: time opening a full-size sharded checkpoint's headers.
-//              `tpstudio-cli bench plan`: time propagating a plan over a full-size model.
+//              `tpstudio-cli bench plan`: time propagating a plan over a full-size model, step by
+//              step; --layers and --keys make the scaling inputs (deep models, long plans).
 #include "commands.h"
 #include "tp/core/json.h"
 
+#include "tp/core/file.h"
 #include "tp/core/units.h"
 #include "tp/model/catalog.h"
 #include "tp/model/loader.h"
 #include "tp/model/synthetic.h"
 #include "tp/cost/cost_model.h"
+#include "tp/plan/plan_io.h"
 #include "tp/shard/sharded_graph.h"
 #include "tp/runtime/gpu.h"
 
@@ -154,6 +157,8 @@ struct PlanBenchOpts
     std::string hardware = "h100-sxm-8";
     int tp = 8;
     int repeat = 20;
+    std::int64_t layers = 0; // > 0: num_hidden_layers overridden
+    std::int64_t keys = 0;   // extra indexed keys "model.layers.<i>.…", i = 0…keys-1
     bool json = false;
 };
 
@@ -162,6 +167,61 @@ double secondsSince(std::chrono::steady_clock::time_point t0)
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The model's config with num_hidden_layers = `layers` (layer_types repeated to that length).
+tp::Result<tp::ModelSpec> withLayers(const tp::OpenedModel& om, const std::string& what, std::int64_t layers)
+{
+    std::string text;
+    if (const tp::CatalogEntry* e = tp::findCatalogEntry(what); e && om.configPath.empty())
+        text = std::string(e->configJson);
+    else if (!om.configPath.empty()) {
+        TP_ASSIGN_OR_RETURN(text, tp::readInputFile(om.configPath, std::int64_t(16) << 20, "a config"));
+    } else
+        return tp::invalidArgument(fmt::format("--layers: '{}' has no config.json to change", what));
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, false);
+    if (!j.is_object())
+        return tp::invalidArgument(fmt::format("--layers: the config of '{}' is not a JSON object", what));
+    nlohmann::ordered_json& c = j.contains("text_config") && j["text_config"].is_object() ? j["text_config"] : j;
+    c["num_hidden_layers"] = layers;
+    if (c.contains("layer_types") && c["layer_types"].is_array() && !c["layer_types"].empty()) {
+        const nlohmann::ordered_json pattern = c["layer_types"];
+        c["layer_types"] = nlohmann::ordered_json::array();
+        for (std::int64_t i = 0; i < layers; ++i)
+            c["layer_types"].push_back(pattern[static_cast<std::size_t>(i) % pattern.size()]);
+    }
+    TP_ASSIGN_OR_RETURN(tp::ModelConfig cfg, tp::parseConfig(j.dump(), what, nullptr));
+    TP_ASSIGN_OR_RETURN(tp::ModelSpec spec, tp::buildModelSpec(cfg));
+    spec.source = om.spec.source;
+    return spec;
+}
+
+// `keys` indexed copies of the plan's first per-layer key, as a plan file holds them
+// ({"tp_plan": {"model.layers.0.self_attn.q_proj": "colwise", …}}); indices past the last layer
+// match nothing, as in a plan written for a deeper model.
+std::string extraKeysJson(const tp::Plan& plan, std::int64_t keys)
+{
+    std::string pattern = "model.layers.*.self_attn.q_proj", style = "colwise";
+    for (const auto& e : plan.entries)
+        if (const auto star = e.key.find(".*."); star != std::string::npos) {
+            pattern = e.key;
+            style = e.style;
+            break;
+        }
+    const auto star = pattern.find(".*.");
+    std::string out = "{\"tp_plan\": {";
+    for (std::int64_t i = 0; i < keys; ++i)
+        out += fmt::format("{}\"{}.{}.{}\": \"{}\"", i ? ", " : "", pattern.substr(0, star), i, pattern.substr(star + 3),
+                           style);
+    return out + "}}\n";
+}
+
+struct Step
+{
+    const char* name;
+    const char* json;
+    std::vector<double> seconds;
+    double median() const { return seconds[seconds.size() / 2]; }
+};
+
 int benchPlan(const PlanBenchOpts& o)
 {
     auto om = tp::openModel(o.model);
@@ -169,52 +229,106 @@ int benchPlan(const PlanBenchOpts& o)
         fmt::print(stderr, "tpstudio-cli bench plan: {}\n", om.status().message());
         return kBadInput;
     }
+    if (o.layers > 0) {
+        auto spec = withLayers(*om, o.model, o.layers);
+        if (!spec) {
+            fmt::print(stderr, "tpstudio-cli bench plan: {}\n", spec.status().message());
+            return kBadInput;
+        }
+        om->spec = std::move(*spec);
+    }
     auto hw = tp::findHardware(o.hardware);
     if (!hw) {
         fmt::print(stderr, "tpstudio-cli bench plan: {}\n", hw.status().message());
         return kBadInput;
     }
-    const tp::Plan plan = tp::defaultPlan(om->spec, o.tp);
-    std::vector<double> shard, cost;
+    const tp::Plan defaults = tp::defaultPlan(om->spec, o.tp);
+    const std::string keysText = o.keys > 0 ? extraKeysJson(defaults, o.keys) : std::string();
+    // Steps as `plan validate/preview --plan FILE` takes them; the first two only with --keys.
+    Step parse{"parse plan file", "parse_median_s", {}}, resolve{"merge with the default plan", "resolve_median_s", {}},
+        match{"key matching", "match_median_s", {}}, graph{"layer graph", "graph_median_s", {}},
+        propagate{"layouts + shards + collectives + memory", "propagation_median_s", {}},
+        cost{"cost model", "cost_median_s", {}};
+    const std::string costName = fmt::format("cost model ({})", hw->id);
+    cost.name = costName.c_str();
+    std::vector<double> shard;
     tp::ShardedGraph g;
+    tp::Plan plan = defaults;
     for (int i = 0; i < o.repeat; ++i) {
+        if (o.keys > 0) {
+            auto t0 = std::chrono::steady_clock::now();
+            auto p = tp::parsePlanJson(keysText, "--keys", tp::VersionProfile::G3);
+            parse.seconds.push_back(secondsSince(t0));
+            if (!p) {
+                fmt::print(stderr, "tpstudio-cli bench plan: {}\n", p.status().message());
+                return kBadInput;
+            }
+            t0 = std::chrono::steady_clock::now();
+            plan = tp::resolveOverrides(om->spec, *p);
+            resolve.seconds.push_back(secondsSince(t0));
+            plan.tpSize = o.tp;
+        }
         auto t0 = std::chrono::steady_clock::now();
-        g = tp::shardModel(om->spec, plan, {});
+        tp::LayerGraph lg = tp::buildLayerGraph(om->spec);
+        graph.seconds.push_back(secondsSince(t0));
+        tp::ShardTimings st;
+        g = tp::shardModel(om->spec, plan, {}, std::move(lg), &st);
         shard.push_back(secondsSince(t0));
+        match.seconds.push_back(st.matchSeconds);
+        propagate.seconds.push_back(st.propagateSeconds);
         t0 = std::chrono::steady_clock::now();
         const tp::CostReport c = tp::estimateCost(om->spec, g, *hw);
-        cost.push_back(secondsSince(t0));
+        cost.seconds.push_back(secondsSince(t0));
         if (c.nodes.size() != g.graph.nodes.size())
             return kBadInput;
     }
+    std::vector<Step*> steps;
+    if (o.keys > 0)
+        steps = {&parse, &resolve};
+    for (Step* s : {&match, &graph, &propagate, &cost})
+        steps.push_back(s);
+    for (Step* s : steps)
+        std::sort(s->seconds.begin(), s->seconds.end());
     std::sort(shard.begin(), shard.end());
-    std::sort(cost.begin(), cost.end());
-    const double med = shard[shard.size() / 2], costMed = cost[cost.size() / 2];
+    const double med = shard[shard.size() / 2], costMed = cost.median();
     if (o.json) {
         nlohmann::ordered_json j;
         j["bench"] = "plan";
         j["model"] = om->spec.source;
         j["tp_size"] = o.tp;
+        j["layers"] = om->spec.config.numLayers;
+        j["plan_keys"] = plan.entries.size();
         j["modules"] = om->spec.modules.size();
         j["parameters"] = g.params.size();
         j["graph_nodes"] = g.graph.nodes.size();
         j["collectives"] = g.collectives.size();
+        j["diagnostics"] = g.diagnostics.size();
+        j["key_lookups"] = g.match.keyLookups;
         j["repeat"] = shard.size();
         j["propagate_min_s"] = shard.front();
         j["propagate_median_s"] = med;
         j["cost_median_s"] = costMed;
+        for (const Step* s : steps)
+            if (s != &cost)
+                j[s->json] = s->median();
         std::cout << j.dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
         return kOk;
     }
-    fmt::print("{} at T={}: {} modules, {} parameters, {} graph nodes, {} collectives, {} diagnostics\n",
-               om->spec.className, o.tp, withCommas(std::int64_t(om->spec.modules.size())),
+    fmt::print("{} at T={}: {} layers, {} plan keys, {} modules, {} parameters, {} graph nodes, {} collectives, {} "
+               "diagnostics\n",
+               om->spec.className, o.tp, withCommas(om->spec.config.numLayers),
+               withCommas(std::int64_t(plan.entries.size())), withCommas(std::int64_t(om->spec.modules.size())),
                withCommas(std::int64_t(g.params.size())), withCommas(std::int64_t(g.graph.nodes.size())),
-               g.collectives.size(), g.diagnostics.size());
+               withCommas(std::int64_t(g.collectives.size())), withCommas(std::int64_t(g.diagnostics.size())));
     fmt::print("{:<44} {:>10} {:>10} {:>10}\n", "", "min(ms)", "median(ms)", "max(ms)");
     fmt::print("{:<44} {:>10.2f} {:>10.2f} {:>10.2f}\n", "match + graph + layouts + shards + memory",
                shard.front() * 1e3, med * 1e3, shard.back() * 1e3);
-    fmt::print("{:<44} {:>10.2f} {:>10.2f} {:>10.2f}\n", fmt::format("cost model ({})", hw->id), cost.front() * 1e3,
-               costMed * 1e3, cost.back() * 1e3);
+    fmt::print("{:<44} {:>10.2f} {:>10.2f} {:>10.2f}\n", costName, cost.seconds.front() * 1e3, costMed * 1e3,
+               cost.seconds.back() * 1e3);
+    fmt::print("by step:\n");
+    for (const Step* s : steps)
+        fmt::print("  {:<42} {:>10.2f} {:>10.2f} {:>10.2f}\n", s->name, s->seconds.front() * 1e3, s->median() * 1e3,
+                   s->seconds.back() * 1e3);
     return kOk;
 }
 
@@ -307,6 +421,14 @@ std::function<int()> addBench(CLI::App& app)
     plan->add_option("--tp", po->tp, "Tensor-parallel size")->check(CLI::Range(1, 4096))->capture_default_str();
     plan->add_option("--hardware", po->hardware, "Hardware profile for the cost model")->capture_default_str();
     plan->add_option("--repeat", po->repeat, "Timed repetitions")->check(CLI::Range(1, 10000))->capture_default_str();
+    plan->add_option("--layers", po->layers,
+                     "Scaling input: rebuild the model with this num_hidden_layers (layer_types repeated). Time "
+                     "grows linearly: compare N and 2N")
+        ->check(CLI::Range(1, 131072));
+    plan->add_option("--keys", po->keys,
+                     "Scaling input: add this many indexed keys (model.layers.<i>.… for i = 0…N-1, past the last "
+                     "layer they match nothing) as a plan file holds them; times parsing and merging them too")
+        ->check(CLI::Range(1, 1000000));
     plan->add_flag("--json", po->json, "Print JSON");
     auto go = std::make_shared<GemmOpts>();
     auto* gemm = bench->add_subcommand(

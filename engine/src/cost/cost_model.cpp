@@ -38,6 +38,8 @@ public:
         c.layers.resize(static_cast<std::size_t>(maxLayer + 2));
         for (std::size_t i = 0; i < c.layers.size(); ++i)
             c.layers[i].layer = static_cast<int>(i) - 1;
+        c.nodes.reserve(m_g.graph.nodes.size());
+        c.collectives.reserve(m_g.collectives.size());
         for (std::size_t ni = 0; ni < m_g.graph.nodes.size(); ++ni) {
             NodeCost nc = node(static_cast<int>(ni));
             c.computeSeconds += nc.computeSeconds;
@@ -110,21 +112,25 @@ private:
         NodeCost best;
         best.node = ni;
         best.layer = n.layer;
+        // Looked up once per node, not once per rank.
+        const bool hasWeight = n.kind == OpKind::Linear || n.kind == OpKind::Router || n.kind == OpKind::Embedding;
+        const ParamShard* w = hasWeight ? param(n.module, "weight") : nullptr;
+        const ParamShard* b = w && n.kind != OpKind::Embedding ? param(n.module, "bias") : nullptr;
         for (std::size_t r = 0; r < static_cast<std::size_t>(m_T); ++r) {
             double flops = 0, bytes = 0, gemm = 0;
             switch (n.kind) {
             case OpKind::Linear:
             case OpKind::Router:
-                if (const ParamShard* w = param(n.module, "weight")) {
+                if (w) {
                     const double out = static_cast<double>(w->shapes[r][0]), in = static_cast<double>(w->shapes[r][1]);
                     flops = gemm = 2 * m_tokens * in * out;
                     bytes = static_cast<double>(w->bytes[r]) + m_tokens * (in + out) * m_e;
-                    if (const ParamShard* b = param(n.module, "bias"))
+                    if (b)
                         bytes += static_cast<double>(b->bytes[r]);
                 }
                 break;
             case OpKind::Embedding:
-                if (const ParamShard* w = param(n.module, "weight"))
+                if (w)
                     bytes = m_tokens * static_cast<double>(w->shapes[r][1]) * m_e;
                 break;
             case OpKind::Attention: {
@@ -268,10 +274,12 @@ std::vector<ScalingPoint> predictScaling(const ModelSpec& spec, const Plan& plan
     const std::int64_t context = decodeContext > 0 ? decodeContext : options.seq;
     std::vector<ScalingPoint> out;
     double base = 0, decodeBase = 0;
+    // One layer graph for every T (it depends on the model only): moved into each sharding and back.
+    LayerGraph graph = buildLayerGraph(spec);
     for (int t = 1; t <= maxTp; ++t) {
         Plan p = plan;
         p.tpSize = t;
-        const ShardedGraph g = shardModel(spec, p, options);
+        ShardedGraph g = shardModel(spec, p, options, std::move(graph));
         ScalingPoint pt;
         pt.tp = t;
         pt.valid = g.valid();
@@ -300,6 +308,7 @@ std::vector<ScalingPoint> predictScaling(const ModelSpec& spec, const Plan& plan
             if (auto kv = kvCacheBytes(g, options.batch, context))
                 pt.kvCacheBytes = *kv;
         }
+        graph = std::move(g.graph);
         out.push_back(std::move(pt));
     }
     return out;

@@ -6,7 +6,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace tp {
 
@@ -50,8 +52,54 @@ bool isLinearStyle(const Style& s)
     return s.weight2d.shards() || s.embedding.shards();
 }
 
+// Appends the lookup form of `name` to `out`, so that wildcardName(a + "." + b) is
+// wildcardName(a) + "." + this of b (atStart false): G3/G2 turn numeric segments other than the
+// first into '*', G1 every digit run. No string is made per lookup.
+void appendWildcard(std::string& out, std::string_view name, VersionProfile profile, bool atStart)
+{
+    const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    if (profile == VersionProfile::G1) {
+        for (std::size_t i = 0; i < name.size();) {
+            if (digit(name[i])) {
+                out += '*';
+                while (i < name.size() && digit(name[i]))
+                    ++i;
+            } else {
+                out += name[i++];
+            }
+        }
+        return;
+    }
+    for (std::size_t i = 0;;) {
+        std::size_t j = name.find('.', i);
+        if (j == std::string_view::npos)
+            j = name.size();
+        const std::string_view seg = name.substr(i, j - i);
+        const bool numeric = !(atStart && i == 0) && !seg.empty() && std::all_of(seg.begin(), seg.end(), digit);
+        if (i > 0)
+            out += '.';
+        if (numeric)
+            out += '*';
+        else
+            out.append(seg);
+        if (j == name.size())
+            break;
+        i = j + 1;
+    }
+}
+
+struct StringHash
+{
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
 } // namespace
 
+// Complexity: O(K·L + (M + P)·L) for K keys, M modules, P parameters and names of length ≤ L.
+// Keys go in a hash map by their text; every module and parameter then costs at most two hash
+// lookups (G3: its exact name, then its wildcarded one), whatever K is. Per-key work (styles,
+// indexed/unmatched diagnostics) is a hash lookup too. No key is compared against every module.
 PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan)
 {
     PlanMatch out;
@@ -59,47 +107,64 @@ PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan)
     const VersionProfile prof = plan.profile;
 
     // Resolve styles first: custom styles shadow nothing (their names must be new).
+    std::unordered_map<std::string_view, const Style*> customByName; // first of a name wins, as find_if did
+    for (const auto& c : plan.customStyles)
+        customByName.emplace(c.name, &c);
     std::vector<const Style*> styles(plan.entries.size(), nullptr);
-    std::vector<std::string> unknown;
+    bool anyUnknown = false;
     for (std::size_t i = 0; i < plan.entries.size(); ++i) {
         const auto& e = plan.entries[i];
-        auto custom = std::find_if(plan.customStyles.begin(), plan.customStyles.end(),
-                                   [&](const Style& s) { return s.name == e.style; });
-        styles[i] = custom != plan.customStyles.end() ? &*custom : reg.find(e.style, prof);
-        if (!styles[i])
-            unknown.push_back(e.key);
+        auto custom = customByName.find(e.style);
+        styles[i] = custom != customByName.end() ? custom->second : reg.find(e.style, prof);
+        anyUnknown = anyUnknown || !styles[i];
+    }
+    std::string styleNames; // listed once, not rebuilt per unknown style
+    if (anyUnknown) {
+        auto names = reg.names(prof);
+        for (const auto& c : plan.customStyles)
+            names.push_back(c.name);
+        styleNames = fmt::format("styles under profile {}: {}", profileName(prof), fmt::join(names, ", "));
     }
     for (std::size_t i = 0; i < plan.entries.size(); ++i)
         if (!styles[i]) {
-            auto names = reg.names(prof);
-            for (const auto& c : plan.customStyles)
-                names.push_back(c.name);
             out.diagnostics.push_back(
                 {Severity::Error, plan.entries[i].key,
                  fmt::format("Unsupported tensor parallel style '{}' for layer '{}'", plan.entries[i].style,
                              plan.entries[i].key),
-                 fmt::format("styles under profile {}: {}", profileName(prof), fmt::join(names, ", "))});
+                 styleNames});
         }
 
     out.entryStyles = styles;
-    std::unordered_map<std::string, int> keys; // first occurrence wins, as in a dict
+    std::unordered_map<std::string, int, StringHash, std::equal_to<>> keys; // first occurrence wins, as in a dict
+    keys.reserve(plan.entries.size());
     for (std::size_t i = 0; i < plan.entries.size(); ++i)
         keys.emplace(plan.entries[i].key, static_cast<int>(i));
     out.entryMatches.assign(plan.entries.size(), 0);
     out.moduleEntry.assign(spec.modules.size(), -1);
+    std::size_t paramCount = 0;
+    for (const auto& m : spec.modules)
+        paramCount += m.params.size();
+    out.params.reserve(paramCount);
 
     const bool exactFirst = prof == VersionProfile::G3;
-    auto lookup = [&](const std::string& name) -> int {
-        if (exactFirst)
-            if (auto it = keys.find(name); it != keys.end())
+    // `exact`: the name; `generic`: wildcardName(name, prof).
+    auto lookup = [&](std::string_view exact, std::string_view generic) -> int {
+        if (exactFirst) {
+            ++out.keyLookups;
+            if (auto it = keys.find(exact); it != keys.end())
                 return it->second;
-        auto it = keys.find(wildcardName(name, prof));
+        }
+        ++out.keyLookups;
+        auto it = keys.find(generic);
         return it == keys.end() ? -1 : it->second;
     };
 
+    std::string moduleGeneric, paramExact, paramGeneric; // reused: no string per lookup
     for (std::size_t mi = 0; mi < spec.modules.size(); ++mi) {
         const ModuleSpec& m = spec.modules[mi];
-        const int me = m.path.empty() ? -1 : lookup(m.path);
+        moduleGeneric.clear();
+        appendWildcard(moduleGeneric, m.path, prof, true);
+        const int me = m.path.empty() ? -1 : lookup(m.path, moduleGeneric);
         out.moduleEntry[mi] = me;
         if (me >= 0) {
             ++out.entryMatches[static_cast<std::size_t>(me)];
@@ -118,7 +183,15 @@ PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan)
             ParamAssignment a;
             a.module = static_cast<int>(mi);
             a.param = static_cast<int>(pi);
-            a.entry = lookup(m.paramPath(p));
+            paramExact.assign(m.path);
+            paramGeneric.assign(moduleGeneric);
+            if (!m.path.empty()) {
+                paramExact += '.';
+                paramGeneric += '.';
+            }
+            paramExact += p.name;
+            appendWildcard(paramGeneric, p.name, prof, m.path.empty());
+            a.entry = lookup(paramExact, paramGeneric);
             if (a.entry < 0 && me >= 0) {
                 a.entry = me;
                 a.viaModuleKey = true;
@@ -135,6 +208,9 @@ PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan)
     }
 
     // Keys that match nothing, and indexed keys (honoured only with exact-first lookup).
+    std::unordered_set<std::string_view> ownKeys;
+    for (const auto& d : spec.defaultTpPlan)
+        ownKeys.insert(d.key);
     for (std::size_t i = 0; i < plan.entries.size(); ++i) {
         const auto& key = plan.entries[i].key;
         if (isIndexedKey(key))
@@ -146,8 +222,7 @@ PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan)
                                                                 profileName(prof)),
                                        "use '*' for the layer index to apply it to every layer"});
         // Transformers ≥ 5.2x refuses override keys that name nothing, unless the class's own plan has them.
-        const bool ownKey = std::any_of(spec.defaultTpPlan.begin(), spec.defaultTpPlan.end(),
-                                        [&](const PlanEntry& d) { return d.key == key; });
+        const bool ownKey = ownKeys.contains(key);
         if (out.entryMatches[i] == 0)
             out.diagnostics.push_back(
                 {prof == VersionProfile::G3 && !ownKey ? Severity::Error : Severity::Warning, key,

@@ -12,9 +12,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace tp {
 
@@ -35,10 +37,10 @@ const ParamShard* ShardedGraph::param(int module, std::string_view name) const
 
 namespace {
 
-ParamShard shardParam(const std::string& path, const ParamSpec& p, const Placement& pl, int T)
+ParamShard shardParam(std::string path, const ParamSpec& p, const Placement& pl, int T)
 {
     ParamShard s;
-    s.path = path;
+    s.path = std::move(path);
     s.placement = pl;
     const int rank = static_cast<int>(p.shape.size());
     const std::size_t nT = static_cast<std::size_t>(T);
@@ -76,6 +78,42 @@ ParamShard shardParam(const std::string& path, const ParamSpec& p, const Placeme
 
 std::string sizesText(const std::vector<std::int64_t>& v) { return fmt::format("{}", fmt::join(v, ", ")); }
 
+// "model.layers.3:residual_mlp" → "model.layers.*:residual_mlp"
+std::string genericNode(const std::string& name)
+{
+    const auto colon = name.find(':');
+    return colon == std::string::npos ? genericName(name) : genericName(name.substr(0, colon)) + name.substr(colon);
+}
+
+// Where a finding is reported: a node's generic name, made on first use (most nodes report
+// nothing, and making one per node was a large share of propagation), or a given string.
+class Where
+{
+public:
+    static Where ofNode(const GraphNode& n) { return Where(&n.name, true); }
+    Where(const std::string& s) : m_source(&s), m_generic(false) {} // NOLINT: implicit on purpose
+    Where(const char* s) : m_source(nullptr), m_generic(true), m_made(true), m_value(s) {} // NOLINT
+
+    const std::string& str() const
+    {
+        if (!m_generic)
+            return *m_source;
+        if (!m_made) {
+            m_value = genericNode(*m_source);
+            m_made = true;
+        }
+        return m_value;
+    }
+    operator const std::string&() const { return str(); } // NOLINT
+
+private:
+    Where(const std::string* s, bool generic) : m_source(s), m_generic(generic) {}
+    const std::string* m_source;
+    bool m_generic;
+    mutable bool m_made = false;
+    mutable std::string m_value;
+};
+
 class Propagator
 {
 public:
@@ -89,11 +127,16 @@ public:
 
     void run()
     {
+        for (const auto& d : m_g.diagnostics)
+            m_reported.insert(reportKey(d.where, d.message));
+        m_headDivisibilityError = std::any_of(m_g.diagnostics.begin(), m_g.diagnostics.end(), [](const Diagnostic& d) {
+            return d.where == "num_attention_heads" || d.where == "num_key_value_heads";
+        });
         buildParams();
         checkParams();
-        m_g.tensors.assign(m_g.graph.tensors.size(), whole(0));
+        m_g.tensors.resize(m_g.graph.tensors.size());
         for (std::size_t t = 0; t < m_g.graph.tensors.size(); ++t)
-            m_g.tensors[t] = whole(m_g.graph.tensors[t].features);
+            setWhole(static_cast<int>(t), m_g.graph.tensors[t].features);
         m_g.nodes.assign(m_g.graph.nodes.size(), {});
         for (std::size_t n = 0; n < m_g.graph.nodes.size(); ++n)
             visit(static_cast<int>(n));
@@ -106,6 +149,14 @@ private:
     void buildParams()
     {
         m_g.moduleFirstParam.assign(m_spec.modules.size(), -1);
+        // Only parameters that another one is tied to need finding by path (usually one: the
+        // embedding), so only those go in the index.
+        std::unordered_set<std::string> tieTargets;
+        for (const auto& a : m_g.match.params) {
+            const ParamSpec& p = m_spec.modules[static_cast<std::size_t>(a.module)].params[static_cast<std::size_t>(a.param)];
+            if (!p.tiedTo.empty())
+                tieTargets.insert(p.tiedTo);
+        }
         std::unordered_map<std::string, int> byPath;
         m_g.params.reserve(m_g.match.params.size());
         for (const auto& a : m_g.match.params) {
@@ -123,7 +174,8 @@ private:
                 if (it != byPath.end())
                     checkTied(s, m_g.params[static_cast<std::size_t>(it->second)]);
             }
-            byPath.emplace(s.path, static_cast<int>(m_g.params.size()));
+            if (!tieTargets.empty() && tieTargets.contains(s.path))
+                byPath.emplace(s.path, static_cast<int>(m_g.params.size()));
             m_g.params.push_back(std::move(s));
         }
     }
@@ -207,12 +259,6 @@ private:
     }
 
     // --- layouts ------------------------------------------------------------------------------
-    TensorLayout whole(std::int64_t features) const
-    {
-        TensorLayout t;
-        t.local.assign(static_cast<std::size_t>(m_T), features);
-        return t;
-    }
     TensorLayout sharded(std::vector<std::int64_t> local, int blocks = 1) const
     {
         TensorLayout t;
@@ -221,11 +267,18 @@ private:
         t.packedBlocks = blocks;
         return t;
     }
-    TensorLayout partial(std::int64_t features) const
+    // In place (the tensor's per-rank vector is reused, not reallocated).
+    void setWhole(int t, std::int64_t features)
     {
-        TensorLayout t = whole(features);
-        t.layout = m_T > 1 ? Layout::Partial : Layout::Replicate;
-        return t;
+        TensorLayout& l = lay(t);
+        l.layout = Layout::Replicate;
+        l.local.assign(static_cast<std::size_t>(m_T), features);
+        l.packedBlocks = 1;
+    }
+    void setPartial(int t, std::int64_t features)
+    {
+        setWhole(t, features);
+        lay(t).layout = m_T > 1 ? Layout::Partial : Layout::Replicate;
     }
 
     const GraphTensor& gt(int t) const { return m_g.graph.tensors[static_cast<std::size_t>(t)]; }
@@ -235,13 +288,6 @@ private:
     {
         const int p = gt(t).producer;
         return p < 0 ? std::string("the input ids") : genericNode(m_g.graph.nodes[static_cast<std::size_t>(p)].name);
-    }
-
-    // "model.layers.3:residual_mlp" → "model.layers.*:residual_mlp"
-    static std::string genericNode(const std::string& name)
-    {
-        const auto colon = name.find(':');
-        return colon == std::string::npos ? genericName(name) : genericName(name.substr(0, colon)) + name.substr(colon);
     }
 
     const Style* installed(int module) const
@@ -257,11 +303,20 @@ private:
 
     const Style* styleOfEntry(int e) const { return m_g.match.entryStyles[static_cast<std::size_t>(e)]; }
 
+    static std::string reportKey(const std::string& where, const std::string& message)
+    {
+        std::string k;
+        k.reserve(where.size() + 1 + message.size());
+        k.append(where).append(1, '\0').append(message);
+        return k;
+    }
+
+    // Once per (where, message): a hash set, not a scan of every diagnostic so far (100,000 keys
+    // that match nothing are 100,000 diagnostics before propagation starts).
     void report(Severity sev, const std::string& where, std::string message, std::string hint)
     {
-        for (const auto& d : m_g.diagnostics)
-            if (d.where == where && d.message == message)
-                return;
+        if (!m_reported.insert(reportKey(where, message)).second)
+            return;
         m_g.diagnostics.push_back({sev, where, std::move(message), std::move(hint)});
     }
 
@@ -291,21 +346,21 @@ private:
     }
 
     // Requires a whole (replicated) input; reports why not. Returns false on a mismatch.
-    bool requireWhole(int t, const std::string& consumer, const std::string& what)
+    bool requireWhole(int t, const Where& consumer, const std::string& what)
     {
         const TensorLayout& l = lay(t);
         if (l.layout == Layout::Replicate)
             return true;
         if (l.layout == Layout::Partial)
             report(Severity::Error, consumer,
-                   fmt::format("partial sums from '{}' reach '{}' unreduced", producerName(t), consumer),
+                   fmt::format("partial sums from '{}' reach '{}' unreduced", producerName(t), consumer.str()),
                    fmt::format("give '{}' a style that reduces its output ('rowwise', 'moe_tp_experts', 'all_reduce')",
                                producerName(t)));
         else
             report(Severity::Error, consumer,
                    fmt::format("'{}' {}, but '{}' leaves its output sharded on the last dim; Transformers does not "
                                "gather it",
-                               consumer, what, producerName(t)),
+                               consumer.str(), what, producerName(t)),
                    fmt::format("make '{}' rowwise after a colwise, or use colwise_gather_output on it", producerName(t)));
         return false;
     }
@@ -313,16 +368,16 @@ private:
     void visit(int ni)
     {
         const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(ni)];
-        const std::string where = genericNode(n.name);
+        const Where where = Where::ofNode(n);
         switch (n.kind) {
         case OpKind::Embedding: embedding(n); break;
         case OpKind::Linear: linear(n, where); break;
         case OpKind::Norm:
             requireWhole(n.inputs[0], where, "normalizes the whole feature vector");
             if (const ParamShard* w = param(n.module, "weight"); w && w->dim >= 0)
-                report(Severity::Error, where, fmt::format("norm weight of '{}' is sharded; RMSNorm needs it whole", where),
+                report(Severity::Error, where, fmt::format("norm weight of '{}' is sharded; RMSNorm needs it whole", where.str()),
                        "remove the key or use 'replicated_with_grad_allreduce'");
-            lay(n.outputs[0]) = whole(gt(n.outputs[0]).features);
+            setWhole(n.outputs[0], gt(n.outputs[0]).features);
             break;
         case OpKind::HeadNorm:
         case OpKind::Rope:
@@ -333,7 +388,7 @@ private:
             requireWhole(n.inputs[0], where,
                          fmt::format("cuts the fused output by its global sizes [{}]", fmt::join(n.parts, ", ")));
             for (int o : n.outputs)
-                lay(o) = whole(gt(o).features);
+                setWhole(o, gt(o).features);
             break;
         case OpKind::Attention: attention(n); break;
         case OpKind::GatedAct: gatedAct(n, where); break;
@@ -341,10 +396,10 @@ private:
             requireWhole(n.inputs[0], where, "routes on the whole hidden state");
             if (const ParamShard* w = param(n.module, "weight"); w && w->dim >= 0)
                 report(Severity::Error, where,
-                       fmt::format("router '{}' is sharded; every rank needs all {} expert scores for top-{}", where,
+                       fmt::format("router '{}' is sharded; every rank needs all {} expert scores for top-{}", where.str(),
                                    n.experts, n.topK),
                        "keep the router replicated (no key)");
-            lay(n.outputs[0]) = whole(gt(n.outputs[0]).features);
+            setWhole(n.outputs[0], gt(n.outputs[0]).features);
             break;
         case OpKind::Experts: experts(n, where); break;
         case OpKind::Add: addNode(n, where); break;
@@ -368,30 +423,30 @@ private:
         const ParamShard* w = param(n.module, "weight");
         const Style* s = installed(n.module);
         if (!w || w->dim < 0) {
-            lay(out) = whole(H);
+            setWhole(out, H);
         } else if (w->dim == 0) {
-            lay(out) = partial(H);
+            setPartial(out, H);
             if (s && s->forward == CollectiveKind::AllReduce) {
                 collective(CollectiveKind::AllReduce, n, H, s);
-                lay(out) = whole(H);
+                setWhole(out, H);
             }
         } else {
             lay(out) = sharded(localAlong(*w, 1));
             if (s && s->forward != CollectiveKind::None) {
                 collective(CollectiveKind::AllGather, n, H, s, 1, localAlong(*w, 1));
-                lay(out) = whole(H);
+                setWhole(out, H);
             }
         }
     }
 
-    void linear(const GraphNode& n, const std::string& where)
+    void linear(const GraphNode& n, const Where& where)
     {
         const int in = n.inputs[0], out = n.outputs[0];
         const std::int64_t features = gt(out).features;
         const ParamShard* w = param(n.module, "weight");
         const Style* s = installed(n.module);
         const int dim = w ? w->dim : -1;
-        const TensorLayout inL = lay(in);
+        const TensorLayout& inL = lay(in);
         if (dim == 1) { // rowwise: input features split
             const auto want = localAlong(*w, 1);
             const bool splitsLocally = s && s->input == Layout::Replicate;
@@ -420,10 +475,10 @@ private:
                     m_g.nodes[static_cast<std::size_t>(&n - m_g.graph.nodes.data())].inputSlice.push_back(w->slices[r][0]);
             // Transformers adds a rowwise bias once, to the reduced sum.
             const ParamShard* bias = param(n.module, "bias");
-            lay(out) = partial(features);
+            setPartial(out, features);
             if (s && s->forward == CollectiveKind::AllReduce) {
                 collective(CollectiveKind::AllReduce, n, features, s, 1, {}, bias);
-                lay(out) = whole(features);
+                setWhole(out, features);
             } else if (s && s->forward == CollectiveKind::ReduceScatter) {
                 std::vector<std::int64_t> local;
                 for (const auto& iv : chunkSizes(features, m_T))
@@ -438,7 +493,7 @@ private:
                 report(Severity::Error, where,
                        fmt::format("colwise '{}' receives an input already sharded on its last dim from '{}' "
                                    "(colwise feeding colwise); Transformers does not gather it",
-                                   where, producerName(in)),
+                                   where.str(), producerName(in)),
                        fmt::format("make '{}' rowwise, or colwise_gather_output", producerName(in)));
             else if (inL.layout == Layout::Partial)
                 requireWhole(in, where, "");
@@ -446,12 +501,12 @@ private:
             lay(out) = sharded(localAlong(*w, 0), blocks);
             if (s && s->forward == CollectiveKind::AllGather) {
                 collective(CollectiveKind::AllGather, n, features, s, 1, localAlong(*w, 0));
-                lay(out) = whole(features);
+                setWhole(out, features);
             }
             return;
         }
         requireWhole(in, where, "has a whole (replicated) weight");
-        lay(out) = whole(features);
+        setWhole(out, features);
         if (s && s->forward == CollectiveKind::AllReduce && m_T > 1)
             report(Severity::Error, where,
                    fmt::format("'{}' all-reduces the output of a replicated weight: the result is {}× too large",
@@ -469,7 +524,7 @@ private:
         for (int t : n.inputs)
             if (lay(t).layout == Layout::Partial) {
                 requireWhole(t, block, "");
-                lay(out) = whole(gt(out).features);
+                setWhole(out, gt(out).features);
                 return;
             }
         if (mla && K.layout == Layout::Replicate && lay(n.inputs[2]).layout != Layout::Replicate)
@@ -477,7 +532,7 @@ private:
         const bool qs = Q.layout == Layout::ShardLast, ks = K.layout == Layout::ShardLast,
                    vs = mla ? ks : V.layout == Layout::ShardLast;
         if (!qs && !ks && !vs) {
-            lay(out) = whole(gt(out).features);
+            setWhole(out, gt(out).features);
             sinks(n, block, false, {});
             return;
         }
@@ -488,7 +543,7 @@ private:
                                qs ? "sharded" : "replicated", ks || vs ? "sharded" : "replicated"),
                    mla ? "shard q_b_proj and kv_b_proj alike (colwise), or neither"
                        : "shard q_proj, k_proj and v_proj alike (colwise), or keep all three replicated");
-            lay(out) = whole(gt(out).features);
+            setWhole(out, gt(out).features);
             return;
         }
         // Local heads come from the shard size (view(*, -1, head_dim)); GQA groups use global counts.
@@ -521,12 +576,8 @@ private:
     // Llama4 and gpt-oss store experts as [E, H, 2I] / [E, I, H]; the others [E, 2I, H] / [E, H, I].
     bool lastPackedExperts() const { return archTraits(m_spec.config.family).expertsLastPacked; }
 
-    bool hasHeadDivisibilityError() const
-    {
-        return std::any_of(m_g.diagnostics.begin(), m_g.diagnostics.end(), [](const Diagnostic& d) {
-            return d.where == "num_attention_heads" || d.where == "num_key_value_heads";
-        });
-    }
+    // Set by the match (before propagation), so looked up once.
+    bool hasHeadDivisibilityError() const { return m_headDivisibilityError; }
 
     // gpt-oss attention sinks: one logit per head, so they must follow the head split.
     void sinks(const GraphNode& n, const std::string& block, bool headsSharded, const std::vector<std::int64_t>& heads)
@@ -549,19 +600,19 @@ private:
                    "shard the sinks with the same tp size as the heads");
     }
 
-    void gatedAct(const GraphNode& n, const std::string& where)
+    void gatedAct(const GraphNode& n, const Where& where)
     {
         const int out = n.outputs[0];
         if (n.packed) {
-            const TensorLayout in = lay(n.inputs[0]);
+            const TensorLayout& in = lay(n.inputs[0]);
             if (in.layout == Layout::ShardLast && in.packedBlocks != 2) {
                 report(Severity::Error, producerName(n.inputs[0]),
                        fmt::format("a plain colwise split of the packed [gate; up] output gives rank 0 only gate rows "
                                    "and the last rank only up rows; chunk(2) in '{}' then pairs the wrong halves",
-                                   where),
+                                   where.str()),
                        "use 'packed_colwise' (strided: every rank keeps matching gate and up rows) or "
                        "'colwise_gather_output'");
-                lay(out) = whole(gt(out).features);
+                setWhole(out, gt(out).features);
             } else if (in.layout == Layout::ShardLast) {
                 std::vector<std::int64_t> half(in.local.size());
                 for (std::size_t r = 0; r < half.size(); ++r)
@@ -569,7 +620,7 @@ private:
                 lay(out) = sharded(half);
             } else {
                 requireWhole(n.inputs[0], where, "");
-                lay(out) = whole(gt(out).features);
+                setWhole(out, gt(out).features);
             }
             return;
         }
@@ -587,10 +638,10 @@ private:
                                "elements",
                                layoutName(g.layout), sizesText(g.local), layoutName(u.layout), sizesText(u.local)),
                    "give gate_proj and up_proj the same style");
-        lay(out) = whole(gt(out).features);
+        setWhole(out, gt(out).features);
     }
 
-    void experts(const GraphNode& n, const std::string& where)
+    void experts(const GraphNode& n, const Where& where)
     {
         const int out = n.outputs[0];
         const std::int64_t H = gt(out).features;
@@ -600,7 +651,7 @@ private:
         const ParamShard* gu = param(n.module, "gate_up_proj");
         const ParamShard* dn = param(n.module, "down_proj");
         const Style* s = installed(n.module);
-        lay(out) = whole(H);
+        setWhole(out, H);
         if (!gu || !dn)
             return;
         const bool ep = gu->dim == 0 && dn->dim == 0;
@@ -616,7 +667,7 @@ private:
                        validSizesHint(n.experts));
         } else if (tp) {
             if (gu->placement.kind != Placement::Kind::StridedShard)
-                report(Severity::Error, where + ".gate_up_proj",
+                report(Severity::Error, where.str() + ".gate_up_proj",
                        "a plain split of the packed gate_up_proj separates gate rows from up rows",
                        "use 'packed_colwise' (or 'packed_rowwise' for [E, H, 2I] layouts)");
             else {
@@ -636,36 +687,36 @@ private:
                    "use packed_colwise + rowwise on the intermediate dim (the default), or grouped_gemm on both");
             return;
         }
-        lay(out) = partial(H);
+        setPartial(out, H);
         if (!s) {
             report(Severity::Error, where,
                    "the experts' parameters are sharded but no style on the experts module sums the partial outputs",
                    "add 'moe_tp_experts' on the experts module");
-            lay(out) = whole(H);
+            setWhole(out, H);
             return;
         }
         if (s->forward == CollectiveKind::AllToAll) {
             // Token dispatch: each rank sends its tokens' top-k rows out and gets the results back.
             collective(CollectiveKind::AllToAll, n, H, s, n.topK);
             collective(CollectiveKind::AllToAll, n, H, s, n.topK);
-            lay(out) = whole(H);
+            setWhole(out, H);
         } else if (s->forward == CollectiveKind::AllReduce) {
             collective(CollectiveKind::AllReduce, n, H, s);
-            lay(out) = whole(H);
+            setWhole(out, H);
         }
     }
 
-    void addNode(const GraphNode& n, const std::string& where)
+    void addNode(const GraphNode& n, const Where& where)
     {
         const int a = n.inputs[0], b = n.inputs[1], out = n.outputs[0];
         const TensorLayout &A = lay(a), &B = lay(b);
         if (A.layout == Layout::Partial && B.layout == Layout::Partial) {
-            lay(out) = partial(gt(out).features); // a sum of partial sums stays partial
+            setPartial(out, gt(out).features); // a sum of partial sums stays partial
             return;
         }
         requireWhole(a, where, "adds to the residual stream, which must be whole,");
         requireWhole(b, where, "adds to the residual stream, which must be whole,");
-        lay(out) = whole(gt(out).features);
+        setWhole(out, gt(out).features);
     }
 
     // --- memory -------------------------------------------------------------------------------
@@ -734,6 +785,8 @@ private:
     const Plan& m_plan;
     ShardedGraph& m_g;
     const int m_T;
+    std::unordered_set<std::string> m_reported; // reportKey of every diagnostic
+    bool m_headDivisibilityError = false;
 };
 
 DType defaultActivationDtype(const ModelConfig& c)
@@ -750,6 +803,18 @@ DType defaultActivationDtype(const ModelConfig& c)
 
 ShardedGraph shardModel(const ModelSpec& spec, const Plan& plan, const ShardOptions& options)
 {
+    return shardModel(spec, plan, options, buildLayerGraph(spec));
+}
+
+// O(K·L + (M + P)·L) for the match (see matchPlan) plus O(N·T) for propagation, memory and the
+// per-rank shards: N graph nodes, tensors and parameters, T the tp size. Each node is visited once
+// and its findings are deduplicated through a hash set, so no step looks at every earlier node,
+// diagnostic or parameter.
+ShardedGraph shardModel(const ModelSpec& spec, const Plan& plan, const ShardOptions& options, LayerGraph graph,
+                        ShardTimings* timings)
+{
+    using Clock = std::chrono::steady_clock;
+    const auto seconds = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
     ShardedGraph g;
     g.tpSize = std::max(plan.tpSize, 1);
     g.options = options;
@@ -757,10 +822,16 @@ ShardedGraph shardModel(const ModelSpec& spec, const Plan& plan, const ShardOpti
     auto p = std::make_shared<Plan>(plan);
     p->tpSize = g.tpSize;
     g.plan = p;
-    g.graph = buildLayerGraph(spec);
+    g.graph = std::move(graph);
+    auto t0 = Clock::now();
     g.match = matchPlan(spec, *p);
     g.diagnostics = g.match.diagnostics;
+    if (timings)
+        timings->matchSeconds = seconds(t0);
+    t0 = Clock::now();
     Propagator(spec, *p, g).run();
+    if (timings)
+        timings->propagateSeconds = seconds(t0);
     return g;
 }
 

@@ -114,6 +114,24 @@ struct ShardedGraph
 };
 
 // Applies `plan` (its tpSize, profile, custom styles) to `spec`.
+//
+// Cost: linear. Matching is O(K·L + (M + P)·L) for K plan keys, M modules and P parameters whose
+// names are at most L long (hash lookups, no key-by-module scan); the layer graph, layout
+// propagation, shards and memory are O(N·T) for N graph nodes/tensors/parameters at tp size T.
+// `tpstudio-cli bench plan --layers N --keys N` shows it.
 ShardedGraph shardModel(const ModelSpec& spec, const Plan& plan, const ShardOptions& options = {});
+
+// Wall time of shardModel's steps (`bench plan` prints them).
+struct ShardTimings
+{
+    double matchSeconds = 0;      // matchPlan: keys against modules and parameters
+    double propagateSeconds = 0;  // per-rank shards, layouts, collectives, memory, findings
+};
+
+// The same with `graph` = buildLayerGraph(spec) already built: the graph depends on the model
+// alone, so a caller sharding one model at several tp sizes builds it once and moves it back out
+// of each result (`std::move(g.graph)`). `timings`, when given, receives the steps' times.
+ShardedGraph shardModel(const ModelSpec& spec, const Plan& plan, const ShardOptions& options, LayerGraph graph,
+                        ShardTimings* timings = nullptr);
 
 } // namespace tp
