@@ -15,9 +15,17 @@ void ModuleTreeModel::setSpec(std::shared_ptr<const tp::ModelSpec> spec)
 {
     beginResetModel();
     m_spec = std::move(spec);
+    if (m_preview && m_preview->spec != m_spec)
+        m_preview.reset(); // another model's preview: its rows are not these (the next preview comes)
     m_subtreeParams.assign(m_spec ? m_spec->modules.size() : 0, 0);
     m_subtreeBytes.assign(m_subtreeParams.size(), 0);
+    m_rowInParent.assign(m_subtreeParams.size(), 0);
     if (m_spec) {
+        // A module's row under its parent, after the parent's parameters: parent() is then O(1),
+        // not a search of a 100,000-child "layers" module for every row the view lays out.
+        for (const auto& m : m_spec->modules)
+            for (std::size_t c = 0; c < m.children.size(); ++c)
+                m_rowInParent[std::size_t(m.children[c])] = int(m.params.size() + c);
         // Parents precede children, so a reverse pass accumulates subtrees.
         for (std::size_t i = m_spec->modules.size(); i-- > 0;) {
             const auto& m = m_spec->modules[i];
@@ -117,9 +125,7 @@ QModelIndex ModuleTreeModel::moduleIndex(int mi) const
     const auto& m = m_spec->modules[std::size_t(mi)];
     if (m.parent < 0)
         return createIndex(0, 0, encode({mi, -1}));
-    const auto& pm = m_spec->modules[std::size_t(m.parent)];
-    const auto it = std::find(pm.children.begin(), pm.children.end(), mi);
-    return createIndex(int(pm.params.size()) + int(it - pm.children.begin()), 0, encode({mi, -1}));
+    return createIndex(m_rowInParent[std::size_t(mi)], 0, encode({mi, -1}));
 }
 
 int ModuleTreeModel::rowCount(const QModelIndex& parent) const

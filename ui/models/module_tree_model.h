@@ -70,6 +70,7 @@ private:
     QModelIndex moduleIndex(int module) const;
     // Subtree totals per module, for the Params and Size columns.
     std::vector<std::int64_t> m_subtreeParams, m_subtreeBytes;
+    std::vector<int> m_rowInParent; // per module: its row under its parent
     const tp::ParamAssignment* assignment(Node n) const;
     std::shared_ptr<const tp::ModelSpec> m_spec;
     std::shared_ptr<const PreviewResult> m_preview;

@@ -6,6 +6,7 @@
 #include <QPainter>
 #include <QPainterPath>
 
+#include <algorithm>
 #include <map>
 
 namespace tpui {
@@ -43,18 +44,26 @@ void DataflowView::layoutBoxes()
     m_boxes.clear();
     if (m_p) {
         const auto& g = m_p->graph;
-        std::multimap<int, int> collectivesOf;
-        for (std::size_t i = 0; i < g.collectives.size(); ++i)
-            collectivesOf.emplace(g.collectives[i].node, int(i));
+        // (node, collective) of this layer only: a 100,000-layer model's other collectives cost a
+        // comparison each, not a map entry, on every layer change.
+        std::vector<std::pair<int, int>> collectivesOf;
+        for (std::size_t i = 0; i < g.collectives.size(); ++i) {
+            const int node = g.collectives[i].node;
+            if (node >= 0 && std::size_t(node) < g.graph.nodes.size() && g.graph.nodes[std::size_t(node)].layer == m_layer)
+                collectivesOf.emplace_back(node, int(i));
+        }
+        std::stable_sort(collectivesOf.begin(), collectivesOf.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
         double y = 16;
         for (std::size_t n = 0; n < g.graph.nodes.size(); ++n) {
             if (g.graph.nodes[n].layer != m_layer)
                 continue;
-            m_boxes.push_back({QRectF(kLeft, y, kBoxW, kBoxH), int(n), -1});
+            const auto [b, e] = std::equal_range(collectivesOf.begin(), collectivesOf.end(), std::pair<int, int>(int(n), 0),
+                                                 [](const auto& x, const auto& v) { return x.first < v.first; });
+            m_boxes.push_back({QRectF(kLeft, y, kBoxW, kBoxH), int(n), -1, b == e ? -1 : b->second});
             y += kBoxH + kGap;
-            auto [b, e] = collectivesOf.equal_range(int(n));
             for (auto it = b; it != e; ++it) {
-                m_boxes.push_back({QRectF(kLeft + 30, y, kBoxW - 60, kBoxH * 0.8), int(n), it->second});
+                m_boxes.push_back({QRectF(kLeft + 30, y, kBoxW - 60, kBoxH * 0.8), int(n), it->second, it->second});
                 y += kBoxH * 0.8 + kGap;
             }
         }
@@ -83,13 +92,13 @@ QString DataflowView::layoutText(int tensor) const
     }
 }
 
-QString DataflowView::localText(int node) const
+QString DataflowView::localText(int node, int firstCollective) const
 {
     const auto& g = m_p->graph;
     const auto& n = g.graph.nodes[std::size_t(node)];
-    const auto it = std::find_if(g.collectives.begin(), g.collectives.end(), [&](const tp::Collective& c) { return c.node == node; });
-    if (it == g.collectives.end())
+    if (firstCollective < 0)
         return layoutText(n.outputs[0]);
+    const auto it = g.collectives.begin() + firstCollective;
     const std::int64_t features = g.graph.tensors[std::size_t(n.outputs[0])].features;
     if (it->kind == tp::CollectiveKind::AllGather) { // each rank computed its slice of the features
         const tp::ParamShard* w = g.param(n.module, "weight");
@@ -188,7 +197,7 @@ void DataflowView::paintEvent(QPaintEvent*)
         p.setPen(pal.color(QPalette::Text));
         if (!n.outputs.empty())
             p.drawText(QRectF(b.rect.right() + 12, b.rect.top(), width() - b.rect.right() - 16, b.rect.height()),
-                       Qt::AlignVCenter | Qt::AlignLeft, QStringLiteral("→ ") + localText(b.node));
+                       Qt::AlignVCenter | Qt::AlignLeft, QStringLiteral("→ ") + localText(b.node, b.firstCollective));
     }
 }
 

@@ -33,10 +33,11 @@ private:
         QRectF rect;
         int node = -1;        // graph node, or -1 for a collective box
         int collective = -1;
+        int firstCollective = -1; // the node's first collective (the one a node box precedes)
     };
     void layoutBoxes();
     QString layoutText(int tensor) const;
-    QString localText(int node) const; // before the node's collectives
+    QString localText(int node, int firstCollective) const; // before the node's collectives
 
     std::shared_ptr<const PreviewResult> m_p;
     int m_layer = 0;
