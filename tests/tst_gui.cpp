@@ -1,4 +1,5 @@
 // tst_gui — the module tree model (checked by QAbstractItemModelTester) and the main window.
+#include "models/background.h"
 #include "models/module_tree_model.h"
 #include "models/preview_models.h"
 #include "widgets/custom_style_dialog.h"
@@ -63,6 +64,23 @@ bool settle(MainWindow& w)
     return false;
 }
 
+// A folder with the llama fixture's config.json and num_hidden_layers = `layers` (no weights).
+QString layersFolder(const QTemporaryDir& dir, qint64 layers)
+{
+    QFile in(QStringLiteral(TP_SOURCE_DIR "/tests/fixtures/models/llama/config.json"));
+    if (!in.open(QIODevice::ReadOnly))
+        return {};
+    QJsonObject config = QJsonDocument::fromJson(in.readAll()).object();
+    config[QStringLiteral("num_hidden_layers")] = layers;
+    const QString folder = dir.filePath(QStringLiteral("layers-%1").arg(layers));
+    QDir().mkpath(folder);
+    QFile out(folder + QStringLiteral("/config.json"));
+    if (!out.open(QIODevice::WriteOnly | QIODevice::Truncate))
+        return {};
+    out.write(QJsonDocument(config).toJson());
+    return folder;
+}
+
 QString planStyle(const MainWindow& w, const std::string& key)
 {
     for (const auto& e : w.document()->plan().entries)
@@ -82,6 +100,16 @@ private slots:
         QCoreApplication::setOrganizationName(QStringLiteral("TP Studio Tests"));
         QCoreApplication::setApplicationName(QStringLiteral("tst_gui"));
         qputenv("TPSTUDIO_CLI", TP_CLI_PATH);
+        QVERIFY(m_dir.isValid());
+        // Opening 20,000 layers takes long enough (a second or more, not microseconds) to be watched.
+        m_big = layersFolder(m_dir, 20000);
+        m_huge = layersFolder(m_dir, 100000);
+        QVERIFY(!m_big.isEmpty() && !m_huge.isEmpty());
+    }
+    void cleanupTestCase()
+    {
+        // Opens and previews left running by closed windows end on their own; none is left behind.
+        QVERIFY(waitForBackgroundTasks(240000));
     }
 
     void previewModelsAreValid_data()
@@ -574,6 +602,162 @@ private slots:
         QCOMPARE(w.resultsPage()->run(), earlier); // earlier results intact
     }
 
+    // Opening runs off the GUI thread: the event loop turns while the model opens, the window shows
+    // that it is opening, and Cancel returns it to what it showed before (nothing, or a model).
+    void openingKeepsEventLoopAndCancels_data()
+    {
+        QTest::addColumn<QString>("before");
+        QTest::addRow("empty window") << QString();
+        QTest::addRow("a model shown") << QStringLiteral("example");
+    }
+    void openingKeepsEventLoopAndCancels()
+    {
+        QFETCH(QString, before);
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        if (!before.isEmpty())
+            QVERIFY(openAndPreview(w, before));
+        const QString statusBefore = w.statusText();
+        const std::string sourceBefore = w.spec() ? w.spec()->source : std::string();
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded), failed(&w, &MainWindow::loadFailed),
+            cancelled(&w, &MainWindow::loadCancelled);
+        QVERIFY(!w.cancelOpenAction()->isEnabled());
+        w.openModel(m_big);
+        QVERIFY(w.isOpening());
+        QCOMPARE(w.openingSource(), m_big);
+        QVERIFY(w.cancelOpenAction()->isEnabled());
+        QVERIFY(w.statusText().startsWith(QStringLiteral("Opening ")));
+        // A timer keeps firing while the worker opens the model.
+        int ticks = 0;
+        QTimer timer;
+        connect(&timer, &QTimer::timeout, &w, [&] { ticks += w.isOpening() && MainWindow::opensRunning() > 0; });
+        timer.start(0);
+        QTRY_VERIFY_WITH_TIMEOUT(ticks >= 5 || !w.isOpening(), 60000);
+        QVERIFY2(w.isOpening(), "20,000 layers opened within five turns of the event loop");
+        timer.stop();
+        w.cancelOpenAction()->trigger();
+        QVERIFY(!w.isOpening());
+        QCOMPARE(cancelled.count(), 1);
+        QCOMPARE(cancelled.first().first().toString(), m_big);
+        QVERIFY(!w.cancelOpenAction()->isEnabled());
+        QCOMPARE(w.statusText(), statusBefore);
+        // The abandoned open's result, when it comes, is dropped.
+        QVERIFY(waitForBackgroundTasks(240000));
+        QCoreApplication::processEvents();
+        QTest::qWait(50);
+        QCOMPARE(loaded.count(), 0);
+        QCOMPARE(failed.count(), 0);
+        QCOMPARE(w.spec() ? w.spec()->source : std::string(), sourceBefore);
+        QCOMPARE(w.statusText(), statusBefore);
+    }
+
+    // A second open while the first still runs does not wait for it: the window ends with the second.
+    void secondOpenSupersedesFirst_data()
+    {
+        QTest::addColumn<QString>("second");
+        QTest::addColumn<QString>("className");
+        QTest::addRow("catalog id") << QStringLiteral("example") << QStringLiteral("LlamaForCausalLM");
+        QTest::addRow("fixture folder") << QStringLiteral(TP_SOURCE_DIR "/tests/fixtures/models/phi3") << QStringLiteral("Phi3ForCausalLM");
+    }
+    void secondOpenSupersedesFirst()
+    {
+        QFETCH(QString, second);
+        QFETCH(QString, className);
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded), failed(&w, &MainWindow::loadFailed);
+        w.openModel(m_huge);
+        QTRY_COMPARE_WITH_TIMEOUT(MainWindow::opensRunning(), 1, 60000); // the engine is at work on it
+        w.openModel(second);
+        // The second call returned without waiting: the first (seconds of work) still runs.
+        QVERIFY2(MainWindow::opensRunning() >= 1, "openModel waited for the open in progress");
+        QCOMPARE(w.openingSource(), second);
+        QVERIFY(loaded.wait(60000));
+        QCOMPARE(loaded.first().first().toString(), second);
+        QCOMPARE(QString::fromStdString(w.spec()->className), className);
+        QVERIFY(!w.isOpening());
+        // The first open still finishes on its worker; its model never reaches the window.
+        QVERIFY(waitForBackgroundTasks(240000));
+        QCoreApplication::processEvents();
+        QTest::qWait(50);
+        QCOMPARE(loaded.count(), 1);
+        QCOMPARE(failed.count(), 0);
+        QCOMPARE(QString::fromStdString(w.spec()->className), className);
+        QVERIFY(w.spec()->config.numLayers < 100);
+    }
+
+    // A session's plan belongs to the session's model: a plain open that supersedes it opens with its
+    // own default plan.
+    void supersededSessionIsNotApplied()
+    {
+        QTemporaryDir dir;
+        const QString key = QStringLiteral("model.layers.*.mlp.down_proj");
+        QString session = dir.filePath(QStringLiteral("big.tpsession"));
+        {
+            MainWindow w;
+            w.setShowErrorDialogs(false);
+            QVERIFY(openAndPreview(w, QStringLiteral("example")));
+            w.document()->setStyle(key, QStringLiteral("replicate"));
+            QVERIFY(w.saveSession(session));
+        }
+        QFile f(session);
+        QVERIFY(f.open(QIODevice::ReadWrite));
+        QJsonObject o = QJsonDocument::fromJson(f.readAll()).object();
+        o[QStringLiteral("model")] = m_big;
+        f.resize(0);
+        f.write(QJsonDocument(o).toJson());
+        f.close();
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        w.openSession(session);
+        QVERIFY(w.isOpening());
+        w.openModel(QStringLiteral("example"));
+        QVERIFY(loaded.wait(60000));
+        QCOMPARE(planStyle(w, key.toStdString()), QStringLiteral("rowwise")); // the class default, not the session's
+        QVERIFY(waitForBackgroundTasks(240000));
+        QCoreApplication::processEvents();
+        QCOMPARE(loaded.count(), 1);
+        QCOMPARE(planStyle(w, key.toStdString()), QStringLiteral("rowwise"));
+    }
+
+    // Closing a window while it opens a model does not wait for the open; the worker finishes alone.
+    void closingWhileOpeningDoesNotWait()
+    {
+        auto* w = new MainWindow;
+        w->setShowErrorDialogs(false);
+        w->openModel(m_huge);
+        QVERIFY(w->isOpening());
+        QTRY_COMPARE_WITH_TIMEOUT(MainWindow::opensRunning(), 1, 60000); // the engine is at work on it
+        delete w;
+        QVERIFY2(MainWindow::opensRunning() == 1, "the window's destructor waited for the open");
+        QVERIFY(waitForBackgroundTasks(240000));
+    }
+
+    // The tree of a 100,000-layer model is computed from the spec: rows, parents and paths of the
+    // last layer answer without a search of the layer list.
+    void treeModelOfManyLayers()
+    {
+        auto om = tp::openModel(m_huge.toStdString());
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        auto spec = std::make_shared<const tp::ModelSpec>(std::move(om->spec));
+        ModuleTreeModel model;
+        model.setSpec(spec);
+        const QModelIndex layers = model.indexForPath(QStringLiteral("model.layers"));
+        QVERIFY(layers.isValid());
+        QCOMPARE(model.rowCount(layers), 100000);
+        const QModelIndex last = model.index(99999, 0, layers);
+        QCOMPARE(last.data(ModuleTreeModel::PathRole).toString(), QStringLiteral("model.layers.99999"));
+        QCOMPARE(model.parent(last), layers);
+        const QModelIndex w = model.indexForPath(QStringLiteral("model.layers.99999.mlp.down_proj.weight"));
+        QVERIFY(w.isValid());
+        QModelIndex up = w;
+        for (int i = 0; i < 3; ++i)
+            up = model.parent(up);
+        QCOMPARE(up, last);
+        QCOMPARE(model.indexForPath(QStringLiteral("model.layers.99999")), last);
+    }
+
     void badModelReportsAndKeepsPrevious()
     {
         MainWindow w;
@@ -586,7 +770,12 @@ private slots:
         QVERIFY(failed.wait(10000));
         QVERIFY(failed.first().first().toString().contains(QStringLiteral("/no/such/folder")));
         QCOMPARE(QString::fromStdString(w.spec()->source), QStringLiteral("catalog:example")); // nothing lost
+        QVERIFY(!w.isOpening());
     }
+
+private:
+    QTemporaryDir m_dir;
+    QString m_big, m_huge;
 };
 
 QTEST_MAIN(TestGui)

@@ -1,4 +1,5 @@
 // tpstudio — the TP Studio GUI.
+#include "models/background.h"
 #include "widgets/main_window.h"
 #include "widgets/results_page.h"
 #include "widgets/run_page.h"
@@ -20,7 +21,9 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <cstdio>
+#include <cstdlib>
 
 namespace {
 
@@ -106,11 +109,17 @@ int main(int argc, char** argv)
                              QStringLiteral("PHASE"));
     QCommandLineOption bench(QStringLiteral("benchmark-refresh"),
                              QStringLiteral("Print the GUI-thread time of refreshing every view on tp-size changes, then quit."));
-    for (const auto& o : {screenshot, filter, tab, tp, select, run, chart, hardware, emulate, decode, phase, bench})
+    QCommandLineOption shootOpening(QStringLiteral("screenshot-opening"),
+                                    QStringLiteral("With --screenshot: save it MS milliseconds after MODEL starts opening, while it "
+                                                   "still opens (the progress state), then quit; an error if it opened sooner."),
+                                    QStringLiteral("MS"));
+    for (const auto& o : {screenshot, filter, tab, tp, select, run, chart, hardware, emulate, decode, phase, bench, shootOpening})
         parser.addOption(o);
     parser.process(app);
 
-    tpui::MainWindow window;
+    // Destroyed before main returns (below), so that nothing of the window outlives it.
+    std::optional<tpui::MainWindow> windowHolder;
+    tpui::MainWindow& window = windowHolder.emplace();
     const QStringList args = parser.positionalArguments();
     const QString model = args.isEmpty() ? QString::fromLatin1(tp::kExampleModelId.data(), qsizetype(tp::kExampleModelId.size()))
                                          : args.first();
@@ -124,7 +133,7 @@ int main(int argc, char** argv)
     };
     bool started = false;
     QObject::connect(&window, &tpui::MainWindow::previewApplied, &window, [&] {
-        if (started || !window.spec())
+        if (started || !window.spec() || parser.isSet(shootOpening))
             return;
         started = true;
         if (parser.isSet(filter))
@@ -195,5 +204,23 @@ int main(int argc, char** argv)
         window.openSession(model);
     else
         window.openModel(model);
-    return QApplication::exec();
+    if (parser.isSet(screenshot) && parser.isSet(shootOpening))
+        QTimer::singleShot(std::max(0, parser.value(shootOpening).toInt()), &window, [&] {
+            if (!window.isOpening()) {
+                qCritical("%s opened before the screenshot: nothing is opening", qPrintable(model));
+                QApplication::exit(1);
+                return;
+            }
+            QApplication::exit(window.grab().save(parser.value(screenshot)) ? 0 : 1);
+        });
+    const int rc = QApplication::exec();
+    windowHolder.reset(); // a run's child process is killed; an open still in progress is abandoned
+    if (tpui::backgroundTasksInFlight() > 0) {
+        // An abandoned open (or preview) cannot be interrupted inside the engine, and it must neither
+        // hold the process nor run while static objects are destroyed under it. Settings and the
+        // session were written when the window closed.
+        std::fflush(nullptr);
+        std::_Exit(rc);
+    }
+    return rc;
 }

@@ -1,7 +1,8 @@
 #include "models/preview_service.h"
 
+#include "models/background.h"
+
 #include <QElapsedTimer>
-#include <QtConcurrent/QtConcurrentRun>
 
 namespace tpui {
 
@@ -61,19 +62,27 @@ PreviewService::PreviewService(PlanDocument* doc, QObject* parent)
     connect(doc, &PlanDocument::settingsChanged, this, &PreviewService::request);
 }
 
-PreviewService::~PreviewService() { m_watcher.waitForFinished(); }
+// Nothing to wait for: the worker holds copies (the spec by shared pointer, the plan, the settings),
+// and its result, unwatched once the watcher is gone, is dropped where its last reference goes.
+PreviewService::~PreviewService() = default;
 
 void PreviewService::request()
 {
     if (!m_doc->spec())
         return; // nothing to preview before a model is open
     ++m_generation;
-    if (m_watcher.isRunning()) { // newest wins: run again when the current one ends
+    if (m_watcher.isRunning() && m_runningSpec == m_doc->spec()) { // newest wins: run again when the current one ends
         m_pending = true;
         return;
     }
+    // Idle, or the running preview is of the model shown before: a new model's preview starts now
+    // instead of after a long preview of a large model nobody shows any more (that one ends unseen).
+    m_pending = false;
     m_running = m_generation;
-    m_watcher.setFuture(QtConcurrent::run(computePreview, m_doc->specPtr(), m_doc->plan(), m_doc->settings()));
+    m_runningSpec = m_doc->spec();
+    m_watcher.setFuture(runInBackground([spec = m_doc->specPtr(), plan = m_doc->plan(), settings = m_doc->settings()] {
+        return computePreview(spec, plan, settings);
+    }));
 }
 
 } // namespace tpui

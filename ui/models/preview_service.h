@@ -51,6 +51,7 @@ private:
     QFutureWatcher<std::shared_ptr<const PreviewResult>> m_watcher;
     std::shared_ptr<const PreviewResult> m_latest;
     quint64 m_generation = 0, m_running = 0;
+    const tp::ModelSpec* m_runningSpec = nullptr; // the model of the running preview (compared, never used)
     bool m_pending = false;
 };
 

@@ -1,5 +1,6 @@
 #include "widgets/main_window.h"
 
+#include "models/background.h"
 #include "models/format.h"
 #include "models/module_tree_model.h"
 #include "models/preview_models.h"
@@ -32,6 +33,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSettings>
@@ -42,11 +44,12 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QTextBrowser>
+#include <QTimer>
 #include <QToolBar>
+#include <QToolButton>
 #include <QTreeView>
 #include <QUndoStack>
 #include <QVBoxLayout>
-#include <QtConcurrent/QtConcurrentRun>
 
 // The icons live in tp_widgets, a static library: register its resources explicitly.
 static void initWidgetResources() { Q_INIT_RESOURCE(tpstudio); }
@@ -56,6 +59,8 @@ namespace tpui {
 namespace {
 
 const QString kStyleMime = QStringLiteral("application/x-tpstudio-style");
+
+std::atomic<int> g_opensRunning{0};
 
 QIcon themeIcon(const char* name, const char* fallback)
 {
@@ -313,32 +318,47 @@ MainWindow::MainWindow(QWidget* parent)
     });
 
     connect(m_previews, &PreviewService::ready, this, &MainWindow::applyPreview);
-    connect(&m_watcher, &QFutureWatcher<LoadResult>::finished, this, [this] {
-        const LoadResult r = m_watcher.result();
-        if (r.generation != m_generation)
-            return; // a newer request replaced this one
-        if (!r.model) {
-            m_statusLabel->setText(tr("Could not open %1").arg(r.what));
-            m_pendingSession.clear();
-            emit loadFailed(r.error);
-            if (m_showErrorDialogs)
-                QMessageBox::warning(this, tr("Cannot open model"), r.error);
-            return;
-        }
-        showModel(*r.model, r.what, r.ms);
-        addRecent(r.what);
-        emit modelLoaded(r.what);
-    });
+    connect(&m_watcher, &QFutureWatcher<LoadResult>::finished, this, &MainWindow::loadFinished);
 
     setupActions();
     setupPreviewBar();
+
+    // While a model opens: a busy bar and a Cancel button beside the status line. The window stays
+    // usable with the model it shows.
+    m_busy = new QProgressBar;
+    m_busy->setRange(0, 0); // busy, no percentage: the engine reports no progress
+    m_busy->setTextVisible(false);
+    m_busy->setMaximumWidth(m_statusLabel->fontMetrics().horizontalAdvance(QLatin1Char('M')) * 10);
+    m_busy->setMaximumHeight(m_statusLabel->fontMetrics().height() + 4);
+    m_busy->setAccessibleName(tr("Opening a model"));
+    m_cancelButton = new QToolButton;
+    m_cancelButton->setDefaultAction(m_cancelOpenAction);
+    m_cancelButton->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    m_cancelButton->setAutoRaise(true);
+    statusBar()->addWidget(m_busy);
+    statusBar()->addWidget(m_cancelButton);
+    m_busy->hide();
+    m_cancelButton->hide();
+    m_openingTick = new QTimer(this);
+    m_openingTick->setInterval(1000);
+    connect(m_openingTick, &QTimer::timeout, this, [this] {
+        const qint64 s = m_openingTimer.elapsed() / 1000;
+        if (m_opening && s >= 1)
+            m_statusLabel->setText(tr("Opening %1… %2 s").arg(m_openingWhat).arg(s));
+    });
     resize(1440, 900);
     QSettings settings;
     restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
     restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
 }
 
-MainWindow::~MainWindow() { m_watcher.waitForFinished(); }
+// No wait: an open still running holds only its own copies and finishes unseen; told it is unwanted,
+// it frees what it built on its own thread.
+MainWindow::~MainWindow()
+{
+    if (m_loadCancelled)
+        m_loadCancelled->store(true);
+}
 
 QWidget* MainWindow::makePlanPage()
 {
@@ -531,6 +551,11 @@ void MainWindow::setupActions()
     }
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     rebuildRecentMenu();
+    m_cancelOpenAction = file->addAction(themeIcon("process-stop", ":/icons/error.svg"), tr("Cancel &Opening"), this,
+                                         &MainWindow::cancelOpening);
+    m_cancelOpenAction->setShortcut(QKeySequence::Cancel);
+    m_cancelOpenAction->setToolTip(tr("Stop waiting for the model being opened and keep the one shown"));
+    m_cancelOpenAction->setEnabled(false);
     file->addSeparator();
     auto* importPlan = file->addAction(themeIcon("document-import", ":/icons/document-open.svg"), tr("&Import Plan…"), this, [this] {
         const QString f = QFileDialog::getOpenFileName(this, tr("Import plan"), QString(), tr("Plans (*.json);;All files (*)"));
@@ -648,31 +673,106 @@ void MainWindow::setupActions()
     tb->addAction(run);
 }
 
-void MainWindow::openModel(const QString& what)
+void MainWindow::openModel(const QString& what) { startOpen(what, {}); }
+
+void MainWindow::startOpen(const QString& what, const QByteArray& session)
 {
+    // Newest wins. tp::openModel has no cancellation point, so an open still running cannot be
+    // stopped: it is told it is unwanted (it then frees its model on its own thread) and its result,
+    // of an older generation, is dropped if it still arrives. Nothing here waits for it.
+    if (m_loadCancelled)
+        m_loadCancelled->store(true);
+    auto cancelled = std::make_shared<std::atomic<bool>>(false);
+    m_loadCancelled = cancelled;
     const quint64 gen = ++m_generation;
-    m_statusLabel->setText(tr("Opening %1…").arg(what));
-    // Newest wins: an older request still running finishes unseen (openModel has no side effects).
-    m_watcher.waitForFinished();
-    m_watcher.setFuture(QtConcurrent::run([what, gen] {
-        QElapsedTimer timer;
-        timer.start();
+    m_pendingSession = session;
+    m_openingWhat = what;
+    setOpening(true);
+    m_watcher.setFuture(runInBackground([what, gen, cancelled] {
         LoadResult out;
         out.what = what;
         out.generation = gen;
+        if (cancelled->load())
+            return out; // superseded before it started
+        QElapsedTimer timer;
+        timer.start();
+        g_opensRunning.fetch_add(1);
         auto r = tp::openModel(what.toStdString());
-        if (r.ok())
-            out.model = std::move(r).value();
-        else
+        g_opensRunning.fetch_sub(1);
+        if (cancelled->load())
+            return out; // unwanted: the model is freed here, not on the GUI thread
+        if (r.ok()) {
+            tp::OpenedModel om = std::move(r).value();
+            if (om.checkpoint) {
+                out.checkpointFiles = om.checkpoint->files.size();
+                out.checkpointTensors = om.checkpoint->tensors.size();
+                out.checkpointBytes = std::int64_t(om.checkpoint->totalBytes);
+            }
+            out.spec = std::make_shared<const tp::ModelSpec>(std::move(om.spec));
+        } else {
             out.error = QString::fromStdString(r.status().message());
+        }
         out.ms = timer.elapsed();
         return out;
     }));
 }
 
-void MainWindow::showModel(const tp::OpenedModel& om, const QString& what, qint64 ms)
+void MainWindow::loadFinished()
 {
-    auto spec = std::make_shared<const tp::ModelSpec>(om.spec);
+    const LoadResult r = m_watcher.result();
+    if (r.generation != m_generation)
+        return; // superseded or cancelled
+    setOpening(false);
+    if (!r.spec) {
+        m_statusLabel->setText(tr("Could not open %1").arg(r.what));
+        m_pendingSession.clear();
+        emit loadFailed(r.error);
+        if (m_showErrorDialogs)
+            QMessageBox::warning(this, tr("Cannot open model"), r.error);
+        return;
+    }
+    showModel(r);
+    addRecent(r.what);
+    emit modelLoaded(r.what);
+}
+
+void MainWindow::cancelOpening()
+{
+    if (!m_opening)
+        return;
+    const QString what = m_openingWhat;
+    if (m_loadCancelled)
+        m_loadCancelled->store(true);
+    ++m_generation; // its result, if it still comes, is stale
+    m_pendingSession.clear();
+    setOpening(false);
+    m_statusLabel->setText(m_idleStatus);
+    report(tr("Stopped opening %1").arg(what));
+    emit loadCancelled(what);
+}
+
+void MainWindow::setOpening(bool on)
+{
+    m_opening = on;
+    if (!on)
+        m_openingWhat.clear();
+    m_cancelOpenAction->setEnabled(on);
+    m_busy->setVisible(on);
+    m_cancelButton->setVisible(on);
+    if (on) {
+        statusBar()->clearMessage(); // a passing message would hide the busy bar and Cancel
+        m_openingTimer.start();
+        m_openingTick->start();
+        m_statusLabel->setText(tr("Opening %1…").arg(m_openingWhat));
+    } else {
+        m_openingTick->stop();
+    }
+}
+
+void MainWindow::showModel(const LoadResult& r)
+{
+    const std::shared_ptr<const tp::ModelSpec>& spec = r.spec;
+    const QString& what = r.what;
     m_modelDiagnostics = spec->diagnostics;
     m_treeModel->setSpec(spec);
     m_doc->setModel(spec, what);
@@ -684,13 +784,15 @@ void MainWindow::showModel(const tp::OpenedModel& om, const QString& what, qint6
     m_tree->expandToDepth(1);
     m_tree->setCurrentIndex(m_proxy->index(0, 0));
     m_layerBox->setRange(0, int(std::max<std::int64_t>(0, spec->config.numLayers - 1)));
-    fillSummary(om);
+    fillSummary(r);
     setWindowTitle(tr("%1 — TP Studio").arg(qs(spec->source)));
-    m_statusLabel->setText(tr("%1: %2 modules, %3 parameters, opened in %4 ms")
-                               .arg(qs(spec->className))
-                               .arg(spec->modules.size())
-                               .arg(humanCount(spec->parameterCount()))
-                               .arg(ms));
+    m_idleStatus = tr("%1: %2 modules, %3 parameters, opened in %4 ms")
+                       .arg(qs(spec->className))
+                       .arg(spec->modules.size())
+                       .arg(humanCount(spec->parameterCount()))
+                       .arg(r.ms);
+    m_statusLabel->setText(m_idleStatus);
+    m_previewLabel->setText(tr("Computing the preview…"));
 }
 
 void MainWindow::applyPreview(std::shared_ptr<const PreviewResult> r)
@@ -749,9 +851,9 @@ void MainWindow::applyPreview(std::shared_ptr<const PreviewResult> r)
     emit previewApplied();
 }
 
-void MainWindow::fillSummary(const tp::OpenedModel& om)
+void MainWindow::fillSummary(const LoadResult& r)
 {
-    const tp::ModelSpec& s = om.spec;
+    const tp::ModelSpec& s = *r.spec;
     const tp::ModelConfig& c = s.config;
     QString h;
     auto row = [&h](const QString& k, const QString& v) {
@@ -779,9 +881,9 @@ void MainWindow::fillSummary(const tp::OpenedModel& om)
         tps << QString::number(t);
     row(tr("Valid tp sizes"), tps.join(QStringLiteral(", ")));
     row(tr("supports_tp_plan"), s.supportsTpPlan ? tr("yes") : tr("no"));
-    if (om.checkpoint)
-        row(tr("Checkpoint"), tr("%1 file(s), %2 tensors, %3").arg(om.checkpoint->files.size())
-                                  .arg(QLocale(QLocale::English).toString(qlonglong(om.checkpoint->tensors.size()))).arg(humanBytes(double(om.checkpoint->totalBytes))));
+    if (r.checkpointBytes >= 0)
+        row(tr("Checkpoint"), tr("%1 file(s), %2 tensors, %3").arg(r.checkpointFiles)
+                                  .arg(QLocale(QLocale::English).toString(qlonglong(r.checkpointTensors))).arg(humanBytes(double(r.checkpointBytes))));
     else
         row(tr("Checkpoint"), tr("none (config only; runs use seeded random weights)"));
     h += QStringLiteral("</table>");
@@ -815,21 +917,32 @@ void MainWindow::editStyle(const QString& path, const QString& style)
 
 void MainWindow::report(const QString& text) { statusBar()->showMessage(text, 8000); }
 
+QString MainWindow::statusText() const { return m_statusLabel->text(); }
+
+int MainWindow::opensRunning() { return g_opensRunning.load(); }
+
 void MainWindow::selectPath(const QString& path)
 {
     const tp::ModelSpec* spec = m_doc->spec();
     QModelIndex src = m_treeModel->indexForPath(path);
     if (!src.isValid() && spec && path.contains(QLatin1Char('*'))) {
-        // A generic path ("model.layers.*.mlp.experts") selects its first instance.
+        // A generic path ("model.layers.*.mlp.experts") selects its first instance: a parameter
+        // first, else a module; the search stops there (no list of every parameter is built).
         const std::string pattern = path.section(QLatin1Char(':'), 0, 0).toStdString();
-        for (const auto& [name, p] : spec->allParams())
-            if (tp::genericName(name) == pattern) {
-                src = m_treeModel->indexForPath(qs(name));
+        for (const auto& m : spec->modules) {
+            for (const auto& p : m.params)
+                if (tp::genericName(m.paramPath(p)) == pattern) {
+                    src = m_treeModel->indexForPath(qs(m.paramPath(p)));
+                    break;
+                }
+            if (src.isValid())
+                break;
+        }
+        for (const auto& m : spec->modules)
+            if (!src.isValid() && tp::genericName(m.path) == pattern) {
+                src = m_treeModel->indexForPath(qs(m.path));
                 break;
             }
-        for (const auto& m : spec->modules)
-            if (!src.isValid() && tp::genericName(m.path) == pattern)
-                src = m_treeModel->indexForPath(qs(m.path));
     }
     if (!src.isValid())
         return;
@@ -868,8 +981,7 @@ void MainWindow::openSession(const QString& path)
         emit loadFailed(msg);
         return;
     }
-    m_pendingSession = json;
-    openModel(*model);
+    startOpen(*model, json);
 }
 
 void MainWindow::addRecent(const QString& what)

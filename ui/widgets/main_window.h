@@ -4,7 +4,9 @@
 // diagnostics), run the plan on the embedded engine and read the charts.
 //
 // Models open on a worker thread and previews are computed on one (newest request wins); the GUI
-// thread only swaps results into the views.
+// thread only swaps results into the views and never waits for a worker: opening another model
+// supersedes the one still opening, Cancel Opening returns to the model shown before, and a window
+// closed mid-open leaves the worker to finish unseen (it holds nothing of the window).
 #pragma once
 
 #include "models/plan_document.h"
@@ -13,9 +15,11 @@
 
 #include "tp/model/loader.h"
 
+#include <QElapsedTimer>
 #include <QFutureWatcher>
 #include <QMainWindow>
 
+#include <atomic>
 #include <memory>
 #include <optional>
 
@@ -25,11 +29,14 @@ class QLabel;
 class QLineEdit;
 class QListWidget;
 class QMenu;
+class QProgressBar;
 class QSortFilterProxyModel;
 class QSpinBox;
 class QTabWidget;
 class QTableView;
 class QTextBrowser;
+class QTimer;
+class QToolButton;
 class QTreeView;
 
 namespace tpui {
@@ -52,8 +59,18 @@ public:
     explicit MainWindow(QWidget* parent = nullptr);
     ~MainWindow() override;
 
-    // Opens a folder, file, Hugging Face cache repo id or catalog id, asynchronously.
+    // Opens a folder, file, Hugging Face cache repo id or catalog id, asynchronously. An open still
+    // in progress is superseded: its result is dropped when it comes.
     void openModel(const QString& what);
+    // Abandons the open in progress (if any): the window keeps the model it showed before.
+    void cancelOpening();
+    bool isOpening() const { return m_opening; }
+    QString openingSource() const { return m_openingWhat; }
+    QAction* cancelOpenAction() const { return m_cancelOpenAction; }
+    // Opens of every window inside the engine right now, superseded and abandoned ones included
+    // (tp::openModel cannot be interrupted; they end on their own).
+    static int opensRunning();
+    QString statusText() const;
     const tp::ModelSpec* spec() const { return m_doc->spec(); }
     PlanDocument* document() const { return m_doc; }
     PreviewService* previews() const { return m_previews; }
@@ -86,6 +103,7 @@ public:
 signals:
     void modelLoaded(const QString& source);
     void loadFailed(const QString& message);
+    void loadCancelled(const QString& source);
     void previewApplied();
 
 protected:
@@ -98,8 +116,12 @@ private:
     void setupPreviewBar();
     QWidget* makePlanPage();
     QWidget* makeCollectivesPage();
-    void showModel(const tp::OpenedModel& om, const QString& what, qint64 ms);
-    void fillSummary(const tp::OpenedModel& om);
+    struct LoadResult;
+    void startOpen(const QString& what, const QByteArray& session);
+    void loadFinished();
+    void setOpening(bool on);
+    void showModel(const LoadResult& r);
+    void fillSummary(const LoadResult& r);
     void applyPreview(std::shared_ptr<const PreviewResult> r);
     void settingsFromBar();
     void addRecent(const QString& what);
@@ -140,10 +162,13 @@ private:
     std::vector<tp::Diagnostic> m_modelDiagnostics;
     double m_lastApplyMs = 0;
 
-    // What a worker hands back to the GUI thread.
+    // What a worker hands back to the GUI thread: the spec already in its shared pointer and only the
+    // checkpoint's totals, so neither a copy of a large model nor its tensor table reaches this thread.
     struct LoadResult
     {
-        std::optional<tp::OpenedModel> model;
+        std::shared_ptr<const tp::ModelSpec> spec;
+        std::size_t checkpointFiles = 0, checkpointTensors = 0;
+        std::int64_t checkpointBytes = -1; // -1: no checkpoint
         QString error;
         QString what;
         qint64 ms = 0;
@@ -151,8 +176,19 @@ private:
     };
     QFutureWatcher<LoadResult> m_watcher;
     quint64 m_generation = 0;
+    // Set when the open it belongs to is superseded or cancelled: the worker then frees what it
+    // built itself instead of handing it over.
+    std::shared_ptr<std::atomic<bool>> m_loadCancelled;
+    bool m_opening = false;
+    QString m_openingWhat;
+    QString m_idleStatus; // the status line of the model shown (back after a cancel)
+    QElapsedTimer m_openingTimer;
+    QTimer* m_openingTick = nullptr;
+    QProgressBar* m_busy = nullptr;
+    QToolButton* m_cancelButton = nullptr;
+    QAction* m_cancelOpenAction = nullptr;
     bool m_showErrorDialogs = true;
-    QByteArray m_pendingSession;
+    QByteArray m_pendingSession; // restored into the model being opened, when it opens
 };
 
 } // namespace tpui
