@@ -35,6 +35,16 @@ std::string writeOutput(const std::string& path, const std::function<void(std::o
 // 1 byte to 1T; anything else is a usage error naming the option.
 CLI::Option* addSizeOption(CLI::App* cmd, const char* flags, std::int64_t& target, const char* help);
 
+// A comma-separated list of integers in lo..hi, every element present ("1,,2" and "1," are usage
+// errors, not "1,2").
+CLI::Option* addIntListOption(CLI::App* cmd, const char* flags, std::vector<int>& target, int lo, int hi,
+                              const std::string& help);
+
+// A path or id option that was given must not be empty ("--plan ''" is not "no plan").
+inline const CLI::Validator kNonEmpty(
+    [](std::string& v) { return v.empty() ? std::string("an empty value; name a file, folder or id") : std::string(); }, "",
+    "non-empty");
+
 // `bench comm`, registered under `bench`; returns -1 when another bench verb was chosen.
 std::function<int()> addBenchComm(CLI::App* bench);
 

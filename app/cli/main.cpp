@@ -14,8 +14,12 @@ int main(int argc, char** argv)
     for (int i = 1; i < argc; ++i) {
         const std::string_view a(argv[i]), prev(argv[i - 1]);
         if (a.size() > 4096 && prev != "--tokens" && !a.starts_with("--tokens=")) {
-            std::fprintf(stderr, "tpstudio-cli: argument %d is %zu bytes long; paths and values are at most 4096\n", i,
-                         a.size());
+            if (prev.starts_with("-"))
+                std::fprintf(stderr, "tpstudio-cli: the value of %s is %zu bytes long; paths and values are at most 4096\n",
+                             argv[i - 1], a.size());
+            else
+                std::fprintf(stderr, "tpstudio-cli: argument %d is %zu bytes long; paths and values are at most 4096\n", i,
+                             a.size());
             return tpcli::kUsage;
         }
     }

@@ -2,6 +2,7 @@
 // minutes must not then find it cannot write, and no output may destroy an input or another output.
 #include "commands.h"
 
+#include <charconv>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -19,10 +20,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The file a path names: symbolic links followed, also one that points at a file not yet written
+// (so that --json X --trace L, L → X, is one path), then made absolute and normal.
 fs::path canonical(const std::string& p)
 {
     std::error_code ec;
-    fs::path c = fs::weakly_canonical(fs::absolute(p, ec), ec);
+    fs::path at = fs::absolute(p, ec);
+    for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(at, ec)); ++hops) {
+        const fs::path to = fs::read_symlink(at, ec);
+        if (ec)
+            break;
+        at = to.is_absolute() ? to : at.parent_path() / to;
+    }
+    fs::path c = fs::weakly_canonical(at, ec);
     return ec ? fs::path(p) : c;
 }
 
@@ -79,10 +89,11 @@ std::string checkOutputPaths(const std::vector<std::pair<std::string, std::strin
     return {};
 }
 
-std::string writeOutput(const std::string& path, const std::function<void(std::ostream&)>& write)
+std::string writeOutput(const std::string& given, const std::function<void(std::ostream&)>& write)
 {
-    // Beside the target, so that the rename stays on one file system.
-    const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
+    // Through a symbolic link to the file it names (the link stays), and beside that file, so that
+    // the rename stays on one file system.
+    const std::string path = canonical(given).string(), tmp = fmt::format("{}.tmp-{}", path, ::getpid());
     {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
         if (!out)
@@ -131,6 +142,34 @@ CLI::Option* addSizeOption(CLI::App* cmd, const char* flags, std::int64_t& targe
             },
             help)
         ->type_name("SIZE");
+}
+
+CLI::Option* addIntListOption(CLI::App* cmd, const char* flags, std::vector<int>& target, int lo, int hi,
+                              const std::string& help)
+{
+    return cmd
+        ->add_option_function<std::string>(
+            flags,
+            [&target, flags, lo, hi](const std::string& v) {
+                std::vector<int> out;
+                std::size_t at = 0;
+                for (;;) {
+                    const std::size_t comma = v.find(',', at);
+                    const std::string item = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+                    int x = 0;
+                    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), x);
+                    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || x < lo || x > hi)
+                        throw CLI::ValidationError(std::string(flags) + " " + v,
+                                                   fmt::format("a comma-separated list of whole numbers from {} to {}", lo, hi));
+                    out.push_back(x);
+                    if (comma == std::string::npos)
+                        break;
+                    at = comma + 1;
+                }
+                target = std::move(out);
+            },
+            help)
+        ->type_name("LIST");
 }
 
 } // namespace tpcli

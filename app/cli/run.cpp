@@ -37,6 +37,7 @@ struct RunOpts
     std::string planFile;
     std::string profile = "G3";
     std::vector<int> tp{1, 2};
+    std::vector<int> givenTp;  // --tp as given (under mpirun, T is the job's size)
     std::int64_t batch = 1, seq = 128;
     int decode = 0;
     int warmup = 1, iters = 3;
@@ -176,6 +177,9 @@ tp::Status mpiHandshake(tp::Communicator& comm, const RunOpts& o, tp::DType dtyp
             weights.add(t.name).add(std::int64_t(t.begin)).add(std::int64_t(t.end));
     for (auto t : o.tokens)
         tokens.add(std::int64_t(t));
+    Digest tp;
+    for (int t : o.givenTp)
+        tp.add(std::int64_t(t));
     const std::pair<const char*, std::int64_t> fields[] = {
         {"the handshake version", 1},
         {"--batch", o.batch},
@@ -186,6 +190,7 @@ tp::Status mpiHandshake(tp::Communicator& comm, const RunOpts& o, tp::DType dtyp
         {"--dtype", std::int64_t(dtype)},
         {"--seed", static_cast<std::int64_t>(o.seed)},
         {"--tokens", tokens.value()},
+        {"--tp", tp.value()},
         {"the model (--model: its tensors' names, shapes and dtypes)", model.value()},
         {"the plan (--plan, --profile: every rank's shard of every tensor)", plan.value()},
         {"the weights (the checkpoint's tensors, or --random-weights)", weights.value()},
@@ -203,7 +208,7 @@ tp::Status mpiHandshake(tp::Communicator& comm, const RunOpts& o, tp::DType dtyp
             const std::int64_t theirs = all[static_cast<std::size_t>(r) * n + i], first = all[i];
             if (theirs == first)
                 continue;
-            const bool digest = i >= 8;
+            const bool digest = i >= 8; // --tokens onwards are digests
             return tp::invalidArgument(
                 digest ? fmt::format("process rank {} was started with other arguments than rank 0: {} differs; every "
                                      "rank of mpirun must run the same command",
@@ -239,6 +244,7 @@ int runRanks(RunOpts o, MpiSession& mpi)
             return failWith(o, "this build has no MPI (install libopenmpi-dev and rebuild)");
         tp::mpiInit(nullptr, nullptr);
         mpi.comm = tp::makeMpiCommunicator(std::chrono::seconds(o.timeoutS));
+        o.givenTp = o.tp;
         if (o.tp.size() != 1 || o.tp[0] != mpi.comm->size())
             o.tp = {mpi.comm->size()}; // one process per rank: T is the job's size
         if (mpi.comm->rank() != 0) { // quiet ranks: no files, no console
@@ -525,13 +531,14 @@ std::function<int()> addRun(CLI::App& app)
                "(or every rank emulated on one device) — and print per-layer compute and communication, memory per rank "
                "and the speedup against T=1; write a Chrome trace, JSON record or CSV");
     run->add_option("--model", o->model, "Model: folder with a checkpoint, config.json, HF cache id or catalog id")
-        ->required();
-    run->add_option("--plan", o->planFile, "Plan JSON (overrides of the default plan under G3); default: the model's plan");
+        ->required()
+        ->check(kNonEmpty);
+    run->add_option("--plan", o->planFile, "Plan JSON (overrides of the default plan under G3); default: the model's plan")
+        ->check(kNonEmpty);
     run->add_option("--profile", o->profile, "Transformers generation for plan names: G1, G2, G3")
         ->check(CLI::IsMember({"G1", "G2", "G3"}))
         ->capture_default_str();
-    auto* tpOpt = run->add_option("--tp", o->tp, "Tensor-parallel sizes, e.g. 1,2,4")->delimiter(',')->check(CLI::Range(1, 256))
-        ->capture_default_str();
+    auto* tpOpt = addIntListOption(run, "--tp", o->tp, 1, 256, "Tensor-parallel sizes, e.g. 1,2,4 (default 1,2)");
     run->add_option("--batch", o->batch, "Batch size")->check(CLI::Range(1, 4096))->capture_default_str();
     run->add_option("--seq", o->seq, "Sequence length (prefill; the prompt when decoding)")->check(CLI::Range(1, 65536))->capture_default_str();
     run->add_option("--decode", o->decode,
@@ -549,12 +556,10 @@ std::function<int()> addRun(CLI::App& app)
                     "Storage of weights and activations, fp32 accumulation: f32, bf16 or f16 (default: f32 on the CPU, "
                     "bf16 on CUDA)")
         ->check(CLI::IsMember({"f32", "bf16", "f16"}));
-    auto* emulateOpt = run->add_option("--emulate-tp", o->emulate,
-                                       "Emulate these tp sizes on one device instead of --tp: every rank's shards run "
-                                       "there one op at a time, collectives are done on the device and timed by the "
-                                       "hardware profile's model; the record says 'emulated'")
-                           ->delimiter(',')
-                           ->check(CLI::Range(1, 256));
+    auto* emulateOpt = addIntListOption(run, "--emulate-tp", o->emulate, 1, 256,
+                                        "Emulate these tp sizes on one device instead of --tp: every rank's shards run "
+                                        "there one op at a time, collectives are done on the device and timed by the "
+                                        "hardware profile's model; the record says 'emulated'");
     auto* hardwareOpt = run->add_option("--hardware", o->hardware,
                     "Hardware profile (built-in id or file) that models emulated collectives; default: the profile "
                     "of the device at hand (local-cpu; h200-sxm-8, h100-sxm-8, a100-sxm-8 by the GPU's name)");
@@ -564,9 +569,9 @@ std::function<int()> addRun(CLI::App& app)
                     "bootstrapped over MPI, one GPU per process)")
         ->check(CLI::IsMember({"local", "mpi"}))
         ->capture_default_str();
-    run->add_option("--trace", o->trace, "Write Chrome trace-event JSON (opens in Perfetto / chrome://tracing)");
-    run->add_option("--json", o->json, "Write the run record (schema tpstudio.run/2)");
-    run->add_option("--csv", o->csv, "Write every span as CSV");
+    run->add_option("--trace", o->trace, "Write Chrome trace-event JSON (opens in Perfetto / chrome://tracing)")->check(kNonEmpty);
+    run->add_option("--json", o->json, "Write the run record (schema tpstudio.run/2)")->check(kNonEmpty);
+    run->add_option("--csv", o->csv, "Write every span as CSV")->check(kNonEmpty);
     run->add_flag("--json-stream", o->jsonStream, "Print progress and results as JSON lines (for the GUI)");
     run->add_flag("--random-weights", o->randomWeights, "Ignore the checkpoint; use seeded random weights");
     run->add_option_function<std::string>(
