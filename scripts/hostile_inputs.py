@@ -1537,6 +1537,10 @@ class Runner:
             return None, res, d, None
         protected = {p: tree_state(d / p) for p in case.protect}
         argv = self.argv(case, d)
+        if self.args.asan and "run" in argv[1:3] and "--max-memory" not in argv and "mpirun" not in os.fsdecode(argv[0]):
+            # Without RLIMIT_AS (ASan reserves terabytes of address space) the host's memory is run's
+            # budget; --max-memory gives it the cap that RLIMIT_AS gives it in the normal mode.
+            argv = argv + ["--max-memory", f"{self.args.mem_mb}M"]
         res.cmd = " ".join(shlex.quote(os.fsdecode(a)) for a in argv)
         out = open(case.stdout_path if case.stdout_path and case.stdout_path.startswith("/dev/")
                    else d / (case.stdout_path or ".stdout"), "wb")

@@ -16,19 +16,16 @@ namespace fs = std::filesystem;
 
 namespace tp {
 
-std::string genericName(const std::string& name)
+void appendGenericName(std::string& out, std::string_view name, bool atStart)
 {
     // Transformers' replace_layer_number_by_wildcard: `\.\d+(\.|$)` → `.*`; only numeric segments
-    // after a dot change, so "w1" stays and a leading "0." stays.
-    std::string out;
-    out.reserve(name.size());
-    std::size_t i = 0;
-    for (;;) {
+    // after a dot change, so "w1" stays and a leading "0." stays (atStart).
+    for (std::size_t i = 0;;) {
         std::size_t j = name.find('.', i);
-        if (j == std::string::npos)
+        if (j == std::string_view::npos)
             j = name.size();
-        const std::string_view seg(name.data() + i, j - i);
-        const bool numeric = i > 0 && !seg.empty()
+        const std::string_view seg = name.substr(i, j - i);
+        const bool numeric = !(atStart && i == 0) && !seg.empty()
             && std::all_of(seg.begin(), seg.end(), [](char c) { return c >= '0' && c <= '9'; });
         if (i > 0)
             out += '.';
@@ -40,6 +37,13 @@ std::string genericName(const std::string& name)
             break;
         i = j + 1;
     }
+}
+
+std::string genericName(const std::string& name)
+{
+    std::string out;
+    out.reserve(name.size());
+    appendGenericName(out, name, true);
     return out;
 }
 

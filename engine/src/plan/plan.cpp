@@ -70,22 +70,7 @@ void appendWildcard(std::string& out, std::string_view name, VersionProfile prof
         }
         return;
     }
-    for (std::size_t i = 0;;) {
-        std::size_t j = name.find('.', i);
-        if (j == std::string_view::npos)
-            j = name.size();
-        const std::string_view seg = name.substr(i, j - i);
-        const bool numeric = !(atStart && i == 0) && !seg.empty() && std::all_of(seg.begin(), seg.end(), digit);
-        if (i > 0)
-            out += '.';
-        if (numeric)
-            out += '*';
-        else
-            out.append(seg);
-        if (j == name.size())
-            break;
-        i = j + 1;
-    }
+    appendGenericName(out, name, atStart);
 }
 
 struct StringHash

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace tp {
 
@@ -50,5 +51,8 @@ ModelSpec specFromTensorNames(const ModelConfig& config, const Checkpoint& ck);
 
 // The generic form of a name: numeric path segments become '*' (Transformers' rule).
 std::string genericName(const std::string& name);
+// Appends genericName's form of `name` to `out`; atStart false: `name` follows a dot, so that its
+// first segment is a wildcard too when numeric (the form of a + "." + name, built in pieces).
+void appendGenericName(std::string& out, std::string_view name, bool atStart);
 
 } // namespace tp
