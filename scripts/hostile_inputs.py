@@ -1523,6 +1523,10 @@ class Runner:
                    f"abort_on_error=0:handle_abort=1:detect_stack_use_after_return=0"
             e["ASAN_OPTIONS"] = opts + (":" + os.environ["ASAN_OPTIONS"] if os.environ.get("ASAN_OPTIONS") else "")
             e.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+            # Without RLIMIT_AS (ASan reserves terabytes of address space) the program's memory budget
+            # is the normal mode's cap, set through TPSTUDIO_MAX_MEMORY; the RSS limit above stays as
+            # ASan's own overhead (shadow memory, quarantine) needs it.
+            e["TPSTUDIO_MAX_MEMORY"] = "2048M"
         e.update(case.env)
         return e
 
@@ -1537,10 +1541,6 @@ class Runner:
             return None, res, d, None
         protected = {p: tree_state(d / p) for p in case.protect}
         argv = self.argv(case, d)
-        if self.args.asan and "run" in argv[1:3] and "--max-memory" not in argv and "mpirun" not in os.fsdecode(argv[0]):
-            # Without RLIMIT_AS (ASan reserves terabytes of address space) the host's memory is run's
-            # budget; --max-memory gives it the cap that RLIMIT_AS gives it in the normal mode.
-            argv = argv + ["--max-memory", f"{self.args.mem_mb}M"]
         res.cmd = " ".join(shlex.quote(os.fsdecode(a)) for a in argv)
         out = open(case.stdout_path if case.stdout_path and case.stdout_path.startswith("/dev/")
                    else d / (case.stdout_path or ".stdout"), "wb")

@@ -723,7 +723,13 @@ private:
     void memory()
     {
         const std::size_t nT = static_cast<std::size_t>(m_T);
-        const std::int64_t e = m_g.elementBytes(), tokens = m_g.options.batch * m_g.options.seq;
+        const std::int64_t e = m_g.elementBytes();
+        // Clamped so that nothing wraps when batch · seq is out of range (an error diagnostic then).
+        std::int64_t tokens = 0;
+        if (__builtin_mul_overflow(std::max<std::int64_t>(m_g.options.batch, 0), std::max<std::int64_t>(m_g.options.seq, 0),
+                                   &tokens)
+            || tokens > kMaxForwardTokens)
+            tokens = kMaxForwardTokens;
         m_g.memory.assign(nT, {});
         for (const auto& p : m_g.params)
             if (!p.tied)
@@ -826,6 +832,11 @@ ShardedGraph shardModel(const ModelSpec& spec, const Plan& plan, const ShardOpti
     auto t0 = Clock::now();
     g.match = matchPlan(spec, *p);
     g.diagnostics = g.match.diagnostics;
+    if (options.batch < 1 || options.seq < 1 || options.batch > kMaxForwardTokens / options.seq)
+        g.diagnostics.push_back({Severity::Error, "batch × seq",
+                                 fmt::format("batch × seq must be from 1 to {} tokens, found {} × {}", kMaxForwardTokens,
+                                             options.batch, options.seq),
+                                 "use a smaller batch or sequence"});
     if (timings)
         timings->matchSeconds = seconds(t0);
     t0 = Clock::now();

@@ -41,7 +41,7 @@ struct Workload
 // Bounds of a workload the cost model accepts, so that no byte count can overflow.
 inline constexpr std::int64_t kMaxWorkloadBatch = std::int64_t(1) << 20;
 inline constexpr std::int64_t kMaxWorkloadContext = std::int64_t(1) << 24;   // past + query, per sequence
-inline constexpr std::int64_t kMaxWorkloadTokens = std::int64_t(1) << 36;    // batch · context
+inline constexpr std::int64_t kMaxWorkloadTokens = kMaxForwardTokens;          // batch · context
 
 // InvalidArgument, naming the field, unless 1 ≤ batch ≤ 2^20, query ≥ 1, past ≥ 0,
 // past + query ≤ 2^24 and batch · (past + query) ≤ 2^36.

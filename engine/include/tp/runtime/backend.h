@@ -221,7 +221,8 @@ private:
 // The reference backend: host memory, fp32 math (OpenBLAS SGEMM, one thread), f32/bf16/f16 storage.
 Result<std::unique_ptr<Backend>> makeCpuBackend(DType storage);
 // Host memory this process may still use: MemAvailable, lowered to what the memory cgroup (v2 or
-// v1) and an address-space limit (ulimit -v) leave.
+// v1) and an address-space limit (ulimit -v) leave, and to TPSTUDIO_MAX_MEMORY when it is set
+// (bytes, or with a K, M, G or T suffix; an unreadable value is ignored).
 std::int64_t hostMemoryAvailable();
 // The CPU backend's math library and the kernel it runs ("OpenBLAS 0.3.21 … Haswell …").
 std::string cpuMathLibrary();

@@ -83,6 +83,10 @@ struct RankMemory
     std::int64_t activationPeakBytes = 0;          // for the options' batch and sequence
 };
 
+// At most this many tokens (batch · seq) in one forward: with the config's caps, no activation byte
+// count can wrap. More is an error diagnostic of the sharded graph.
+inline constexpr std::int64_t kMaxForwardTokens = std::int64_t(1) << 36;
+
 struct ShardOptions
 {
     std::int64_t batch = 1;

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -603,7 +604,17 @@ std::int64_t hostMemoryAvailable()
         }
         in.ignore(1 << 20, '\n');
     }
-    for (std::int64_t limit : {cgroupHeadroom(), addressSpaceHeadroom()})
+    // TPSTUDIO_MAX_MEMORY (bytes, or with a K, M, G or T suffix) sets a budget below all of these.
+    std::int64_t budget = -1;
+    if (const char* env = std::getenv("TPSTUDIO_MAX_MEMORY"); env && *env) {
+        char* end = nullptr;
+        const double v = std::strtod(env, &end);
+        const std::string unit(end);
+        const double mult = unit.empty() ? 1 : unit == "K" ? 0x1p10 : unit == "M" ? 0x1p20 : unit == "G" ? 0x1p30 : unit == "T" ? 0x1p40 : 0;
+        if (std::isfinite(v) && v > 0 && mult > 0 && v * mult < 0x1p62)
+            budget = static_cast<std::int64_t>(v * mult);
+    }
+    for (std::int64_t limit : {cgroupHeadroom(), addressSpaceHeadroom(), budget})
         if (limit >= 0)
             have = std::min(have, limit);
     return have;
