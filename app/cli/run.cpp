@@ -84,7 +84,8 @@ struct MpiSession
 
 // SIGINT and SIGTERM during the runs stop the current one between nodes (the handler only sets a
 // flag; a watcher thread turns it into a stop request), so that what finished is kept and the
-// process exits 128 + the signal. Outside the runs, and under mpirun, signals act as usual.
+// process exits 128 + the signal; a second signal ends the process at once. Outside the runs, and
+// under mpirun, signals act as usual.
 class Interruption
 {
 public:
@@ -94,7 +95,13 @@ public:
             return;
         s_signal = 0;
         struct sigaction sa {};
-        sa.sa_handler = [](int sig) { s_signal = sig; };
+        sa.sa_handler = [](int sig) {
+            if (s_signal != 0) { // a second one: the default action (ends the process at once)
+                std::signal(sig, SIG_DFL);
+                std::raise(sig);
+            }
+            s_signal = sig;
+        };
         sigemptyset(&sa.sa_mask);
         for (int sig : {SIGINT, SIGTERM})
             ::sigaction(sig, &sa, &m_old[sig == SIGINT ? 0 : 1]);
