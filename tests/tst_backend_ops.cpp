@@ -353,8 +353,7 @@ private slots:
 
     void attention_data() { rows(); }
     // Prefill (keys are the queries' own tokens), prefill into a larger KV cache, and decode steps of
-    // one and of two queries after `past` cached keys. Key rows past the last key are NaN: reading
-    // one would show.
+    // one and of two queries after `past` cached keys.
     void attention()
     {
         QFETCH(int, dtype);
@@ -364,47 +363,85 @@ private slots:
             struct Case { std::int64_t seq, past, keyRows; };
             const std::int64_t S = d.tokens + 6;
             for (const Case cs : {Case{S, 0, 0}, Case{S, 0, S + 3}, Case{1, S - 1, S + 3}, Case{2, S, S + 3}})
-                for (std::int64_t batch : {1, 2}) {
-                    const std::int64_t Sq = cs.seq, N = batch * Sq, hd = d.headDim, H = d.heads, KV = d.kvHeads;
-                    const AttentionShape s{batch, Sq, H, KV, hd, 1 / std::sqrt(double(hd)), cs.past, cs.keyRows};
-                    const std::int64_t R = s.rows(), qw = H * hd, kw = KV * hd;
-                    Bench b(be(dt));
-                    const auto q = randomValues(N * qw, dt);
-                    auto k = randomValues(batch * R * kw, dt), v = randomValues(batch * R * kw, dt);
-                    for (std::int64_t bb = 0; bb < batch; ++bb)
-                        for (std::int64_t r = s.keys(); r < R; ++r)
-                            for (std::int64_t e = 0; e < kw; ++e)
-                                k[static_cast<std::size_t>((bb * R + r) * kw + e)] = v[static_cast<std::size_t>((bb * R + r) * kw + e)] = std::nanf("");
-                    const Tensor Y = b.poisoned(N, qw);
-                    Bench::check(be(dt).attention(b.put(q, N, qw), b.put(k, batch * R, kw), b.put(v, batch * R, kw), Y, s,
-                                                  b.scratch(be(dt).attentionScratchBytes(s))));
-                    std::vector<double> ref(static_cast<std::size_t>(N * qw));
-                    for (std::int64_t bb = 0; bb < batch; ++bb)
-                        for (std::int64_t h = 0; h < H; ++h)
-                            for (std::int64_t i = 0; i < Sq; ++i) {
-                                const std::int64_t seen = cs.past + i + 1, g = h / (H / KV);
-                                std::vector<double> p(static_cast<std::size_t>(seen));
-                                double mx = -1e300, sum = 0;
-                                for (std::int64_t j = 0; j < seen; ++j) {
-                                    double dot = 0;
-                                    for (std::int64_t e = 0; e < hd; ++e)
-                                        dot += double(q[static_cast<std::size_t>((bb * Sq + i) * qw + h * hd + e)])
-                                            * k[static_cast<std::size_t>((bb * R + j) * kw + g * hd + e)];
-                                    mx = std::max(mx, p[static_cast<std::size_t>(j)] = dot * s.scale);
-                                }
-                                for (auto& x : p)
-                                    sum += (x = std::exp(x - mx));
-                                for (std::int64_t e = 0; e < hd; ++e) {
-                                    double acc = 0;
-                                    for (std::int64_t j = 0; j < seen; ++j)
-                                        acc += p[static_cast<std::size_t>(j)] / sum * v[static_cast<std::size_t>((bb * R + j) * kw + g * hd + e)];
-                                    ref[static_cast<std::size_t>((bb * Sq + i) * qw + h * hd + e)] = acc;
-                                }
-                            }
-                    worst = std::max(worst, nmse(b.get(Y), ref));
-                }
+                for (std::int64_t batch : {1, 2})
+                    worst = std::max(worst, attentionError(dt, {batch, cs.seq, d.heads, d.kvHeads, d.headDim, 1 / std::sqrt(double(d.headDim)),
+                                                                cs.past, cs.keyRows}));
             return worst;
         });
+    }
+
+    // Prefill attention is tiled (64 queries × 256 keys): sequences of several query and key tiles,
+    // lengths one off a tile, a chunk after cached keys (past > 0) whose diagonal crosses tile
+    // edges, and large scores (the online softmax's rescaling).
+    void attentionTiles_data()
+    {
+        QTest::addColumn<int>("dtype");
+        QTest::addColumn<int>("seq");
+        QTest::addColumn<int>("past");
+        QTest::addColumn<int>("keyRows");
+        QTest::addColumn<int>("headDim");
+        QTest::addColumn<double>("scale");
+        struct Row { const char* name; int seq, past, keyRows, headDim; double scale; };
+        for (DType dt : {DType::F32, DType::BF16})
+            for (const Row r : {Row{"S=300", 300, 0, 0, 64, 0.125}, Row{"S=64", 64, 0, 0, 32, 0.18}, Row{"S=65", 65, 0, 0, 16, 0.25},
+                                Row{"S=257", 257, 0, 0, 8, 0.35}, Row{"chunk 129 after 70", 129, 70, 260, 40, 0.16},
+                                Row{"chunk 65 after 191", 65, 191, 300, 64, 0.125}, Row{"large scores", 200, 0, 0, 64, 4.0}})
+                QTest::addRow("%s %s", std::string(dtypeName(dt)).c_str(), r.name)
+                    << int(dt) << r.seq << r.past << r.keyRows << r.headDim << r.scale;
+    }
+    void attentionTiles()
+    {
+        QFETCH(int, dtype);
+        QFETCH(int, seq);
+        QFETCH(int, past);
+        QFETCH(int, keyRows);
+        QFETCH(int, headDim);
+        QFETCH(double, scale);
+        const DType dt = DType(dtype);
+        const double e = attentionError(dt, {1, seq, 4, 2, headDim, scale, past, keyRows});
+        QVERIFY2(e <= threshold(dt), qPrintable(QStringLiteral("normalised squared error %1").arg(e)));
+    }
+
+    // The backend's attention against a double reference; key rows past the last key are NaN: reading
+    // one would show.
+    double attentionError(DType dt, const AttentionShape& s)
+    {
+        const std::int64_t Sq = s.seq, batch = s.batch, N = batch * Sq, hd = s.headDim, H = s.heads, KV = s.kvHeads;
+        const std::int64_t R = s.rows(), qw = H * hd, kw = KV * hd;
+        Bench b(be(dt));
+        const auto q = randomValues(N * qw, dt);
+        auto k = randomValues(batch * R * kw, dt), v = randomValues(batch * R * kw, dt);
+        for (std::int64_t bb = 0; bb < batch; ++bb)
+            for (std::int64_t r = s.keys(); r < R; ++r)
+                for (std::int64_t e = 0; e < kw; ++e)
+                    k[static_cast<std::size_t>((bb * R + r) * kw + e)] = v[static_cast<std::size_t>((bb * R + r) * kw + e)] = std::nanf("");
+        const Tensor Y = b.poisoned(N, qw);
+        Bench::check(be(dt).attention(b.put(q, N, qw), b.put(k, batch * R, kw), b.put(v, batch * R, kw), Y, s,
+                                      b.scratch(be(dt).attentionScratchBytes(s))));
+        std::vector<double> ref(static_cast<std::size_t>(N * qw));
+        for (std::int64_t bb = 0; bb < batch; ++bb)
+            for (std::int64_t h = 0; h < H; ++h)
+                for (std::int64_t i = 0; i < Sq; ++i) {
+                    const std::int64_t seen = s.past + i + 1, g = h / (H / KV);
+                    std::vector<double> p(static_cast<std::size_t>(seen));
+                    double mx = -1e300, sum = 0;
+                    for (std::int64_t j = 0; j < seen; ++j) {
+                        double dot = 0;
+                        for (std::int64_t e = 0; e < hd; ++e)
+                            dot += double(q[static_cast<std::size_t>((bb * Sq + i) * qw + h * hd + e)])
+                                * k[static_cast<std::size_t>((bb * R + j) * kw + g * hd + e)];
+                        mx = std::max(mx, p[static_cast<std::size_t>(j)] = dot * s.scale);
+                    }
+                    for (auto& x : p)
+                        sum += (x = std::exp(x - mx));
+                    for (std::int64_t e = 0; e < hd; ++e) {
+                        double acc = 0;
+                        for (std::int64_t j = 0; j < seen; ++j)
+                            acc += p[static_cast<std::size_t>(j)] / sum * v[static_cast<std::size_t>((bb * R + j) * kw + g * hd + e)];
+                        ref[static_cast<std::size_t>((bb * Sq + i) * qw + h * hd + e)] = acc;
+                    }
+                }
+        return nmse(b.get(Y), ref);
     }
 
     // Greedy sampling over logits rows (every other row of a wider tensor, as prefill's last

@@ -2,12 +2,17 @@
 //
 // Math follows Transformers' modeling code (modeling_llama.py and siblings): RMSNorm, rotate_half
 // rotary embedding, causal GQA attention, gated activations, softmax top-k routing with fused
-// experts. GEMMs are OpenBLAS SGEMM with one BLAS thread per rank; with 16-bit storage the operands
+// experts. Prefill attention is blocked (flash-style): query tiles against key tiles up to the
+// diagonal, an online softmax, never the whole S×S square. Element-wise work in fp32 runs on the
+// vector kernels of cpu_kernels.h (AVX-512, AVX2 or SSE2, picked for the CPU at hand). GEMMs are
+// OpenBLAS SGEMM with one BLAS thread per rank; with 16-bit storage the operands
 // are widened to fp32 in scratch panels first (Debian's OpenBLAS has no bf16 GEMM), so a bf16 run
 // computes what a GPU computes: 16-bit values, fp32 accumulation, one rounding per stored result.
 // The two streams are the calling thread: every op is done when it returns, and an event is a
 // host timestamp.
 #include "tp/runtime/backend.h"
+
+#include "cpu_kernels.h"
 
 #include <cblas.h>
 #include <sys/resource.h>
@@ -103,7 +108,15 @@ float geluTanh(float v)
 }
 float activate(Activation a, float v) { return a == Activation::Silu ? silu(v) : geluTanh(v); }
 
+int actIndex(Activation a) { return a == Activation::Silu ? 0 : 1; }
+
 std::int64_t alignUp(std::int64_t n, std::int64_t a) { return (n + a - 1) / a * a; }
+
+// Prefill attention tiles: kQueryTile queries against kKeyTile keys at a time (scores, the
+// accumulator and a key and value tile of 64-wide heads stay within a 512 KiB L2).
+constexpr std::int64_t kQueryTile = 64;
+constexpr std::int64_t kKeyTile = 256;
+std::int64_t attentionTileFloats(std::int64_t headDim) { return kQueryTile * kKeyTile + kQueryTile * headDim + 2 * kQueryTile; }
 
 // One integer from a small /proc or /sys file; -1 when absent or not a number ("max").
 std::int64_t readSysInt(const std::string& path)
@@ -208,9 +221,10 @@ public:
 
     std::int64_t attentionScratchBytes(const AttentionShape& s) const override
     {
-        // Scores of one head; in 16-bit storage also q, y and each sequence's keys and values widened
-        // to fp32 (sized by the rows the keys may fill, so that a cache's scratch fits every step).
-        std::int64_t floats = s.seq * s.rows();
+        // One query tile's scores, accumulator and softmax state (a decode step: one row of scores
+        // over the keys); in 16-bit storage also q, y and each sequence's keys and values widened to
+        // fp32 (sized by the rows the keys may fill, so that a cache's scratch fits every step).
+        std::int64_t floats = std::max(attentionTileFloats(s.headDim), s.rows());
         if (storage() != DType::F32)
             floats += s.batch * (2 * s.seq * s.heads + 2 * s.rows() * s.kvHeads) * s.headDim;
         return 4 * floats;
@@ -284,6 +298,12 @@ protected:
 
     Status doRmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t d, float eps) override
     {
+        if (storage() == DType::F32) {
+            const cpu::Kernels& vk = cpu::kernels();
+            for (std::int64_t g = 0, groups = x.numel() / d; g < groups; ++g)
+                vk.rmsNorm(x.as<float>() + g * d, w.as<float>(), y.as<float>() + g * d, d, eps);
+            return {};
+        }
         return withStorage(storage(), [&](auto s) {
             using S = decltype(s);
             const auto* X = x.as<typename S::T>();
@@ -331,8 +351,7 @@ protected:
     Status doAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& sh,
                        const Tensor& scratch) override
     {
-        const std::int64_t S = sh.seq, R = sh.rows(), L = sh.keys(), past = sh.past, hd = sh.headDim, qw = q.cols,
-                           kw = k.cols;
+        const std::int64_t S = sh.seq, L = sh.keys(), hd = sh.headDim, qw = q.cols, kw = k.cols;
         const std::int64_t group = sh.kvHeads > 0 ? sh.heads / sh.kvHeads : 1;
         const float scale = static_cast<float>(sh.scale);
         float* p = floats(scratch);
@@ -342,57 +361,103 @@ protected:
         float* Y = nullptr;
         Status st = withStorage(storage(), [&](auto st) {
             using St = decltype(st);
-            float* buf = p + S * R;
+            float* buf = p + std::max(attentionTileFloats(hd), sh.rows());
             Q = widened<St>(q, buf);
             buf += q.numel();
             for (std::int64_t b = 0; b < sh.batch; ++b, buf += 2 * L * kw) {
-                K[static_cast<std::size_t>(b)] = widened<St>(k.rowRange(b * R, L), buf);
-                V[static_cast<std::size_t>(b)] = widened<St>(v.rowRange(b * R, L), buf + L * kw);
+                K[static_cast<std::size_t>(b)] = widened<St>(k.rowRange(b * sh.rows(), L), buf);
+                V[static_cast<std::size_t>(b)] = widened<St>(v.rowRange(b * sh.rows(), L), buf + L * kw);
             }
             Y = std::is_same_v<St, F32> ? y.as<float>() : buf;
         });
         TP_RETURN_IF_ERROR(st);
+        const cpu::Kernels& vk = cpu::kernels();
         for (std::int64_t b = 0; b < sh.batch; ++b)
             for (std::int64_t h = 0; h < sh.heads; ++h) {
                 const float* qh = Q + b * S * qw + h * hd;
                 const float* kh = K[static_cast<std::size_t>(b)] + (h / group) * hd;
                 const float* vh = V[static_cast<std::size_t>(b)] + (h / group) * hd;
-                // scores = scale · q·kᵀ over this head (strided views of the token-major buffers); one
-                // query (a decode step) is a matrix-vector product
+                float* yh = Y + b * S * qw + h * hd;
                 if (S == 1)
-                    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(L), static_cast<blasint>(hd), scale, kh,
-                                static_cast<blasint>(kw), qh, 1, 0.0f, p, 1);
+                    decodeHead(qh, kh, vh, yh, L, hd, kw, scale, p, vk);
                 else
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(S), static_cast<blasint>(L),
-                                static_cast<blasint>(hd), scale, qh, static_cast<blasint>(qw), kh, static_cast<blasint>(kw),
-                                0.0f, p, static_cast<blasint>(L));
-                for (std::int64_t i = 0; i < S; ++i) { // causal softmax: query i sees keys 0 … past + i
-                    float* row = p + i * L;
-                    const std::int64_t seen = past + i + 1;
-                    const float mx = *std::max_element(row, row + seen);
-                    float sum = 0;
-                    for (std::int64_t j = 0; j < seen; ++j)
-                        sum += (row[j] = std::exp(row[j] - mx));
-                    const float inv = 1.0f / sum;
-                    for (std::int64_t j = 0; j < seen; ++j)
-                        row[j] *= inv;
-                    std::fill(row + seen, row + L, 0.0f);
-                }
-                if (S == 1) // y = Vᵀ·p
-                    cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(L), static_cast<blasint>(hd), 1.0f, vh,
-                                static_cast<blasint>(kw), p, 1, 0.0f, Y + b * qw + h * hd, 1);
-                else
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(S), static_cast<blasint>(hd),
-                                static_cast<blasint>(L), 1.0f, p, static_cast<blasint>(L), vh, static_cast<blasint>(kw), 0.0f,
-                                Y + b * S * qw + h * hd, static_cast<blasint>(qw));
+                    prefillHead(qh, kh, vh, yh, S, sh.past, hd, qw, kw, scale, p, vk);
             }
         if (storage() != DType::F32)
             fromFloat(Y, storage(), y.data, y.numel());
         return {};
     }
 
+    // One query (a decode step) over L keys: matrix-vector products and one softmax row.
+    static void decodeHead(const float* qh, const float* kh, const float* vh, float* yh, std::int64_t L, std::int64_t hd,
+                           std::int64_t kw, float scale, float* p, const cpu::Kernels& vk)
+    {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(L), static_cast<blasint>(hd), scale, kh,
+                    static_cast<blasint>(kw), qh, 1, 0.0f, p, 1);
+        const float sum = vk.expShiftSum(p, L, vk.maxOf(p, L));
+        vk.scale(p, L, 1.0f / sum);
+        cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(L), static_cast<blasint>(hd), 1.0f, vh,
+                    static_cast<blasint>(kw), p, 1, 0.0f, yh, 1);
+    }
+
+    // S queries of one head, causal (query i sees keys 0 … past + i), in tiles: for each query tile
+    // the key tiles up to its last query's diagonal, scores by SGEMM, an online softmax (running
+    // max m and sum l per row; the accumulator rescaled by exp(m_old − m_new) when the max grows),
+    // the accumulator updated by SGEMM, divided by l at the end. Tiles above the diagonal are never
+    // computed; in a diagonal tile each row's unseen keys get weight 0.
+    static void prefillHead(const float* qh, const float* kh, const float* vh, float* yh, std::int64_t S, std::int64_t past,
+                            std::int64_t hd, std::int64_t qw, std::int64_t kw, float scale, float* p, const cpu::Kernels& vk)
+    {
+        float* sc = p;                          // [kQueryTile × kKeyTile] scores, then weights
+        float* acc = sc + kQueryTile * kKeyTile; // [kQueryTile × hd]
+        float* m = acc + kQueryTile * hd;        // [kQueryTile] running max
+        float* l = m + kQueryTile;               // [kQueryTile] running sum
+        for (std::int64_t i0 = 0; i0 < S; i0 += kQueryTile) {
+            const std::int64_t rq = std::min(kQueryTile, S - i0), keyEnd = past + i0 + rq;
+            std::fill_n(m, rq, -std::numeric_limits<float>::infinity());
+            std::fill_n(l, rq, 0.0f);
+            std::fill_n(acc, rq * hd, 0.0f);
+            for (std::int64_t j0 = 0; j0 < keyEnd; j0 += kKeyTile) {
+                const std::int64_t ck = std::min(kKeyTile, keyEnd - j0);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rq), static_cast<blasint>(ck),
+                            static_cast<blasint>(hd), scale, qh + i0 * qw, static_cast<blasint>(qw), kh + j0 * kw,
+                            static_cast<blasint>(kw), 0.0f, sc, static_cast<blasint>(kKeyTile));
+                for (std::int64_t r = 0; r < rq; ++r) {
+                    float* row = sc + r * kKeyTile;
+                    const std::int64_t seen = std::clamp<std::int64_t>(past + i0 + r + 1 - j0, 0, ck);
+                    if (seen > 0) {
+                        const float mx = std::max(m[r], vk.maxOf(row, seen));
+                        if (mx > m[r]) {
+                            const float alpha = std::exp(m[r] - mx); // 0 on the first tile (m = −∞)
+                            l[r] *= alpha;
+                            vk.scale(acc + r * hd, hd, alpha);
+                            m[r] = mx;
+                        }
+                        l[r] += vk.expShiftSum(row, seen, m[r]);
+                    }
+                    std::fill(row + seen, row + ck, 0.0f);
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rq), static_cast<blasint>(hd),
+                            static_cast<blasint>(ck), 1.0f, sc, static_cast<blasint>(kKeyTile), vh + j0 * kw,
+                            static_cast<blasint>(kw), 1.0f, acc, static_cast<blasint>(hd));
+            }
+            for (std::int64_t r = 0; r < rq; ++r) {
+                float* out = yh + (i0 + r) * qw;
+                const float inv = 1.0f / l[r];
+                for (std::int64_t d = 0; d < hd; ++d)
+                    out[d] = acc[r * hd + d] * inv;
+            }
+        }
+    }
+
     Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act) override
     {
+        if (storage() == DType::F32) {
+            const cpu::Kernels& vk = cpu::kernels();
+            for (std::int64_t r = 0; r < y.rows; ++r)
+                vk.gatedAct(rowOf<F32>(gate, r), rowOf<F32>(up, r), y.as<float>() + r * y.cols, y.cols, actIndex(act));
+            return {};
+        }
         return withStorage(storage(), [&](auto s) {
             using S = decltype(s);
             auto* Y = y.as<typename S::T>();
@@ -421,6 +486,12 @@ protected:
 
     Status doAdd(const Tensor& a, const Tensor& b, const Tensor& y) override
     {
+        if (storage() == DType::F32) {
+            const cpu::Kernels& vk = cpu::kernels();
+            for (std::int64_t r = 0, W = a.cols; r < a.rows; ++r)
+                vk.add(a.as<float>() + r * W, b.as<float>() + (b.rows == 1 ? 0 : r) * W, y.as<float>() + r * W, W);
+            return {};
+        }
         return withStorage(storage(), [&](auto s) {
             using S = decltype(s);
             const auto* A = a.as<typename S::T>();
@@ -553,8 +624,7 @@ protected:
                 if (I > 0) {
                     sgemmNT(M, I2, H, xe, H, GU, H, 0.0f, h, I2);
                     for (std::int64_t i = 0; i < M; ++i)
-                        for (std::int64_t j = 0; j < I; ++j)
-                            a[i * I + j] = activate(s.act, h[i * I2 + j]) * h[i * I2 + I + j];
+                        cpu::kernels().gatedAct(h + i * I2, h + i * I2 + I, a + i * I, I, actIndex(s.act));
                     sgemmNT(M, H, I, a, I, D, I, 0.0f, o, H);
                 } else {
                     std::fill_n(o, M * H, 0.0f);

@@ -1,0 +1,34 @@
+// cpu_kernels.h — the CPU backend's vector kernels, one table per instruction set.
+//
+// cpu_kernels.cpp is compiled three times (x86-64-v4: AVX-512; x86-64-v3: AVX2 + FMA; the baseline
+// x86-64: SSE2), each into its own namespace; kernels() picks the best table this CPU runs, once.
+// Every entry works on contiguous fp32 and gives the same result on every rank of one machine (the
+// summation order depends only on the table, never on timing).
+#pragma once
+
+#include <cstdint>
+
+namespace tp::cpu {
+
+struct Kernels
+{
+    const char* isa; // "avx512", "avx2" or "sse2"
+    // x[i] ← exp(x[i] − shift); returns Σ x[i] after. Relative error below 2e-7 over float's range.
+    float (*expShiftSum)(float* x, std::int64_t n, float shift);
+    float (*maxOf)(const float* x, std::int64_t n); // n ≥ 1
+    void (*scale)(float* x, std::int64_t n, float a);
+    // y = act(g) · u; act 0 = SiLU, 1 = GELU with the tanh approximation (as x·sigmoid(2·z)).
+    void (*gatedAct)(const float* g, const float* u, float* y, std::int64_t n, int act);
+    // y = w · (x / sqrt(mean(x²) + eps)), as Transformers' RMSNorm.
+    void (*rmsNorm)(const float* x, const float* w, float* y, std::int64_t n, float eps);
+    void (*add)(const float* a, const float* b, float* y, std::int64_t n);
+};
+
+// The table for this CPU: the widest instruction set it supports, capped by TPSTUDIO_CPU_ISA
+// (avx512, avx2 or sse2) when set.
+const Kernels& kernels();
+
+// The instruction sets the CPU itself supports, best first, e.g. "avx512 avx2 sse2".
+const char* cpuIsaList();
+
+} // namespace tp::cpu
