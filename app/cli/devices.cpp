@@ -40,7 +40,8 @@ int devicesVerb(bool json)
         }
         cuda["devices"] = gpus;
         std::cout << nlohmann::ordered_json({{"cpu", {{"model", p.cpuModel}, {"logical_cores", p.logicalCores},
-                                                      {"available_bytes", hostBytes}, {"math_library", tp::cpuMathLibrary()}}},
+                                                      {"available_bytes", hostBytes}, {"math_library", tp::cpuMathLibrary()},
+                                                      {"kernels", tp::cpuKernelsInUse()}, {"warning", tp::cpuMathWarning()}}},
                                              {"cuda", cuda}})
                          .dump(2, ' ', false, tp::kReplaceInvalidUtf8)
                   << "\n";
@@ -48,6 +49,9 @@ int devicesVerb(bool json)
     }
     fmt::print("cpu      {}, {} logical cores, {} available; {} (storage f32, bf16, f16)\n", p.cpuModel, p.logicalCores,
                tp::humanBytes(static_cast<double>(hostBytes)), tp::cpuMathLibrary());
+    fmt::print("         {}\n", tp::cpuKernelsInUse());
+    if (const std::string w = tp::cpuMathWarning(); !w.empty())
+        fmt::print("warning: {}\n", w);
     if (!inv) {
         fmt::print("cuda     none: {}\n", inv.status().message());
         return kOk;

@@ -400,6 +400,11 @@ int runRanks(RunOpts o, MpiSession& mpi)
     rec.provenance = tp::collectProvenance();
     rec.provenance.devices = devices;
     rec.provenance.openblas = tp::cpuMathLibrary();
+    if (!cuda) {
+        rec.provenance.cpuKernels = tp::cpuKernelsInUse();
+        if (const std::string w = tp::cpuMathWarning(); !w.empty() && reporter)
+            fmt::print(stderr, "warning: {}\n", w);
+    }
     if (o.jsonStream && reporter)
         emit({{"event", "start"}, {"model", o.model}, {"class", om->spec.className}, {"tp", sizes}, {"batch", o.batch},
               {"seq", o.seq}, {"decode_steps", o.decode}, {"warmup", o.warmup}, {"iterations", o.iters}, {"weights", rec.settings.weights},

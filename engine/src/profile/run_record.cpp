@@ -220,7 +220,7 @@ nlohmann::ordered_json recordToJson(const RunRecord& rec)
                      {"storage_dtype", s.dtype}, {"emulated", s.emulated}, {"comm_model", s.commModel}};
     const auto& p = rec.provenance;
     j["provenance"] = {{"cpu", p.cpuModel}, {"logical_cores", p.logicalCores}, {"hostname", p.hostname},
-                       {"os", p.os},        {"compiler", p.compiler},        {"openblas", p.openblas}, {"libraries", p.libraries},
+                       {"os", p.os},        {"compiler", p.compiler},        {"openblas", p.openblas}, {"cpu_kernels", p.cpuKernels}, {"libraries", p.libraries},
                        {"tpstudio", p.tpstudio}, {"started_at", p.startedAt}, {"devices", p.devices}};
     auto runs = nlohmann::ordered_json::array();
     for (const auto& r : rec.runs) {
@@ -416,6 +416,8 @@ Result<RunRecord> parseRunRecord(std::string_view text, const std::string& sourc
             rec.provenance.os = *v;
         if (auto v = p.str("devices"); v.ok())
             rec.provenance.devices = *v;
+        if (auto v = p.str("cpu_kernels"); v.ok())
+            rec.provenance.cpuKernels = *v;
     }
     TP_RETURN_IF_ERROR(top.need("runs", &nlohmann::json::is_array, "an array"));
     for (std::size_t i = 0; i < j["runs"].size(); ++i) {

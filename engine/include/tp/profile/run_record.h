@@ -43,10 +43,11 @@ struct Provenance
     int logicalCores = 0;
     std::string hostname, os, compiler, openblas, tpstudio, startedAt;
     std::string libraries;     // fmt, nlohmann-json, MPI versions this build uses
+    std::string cpuKernels;    // cpuKernelsInUse(): the BLAS kernel and vector ISA a CPU run used
     std::string devices;       // the devices the ranks ran on ("cpu", "cuda:0 NVIDIA H200 (139 GiB)")
 };
 // Host facts (CPU, OS, compiler, this build's library versions); the front end adds what the run
-// used (openblas = cpuMathLibrary(), devices).
+// used (openblas = cpuMathLibrary(), cpuKernels = cpuKernelsInUse(), devices).
 Provenance collectProvenance();
 
 struct RecordedSpan

@@ -226,6 +226,12 @@ Result<std::unique_ptr<Backend>> makeCpuBackend(DType storage);
 std::int64_t hostMemoryAvailable();
 // The CPU backend's math library and the kernel it runs ("OpenBLAS 0.3.21 … Haswell …").
 std::string cpuMathLibrary();
+// The kernels the CPU backend runs and what the CPU could run: "OpenBLAS kernel Zen (avx2), vector
+// kernels avx2; CPU: avx2 sse2".
+std::string cpuKernelsInUse();
+// Why the CPU backend runs below what this CPU can do (e.g. OpenBLAS forced to its AVX2 kernels by
+// OPENBLAS_CORETYPE on an AVX-512 CPU), or "" when it runs the widest kernels there are.
+std::string cpuMathWarning();
 // A CUDA device (bf16/f16/f32 storage, cuBLAS GEMMs with fp32 accumulation, a compute and a
 // communication stream, CUDA events). Unimplemented in builds without CUDA; FailedPrecondition when
 // the device is not there.

@@ -15,9 +15,11 @@
 #include "cpu_kernels.h"
 
 #include <cblas.h>
+extern "C" char* openblas_get_corename(); // OpenBLAS's, not in its cblas.h
 #include <sys/resource.h>
 #include <unistd.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -691,6 +693,43 @@ std::int64_t hostMemoryAvailable()
 }
 
 std::string cpuMathLibrary() { return openblas_get_config(); }
+
+namespace {
+// The instruction set of an OpenBLAS kernel (DYNAMIC_ARCH core names of 0.3.2x).
+std::string blasIsa(const std::string& core)
+{
+    for (const char* c : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+        if (core == c)
+            return "avx512";
+    for (const char* c : {"Haswell", "Zen"})
+        if (core == c)
+            return "avx2";
+    return "sse2";
+}
+} // namespace
+
+std::string cpuKernelsInUse()
+{
+    const std::string core = openblas_get_corename();
+    return fmt::format("OpenBLAS kernel {} ({}), vector kernels {}; CPU: {}", core, blasIsa(core), cpu::kernels().isa, cpu::cpuIsaList());
+}
+
+std::string cpuMathWarning()
+{
+    const std::string cpuIsas = cpu::cpuIsaList(), core = openblas_get_corename();
+    const std::string best = cpuIsas.substr(0, cpuIsas.find(' '));
+    std::vector<std::string> below;
+    if (blasIsa(core) != best && best != "sse2") {
+        const char* forced = std::getenv("OPENBLAS_CORETYPE");
+        below.push_back(fmt::format("OpenBLAS runs its {} kernels ({}{})", core, blasIsa(core),
+                                    forced && *forced ? fmt::format(", OPENBLAS_CORETYPE={}", forced) : std::string()));
+    }
+    if (cpu::kernels().isa != best)
+        below.push_back(fmt::format("the vector kernels run {} (TPSTUDIO_CPU_ISA)", cpu::kernels().isa));
+    if (below.empty())
+        return {};
+    return fmt::format("this CPU has {} but {}: the CPU backend runs below the machine's peak", best, fmt::join(below, " and "));
+}
 
 Result<std::unique_ptr<Backend>> makeCpuBackend(DType storage)
 {
