@@ -1,6 +1,8 @@
 // bench.cpp — `tpstudio-cli bench load`: time opening a full-size sharded checkpoint's headers.
 //              `tpstudio-cli bench plan`: time propagating a plan over a full-size model, step by
 //              step; --layers and --keys make the scaling inputs (deep models, long plans).
+//              `tpstudio-cli bench gemm`: one rank's Linear GEMMs against the machine's measured peak
+//              (cuBLAS bf16 on a GPU; the CPU backend against OpenBLAS SGEMM with --backend cpu).
 #include "commands.h"
 #include "tp/core/json.h"
 
@@ -12,6 +14,7 @@
 #include "tp/cost/cost_model.h"
 #include "tp/plan/plan_io.h"
 #include "tp/shard/sharded_graph.h"
+#include "tp/runtime/backend.h"
 #include "tp/runtime/gpu.h"
 
 #include <nlohmann/json.hpp>
@@ -22,7 +25,16 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <cstring>
 #include <iostream>
+#include <optional>
+#include <sstream>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
 
 namespace fs = std::filesystem;
 
@@ -340,12 +352,234 @@ struct GemmOpts
     int device = 0;
     int iters = 20;
     bool json = false;
+    std::string backend = "cuda";
+    std::string dtype = "f32";
+    int rounds = 3;
+    std::string peakOnly; // internal: "M:N:K,…" — print plain SGEMM GFLOP/s of these shapes as JSON
 };
+
+// The (out, in) shapes of rank 0's Linear weights for the model's default plan at tp size T.
+std::vector<std::pair<std::int64_t, std::int64_t>> linearShapes(const tp::ModelSpec& spec, int tp)
+{
+    const tp::ShardedGraph g = tp::shardModel(spec, tp::defaultPlan(spec, tp));
+    std::vector<std::pair<std::int64_t, std::int64_t>> shapes;
+    for (const auto& p : g.params) {
+        const auto& m = spec.modules[static_cast<std::size_t>(p.module)];
+        if (m.kind != tp::ModuleKind::Linear || p.shapes[0].size() != 2 || p.path.ends_with(".bias"))
+            continue;
+        const std::pair<std::int64_t, std::int64_t> s{p.shapes[0][0], p.shapes[0][1]};
+        if (s.first > 0 && s.second > 0 && std::find(shapes.begin(), shapes.end(), s) == shapes.end())
+            shapes.push_back(s);
+    }
+    return shapes;
+}
+
+struct Shape
+{
+    std::int64_t m = 0, n = 0, k = 0;
+    double flops() const { return 2.0 * double(m) * double(n) * double(k); }
+};
+
+// Plain SGEMM GFLOP/s of each shape, in this process.
+tp::Result<std::vector<double>> sgemmPeaks(const std::vector<Shape>& shapes, int iters)
+{
+    std::vector<double> out;
+    for (const Shape& s : shapes) {
+        TP_ASSIGN_OR_RETURN(double g, tp::cpuSgemmGflops(s.m, s.n, s.k, iters));
+        out.push_back(g);
+    }
+    return out;
+}
+
+// The same in a child process (this program, `bench gemm --peak-only`) without OPENBLAS_CORETYPE,
+// so that OpenBLAS picks the widest kernel this CPU runs.
+tp::Result<std::vector<double>> sgemmPeaksUnforced(const std::vector<Shape>& shapes, int iters)
+{
+    std::string list;
+    for (const Shape& s : shapes)
+        list += fmt::format("{}{}:{}:{}", list.empty() ? "" : ",", s.m, s.n, s.k);
+    const std::string self = fs::read_symlink("/proc/self/exe").string(), itersArg = std::to_string(iters);
+    std::vector<std::string> args{self, "bench", "gemm", "--backend", "cpu", "--iters", itersArg, "--peak-only", list};
+    std::vector<char*> argv, envp;
+    for (auto& a : args)
+        argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (char** e = environ; *e; ++e)
+        if (std::string_view(*e).rfind("OPENBLAS_CORETYPE=", 0) != 0)
+            envp.push_back(*e);
+    envp.push_back(nullptr);
+    int fds[2];
+    if (::pipe(fds) != 0)
+        return tp::Status(tp::StatusCode::Internal, "bench gemm: cannot create a pipe for the peak measurement");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, self.c_str(), &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(fds[1]);
+    std::string text;
+    if (rc == 0) {
+        char buf[4096];
+        for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0 && text.size() < (1 << 20);)
+            text.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fds[0]);
+    int status = 0;
+    if (rc != 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return tp::Status(tp::StatusCode::Internal, "bench gemm: the peak measurement without OPENBLAS_CORETYPE failed");
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    if (!j.is_array() || j.size() != shapes.size())
+        return tp::Status(tp::StatusCode::Internal, "bench gemm: the peak measurement printed no result");
+    std::vector<double> out;
+    for (const auto& v : j)
+        out.push_back(v.is_number() ? v.get<double>() : 0.0);
+    return out;
+}
+
+// The CPU backend's GEMM (Backend::gemm, what a forward calls, in the run's storage dtype) on the
+// shapes rank 0 runs, against plain SGEMM on the same shapes with the best kernel this machine
+// has; rounds interleave the two (the machine may be shared), medians over rounds.
+int benchGemmCpu(const GemmOpts& o)
+{
+    const auto say = [](const tp::Status& s) {
+        fmt::print(stderr, "tpstudio-cli bench gemm: {}\n", s.message());
+        return int(kBadInput);
+    };
+    if (!o.peakOnly.empty()) { // the child of sgemmPeaksUnforced
+        std::vector<Shape> shapes;
+        std::istringstream in(o.peakOnly);
+        for (std::string item; std::getline(in, item, ',');) {
+            Shape s;
+            char c1 = 0, c2 = 0;
+            std::istringstream f(item);
+            if (!(f >> s.m >> c1 >> s.n >> c2 >> s.k) || c1 != ':' || c2 != ':' || !f.eof())
+                return say(tp::invalidArgument(fmt::format("--peak-only: '{}' is not M:N:K", item)));
+            shapes.push_back(s);
+        }
+        auto g = sgemmPeaks(shapes, o.iters);
+        if (!g)
+            return say(g.status());
+        std::cout << nlohmann::json(*g).dump() << "\n";
+        return kOk;
+    }
+    auto om = tp::openModel(o.model);
+    if (!om)
+        return say(om.status());
+    const std::optional<tp::DType> dt = o.dtype == "bf16" ? tp::DType::BF16 : o.dtype == "f16" ? tp::DType::F16 : tp::DType::F32;
+    auto be = tp::makeCpuBackend(*dt);
+    if (!be)
+        return say(be.status());
+    std::vector<Shape> shapes;
+    for (const auto& [n, k] : linearShapes(om->spec, o.tp))
+        shapes.push_back({o.tokens, n, k});
+    shapes.push_back({2048, 2048, 2048}); // the square: the peak as usually quoted
+    // Operands of the largest shape, reused for every shape.
+    std::int64_t xFloats = 0, wFloats = 0, yFloats = 0, scratch = 0;
+    for (const Shape& s : shapes) {
+        xFloats = std::max(xFloats, s.m * s.k);
+        wFloats = std::max(wFloats, s.n * s.k);
+        yFloats = std::max(yFloats, s.m * s.n);
+        scratch = std::max(scratch, (*be)->gemmScratchBytes(s.m, s.k, s.n));
+    }
+    const std::int64_t need = tp::dtypeBytes(*dt, xFloats + wFloats + yFloats) + scratch;
+    if (need > tp::hostMemoryAvailable())
+        return say(tp::Status(tp::StatusCode::ResourceExhausted, fmt::format("the operands need {}, more than this host has available",
+                                                                               tp::humanBytes(double(need)))));
+    std::vector<tp::DeviceBuffer> bufs;
+    for (std::int64_t bytes : {tp::dtypeBytes(*dt, xFloats), tp::dtypeBytes(*dt, wFloats), tp::dtypeBytes(*dt, yFloats), scratch}) {
+        auto b = (*be)->allocate(bytes);
+        if (!b)
+            return say(b.status());
+        std::memset(b->data(), 0, static_cast<std::size_t>(std::max<std::int64_t>(bytes, 0)));
+        bufs.push_back(std::move(*b));
+    }
+    auto engineGflops = [&](const Shape& s) -> tp::Result<double> {
+        using tp::Tensor;
+        const Tensor x = Tensor::contiguous(bufs[0].data(), *dt, s.m, s.k, tp::DeviceKind::Cpu);
+        const Tensor w = Tensor::contiguous(bufs[1].data(), *dt, s.n, s.k, tp::DeviceKind::Cpu);
+        const Tensor y = Tensor::contiguous(bufs[2].data(), *dt, s.m, s.n, tp::DeviceKind::Cpu);
+        const Tensor sc = Tensor::contiguous(bufs[3].data(), tp::DType::U8, 1, std::max<std::int64_t>(bufs[3].bytes(), 1), tp::DeviceKind::Cpu);
+        std::vector<double> seconds;
+        for (int i = -1; i < o.iters; ++i) {
+            const auto t0 = std::chrono::steady_clock::now();
+            TP_RETURN_IF_ERROR((*be)->gemm(x, w, nullptr, y, sc));
+            if (i >= 0)
+                seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+        return s.flops() / seconds[seconds.size() / 2] / 1e9;
+    };
+    const char* forced = std::getenv("OPENBLAS_CORETYPE");
+    const bool unforce = forced && *forced;
+    std::vector<std::vector<double>> eng(shapes.size()), peak(shapes.size());
+    for (int r = 0; r < o.rounds; ++r) { // in this process shape by shape, engine then peak; else pass by pass
+        for (std::size_t i = 0; i < shapes.size(); ++i) {
+            auto g = engineGflops(shapes[i]);
+            if (!g)
+                return say(g.status());
+            eng[i].push_back(*g);
+            if (!unforce) {
+                auto p = tp::cpuSgemmGflops(shapes[i].m, shapes[i].n, shapes[i].k, o.iters);
+                if (!p)
+                    return say(p.status());
+                peak[i].push_back(*p);
+            }
+        }
+        if (unforce) {
+            auto p = sgemmPeaksUnforced(shapes, o.iters);
+            if (!p)
+                return say(p.status());
+            for (std::size_t i = 0; i < shapes.size(); ++i)
+                peak[i].push_back((*p)[i]);
+        }
+    }
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+    const std::string peakKernel = unforce ? "OpenBLAS without OPENBLAS_CORETYPE (its own pick for this CPU)" : "OpenBLAS, this process";
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    double engSeconds = 0, peakSeconds = 0;
+    if (!o.json)
+        fmt::print("{} at T={}: CPU backend GEMM ({} storage, {}) against plain SGEMM ({}), one thread, median of {} rounds\n"
+                   "{:>8} {:>8} {:>8} {:>14} {:>14} {:>8}\n",
+                   om->spec.className, o.tp, o.dtype, tp::cpuKernelsInUse(), peakKernel, o.rounds, "M", "N", "K", "engine GFLOP/s",
+                   "peak GFLOP/s", "engine %");
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+        const double e = median(eng[i]), p = median(peak[i]);
+        const bool square = i + 1 == shapes.size();
+        if (!square) { // the forward's shapes: weighted by their flops
+            engSeconds += shapes[i].flops() / e;
+            peakSeconds += shapes[i].flops() / p;
+        }
+        rows.push_back({{"m", shapes[i].m}, {"n", shapes[i].n}, {"k", shapes[i].k}, {"engine_gflops", e}, {"peak_gflops", p},
+                        {"fraction_of_peak", e / p}, {"square", square}});
+        if (!o.json)
+            fmt::print("{:>8} {:>8} {:>8} {:>14.1f} {:>14.1f} {:>7.1f}%{}\n", shapes[i].m, shapes[i].n, shapes[i].k, e, p, 100 * e / p,
+                       square ? "  (square, not in the total)" : "");
+    }
+    const double fraction = peakSeconds / engSeconds;
+    if (o.json)
+        std::cout << nlohmann::ordered_json({{"bench", "gemm"}, {"backend", "cpu"}, {"model", o.model}, {"tp", o.tp}, {"dtype", o.dtype},
+                                             {"kernels", tp::cpuKernelsInUse()}, {"peak_kernel", peakKernel}, {"rounds", o.rounds},
+                                             {"shapes", rows}, {"fraction_of_peak", fraction}})
+                         .dump(2, ' ', false, tp::kReplaceInvalidUtf8)
+                  << "\n";
+    else
+        fmt::print("engine GEMM time at {:.1f}% of the peak's on these shapes (flop-weighted)\n", 100 * fraction);
+    if (const std::string w = tp::cpuMathWarning(); !w.empty())
+        fmt::print(stderr, "warning: {}\n", w);
+    return kOk;
+}
 
 // cuBLAS bf16 GEMMs with the shapes one rank runs for a model at tp size T, against a large square
 // GEMM as the measured peak.
 int benchGemm(const GemmOpts& o)
 {
+    if (o.backend == "cpu")
+        return benchGemmCpu(o);
     auto inv = tp::gpu::probe();
     if (!inv) {
         fmt::print(stderr, "tpstudio-cli bench gemm: {}\n", inv.status().message());
@@ -360,16 +594,7 @@ int benchGemm(const GemmOpts& o)
         fmt::print(stderr, "tpstudio-cli bench gemm: {}\n", om.status().message());
         return kBadInput;
     }
-    const tp::ShardedGraph g = tp::shardModel(om->spec, tp::defaultPlan(om->spec, o.tp));
-    std::vector<std::pair<std::int64_t, std::int64_t>> shapes; // (out, in) on rank 0
-    for (const auto& p : g.params) {
-        const auto& m = om->spec.modules[static_cast<std::size_t>(p.module)];
-        if (m.kind != tp::ModuleKind::Linear || p.shapes[0].size() != 2 || p.path.ends_with(".bias"))
-            continue;
-        const std::pair<std::int64_t, std::int64_t> s{p.shapes[0][0], p.shapes[0][1]};
-        if (s.first > 0 && s.second > 0 && std::find(shapes.begin(), shapes.end(), s) == shapes.end())
-            shapes.push_back(s);
-    }
+    const auto shapes = linearShapes(om->spec, o.tp); // (out, in) on rank 0
     auto peak = tp::gpu::benchGemmBf16(o.device, 8192, 8192, 8192, o.iters);
     if (!peak) {
         fmt::print(stderr, "tpstudio-cli bench gemm: {}\n", peak.status().message());
@@ -432,8 +657,13 @@ std::function<int()> addBench(CLI::App& app)
     plan->add_flag("--json", po->json, "Print JSON");
     auto go = std::make_shared<GemmOpts>();
     auto* gemm = bench->add_subcommand(
-        "gemm", "cuBLAS bf16 GEMM TFLOP/s for the shapes one rank of a model runs at a tp size, against a 8192^3 "
-                "GEMM as the measured peak (needs a GPU)");
+        "gemm", "GEMM throughput for the shapes one rank of a model runs at a tp size, against the machine's measured peak: "
+                "cuBLAS bf16 against a 8192^3 GEMM (needs a GPU), or with --backend cpu the CPU backend's GEMM against "
+                "plain OpenBLAS SGEMM on the same shapes with the widest kernel this CPU runs, rounds interleaved");
+    gemm->add_option("--backend", go->backend, "cuda or cpu")->check(CLI::IsMember({"cuda", "cpu"}))->capture_default_str();
+    gemm->add_option("--dtype", go->dtype, "CPU backend storage: f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
+    gemm->add_option("--rounds", go->rounds, "CPU: interleaved rounds (engine, then peak), medians")->check(CLI::Range(1, 100))->capture_default_str();
+    gemm->add_option("--peak-only", go->peakOnly, "Internal: plain SGEMM GFLOP/s of M:N:K,… as JSON")->group("");
     gemm->add_option("--model", go->model, "Model whose Linear shapes to time")->capture_default_str();
     gemm->add_option("--tp", go->tp, "Tensor-parallel size (rank 0's shards)")->check(CLI::Range(1, 4096))->capture_default_str();
     gemm->add_option("--tokens", go->tokens, "Rows M (batch × sequence)")->check(CLI::Range(1, 1 << 20))->capture_default_str();

@@ -232,6 +232,9 @@ std::string cpuKernelsInUse();
 // Why the CPU backend runs below what this CPU can do (e.g. OpenBLAS forced to its AVX2 kernels by
 // OPENBLAS_CORETYPE on an AVX-512 CPU), or "" when it runs the widest kernels there are.
 std::string cpuMathWarning();
+// Plain OpenBLAS SGEMM, y[m×n] = x[m×k]·w[n×k]ᵀ as the engine's Linear layers, one thread: the
+// median GFLOP/s of `iters` timed calls after one untimed.
+Result<double> cpuSgemmGflops(std::int64_t m, std::int64_t n, std::int64_t k, int iters);
 // A CUDA device (bf16/f16/f32 storage, cuBLAS GEMMs with fp32 accumulation, a compute and a
 // communication stream, CUDA events). Unimplemented in builds without CUDA; FailedPrecondition when
 // the device is not there.

@@ -708,6 +708,34 @@ std::string blasIsa(const std::string& core)
 }
 } // namespace
 
+Result<double> cpuSgemmGflops(std::int64_t m, std::int64_t n, std::int64_t k, int iters)
+{
+    const std::int64_t floats = m * k + n * k + m * n;
+    if (m <= 0 || n <= 0 || k <= 0 || iters <= 0 || floats > (std::int64_t(1) << 32))
+        return invalidArgument(fmt::format("sgemm {}×{}×{}: sizes out of range", m, n, k));
+    std::vector<float> buf;
+    try {
+        buf.assign(static_cast<std::size_t>(floats), 0.0f);
+    } catch (const std::bad_alloc&) {
+        return Status(StatusCode::ResourceExhausted, fmt::format("sgemm {}×{}×{}: cannot allocate {} floats", m, n, k, floats));
+    }
+    for (std::size_t i = 0; i < buf.size(); ++i)
+        buf[i] = static_cast<float>(static_cast<int>(i % 17) - 8) * 0.01f;
+    openblas_set_num_threads(1);
+    const float* x = buf.data();
+    const float* w = x + m * k;
+    float* y = buf.data() + m * k + n * k;
+    std::vector<double> seconds;
+    for (int i = -1; i < iters; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        sgemmNT(m, n, k, x, k, w, k, 0.0f, y, n);
+        if (i >= 0)
+            seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+    return 2.0 * double(m) * double(n) * double(k) / seconds[seconds.size() / 2] / 1e9;
+}
+
 std::string cpuKernelsInUse()
 {
     const std::string core = openblas_get_corename();
