@@ -44,7 +44,10 @@ public:
             m_status = bad(m_op, fmt::format("{} must be contiguous, it is a view of stride {}", name, t.stride));
         return *this;
     }
-    OpCheck& require(bool ok, const std::function<std::string()>& what)
+    // `what` is called only when the check fails: any callable, taken as it is (a std::function
+    // would allocate for every op call whose lambda captures more than two pointers).
+    template<typename What>
+    OpCheck& require(bool ok, const What& what)
     {
         if (m_status.ok() && !ok)
             m_status = bad(m_op, what());
