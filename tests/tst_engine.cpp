@@ -1,6 +1,7 @@
 // tst_engine — the CPU engine against Transformers: logits of the fixture checkpoints at T = 1, 2
 // and 4 (default plans and alternatives valid for each model) within 1e-4 relative of the fp32
 // reference that tests/fixtures/make_fixtures.py recorded; the local communicator; faults.
+#include "tp/cost/cost_model.h"
 #include "tp/cost/hardware.h"
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
@@ -16,6 +17,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -75,6 +77,17 @@ std::vector<float> engineStepLogits(const RunResult& r, std::int64_t batch, std:
         out.insert(out.end(), row, row + static_cast<std::ptrdiff_t>(V));
     }
     out.insert(out.end(), r.stepLogits.begin(), r.stepLogits.end());
+    return out;
+}
+
+// Rows seq − 1, 2·seq − 1, … of [B·seq, vocab] logits: each sequence's last position.
+std::vector<float> lastRows(const std::vector<float>& logits, std::int64_t batch, std::int64_t seq, std::int64_t vocab)
+{
+    std::vector<float> out;
+    for (std::int64_t b = 0; b < batch; ++b) {
+        const auto row = logits.begin() + static_cast<std::ptrdiff_t>(((b + 1) * seq - 1) * vocab);
+        out.insert(out.end(), row, row + static_cast<std::ptrdiff_t>(vocab));
+    }
     return out;
 }
 
@@ -311,7 +324,8 @@ private slots:
         // the same steps and tokens.
         RunOptions last = o;
         last.lastPositionLogits = true;
-        auto r = runModel(om->spec, shardModel(om->spec, defaultPlan(om->spec, 2), {.batch = ref.batch, .seq = ref.prompt}),
+        auto r = runModel(om->spec,
+                          shardModel(om->spec, defaultPlan(om->spec, 2), {.batch = ref.batch, .seq = ref.prompt, .lastPositionLogits = true}),
                           {&*om->checkpoint}, last);
         QVERIFY2(r.ok(), r.status().message().c_str());
         QCOMPARE(r->logits.size(), B * V);
@@ -488,6 +502,87 @@ private slots:
             }
         }
         QCOMPARE(allocations, (std::vector<std::int64_t>{3, 3, 3, 3}));
+    }
+
+    // Prefill's logits at the last positions only (--logits last, as generate()): the final norm and
+    // the head over B rows give exactly the last rows of the logits at every position; every
+    // collective moves what the preview and the cost model say for the same setting (the head's
+    // all-gather B·vocab values instead of B·S·vocab), in both modes; the workspace shrinks.
+    void lastPositionLogitsAreTheLastRows_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<int>("tp");
+        for (const char* m : {"example", "llama", "qwen3_moe"})
+            for (int tp : {1, 2})
+                QTest::addRow("%s T=%d", m, tp) << m << tp;
+    }
+    void lastPositionLogitsAreTheLastRows()
+    {
+        QFETCH(QString, model);
+        QFETCH(int, tp);
+        const bool example = model == "example";
+        std::optional<OpenedModel> om;
+        ModelSpec spec;
+        RunOptions o;
+        if (example) {
+            spec = tptest::openSpec("example");
+            o.batch = 2;
+            o.seq = 8;
+        } else {
+            auto opened = openModel(kModels + model.toStdString());
+            QVERIFY2(opened.ok(), opened.status().message().c_str());
+            om = std::move(*opened);
+            spec = om->spec;
+            const Reference ref = reference(model.toStdString());
+            o.batch = ref.batch;
+            o.seq = ref.seq;
+            o.tokens = ref.tokens;
+        }
+        const WeightSource weights{om ? &*om->checkpoint : nullptr};
+        const HardwareProfile hw = findHardware("local-cpu").value();
+        const std::int64_t V = spec.config.vocabSize;
+        std::vector<float> all, last;
+        std::int64_t workspace[2] = {0, 0};
+        for (bool lastOnly : {false, true}) {
+            const ShardedGraph g = shardModel(spec, defaultPlan(spec, tp),
+                                              {.batch = o.batch, .seq = o.seq, .activationDtype = DType::F32, .lastPositionLogits = lastOnly});
+            QVERIFY(g.valid());
+            o.lastPositionLogits = lastOnly;
+            auto r = runModel(spec, g, weights, o);
+            QVERIFY2(r.ok(), r.status().message().c_str());
+            QCOMPARE(r->logits.size(), std::size_t((lastOnly ? o.batch : o.batch * o.seq) * V));
+            (lastOnly ? last : all) = r->logits;
+            workspace[lastOnly] = r->footprint[0].workspaceBytes;
+            // Measured = predicted, collective by collective: the spans' bytes are the cost model's.
+            const CostReport cost = estimateCost(spec, g, hw);
+            int comm = 0;
+            for (const Span& sp : r->spans) {
+                if (sp.collective < 0)
+                    continue;
+                ++comm;
+                const Collective& c = g.collectives[std::size_t(sp.collective)];
+                QCOMPARE(sp.bytes, cost.collectives[std::size_t(sp.collective)].bytes);
+                QCOMPARE(c.lastPositions, lastOnly && g.graph.nodes[std::size_t(c.node)].name == "lm_head");
+                if (g.graph.nodes[std::size_t(c.node)].name == "lm_head") // the gathered logits
+                    QCOMPARE(sp.bytes, (lastOnly ? o.batch : o.batch * o.seq) * V * 4);
+            }
+            QCOMPARE(comm, tp == 1 ? 0 : tp * int(g.collectives.size()));
+            // The final norm and the head at the last positions only, in the preview as in the run.
+            for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+                const std::string& name = g.graph.nodes[i].name;
+                QCOMPARE(g.nodes[i].lastPositions, lastOnly && (name == "lm_head" || name == "model.norm"));
+            }
+        }
+        const double err = relError(last, lastRows(all, o.batch, o.seq, V));
+        QVERIFY2(err < 1e-5, qPrintable(QString("last vs all's last rows: relative error %1").arg(err)));
+        // The example's 32,000-word head dominates its arena; the fixtures' small vocabularies do not.
+        QVERIFY2(example ? workspace[1] < workspace[0] : workspace[1] <= workspace[0],
+                 qPrintable(QString("workspace %1 (last) vs %2 (all)").arg(workspace[1]).arg(workspace[0])));
+        // The run and the graph must agree on where the logits are, else the spans would not be the preview's.
+        o.lastPositionLogits = true;
+        auto refused = runModel(spec, shardModel(spec, defaultPlan(spec, tp), {.batch = o.batch, .seq = o.seq}), weights, o);
+        QCOMPARE(refused.status().code(), StatusCode::InvalidArgument);
+        QVERIFY2(refused.status().message().find("lastPositionLogits") != std::string::npos, refused.status().message().c_str());
     }
 
     void emulatedRanksAreExactAndModelled()

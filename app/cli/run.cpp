@@ -337,7 +337,8 @@ int runRanks(RunOpts o, MpiSession& mpi)
     for (int t : sizes) {
         tp::Plan p = base;
         p.tpSize = t;
-        graphs.push_back(tp::shardModel(om->spec, p, {.batch = o.batch, .seq = o.seq, .activationDtype = dtype}));
+        graphs.push_back(tp::shardModel(om->spec, p, {.batch = o.batch, .seq = o.seq, .activationDtype = dtype,
+                                                       .lastPositionLogits = o.decode > 0})); // as the run below
         std::string errors;
         for (const auto& d : graphs.back().diagnostics)
             if (d.severity == tp::Severity::Error)

@@ -116,6 +116,9 @@ private:
         const bool hasWeight = n.kind == OpKind::Linear || n.kind == OpKind::Router || n.kind == OpKind::Embedding;
         const ParamShard* w = hasWeight ? param(n.module, "weight") : nullptr;
         const ParamShard* b = w && n.kind != OpKind::Embedding ? param(n.module, "bias") : nullptr;
+        // The final norm and the head at each sequence's last position only (lastPositionLogits): B rows.
+        const bool lastOnly = static_cast<std::size_t>(ni) < m_g.nodes.size() && m_g.nodes[static_cast<std::size_t>(ni)].lastPositions;
+        const double tokens = lastOnly ? std::min(m_tokens, static_cast<double>(m_w.batch)) : m_tokens;
         for (std::size_t r = 0; r < static_cast<std::size_t>(m_T); ++r) {
             double flops = 0, bytes = 0, gemm = 0;
             switch (n.kind) {
@@ -123,8 +126,8 @@ private:
             case OpKind::Router:
                 if (w) {
                     const double out = static_cast<double>(w->shapes[r][0]), in = static_cast<double>(w->shapes[r][1]);
-                    flops = gemm = 2 * m_tokens * in * out;
-                    bytes = static_cast<double>(w->bytes[r]) + m_tokens * (in + out) * m_e;
+                    flops = gemm = 2 * tokens * in * out;
+                    bytes = static_cast<double>(w->bytes[r]) + tokens * (in + out) * m_e;
                     if (b)
                         bytes += static_cast<double>(b->bytes[r]);
                 }
@@ -152,9 +155,9 @@ private:
             case OpKind::Logits: break;
             default:
                 for (int t : n.inputs)
-                    bytes += m_tokens * width(t, r) * m_e;
+                    bytes += tokens * width(t, r) * m_e;
                 for (int t : n.outputs)
-                    bytes += m_tokens * width(t, r) * m_e;
+                    bytes += tokens * width(t, r) * m_e;
                 break;
             }
             const double t = roofline(flops, bytes, gemm);

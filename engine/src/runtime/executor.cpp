@@ -868,6 +868,14 @@ private:
     {
         Backend& be = *k.be;
         const Tensor& y = k.t()[static_cast<std::size_t>(k.pp().opOutput[static_cast<std::size_t>(ni)])];
+        // A node at the last positions only whose op reads a dense input: each sequence's last row of
+        // it, copied together first.
+        if (const int gi = k.pp().gathered[static_cast<std::size_t>(ni)]; gi >= 0) {
+            const Tensor& x = k.t()[static_cast<std::size_t>(gi)];
+            TP_RETURN_IF_ERROR(be.copy(lastPositions(in(k, n, 0), k.pp().seq), x));
+            return n.kind == OpKind::Norm ? be.rmsNorm(x, *weight(k, n, "weight"), y, x.cols, n.eps)
+                                          : Status(StatusCode::Internal, fmt::format("{} reads gathered rows", opKindName(n.kind)));
+        }
         switch (n.kind) {
         case OpKind::Embedding: {
             const ParamShard* s = m_g.param(n.module, "weight");
@@ -881,7 +889,7 @@ private:
             Tensor x = in(k, n, 0);
             if (const auto& slice = m_g.nodes[static_cast<std::size_t>(ni)].inputSlice; !slice.empty()) // rowwise_split_input
                 x = x.columns(slice[static_cast<std::size_t>(k.r)].offset, slice[static_cast<std::size_t>(k.r)].size);
-            if (ni == k.pp().lastPositionNode) // the head at each sequence's last position only
+            if (k.pp().lastPositions[static_cast<std::size_t>(ni)]) // the head at each sequence's last position only
                 x = lastPositions(x, k.pp().seq);
             const int c = k.prog->collectiveOf[static_cast<std::size_t>(ni)];
             const bool biasAfter = c >= 0 && m_g.collectives[static_cast<std::size_t>(c)].bias >= 0;
@@ -1038,6 +1046,12 @@ Status checkRunnable(const ModelSpec& spec, const ShardedGraph& g, const WeightS
         return invalidArgument(fmt::format("storage dtype {} is not f32, bf16 or f16", dtypeName(o.dtype)));
     if (o.emulate && !o.commModel)
         return invalidArgument("emulation needs a hardware profile to model the collectives");
+    if (o.lastPositionLogits != g.options.lastPositionLogits) // what runs is what the graph previews
+        return invalidArgument(fmt::format("the run keeps the logits at {} (RunOptions::lastPositionLogits) but the graph "
+                                           "was sharded for {}: shard it with ShardOptions::lastPositionLogits = {}",
+                                           o.lastPositionLogits ? "each sequence's last position" : "every position",
+                                           g.options.lastPositionLogits ? "the last positions" : "every position",
+                                           o.lastPositionLogits));
     for (const GraphNode& n : g.graph.nodes)
         if (n.kind == OpKind::Attention && n.window > 0 && o.seq + o.decodeSteps > n.window)
             return Status(StatusCode::Unimplemented,

@@ -49,10 +49,15 @@ public:
         // Steps of the arena's timeline: prefill's nodes, then a decode step's; the KV caches span both.
         const int steps = static_cast<int>(nodes.size()) + 1;
         kvCaches(m_decode > 0 ? 2 * steps : steps);
+        if (m_lastPositionLogits != m_g.options.lastPositionLogits)
+            return Status(StatusCode::FailedPrecondition,
+                          fmt::format("rank {}: the run keeps the logits at {} but the graph was sharded for {}", m_r,
+                                      m_lastPositionLogits ? "the last positions" : "every position",
+                                      m_g.options.lastPositionLogits ? "the last positions" : "every position"));
         m_p.phases.reserve(2);
-        TP_RETURN_IF_ERROR(phase(m_batch * m_seq, m_seq, 0, m_lastPositionLogits ? headNode() : -1));
+        TP_RETURN_IF_ERROR(phase(m_batch * m_seq, m_seq, 0, m_lastPositionLogits));
         if (m_decode > 0)
-            TP_RETURN_IF_ERROR(phase(m_batch, 1, steps, -1));
+            TP_RETURN_IF_ERROR(phase(m_batch, 1, steps, false));
         m_p.arenaBytes = planArena(m_p.blocks, kAlignment);
         return std::move(m_p);
     }
@@ -85,13 +90,17 @@ private:
     }
 
     // --- phases and caches ----------------------------------------------------------------------
-    Status phase(std::int64_t tokens, std::int64_t seq, int firstStep, int lastPositionNode)
+    Status phase(std::int64_t tokens, std::int64_t seq, int firstStep, bool lastPositions)
     {
         const std::size_t nodes = m_g.graph.nodes.size();
         m_ph = &m_p.phases.emplace_back();
         m_ph->tokens = m_n = tokens;
         m_ph->seq = seq;
-        m_ph->lastPositionNode = lastPositionNode;
+        m_ph->lastPositions.assign(nodes, false);
+        if (lastPositions)
+            for (std::size_t i = 0; i < nodes && i < m_g.nodes.size(); ++i)
+                m_ph->lastPositions[i] = m_g.nodes[i].lastPositions;
+        m_ph->gathered.assign(nodes, -1);
         m_t0 = firstStep;
         m_ph->opOutput.assign(nodes, -1);
         m_ph->scratch.assign(nodes, -1);
@@ -104,17 +113,9 @@ private:
         return {};
     }
 
-    // The node whose output is the model's logits (-1: none).
-    int headNode() const
-    {
-        for (const GraphNode& n : m_g.graph.nodes)
-            if (n.kind == OpKind::Logits)
-                return m_g.graph.tensors[static_cast<std::size_t>(n.inputs[0])].producer;
-        return -1;
-    }
-
     // Rows of what node ni writes: B·S, or B where it runs at the last positions only.
-    std::int64_t rowsOf(int ni) const { return ni >= 0 && ni == m_ph->lastPositionNode ? m_batch : m_n; }
+    bool atLast(int ni) const { return ni >= 0 && m_ph->lastPositions[static_cast<std::size_t>(ni)]; }
+    std::int64_t rowsOf(int ni) const { return atLast(ni) ? m_batch : m_n; }
 
     // Keys and values of every position of the run, per attention node: [B · context, kv width].
     void kvCaches(int steps)
@@ -288,6 +289,12 @@ private:
     {
         const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(ni)];
         TP_ASSIGN_OR_RETURN(const std::int64_t w, opWidth(n, ni));
+        // The first node at the last positions reads its input's every seq-th row: the norm, whose op
+        // takes a dense input, through a [batch, features] copy (a GEMM reads the rows in place).
+        if (atLast(ni) && n.kind == OpKind::Norm && !atLast(m_g.graph.tensors[static_cast<std::size_t>(n.inputs[0])].producer)) {
+            const ProgramTensor& x = m_ph->tensors[static_cast<std::size_t>(n.inputs[0])];
+            m_ph->gathered[static_cast<std::size_t>(ni)] = tensor(block(dtypeBytes(x.dtype, m_batch * x.cols), ni, ni), m_batch, x.cols, x.dtype);
+        }
         if (n.kind == OpKind::Logits)
             return {};
         const int out = n.outputs[0];

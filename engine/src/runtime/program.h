@@ -39,9 +39,13 @@ struct PhaseProgram
 {
     std::int64_t tokens = 0;                 // rows of every activation
     std::int64_t seq = 0;                    // query rows per sequence
-    // The node that computes the logits (the head), when it runs only at each sequence's last
-    // position: its input is read every seq-th row, its output and collective have batch rows.
-    int lastPositionNode = -1;
+    // Per node: it runs only at each sequence's last position (the final norm and the head, when
+    // the logits are kept there: NodeSharding::lastPositions): its output and collective have batch
+    // rows, and its input, where the node before it has B·S, is read every seq-th row.
+    std::vector<bool> lastPositions;
+    // Per node: the tensor [batch, features] its first input's last-position rows are copied into
+    // first, for an op that reads a dense input (the final norm); -1: none.
+    std::vector<int> gathered;
     std::vector<ProgramTensor> tensors;      // the graph's tensors first, then the buffers lowering adds
     std::vector<int> opOutput;               // per node: the tensor its op writes (its output, or a pre-collective buffer)
     std::vector<int> scratch;                // per node: its scratch tensor, -1: none
@@ -74,7 +78,9 @@ struct RankProgram
 // `columnGather`: the communicator gathers column pieces in place (Communicator::gathersColumns), so
 // an all-gather's op writes its columns of the output directly and needs no staging buffer.
 // `decodeSteps` > 0 adds the decode phase and sizes the KV cache for seq + decodeSteps positions.
-// `lastPositionLogits`: prefill computes the logits only at each sequence's last position.
+// `lastPositionLogits`: prefill computes the logits only at each sequence's last position; the
+// graph must have been sharded with the same ShardOptions::lastPositionLogits (its nodes say which
+// run there, its collectives count their rows).
 Result<RankProgram> lowerForRank(const ModelSpec& spec, const ShardedGraph& g, int rank, std::int64_t batch,
                                  std::int64_t seq, std::int64_t decodeSteps, bool lastPositionLogits,
                                  const Backend& backend, bool columnGather);

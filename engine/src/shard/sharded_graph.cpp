@@ -138,6 +138,11 @@ public:
         for (std::size_t t = 0; t < m_g.graph.tensors.size(); ++t)
             setWhole(static_cast<int>(t), m_g.graph.tensors[t].features);
         m_g.nodes.assign(m_g.graph.nodes.size(), {});
+        if (m_g.options.lastPositionLogits) {
+            const std::vector<bool> last = lastPositionNodes(m_g.graph);
+            for (std::size_t n = 0; n < last.size(); ++n)
+                m_g.nodes[n].lastPositions = last[n];
+        }
         for (std::size_t n = 0; n < m_g.graph.nodes.size(); ++n)
             visit(static_cast<int>(n));
         memory();
@@ -342,6 +347,7 @@ private:
         c.featuresPerToken = features;
         c.tokensPerToken = rows;
         c.style = s ? s->name : std::string();
+        c.lastPositions = m_g.nodes[static_cast<std::size_t>(c.node)].lastPositions;
         m_g.collectives.push_back(std::move(c));
     }
 
@@ -735,7 +741,10 @@ private:
             if (!p.tied)
                 for (std::size_t r = 0; r < nT; ++r)
                     m_g.memory[r].weightBytes += p.bytes[r];
-        for (const auto& n : m_g.graph.nodes) {
+        for (std::size_t ni = 0; ni < m_g.graph.nodes.size(); ++ni) {
+            const GraphNode& n = m_g.graph.nodes[ni];
+            // The final norm and the head at the last positions only: one row per sequence.
+            const std::int64_t rows = m_g.nodes[ni].lastPositions ? std::min(tokens, m_g.options.batch) : tokens;
             if (n.kind == OpKind::Attention) {
                 // The cache holds k and v after projection (MLA: per-head k = nope + rope, v).
                 for (std::size_t r = 0; r < nT; ++r) {
@@ -755,7 +764,7 @@ private:
                         w += lay(t).local[r];
                 for (int t : n.outputs)
                     w += lay(t).local[r];
-                std::int64_t bytes = w * tokens * e;
+                std::int64_t bytes = w * rows * e;
                 if (n.kind == OpKind::Experts)
                     if (const ParamShard* gu = param(n.module, "gate_up_proj")) {
                         // Routed rows hold gate‖up, then act·up: 3/2 of the local packed width.
@@ -806,6 +815,29 @@ DType defaultActivationDtype(const ModelConfig& c)
 }
 
 } // namespace
+
+std::vector<bool> lastPositionNodes(const LayerGraph& graph)
+{
+    std::vector<bool> last(graph.nodes.size(), false);
+    const auto logits = std::find_if(graph.nodes.begin(), graph.nodes.end(), [](const GraphNode& n) { return n.kind == OpKind::Logits; });
+    if (logits == graph.nodes.end() || logits->inputs.empty())
+        return last;
+    const int head = graph.tensors[static_cast<std::size_t>(logits->inputs[0])].producer;
+    if (head < 0 || graph.nodes[static_cast<std::size_t>(head)].kind != OpKind::Linear)
+        return last;
+    last[static_cast<std::size_t>(head)] = true;
+    // The final norm, when nothing but the head reads it (row-wise: its last rows are all the head needs).
+    const int h = graph.nodes[static_cast<std::size_t>(head)].inputs[0];
+    const int norm = graph.tensors[static_cast<std::size_t>(h)].producer;
+    if (norm < 0 || graph.nodes[static_cast<std::size_t>(norm)].kind != OpKind::Norm)
+        return last;
+    int readers = 0;
+    for (const GraphNode& n : graph.nodes)
+        readers += static_cast<int>(std::count(n.inputs.begin(), n.inputs.end(), h));
+    if (readers == 1 && graph.nodes[static_cast<std::size_t>(norm)].outputs.size() == 1)
+        last[static_cast<std::size_t>(norm)] = true;
+    return last;
+}
 
 ShardedGraph shardModel(const ModelSpec& spec, const Plan& plan, const ShardOptions& options)
 {

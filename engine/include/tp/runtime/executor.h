@@ -35,8 +35,10 @@ struct RunOptions
     // Greedy decode steps after each prefill, one token per sequence each, reading and extending a
     // per-rank KV cache of seq + decodeSteps positions: seq + 1 … tokens generated in all.
     int decodeSteps = 0;
-    // Prefill computes the logits only at each sequence's last position, as generate() does (the
-    // head's GEMM over B rows instead of B·S); RunResult::logits is then [B, vocab].
+    // Prefill computes the logits only at each sequence's last position, as generate() does
+    // (Transformers' logits_to_keep=1): the final norm, the head's GEMM and its collective over B rows
+    // instead of B·S; RunResult::logits is then [B, vocab]. The graph must be sharded with the same
+    // ShardOptions::lastPositionLogits, so that its collectives' bytes are what runs.
     bool lastPositionLogits = false;
     int warmup = 0;
     int iterations = 1;

@@ -60,11 +60,15 @@ struct Collective
     // all_reduce (every rank holds everything) and all_to_all.
     std::vector<Interval> pieces;
     int bias = -1;                                 // index into ShardedGraph::params of a bias added after the reduction
+    // After a node that runs only at each sequence's last position (ShardOptions::lastPositionLogits:
+    // the head's all-gather): one row per sequence, whatever the forward's new tokens.
+    bool lastPositions = false;
 
-    // Bytes of the full tensor (nccl-tests' "size"): B·S·rows·features·elementBytes.
+    // Bytes of the full tensor (nccl-tests' "size"): B·S·rows·features·elementBytes (B·1·… at the
+    // last positions only).
     std::int64_t bytes(std::int64_t batch, std::int64_t seq, std::int64_t elementBytes) const
     {
-        return batch * seq * tokensPerToken * featuresPerToken * elementBytes;
+        return batch * (lastPositions ? 1 : seq) * tokensPerToken * featuresPerToken * elementBytes;
     }
 };
 
@@ -74,6 +78,9 @@ struct NodeSharding
     // Per rank, the columns of the node's first input it computes with, when a style splits a whole
     // input locally (rowwise_split_input); empty when the node takes its inputs as they are.
     std::vector<Interval> inputSlice;
+    // The node runs at each sequence's last position only (ShardOptions::lastPositionLogits: the
+    // final norm and the head): B rows in prefill instead of B·S.
+    bool lastPositions = false;
 };
 
 struct RankMemory
@@ -92,6 +99,11 @@ struct ShardOptions
     std::int64_t batch = 1;
     std::int64_t seq = 512;
     std::optional<DType> activationDtype;          // default: the model's dtype
+    // Prefill computes the logits only at each sequence's last position, as generate() does
+    // (Transformers' logits_to_keep=1): the final norm, the head and the head's collective see B
+    // rows, not B·S. What the engine runs with RunOptions::lastPositionLogits; the preview's bytes,
+    // times and memory then count those rows.
+    bool lastPositionLogits = false;
 };
 
 struct ShardedGraph
@@ -137,5 +149,10 @@ struct ShardTimings
 // of each result (`std::move(g.graph)`). `timings`, when given, receives the steps' times.
 ShardedGraph shardModel(const ModelSpec& spec, const Plan& plan, const ShardOptions& options, LayerGraph graph,
                         ShardTimings* timings = nullptr);
+
+// The nodes that run only at each sequence's last position when the logits are kept there: the
+// head (the Linear whose output is the logits) and the final norm before it when the head is its
+// only consumer. Per graph node; all false when the graph has no logits.
+std::vector<bool> lastPositionNodes(const LayerGraph& graph);
 
 } // namespace tp
