@@ -15,12 +15,30 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
+#include <new>
 #include <optional>
 #include <random>
 #include <set>
 #include <thread>
+
+// Heap allocations through operator new, on every thread: a test reads the count before and after
+// what it measures.
+namespace {
+std::atomic<std::int64_t> g_news{0};
+}
+void* operator new(std::size_t n)
+{
+    g_news.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(n == 0 ? 1 : n))
+        return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 using namespace tp;
 
@@ -583,6 +601,70 @@ private slots:
         auto refused = runModel(spec, shardModel(spec, defaultPlan(spec, tp), {.batch = o.batch, .seq = o.seq}), weights, o);
         QCOMPARE(refused.status().code(), StatusCode::InvalidArgument);
         QVERIFY2(refused.status().message().find("lastPositionLogits") != std::string::npos, refused.status().message().c_str());
+    }
+
+    // Nothing is allocated on the heap inside the timed loop: from the warm-up's prefill to the last
+    // step of the last iteration (whose logits, spans and tokens are kept) the executor allocates
+    // nothing — no gathered-logits buffer, span list, collective count list or label grows there.
+    // What the loop may still allocate is the CPU backend's attention, which makes two small
+    // vectors per call (cpu_backend.cpp): the count is at most that, and the same whether the
+    // logits are kept (--dump-logits) or not, in f32 and bf16.
+    void nothingIsAllocatedInTheTimedLoop_data()
+    {
+        QTest::addColumn<bool>("keepLogits");
+        QTest::addColumn<bool>("lastOnly");
+        QTest::addColumn<bool>("bf16");
+        QTest::addRow("logits kept") << true << false << false;
+        QTest::addRow("logits kept, last positions") << true << true << false;
+        QTest::addRow("logits checked only") << false << true << false;
+        QTest::addRow("bf16, logits kept") << true << false << true;
+    }
+    void nothingIsAllocatedInTheTimedLoop()
+    {
+        QFETCH(bool, keepLogits);
+        QFETCH(bool, lastOnly);
+        QFETCH(bool, bf16);
+        const ModelSpec s = tptest::openSpec("example");
+        const int T = 2, steps = 5, iterations = 4;
+        RunOptions o;
+        o.batch = 2;
+        o.seq = 16;
+        o.warmup = 1;
+        o.iterations = iterations;
+        o.decodeSteps = steps;
+        o.keepLogits = keepLogits;
+        o.lastPositionLogits = lastOnly;
+        o.dtype = bf16 ? DType::BF16 : DType::F32;
+        const ShardedGraph g = shardModel(s, defaultPlan(s, T),
+                                          {.batch = o.batch, .seq = o.seq, .activationDtype = o.dtype, .lastPositionLogits = lastOnly});
+        // Rank 0 reports after each prefill and each decode step; the first report is the warm-up's
+        // prefill, the last one the last iteration's last step (after its logits were read back).
+        std::int64_t first = -1, lastSeen = -1;
+        o.progress = [&](int, bool, double) {
+            const std::int64_t now = g_news.load(std::memory_order_relaxed);
+            if (first < 0)
+                first = now;
+            lastSeen = now;
+        };
+        o.stepProgress = [&](int, bool, int, double) { lastSeen = g_news.load(std::memory_order_relaxed); };
+        auto r = runModel(s, g, {}, o);
+        QVERIFY2(r.ok(), r.status().message().c_str());
+        QVERIFY(first >= 0 && lastSeen > 0);
+        int attention = 0;
+        for (const GraphNode& n : g.graph.nodes)
+            attention += n.kind == OpKind::Attention;
+        // Forwards after the first report: the warm-up's steps, then each timed iteration's prefill and steps.
+        const std::int64_t forwards = steps + iterations * (1 + steps);
+        const std::int64_t backendAttention = 2 * std::int64_t(T) * attention * forwards;
+        qInfo("%lld heap allocations in %lld forwards at T=%d (the CPU backend's attention: at most %lld)",
+              static_cast<long long>(lastSeen - first), static_cast<long long>(forwards), T, static_cast<long long>(backendAttention));
+        QVERIFY2(lastSeen - first <= backendAttention,
+                 qPrintable(QString("%1 allocations in the timed loop, more than the backend's %2").arg(lastSeen - first).arg(backendAttention)));
+        QCOMPARE(r->decode.generated.size(), std::size_t(o.batch));
+        QCOMPARE(r->decode.generated[0].size(), std::size_t(steps + 1));
+        QCOMPARE(r->iterationSeconds.size(), std::size_t(iterations));
+        QCOMPARE(r->decode.stepSeconds.size(), std::size_t(iterations * steps));
+        QCOMPARE(r->stepLogits.size(), keepLogits ? std::size_t(steps * o.batch * s.config.vocabSize) : std::size_t(0));
     }
 
     void emulatedRanksAreExactAndModelled()

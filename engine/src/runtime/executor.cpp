@@ -110,10 +110,16 @@ struct Rank
     int phase = 0;                             // what the rank runs now
     std::int64_t past = 0;                     // and how many positions its sequences have cached
     std::vector<std::int32_t> ids;             // the last tokens sampled, per sequence (decoding)
+    // Everything below is sized in setUp, before the warm-up: the iterations only write into it.
     std::vector<Span> lastSpans;               // the forward just timed
     std::vector<Span> spans;                   // the last iteration's prefill
     std::vector<std::vector<Span>> stepSpans;  // the last iteration's sampled decode steps (every spanStride-th)
+    std::size_t sampledSteps = 0;              // of stepSpans, filled
     std::vector<double> iterations, steps;     // timed prefills and decode steps
+    // Per phase, per collective: the elements each rank contributes or keeps (rows · piece width).
+    std::vector<std::vector<std::vector<std::int64_t>>> counts;
+    std::vector<unsigned char> staging;        // 16-bit logits on their way to fp32 (rank 0)
+    std::vector<float> row;                    // one row of logits (rank 0, logits not kept)
     double loadSeconds = 0;
     int node = -1;                             // where the rank is (for errors raised as exceptions)
     Progress* progress = nullptr;
@@ -149,6 +155,14 @@ public:
                 m_decodePositions.push_back(static_cast<std::int32_t>(o.seq + j));
         for (const RopeTable& rt : g.graph.ropes)
             m_ropeTables.push_back(rt.cosSin(m_context));
+        // What each collective call takes besides its tensors, made once: its label, and where each
+        // rank's columns end (column gathers).
+        for (const Collective& c : g.collectives) {
+            m_labels.push_back(m_nvtx[static_cast<std::size_t>(c.node)] + "/" + collectiveName(c.kind));
+            auto& off = m_offsets.emplace_back(1, 0);
+            for (const Interval& iv : c.pieces)
+                off.push_back(iv.offset + iv.size);
+        }
     }
 
     // Every rank a thread of this process.
@@ -176,6 +190,8 @@ public:
         TP_RETURN_IF_ERROR(checkMemory(raw, m_o.emulate || m_o.device == DeviceKind::Cpu));
         m_ranks.resize(static_cast<std::size_t>(m_T));
         m_progress = std::make_unique<Progress[]>(static_cast<std::size_t>(m_T));
+        if (m_o.emulate)
+            m_allSpans.reserve(static_cast<std::size_t>(m_T) * spansPerForward());
         std::vector<std::thread> threads;
         std::vector<Communicator*> comms;
         for (int r = 0; r < m_T; ++r) {
@@ -427,8 +443,8 @@ private:
         res.decode.batch = m_o.decodeSteps > 0 ? m_o.batch : 0;
         for (std::int64_t b = 0; b < res.decode.batch; ++b) { // per token every sequence's → per sequence its tokens
             auto& tokens = res.decode.generated.emplace_back();
-            for (const auto& token : m_generated)
-                tokens.push_back(token[static_cast<std::size_t>(b)]);
+            for (std::size_t i = 0; i < m_generatedCount; ++i)
+                tokens.push_back(m_generated[i][static_cast<std::size_t>(b)]);
         }
         std::vector<std::string> names;
         for (const Backend* b : backends)
@@ -546,10 +562,71 @@ private:
         }
         TP_RETURN_IF_ERROR(loadWeights(k));
         TP_RETURN_IF_ERROR(be.reserveEvents(m_events.count(static_cast<int>(m_g.collectives.size()))));
+        prepareIterations(k);
         TP_RETURN_IF_ERROR(be.synchronize());
         k.loadSeconds = std::chrono::duration<double>(Clock::now() - t0).count();
         return {};
     }
+
+    // Everything the iterations write on the host, at its final size, before the warm-up: nothing is
+    // allocated (nor grows, nor faults its pages in for the first time) inside the timed loop.
+    void prepareIterations(Rank& k)
+    {
+        const RankProgram& p = *k.prog;
+        k.counts.resize(p.phases.size());
+        for (std::size_t ph = 0; ph < p.phases.size(); ++ph)
+            for (std::size_t ci = 0; ci < m_g.collectives.size(); ++ci) {
+                const int out = p.phases[ph].collectives[ci].output;
+                const std::int64_t rows = out < 0 ? 0 : p.phases[ph].tensors[static_cast<std::size_t>(out)].rows;
+                auto& counts = k.counts[ph].emplace_back();
+                for (const Interval& iv : m_g.collectives[ci].pieces)
+                    counts.push_back(rows * iv.size);
+            }
+        // The communicator's label holds the longest one from now on.
+        std::size_t longest = 0;
+        for (const std::string& l : m_labels)
+            longest = std::max(longest, l.size());
+        k.comm->setLabel(std::string(longest, ' '));
+        k.comm->setLabel("");
+        const std::size_t spans = spansPerForward();
+        k.lastSpans.reserve(spans);
+        k.spans.reserve(spans);
+        k.stepSpans.resize(static_cast<std::size_t>(m_o.decodeSteps > 0 ? (m_o.decodeSteps + spanStride() - 1) / spanStride() : 0));
+        for (auto& step : k.stepSpans)
+            step.reserve(spans);
+        k.iterations.reserve(static_cast<std::size_t>(std::max(m_o.iterations, 1)));
+        k.steps.reserve(static_cast<std::size_t>(std::max(m_o.iterations, 1)) * static_cast<std::size_t>(m_o.decodeSteps));
+        if (m_o.decodeSteps > 0)
+            k.ids.assign(static_cast<std::size_t>(m_o.batch), 0);
+        const GraphNode* logits = logitsNode();
+        if (k.r != 0 || !logits)
+            return;
+        // Rank 0's logits of the last iteration: prefill's (all positions, or the last ones) and every
+        // decode step's, each in its place; the generated tokens.
+        auto logitsOf = [&](std::size_t ph) { return p.phases[ph].tensors[static_cast<std::size_t>(logits->inputs[0])]; };
+        std::int64_t widest = 0;
+        if (m_o.keepLogits) {
+            const detail::ProgramTensor prefill = logitsOf(0);
+            m_logits.assign(static_cast<std::size_t>(prefill.rows * prefill.cols), 0.0f);
+            widest = prefill.rows * prefill.cols;
+            if (m_o.decodeSteps > 0) {
+                const detail::ProgramTensor step = logitsOf(1);
+                m_stepLogits.assign(static_cast<std::size_t>(m_o.decodeSteps * step.rows * step.cols), 0.0f);
+                widest = std::max(widest, step.rows * step.cols);
+            }
+        } else {
+            k.row.assign(static_cast<std::size_t>(logitsOf(0).cols), 0.0f);
+            widest = logitsOf(0).cols;
+        }
+        if (m_o.dtype != DType::F32)
+            k.staging.assign(static_cast<std::size_t>(dtypeBytes(m_o.dtype, widest)), 0);
+        if (m_o.decodeSteps > 0)
+            m_generated.assign(static_cast<std::size_t>(m_o.decodeSteps) + 1, std::vector<std::int32_t>(static_cast<std::size_t>(m_o.batch), 0));
+        m_generatedCount = 0;
+    }
+
+    // Spans of one forward: one per node, one per collective.
+    std::size_t spansPerForward() const { return m_g.graph.nodes.size() + m_g.collectives.size(); }
 
     Status loadWeights(Rank& k)
     {
@@ -594,10 +671,8 @@ private:
                 return Status(StatusCode::Cancelled, fmt::format("rank {}: run cancelled", k.r));
             TP_RETURN_IF_ERROR(node(k, static_cast<int>(ni)));
         }
-        if (m_o.decodeSteps > 0) {
+        if (m_o.decodeSteps > 0)
             TP_RETURN_IF_ERROR(k.be->argmax(lastLogits(k), k.ph[1].t[0]));
-            k.ids.resize(static_cast<std::size_t>(m_o.batch));
-        }
         TP_RETURN_IF_ERROR(k.comm->synchronize()); // the watchdog sees a hung collective here
         TP_RETURN_IF_ERROR(k.be->synchronize());
         if (m_o.decodeSteps > 0)
@@ -646,10 +721,10 @@ private:
             // Decode: each step reads the token the last forward picked and appends to the caches.
             k.phase = 1;
             if (last)
-                k.stepSpans.clear();
+                k.sampledSteps = 0;
             for (int j = 0; j < m_o.decodeSteps; ++j) {
                 if (last && k.r == 0)
-                    m_generated.push_back(k.ids);
+                    m_generated[m_generatedCount++] = k.ids;
                 k.past = m_o.seq + j;
                 k.ph[1].positions = k.decodePositions.columns(j * m_o.batch, m_o.batch);
                 const auto s0 = Clock::now();
@@ -660,7 +735,7 @@ private:
                     k.steps.push_back(step);
                 if (last) {
                     if (sampled)
-                        k.stepSpans.push_back(k.lastSpans);
+                        k.stepSpans[k.sampledSteps++] = k.lastSpans; // into the capacity setUp reserved
                     if (k.r == 0)
                         TP_RETURN_IF_ERROR(readLogits(k));
                 }
@@ -668,9 +743,10 @@ private:
                     m_o.stepProgress(warm ? it : it - m_o.warmup, warm, j, step);
             }
             if (last && k.r == 0 && m_o.decodeSteps > 0)
-                m_generated.push_back(k.ids);
+                m_generated[m_generatedCount++] = k.ids;
             TP_RETURN_IF_ERROR(k.comm->barrier());
         }
+        k.stepSpans.resize(k.sampledSteps); // (all of them, when the last iteration finished)
         return {};
     }
 
@@ -712,19 +788,20 @@ private:
         const Tensor& t = k.t()[static_cast<std::size_t>(logits->inputs[0])];
         auto read = [&](const Tensor& part, float* into) { return downloadFloat(k, part, into); };
         std::int64_t bad = 0, seen = 0;
-        if (m_o.keepLogits) {
+        if (m_o.keepLogits) { // into their place in the buffers prepareIterations sized
             std::vector<float>& into = decoding ? m_stepLogits : m_logits;
-            const std::size_t at = into.size();
-            into.resize(at + static_cast<std::size_t>(t.numel()));
+            const std::size_t at = decoding ? static_cast<std::size_t>((k.past - m_o.seq) * t.numel()) : 0;
+            if (at + static_cast<std::size_t>(t.numel()) > into.size())
+                return Status(StatusCode::Internal, fmt::format("rank 0: logits of {} values beyond the {} set aside",
+                                                                at + static_cast<std::size_t>(t.numel()), into.size()));
             TP_RETURN_IF_ERROR(read(t, into.data() + at));
             bad = checkValues(into.data() + at, t.numel(), DType::F32).nonFinite;
             seen = t.numel();
         } else { // one row at a time, through one row's buffer
-            std::vector<float> row(static_cast<std::size_t>(t.cols));
             const Tensor rows = lastLogits(k);
             for (std::int64_t b = 0; b < m_o.batch; ++b) {
-                TP_RETURN_IF_ERROR(read(rows.rowRange(b, 1), row.data()));
-                bad += checkValues(row.data(), t.cols, DType::F32).nonFinite;
+                TP_RETURN_IF_ERROR(read(rows.rowRange(b, 1), k.row.data()));
+                bad += checkValues(k.row.data(), t.cols, DType::F32).nonFinite;
                 seen += t.cols;
             }
         }
@@ -744,9 +821,10 @@ private:
     {
         if (part.dtype == DType::F32)
             return k.be->download(part, into);
-        std::vector<unsigned char> raw(static_cast<std::size_t>(part.bytes()));
-        TP_RETURN_IF_ERROR(k.be->download(part, raw.data()));
-        toFloat(raw.data(), part.dtype, into, part.numel());
+        if (k.staging.size() < static_cast<std::size_t>(part.bytes())) // only checkFinite's reads are wider than the logits
+            k.staging.resize(static_cast<std::size_t>(part.bytes()));
+        TP_RETURN_IF_ERROR(k.be->download(part, k.staging.data()));
+        toFloat(k.staging.data(), part.dtype, into, part.numel());
         return {};
     }
 
@@ -795,7 +873,8 @@ private:
 
     double emulatedIteration()
     {
-        std::vector<Span> all;
+        std::vector<Span>& all = m_allSpans; // reserved for every rank's spans before the ranks start
+        all.clear();
         for (const Rank& k : m_ranks)
             all.insert(all.end(), k.lastSpans.begin(), k.lastSpans.end());
         const double us = emulateTimeline(all, m_T, [&](const Span& s) {
@@ -945,9 +1024,9 @@ private:
         const detail::CollectivePlan& p = k.pp().collectives[static_cast<std::size_t>(ci)];
         const Tensor& input = k.t()[static_cast<std::size_t>(p.input)];
         const Tensor& output = k.t()[static_cast<std::size_t>(p.output)];
-        const std::string label = m_nvtx[static_cast<std::size_t>(c.node)] + "/" + collectiveName(c.kind);
+        const std::string& label = m_labels[static_cast<std::size_t>(ci)];
         const NvtxRange range(label);
-        comm.setLabel(label);
+        comm.setLabel(label); // within the capacity setUp gave it
         const std::int64_t rows = output.rows;
         // A rank's piece of a staging buffer, [rows, width] at its place.
         auto piece = [&](int rank) {
@@ -955,9 +1034,7 @@ private:
             const Tensor& st = k.t()[static_cast<std::size_t>(p.staging)];
             return Tensor::contiguous(st.as<char>() + rows * iv.offset * st.elementBytes(), st.dtype, rows, iv.size, st.device);
         };
-        std::vector<std::int64_t> counts;
-        for (const Interval& iv : c.pieces)
-            counts.push_back(rows * iv.size);
+        const std::vector<std::int64_t>& counts = k.counts[static_cast<std::size_t>(k.phase)][static_cast<std::size_t>(ci)];
 
         TP_RETURN_IF_ERROR(be.record(m_events.collective(ci, 0), Stream::Compute));
         if (c.kind == CollectiveKind::ReduceScatter) // pack each rank's columns into its contiguous piece
@@ -969,10 +1046,7 @@ private:
         case CollectiveKind::AllReduce: TP_RETURN_IF_ERROR(comm.allReduce(output)); break;
         case CollectiveKind::AllGather:
             if (p.staging < 0) { // the ops wrote their columns in place: the gather fills in the others'
-                std::vector<std::int64_t> offsets{0};
-                for (const Interval& iv : c.pieces)
-                    offsets.push_back(iv.offset + iv.size);
-                TP_RETURN_IF_ERROR(comm.allGatherColumns(output, offsets));
+                TP_RETURN_IF_ERROR(comm.allGatherColumns(output, m_offsets[static_cast<std::size_t>(ci)]));
             } else {
                 TP_RETURN_IF_ERROR(comm.allGather(input.reshaped(1, input.numel()), k.t()[static_cast<std::size_t>(p.staging)], counts));
             }
@@ -1001,6 +1075,8 @@ private:
     const std::int64_t m_N;
     EventMap m_events;
     std::vector<std::string> m_nvtx;
+    std::vector<std::string> m_labels;                    // per collective: "layer 3/self_attn.o_proj/all_reduce"
+    std::vector<std::vector<std::int64_t>> m_offsets;     // per collective: 0, then where each rank's columns end
     const std::int64_t m_context;              // positions per sequence: prompt + decode steps
     std::vector<std::int32_t> m_tokens, m_positions, m_decodePositions;
     std::vector<std::vector<float>> m_ropeTables;
@@ -1011,7 +1087,9 @@ private:
     bool m_nonFiniteLogits = false; // set by rank 0 (readLogits), read after the threads joined
     double m_emulatedSeconds = 0;
     std::vector<float> m_logits, m_stepLogits;
+    std::vector<Span> m_allSpans;                        // emulation: every rank's spans of the forward
     std::vector<std::vector<std::int32_t>> m_generated; // rank 0, last iteration: per token, every sequence's
+    std::size_t m_generatedCount = 0;                    // of m_generated, filled
     std::mutex m_errorMutex;
     Status m_firstError;
 };

@@ -20,6 +20,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tp {
@@ -77,8 +78,9 @@ public:
 
     // What the collectives called from now on are for ("layer 3/self_attn.o_proj/all_reduce"), so
     // that an error found later than the call (a collective that never finished, seen by
-    // synchronize()) can name it.
-    void setLabel(std::string label) { m_label = std::move(label); }
+    // synchronize()) can name it. Copied within the label's capacity once it has held one as long:
+    // no allocation per collective.
+    void setLabel(std::string_view label) { m_label.assign(label); }
 
 protected:
     std::string m_label;
