@@ -12,6 +12,7 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <cmath>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <map>
@@ -83,6 +84,9 @@ private slots:
         QTest::addRow("unknown flag") << QStringList{"inspect", "example", "--nope"};
         QTest::addRow("bad repeat") << QStringList{"bench", "load", "--repeat", "0"};
         QTest::addRow("bad profile") << QStringList{"plan", "show", "example", "--profile", "G9"};
+        QTest::addRow("bad run --logits") << QStringList{"run", "--model", "example", "--logits", "first"};
+        QTest::addRow("empty run --logits") << QStringList{"run", "--model", "example", "--logits", ""};
+        QTest::addRow("bad preview --logits") << QStringList{"plan", "preview", "example", "--logits", "some"};
     }
     void usageErrorsExit2()
     {
@@ -430,6 +434,89 @@ private slots:
                 QVERIFY(e["decode"]["itl_median_s"].get<double>() > 0);
         }
         QCOMPARE(events, (QStringList{"start", "progress", "step", "step", "step", "result", "record"}));
+    }
+
+    // --logits all|last: in --help; the dump holds [B·S × vocab] or [B × vocab], the latter the
+    // former's last rows; the record says which; the collectives it measured move what
+    // 'plan preview --logits' predicts for the same setting (the head's all-gather: B·vocab values
+    // in last mode); a record without the field still reads, one with another value does not.
+    void runLogitsAllOrLast()
+    {
+        for (const QStringList& verb : {QStringList{"run"}, QStringList{"plan", "preview"}}) {
+            const Run help = cli(verb + QStringList{"--help"});
+            QVERIFY2(help.out.contains("--logits") && help.out.contains("logits_to_keep=1"), qPrintable(help.out));
+        }
+        QTemporaryDir dir;
+        const std::int64_t B = 2, S = 8, V = 32000;
+        std::map<std::string, nlohmann::json> dumps, records;
+        for (const char* mode : {"all", "last"}) {
+            const QString dump = dir.filePath(QString("logits-%1.json").arg(mode)), record = dir.filePath(QString("run-%1.json").arg(mode));
+            const Run r = cli({"run", "--model", "example", "--tp", "1,2", "--batch", QString::number(B), "--seq", QString::number(S),
+                               "--warmup", "0", "--iters", "1", "--logits", mode, "--dump-logits", dump, "--json", record});
+            QVERIFY2(r.code == 0, qPrintable(r.err));
+            QCOMPARE(r.out.contains("logits at the last positions"), std::string(mode) == "last");
+            for (auto [path, into] : {std::pair{dump, &dumps}, std::pair{record, &records}}) {
+                QFile f(path);
+                QVERIFY(f.open(QIODevice::ReadOnly));
+                (*into)[mode] = nlohmann::json::parse(f.readAll().toStdString());
+            }
+            QCOMPARE(dumps[mode]["positions"], mode);
+            QCOMPARE(dumps[mode]["logits"].size(), std::size_t((std::string(mode) == "last" ? B : B * S) * V));
+            QCOMPARE(records[mode]["settings"]["logits"], mode);
+            // Measured (the record's T=2 spans of rank 0) against predicted (the preview's collectives).
+            const Run prev = cli({"plan", "preview", "example", "--tp", "2", "--batch", QString::number(B), "--seq",
+                                  QString::number(S), "--dtype", "f32", "--logits", mode, "--json"});
+            QCOMPARE(prev.code, 0);
+            const auto p = nlohmann::json::parse(prev.out.toStdString());
+            QCOMPARE(p["logits"], mode);
+            std::map<std::pair<std::string, std::int64_t>, int> predicted, measured; // (kind, bytes) → count
+            for (const auto& c : p["collectives"])
+                predicted[{c["kind"].get<std::string>(), c["bytes"].get<std::int64_t>()}] += c["count"].get<int>();
+            std::int64_t measuredBytes = 0;
+            for (const auto& sp : records[mode]["runs"][1]["spans"])
+                if (sp["kind"] == "comm" && sp["rank"] == 0) {
+                    ++measured[{sp["op"].get<std::string>(), sp["bytes"].get<std::int64_t>()}];
+                    measuredBytes += sp["bytes"].get<std::int64_t>();
+                }
+            QCOMPARE(measured, predicted);
+            QCOMPARE(measuredBytes, p["collective_bytes"].get<std::int64_t>());
+            QCOMPARE(predicted.count({"all_gather", (std::string(mode) == "last" ? B : B * S) * V * 4}), std::size_t(1));
+        }
+        std::vector<float> all = dumps["all"]["logits"].get<std::vector<float>>(), last = dumps["last"]["logits"].get<std::vector<float>>(), lastRows;
+        for (std::int64_t b = 0; b < B; ++b)
+            lastRows.insert(lastRows.end(), all.begin() + ((b + 1) * S - 1) * V, all.begin() + (b + 1) * S * V);
+        double diff = 0, scale = 1e-12;
+        for (std::size_t i = 0; i < last.size(); ++i) {
+            diff = std::max(diff, double(std::abs(last[i] - lastRows[i])));
+            scale = std::max(scale, double(std::abs(lastRows[i])));
+        }
+        QVERIFY2(diff / scale < 1e-5, qPrintable(QString("relative error %1").arg(diff / scale)));
+        // Decoding defaults to the last positions, as before the option; --logits all overrides it.
+        const QString decodeRecord = dir.filePath("decode.json");
+        QCOMPARE(cli({"run", "--model", "example", "--tp", "2", "--seq", "4", "--decode", "2", "--warmup", "0", "--iters", "1",
+                      "--json", decodeRecord}).code, 0);
+        QFile df(decodeRecord);
+        QVERIFY(df.open(QIODevice::ReadOnly));
+        QCOMPARE(nlohmann::json::parse(df.readAll().toStdString())["settings"]["logits"], "last");
+        const QString decodeDump = dir.filePath("decode-all.json");
+        QCOMPARE(cli({"run", "--model", "example", "--tp", "2", "--seq", "4", "--decode", "2", "--warmup", "0", "--iters", "1",
+                      "--logits", "all", "--dump-logits", decodeDump}).code, 0);
+        QFile dd(decodeDump);
+        QVERIFY(dd.open(QIODevice::ReadOnly));
+        const auto d = nlohmann::json::parse(dd.readAll().toStdString());
+        QCOMPARE(d["logits"].size(), std::size_t(4 * V));
+        QCOMPARE(d["step_logits"].size(), std::size_t(2 * V));
+        // A record from before the field reads (report); one that says something else does not.
+        auto old = records["last"];
+        old["settings"].erase("logits");
+        const QString oldFile = dir.filePath("old.json"), badFile = dir.filePath("bad.json");
+        writeText(oldFile, old.dump());
+        QCOMPARE(cli({"report", oldFile}).code, 0);
+        old["settings"]["logits"] = "first";
+        writeText(badFile, old.dump());
+        const Run bad = cli({"report", badFile});
+        QCOMPARE(bad.code, 1);
+        QVERIFY2(bad.err.contains("key 'logits' is \"first\", expected \"all\" or \"last\""), qPrintable(bad.err));
     }
 
     void reportReRendersARecord()

@@ -33,6 +33,7 @@ struct PlanOpts
     std::int64_t batch = 1;
     std::int64_t seq = 512;
     std::int64_t context = 0;  // decode context, when contextGiven; else --seq
+    std::string logits = "all"; // preview: prefill's logits at every position, or the last ones
     bool contextGiven = false;
     int tp = 2;
     int maxTp = 8;
@@ -224,6 +225,7 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
         j["batch"] = g.options.batch;
         j["seq"] = g.options.seq;
         j["context"] = context;
+        j["logits"] = o.logits;
         j["dtype"] = std::string(tp::dtypeName(g.activationDtype));
         j["hardware"] = hw->id;
         j["valid"] = g.valid();
@@ -288,8 +290,9 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
         return g.valid() ? kOk : kBadInput;
     }
 
-    fmt::print("{} · tp_size {} · batch {} · seq {} · {} · {}\n\n", om.spec.className, g.tpSize, g.options.batch,
-               g.options.seq, tp::dtypeName(g.activationDtype), hw->name);
+    fmt::print("{} · tp_size {} · batch {} · seq {}{} · {} · {}\n\n", om.spec.className, g.tpSize, g.options.batch,
+               g.options.seq, g.options.lastPositionLogits ? " · logits at the last positions" : "",
+               tp::dtypeName(g.activationDtype), hw->name);
     printDiagnostics(g.diagnostics, false);
     if (!g.valid()) {
         fmt::print("INVALID: the plan has errors; no collectives or times are predicted\n");
@@ -400,6 +403,7 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
     so.batch = o.batch;
     so.seq = o.seq;
     so.activationDtype = dtypeOption(o.dtype);
+    so.lastPositionLogits = o.logits == "last";
     const tp::ShardedGraph g = tp::shardModel(om->spec, plan, so);
     const bool errors = !g.valid();
 
@@ -487,6 +491,12 @@ std::function<int()> addPlan(CLI::App& app)
     prev->add_option("--context", o->context,
                      "Decode context C: the predicted decode step is one new token per sequence with C - 1 already in "
                      "the KV cache (1 to 2^24; default: --seq)");
+    prev->add_option("--logits", o->logits,
+                     "Positions whose logits prefill computes, as 'run --logits': all (every position) or last (each "
+                     "sequence's last, as generate() does with logits_to_keep=1: the final norm, the lm_head and its "
+                     "collective over B rows, what 'run --decode' runs)")
+        ->check(CLI::IsMember({"all", "last"}))
+        ->capture_default_str();
     prev->add_option("--max-tp", o->maxTp, "Largest T in the predicted scaling table")
         ->check(CLI::Range(1, 64))
         ->capture_default_str();

@@ -40,6 +40,7 @@ struct RunOpts
     std::vector<int> givenTp;  // --tp as given (under mpirun, T is the job's size)
     std::int64_t batch = 1, seq = 128;
     int decode = 0;
+    std::string logits;         // all | last; empty: all, or last when decoding (as generate())
     int warmup = 1, iters = 3;
     std::string backend = "cpu";
     std::string dtype;          // empty: f32 on the CPU, bf16 on CUDA
@@ -188,10 +189,11 @@ tp::Status mpiHandshake(tp::Communicator& comm, const RunOpts& o, tp::DType dtyp
     for (int t : o.givenTp)
         tp.add(std::int64_t(t));
     const std::pair<const char*, std::int64_t> fields[] = {
-        {"the handshake version", 1},
+        {"the handshake version", 2},
         {"--batch", o.batch},
         {"--seq", o.seq},
         {"--decode", o.decode},
+        {"--logits", o.logits.empty() ? (o.decode > 0 ? 1 : 0) : o.logits == "last"},
         {"--warmup", o.warmup},
         {"--iters", o.iters},
         {"--dtype", std::int64_t(dtype)},
@@ -215,7 +217,7 @@ tp::Status mpiHandshake(tp::Communicator& comm, const RunOpts& o, tp::DType dtyp
             const std::int64_t theirs = all[static_cast<std::size_t>(r) * n + i], first = all[i];
             if (theirs == first)
                 continue;
-            const bool digest = i >= 8; // --tokens onwards are digests
+            const bool digest = i >= 9; // --tokens onwards are digests
             return tp::invalidArgument(
                 digest ? fmt::format("process rank {} was started with other arguments than rank 0: {} differs; every "
                                      "rank of mpirun must run the same command",
@@ -262,6 +264,8 @@ int runRanks(RunOpts o, MpiSession& mpi)
     }
     const bool reporter = !mpi.comm || mpi.comm->rank() == 0;
     const bool cuda = o.backend == "cuda";
+    // Prefill's logits at every position, or at each sequence's last (what generation needs).
+    const bool lastLogits = o.logits.empty() ? o.decode > 0 : o.logits == "last";
     const tp::DType dtype = o.dtype == "bf16" ? tp::DType::BF16
         : o.dtype == "f16"                    ? tp::DType::F16
         : o.dtype == "f32"                    ? tp::DType::F32
@@ -338,7 +342,7 @@ int runRanks(RunOpts o, MpiSession& mpi)
         tp::Plan p = base;
         p.tpSize = t;
         graphs.push_back(tp::shardModel(om->spec, p, {.batch = o.batch, .seq = o.seq, .activationDtype = dtype,
-                                                       .lastPositionLogits = o.decode > 0})); // as the run below
+                                                       .lastPositionLogits = lastLogits}));
         std::string errors;
         for (const auto& d : graphs.back().diagnostics)
             if (d.severity == tp::Severity::Error)
@@ -395,6 +399,7 @@ int runRanks(RunOpts o, MpiSession& mpi)
     set.batch = o.batch;
     set.seq = o.seq;
     set.decodeSteps = o.decode;
+    set.logits = lastLogits ? "last" : "all";
     set.warmup = o.warmup;
     set.iterations = o.iters;
     set.weights = useCheckpoint ? "checkpoint" : fmt::format("random (seed {:#x})", o.seed);
@@ -408,7 +413,7 @@ int runRanks(RunOpts o, MpiSession& mpi)
     }
     if (o.jsonStream && reporter)
         emit({{"event", "start"}, {"model", o.model}, {"class", om->spec.className}, {"tp", sizes}, {"batch", o.batch},
-              {"seq", o.seq}, {"decode_steps", o.decode}, {"warmup", o.warmup}, {"iterations", o.iters}, {"weights", rec.settings.weights},
+              {"seq", o.seq}, {"decode_steps", o.decode}, {"logits", set.logits}, {"warmup", o.warmup}, {"iterations", o.iters}, {"weights", rec.settings.weights},
               {"backend", o.backend}, {"dtype", set.dtype}, {"emulated", emulate}, {"comm_model", set.commModel},
               {"devices", devices}});
     else if (!useCheckpoint && reporter)
@@ -443,7 +448,7 @@ int runRanks(RunOpts o, MpiSession& mpi)
         ro.batch = o.batch;
         ro.seq = o.seq;
         ro.decodeSteps = o.decode;
-        ro.lastPositionLogits = o.decode > 0; // as generate(): prefill needs only the last position's logits
+        ro.lastPositionLogits = lastLogits; // as the graph was sharded
         ro.warmup = o.warmup;
         ro.tokens = o.tokens;
         ro.iterations = o.iters;
@@ -469,6 +474,7 @@ int runRanks(RunOpts o, MpiSession& mpi)
                            o.decode > 0 ? " prefill (time to first token)" : "");
         };
         std::vector<double> steps; // of the iteration, for the console's one line
+        steps.reserve(static_cast<std::size_t>(o.decode));
         ro.stepProgress = [&](int it, bool warm, int step, double secs) {
             if (o.jsonStream) {
                 emit({{"event", "step"}, {"tp", t}, {"iteration", it}, {"warmup", warm}, {"step", step}, {"seconds", secs}});
@@ -498,7 +504,8 @@ int runRanks(RunOpts o, MpiSession& mpi)
             continue;
         if (!o.logitsFile.empty() && i + 1 == sizes.size())
             if (const std::string bad = writeOutput(o.logitsFile, [&](std::ostream& s) {
-                   nlohmann::json j{{"tp", t}, {"vocab", r->vocab}, {"logits", r->logits}};
+                   // [B·S × vocab], or [B × vocab] at the last positions
+                   nlohmann::json j{{"tp", t}, {"vocab", r->vocab}, {"positions", set.logits}, {"logits", r->logits}};
                    if (o.decode > 0) {
                        j["step_logits"] = r->stepLogits;
                        j["generated"] = r->decode.generated; // [B][steps + 1]
@@ -559,6 +566,12 @@ std::function<int()> addRun(CLI::App& app)
                     "reports time to first token, inter-token latency (median, p10, p90) and per-layer decode figures")
         ->check(CLI::Range(0, 1 << 20))
         ->capture_default_str();
+    run->add_option("--logits", o->logits,
+                    "Positions whose logits prefill computes: all (every position, [B·S × vocab]: what the fidelity "
+                    "tests compare; the default without --decode) or last (each sequence's last position only, as "
+                    "generate() does - Transformers' logits_to_keep=1: the final norm, the lm_head GEMM and its "
+                    "collective over B rows; the default with --decode)")
+        ->check(CLI::IsMember({"all", "last"}));
     run->add_option("--warmup", o->warmup, "Untimed iterations")->check(CLI::Range(0, 1000))->capture_default_str();
     run->add_option("--iters", o->iters, "Timed iterations")->check(CLI::Range(1, 100000))->capture_default_str();
     run->add_option("--backend", o->backend,
@@ -611,9 +624,9 @@ std::function<int()> addRun(CLI::App& app)
     run->add_option("--tokens", o->tokens, "Token ids, B·S of them, comma-separated (default: a fixed sequence)")
         ->delimiter(',');
     run->add_option("--dump-logits", o->logitsFile,
-                    "Write rank 0's logits of the last tp size as JSON ([B·S × vocab]; decoding, prefill's at each "
-                    "sequence's last position [B × vocab] as generate() computes them, each step's [B × vocab] and the "
-                    "generated tokens)");
+                    "Write rank 0's logits of the last tp size as JSON: prefill's ([B·S × vocab], or [B × vocab] "
+                    "with --logits last, the default when decoding: each sequence's last position as generate() "
+                    "computes them); decoding, also each step's [B × vocab] and the generated tokens");
     run->add_option("--inject-failure", o->injectFailure,
                     "Testing: make RANK fail at graph node NODE: RANK:NODE[:error|oom|exception|hang]");
     emulateOpt->excludes(tpOpt);

@@ -362,6 +362,8 @@ void ResultsPage::plotLatency()
         const QString dt = s.value(QStringLiteral("storage_dtype")).toString(QStringLiteral("f32"));
         tp::ShardOptions o{.batch = batch, .seq = seq};
         o.activationDtype = dt == QLatin1String("bf16") ? tp::DType::BF16 : dt == QLatin1String("f16") ? tp::DType::F16 : tp::DType::F32;
+        // Where the run computed prefill's logits (a decoding run: the last positions, as generate()).
+        o.lastPositionLogits = s.value(QStringLiteral("logits")).toString(QStringLiteral("last")) == QLatin1String("last");
         for (const auto& p : tp::predictScaling(*m_preview->spec, *m_preview->graph.plan, o, *m_preview->hardware, maxT, seq + steps / 2))
             if (p.valid && std::find(mt.begin(), mt.end(), double(p.tp)) != mt.end()) {
                 pt << p.tp;

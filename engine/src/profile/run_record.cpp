@@ -215,7 +215,7 @@ nlohmann::ordered_json recordToJson(const RunRecord& rec)
     j["settings"] = {{"model", s.model},          {"class", s.modelClass}, {"plan", s.plan},
                      {"backend", s.backend},      {"communicator", s.communicator},
                      {"batch", s.batch},          {"seq", s.seq},          {"decode_steps", s.decodeSteps},
-                     {"warmup", s.warmup},
+                     {"logits", s.logits},        {"warmup", s.warmup},
                      {"iterations", s.iterations}, {"weights", s.weights}, {"compute_dtype", "f32"},
                      {"storage_dtype", s.dtype}, {"emulated", s.emulated}, {"comm_model", s.commModel}};
     const auto& p = rec.provenance;
@@ -390,6 +390,14 @@ Result<RunRecord> parseRunRecord(std::string_view text, const std::string& sourc
         TP_ASSIGN_OR_RETURN(const std::int64_t steps, s.integer("decode_steps", 0, 1 << 20));
         rec.settings.decodeSteps = static_cast<int>(steps);
     }
+    // Added later in schema 2: absent, the positions that version computed logits at.
+    rec.settings.logits = rec.settings.decodeSteps > 0 ? "last" : "all";
+    if (s.j.contains("logits")) {
+        TP_ASSIGN_OR_RETURN(rec.settings.logits, s.str("logits"));
+        if (rec.settings.logits != "all" && rec.settings.logits != "last")
+            return invalidArgument(fmt::format("{}: settings: key 'logits' is {}, expected \"all\" or \"last\"", source,
+                                               jsonExcerpt(nlohmann::json(rec.settings.logits))));
+    }
     TP_ASSIGN_OR_RETURN(std::int64_t warmup, s.integer("warmup", 0, 1 << 30));
     TP_ASSIGN_OR_RETURN(std::int64_t iters, s.integer("iterations", 1, 1 << 30));
     rec.settings.warmup = static_cast<int>(warmup);
@@ -525,7 +533,7 @@ void writeChromeTrace(const RunRecord& rec, std::ostream& out)
     j["displayTimeUnit"] = "ms";
     j["otherData"] = {{"generator", "tpstudio"},  {"model", rec.settings.model},       {"schema", kSchema},
                       {"backend", rec.settings.backend}, {"storage_dtype", rec.settings.dtype},
-                      {"emulated", rec.settings.emulated}};
+                      {"emulated", rec.settings.emulated}, {"logits", rec.settings.logits}};
     out << j.dump(-1, ' ', false, kReplaceInvalidUtf8) << "\n";
 }
 
@@ -538,9 +546,10 @@ std::string printable(std::string s) { return terminalSafe(std::move(s)); }
 void writeConsole(const RunRecord& rec, std::ostream& out)
 {
     const auto& s = rec.settings;
-    out << fmt::format("{} · {} · batch {} · seq {}{} · {} warm-up + {} iterations · backend {} ({}, {} storage) · {}\n",
+    out << fmt::format("{} · {} · batch {} · seq {}{}{} · {} warm-up + {} iterations · backend {} ({}, {} storage) · {}\n",
                        printable(s.modelClass), printable(s.plan), s.batch, s.seq,
-                       s.decodeSteps > 0 ? fmt::format(" · {} decode steps", s.decodeSteps) : "", s.warmup, s.iterations,
+                       s.decodeSteps > 0 ? fmt::format(" · {} decode steps", s.decodeSteps) : "",
+                       s.logits == "last" ? " · logits at the last positions" : "", s.warmup, s.iterations,
                        printable(s.backend), printable(s.communicator), printable(s.dtype),
                        printable(rec.provenance.devices.empty() ? rec.provenance.cpuModel : rec.provenance.devices));
     if (s.emulated)

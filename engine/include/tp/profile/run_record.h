@@ -33,6 +33,10 @@ struct RunSettings
     std::string commModel;     // the hardware profile that modelled it (emulated runs)
     std::int64_t batch = 1, seq = 1;   // seq: the prompt (prefill) length
     int decodeSteps = 0;               // greedy decode steps after each prefill
+    // Which positions prefill computes logits at: "all" (every one, [B·S × vocab]) or "last" (each
+    // sequence's last, as generate(): the final norm, the head and its collective over B rows).
+    // Records from before the field: "last" when they decode, else "all".
+    std::string logits = "all";
     int warmup = 0, iterations = 1;
     std::string weights;       // "checkpoint" or "random (seed …)"
 };
