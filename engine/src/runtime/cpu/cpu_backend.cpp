@@ -357,34 +357,33 @@ protected:
         const std::int64_t group = sh.kvHeads > 0 ? sh.heads / sh.kvHeads : 1;
         const float scale = static_cast<float>(sh.scale);
         float* p = floats(scratch);
-        // Each sequence's first L key rows as fp32 [L, kw] (views of k and v themselves in f32).
-        std::vector<const float*> K(static_cast<std::size_t>(sh.batch)), V(K.size());
-        const float* Q = nullptr;
+        const cpu::Kernels& vk = cpu::kernels();
         float* Y = nullptr;
         Status st = withStorage(storage(), [&](auto st) {
             using St = decltype(st);
+            // q, then each sequence's first L key and value rows, as fp32 (views of q, k and v
+            // themselves in f32), then y.
             float* buf = p + std::max(attentionTileFloats(hd), sh.rows());
-            Q = widened<St>(q, buf);
+            const float* Q = widened<St>(q, buf);
             buf += q.numel();
-            for (std::int64_t b = 0; b < sh.batch; ++b, buf += 2 * L * kw) {
-                K[static_cast<std::size_t>(b)] = widened<St>(k.rowRange(b * sh.rows(), L), buf);
-                V[static_cast<std::size_t>(b)] = widened<St>(v.rowRange(b * sh.rows(), L), buf + L * kw);
+            float* kvBuf = buf;
+            Y = std::is_same_v<St, F32> ? y.as<float>() : buf + sh.batch * 2 * L * kw;
+            for (std::int64_t b = 0; b < sh.batch; ++b) {
+                const float* Kb = widened<St>(k.rowRange(b * sh.rows(), L), kvBuf + b * 2 * L * kw);
+                const float* Vb = widened<St>(v.rowRange(b * sh.rows(), L), kvBuf + b * 2 * L * kw + L * kw);
+                for (std::int64_t h = 0; h < sh.heads; ++h) {
+                    const float* qh = Q + b * S * qw + h * hd;
+                    const float* kh = Kb + (h / group) * hd;
+                    const float* vh = Vb + (h / group) * hd;
+                    float* yh = Y + b * S * qw + h * hd;
+                    if (S == 1)
+                        decodeHead(qh, kh, vh, yh, L, hd, kw, scale, p, vk);
+                    else
+                        prefillHead(qh, kh, vh, yh, S, sh.past, hd, qw, kw, scale, p, vk);
+                }
             }
-            Y = std::is_same_v<St, F32> ? y.as<float>() : buf;
         });
         TP_RETURN_IF_ERROR(st);
-        const cpu::Kernels& vk = cpu::kernels();
-        for (std::int64_t b = 0; b < sh.batch; ++b)
-            for (std::int64_t h = 0; h < sh.heads; ++h) {
-                const float* qh = Q + b * S * qw + h * hd;
-                const float* kh = K[static_cast<std::size_t>(b)] + (h / group) * hd;
-                const float* vh = V[static_cast<std::size_t>(b)] + (h / group) * hd;
-                float* yh = Y + b * S * qw + h * hd;
-                if (S == 1)
-                    decodeHead(qh, kh, vh, yh, L, hd, kw, scale, p, vk);
-                else
-                    prefillHead(qh, kh, vh, yh, S, sh.past, hd, qw, kw, scale, p, vk);
-            }
         if (storage() != DType::F32)
             fromFloat(Y, storage(), y.data, y.numel());
         return {};
