@@ -16,8 +16,10 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <new>
 #include <optional>
@@ -121,6 +123,71 @@ Plan attentionReplicated(const ModelSpec& s, int tp)
     return p;
 }
 
+
+// Runs f(rank) on `size` threads at once; the first failure (a message) of any rank, or empty.
+template<typename F>
+std::string onRanks(int size, F f)
+{
+    std::vector<std::string> errors(static_cast<std::size_t>(size));
+    std::vector<std::thread> ts;
+    for (int r = 0; r < size; ++r)
+        ts.emplace_back([&, r] { errors[std::size_t(r)] = f(r); });
+    for (auto& t : ts)
+        t.join();
+    for (const auto& e : errors)
+        if (!e.empty())
+            return e;
+    return {};
+}
+
+// Storage bits of n values of `dt` (f32 as its 32-bit words), random of varied magnitude and sign so
+// that the order of a sum shows in its last bits.
+std::vector<std::uint32_t> randomStorage(DType dt, std::int64_t n, unsigned seed)
+{
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> val(0.0f, 1.0f);
+    std::uniform_int_distribution<int> scale(-6, 6);
+    std::vector<std::uint32_t> bits(static_cast<std::size_t>(n));
+    for (auto& b : bits) {
+        const float f = std::ldexp(val(rng), scale(rng));
+        b = dt == DType::F32 ? std::bit_cast<std::uint32_t>(f) : dt == DType::BF16 ? floatToBf16(f) : floatToHalf(f);
+    }
+    return bits;
+}
+
+float storedToFloat(DType dt, std::uint32_t b)
+{
+    return dt == DType::F32 ? std::bit_cast<float>(b) : dt == DType::BF16 ? bf16ToFloat(std::uint16_t(b)) : halfToFloat(std::uint16_t(b));
+}
+std::uint32_t floatToStored(DType dt, float f)
+{
+    return dt == DType::F32 ? std::bit_cast<std::uint32_t>(f) : dt == DType::BF16 ? floatToBf16(f) : floatToHalf(f);
+}
+
+// A rank's buffer of n elements of dt with `pad` spare elements after it.
+struct RankBuffer
+{
+    std::vector<unsigned char> bytes;
+    DType dt;
+    void fill(const std::vector<std::uint32_t>& bits, std::int64_t at = 0)
+    {
+        const std::size_t eb = std::size_t(dtypeBytes(dt, 1));
+        for (std::size_t i = 0; i < bits.size(); ++i)
+            std::memcpy(bytes.data() + (std::size_t(at) + i) * eb, &bits[i], eb); // little-endian: the low half for 16-bit
+    }
+    std::uint32_t at(std::int64_t i) const
+    {
+        std::uint32_t b = 0;
+        std::memcpy(&b, bytes.data() + std::size_t(i) * std::size_t(dtypeBytes(dt, 1)), std::size_t(dtypeBytes(dt, 1)));
+        return b;
+    }
+    Tensor view(std::int64_t from, std::int64_t n)
+    {
+        return Tensor::contiguous(bytes.data() + std::size_t(from * dtypeBytes(dt, 1)), dt, 1, n, DeviceKind::Cpu);
+    }
+};
+
+const char* dtypeTag(DType dt) { return dt == DType::F32 ? "f32" : dt == DType::BF16 ? "bf16" : "f16"; }
 } // namespace
 
 class TestEngine : public QObject
@@ -231,6 +298,158 @@ private slots:
             for (float x : back)
                 QCOMPARE(x, big + 4);
         }
+    }
+
+    // All-reduce of random values over the sizes that meet the chunked path's edges (the local
+    // communicator sums 4096-element chunks of each rank's part, parts whole 64-byte lines): every
+    // rank ends with bit-identical results equal to the sum taken in rank order in fp32 and rounded
+    // once. Out of place, in place, and with each output overlapping its input one element further
+    // on (the fallback that sums a whole part before writing).
+    void localAllReduceChunks_data()
+    {
+        QTest::addColumn<int>("ranks");
+        QTest::addColumn<int>("dtype");
+        QTest::addColumn<qint64>("n");
+        QTest::addColumn<int>("layout"); // 0 out of place, 1 in place, 2 output overlapping the input shifted by one
+        constexpr std::int64_t chunk = 4096;
+        for (int t : {2, 3, 4})
+            for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+                const std::int64_t eb = dtypeBytes(dt, 1);
+                std::vector<std::int64_t> sizes{1, t - 1, t + 1, chunk - 1, chunk, chunk + 1, t * chunk - 1, t * chunk + 1, 2 * t * chunk + 3};
+                if (dt != DType::F16 || t == 2)
+                    sizes.push_back((8 << 20) / eb + 3); // 8 MiB + 3 elements
+                for (std::int64_t n : sizes)
+                    for (int layout : {0, 1, 2}) {
+                        if (layout == 2 && n > 2 * t * chunk + 3)
+                            continue;
+                        QTest::addRow("T%d %s n=%lld %s", t, dtypeTag(dt), static_cast<long long>(n),
+                                      layout == 0 ? "out" : layout == 1 ? "in place" : "overlap")
+                            << t << int(dt) << qint64(n) << layout;
+                    }
+            }
+    }
+    void localAllReduceChunks()
+    {
+        QFETCH(int, ranks);
+        QFETCH(int, dtype);
+        QFETCH(qint64, n);
+        QFETCH(int, layout);
+        const DType dt = DType(dtype);
+        std::vector<std::vector<std::uint32_t>> in;
+        for (int r = 0; r < ranks; ++r)
+            in.push_back(randomStorage(dt, n, unsigned(1000 * ranks + r)));
+        std::vector<std::uint32_t> want(static_cast<std::size_t>(n));
+        for (std::int64_t i = 0; i < n; ++i) {
+            float acc = storedToFloat(dt, in[0][std::size_t(i)]);
+            for (int r = 1; r < ranks; ++r)
+                acc += storedToFloat(dt, in[std::size_t(r)][std::size_t(i)]);
+            want[std::size_t(i)] = floatToStored(dt, acc);
+        }
+        const std::int64_t eb = dtypeBytes(dt, 1);
+        std::vector<RankBuffer> a, b;
+        for (int r = 0; r < ranks; ++r) {
+            a.push_back({std::vector<unsigned char>(std::size_t((n + 1) * eb)), dt});
+            b.push_back({std::vector<unsigned char>(std::size_t(n * eb), 0xab), dt});
+            a.back().fill(in[std::size_t(r)]);
+        }
+        auto group = makeLocalGroup(ranks, std::chrono::seconds(60));
+        const std::string err = onRanks(ranks, [&](int r) -> std::string {
+            RankBuffer& mine = a[std::size_t(r)];
+            const Tensor src = mine.view(0, n);
+            const Tensor dst = layout == 0 ? b[std::size_t(r)].view(0, n) : layout == 1 ? src : mine.view(1, n);
+            const Status st = group->rank(r).allReduce(src, dst);
+            return st.ok() ? std::string() : st.message();
+        });
+        QVERIFY2(err.empty(), err.c_str());
+        for (int r = 0; r < ranks; ++r) {
+            const RankBuffer& out = layout == 0 ? b[std::size_t(r)] : a[std::size_t(r)];
+            const std::int64_t base = layout == 2 ? 1 : 0;
+            std::int64_t bad = 0, first = -1;
+            for (std::int64_t i = 0; i < n; ++i)
+                if (out.at(base + i) != want[std::size_t(i)] && bad++ == 0)
+                    first = i;
+            QVERIFY2(bad == 0, qPrintable(QStringLiteral("rank %1: %2 elements differ, the first at %3").arg(r).arg(bad).arg(first)));
+        }
+    }
+
+    void localAllReduceEveryF16AndBf16Value()
+    {
+        // One rank: the all-reduce is the round trip through fp32, for every 16-bit pattern (the
+        // communicator's own branch-free f16 conversions against tp::halfToFloat / floatToHalf).
+        for (DType dt : {DType::F16, DType::BF16}) {
+            std::vector<std::uint16_t> v(65536), w(65536);
+            for (std::size_t i = 0; i < v.size(); ++i)
+                v[i] = std::uint16_t(i);
+            auto group = makeLocalGroup(1);
+            QVERIFY(group->rank(0).allReduce(Tensor::contiguous(v.data(), dt, 1, 65536, DeviceKind::Cpu),
+                                             Tensor::contiguous(w.data(), dt, 1, 65536, DeviceKind::Cpu)).ok());
+            for (std::size_t i = 0; i < v.size(); ++i) {
+                const float f = dt == DType::F16 ? halfToFloat(v[i]) : bf16ToFloat(v[i]);
+                const std::uint16_t want = dt == DType::F16 ? floatToHalf(f) : floatToBf16(f);
+                QVERIFY2(w[i] == want, qPrintable(QStringLiteral("%1 0x%2: 0x%3, want 0x%4").arg(dtypeTag(dt)).arg(i, 4, 16, QLatin1Char('0'))
+                                                       .arg(w[i], 4, 16, QLatin1Char('0')).arg(want, 4, 16, QLatin1Char('0'))));
+            }
+        }
+        // Two ranks, sums that round: every float bit pattern's neighbourhood in f16 (subnormal,
+        // normal, overflow to infinity) against floatToHalf.
+        std::vector<std::uint16_t> x(65536), y(65536, 0x0001), z(65536); // + the smallest subnormal
+        for (std::size_t i = 0; i < x.size(); ++i)
+            x[i] = std::uint16_t(i);
+        auto group = makeLocalGroup(2);
+        const std::string err = onRanks(2, [&](int r) -> std::string {
+            auto* src = r == 0 ? x.data() : y.data();
+            std::vector<std::uint16_t> mine(65536);
+            const Status st = group->rank(r).allReduce(Tensor::contiguous(src, DType::F16, 1, 65536, DeviceKind::Cpu),
+                                                       Tensor::contiguous(r == 0 ? z.data() : mine.data(), DType::F16, 1, 65536, DeviceKind::Cpu));
+            return st.ok() ? std::string() : st.message();
+        });
+        QVERIFY2(err.empty(), err.c_str());
+        for (std::size_t i = 0; i < x.size(); ++i)
+            QCOMPARE(z[i], floatToHalf(halfToFloat(x[i]) + halfToFloat(0x0001)));
+    }
+
+    void localReduceScatterChunks_data()
+    {
+        QTest::addColumn<int>("dtype");
+        QTest::addColumn<QString>("counts");
+        for (DType dt : {DType::F32, DType::BF16})
+            for (const char* c : {"1,0", "4097,4095", "1,4096,8193", "0,12289,3,4096"})
+                QTest::addRow("%s %s", dtypeTag(dt), c) << int(dt) << QString::fromLatin1(c);
+    }
+    void localReduceScatterChunks()
+    {
+        QFETCH(int, dtype);
+        QFETCH(QString, counts);
+        const DType dt = DType(dtype);
+        std::vector<std::int64_t> cs;
+        for (const auto& c : counts.split(QLatin1Char(',')))
+            cs.push_back(c.toLongLong());
+        const int ranks = int(cs.size());
+        const auto off = pieceOffsets(cs);
+        const std::int64_t n = off.back();
+        std::vector<std::vector<std::uint32_t>> in;
+        std::vector<RankBuffer> a, b;
+        for (int r = 0; r < ranks; ++r) {
+            in.push_back(randomStorage(dt, n, unsigned(77 + r)));
+            a.push_back({std::vector<unsigned char>(std::size_t(n * dtypeBytes(dt, 1))), dt});
+            a.back().fill(in.back());
+            b.push_back({std::vector<unsigned char>(std::size_t(cs[std::size_t(r)] * dtypeBytes(dt, 1))), dt});
+        }
+        auto group = makeLocalGroup(ranks);
+        const std::string err = onRanks(ranks, [&](int r) -> std::string {
+            const Status st = group->rank(r).reduceScatter(a[std::size_t(r)].view(0, n), b[std::size_t(r)].view(0, cs[std::size_t(r)]), cs);
+            return st.ok() ? std::string() : st.message();
+        });
+        QVERIFY2(err.empty(), err.c_str());
+        for (int r = 0; r < ranks; ++r)
+            for (std::int64_t i = 0; i < cs[std::size_t(r)]; ++i) {
+                const std::int64_t e = off[std::size_t(r)] + i;
+                float acc = storedToFloat(dt, in[0][std::size_t(e)]);
+                for (int p = 1; p < ranks; ++p)
+                    acc += storedToFloat(dt, in[std::size_t(p)][std::size_t(e)]);
+                if (b[std::size_t(r)].at(i) != floatToStored(dt, acc))
+                    QFAIL(qPrintable(QStringLiteral("rank %1 element %2").arg(r).arg(i)));
+            }
     }
 
     void watchdogAndAbort()

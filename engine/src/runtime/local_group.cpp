@@ -1,9 +1,17 @@
 // local_group.cpp — the in-process communicator on host memory: ranks are threads, buffers shared.
 //
-// Every collective is: publish my buffer, barrier, read the others' (each rank reduces its own chunk
+// Every collective is: publish my buffer, barrier, read the others' (each rank reduces its own part
 // of every rank's buffer, so the traffic per rank matches a ring: 2(T-1)/T of the data for an
 // all-reduce), barrier. 16-bit values are summed in fp32 and rounded once. Barriers wait at most the
 // group's timeout; the first failure aborts the group for every rank.
+//
+// All-reduce: rank r owns part r of the buffer (parts whole cache lines long) and, chunk by chunk
+// (kChunk elements, an L1-sized fp32 accumulator), sums that chunk of every rank's input in rank
+// order and writes the result into every rank's output: each element is computed once, by one
+// rank, so every rank ends with the same bits. A rank only ever reads and writes the elements of
+// its own part, so when outputs and inputs are either the same buffers or disjoint, no barrier is
+// needed between reading and writing: two barriers per call (publish, done). Buffers that overlap
+// otherwise fall back to summing the whole part first, with a barrier before anyone writes.
 #include "tp/runtime/communicator.h"
 
 #include <fmt/format.h>
@@ -11,13 +19,189 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <numeric>
+#include <span>
 
 namespace tp {
+
+namespace {
+
+// The kernels below are inlined into the two dispatching functions (sumChunk, roundChunk), so that
+// each of their target clones gets its own vectorized copy.
+#if defined(__GNUC__)
+#define TP_COMM_INLINE [[gnu::always_inline]] inline
+#else
+#define TP_COMM_INLINE inline
+#endif
+
+// Elements per chunk of a reduction: the fp32 accumulator (16 KiB) and the chunk of each input stay
+// in L1/L2 while the chunk is summed and written out.
+constexpr std::int64_t kChunk = 4096;
+
+// Branch-free forms of tp::halfToFloat / tp::floatToHalf: the same arithmetic, with the cases picked
+// by masks instead of branches so that the loops vectorize; bit-identical to them (tst_engine checks
+// every f16 value).
+TP_COMM_INLINE std::uint32_t maskIf(bool c) { return 0u - static_cast<std::uint32_t>(c); }
+
+TP_COMM_INLINE float halfToFloatFast(std::uint16_t h)
+{
+    const std::uint32_t shiftedExp = 0x7c00u << 13;
+    const std::uint32_t o = ((std::uint32_t(h) & 0x7fffu) << 13) + ((127u - 15u) << 23);
+    const std::uint32_t exp = (std::uint32_t(h) << 13) & shiftedExp;
+    const std::uint32_t infNan = o + ((128u - 16u) << 23); // exponent 31: to 255
+    const std::uint32_t denorm = std::bit_cast<std::uint32_t>(std::bit_cast<float>(o + (1u << 23)) - std::bit_cast<float>(113u << 23));
+    const std::uint32_t isInfNan = maskIf(exp == shiftedExp), isDenorm = maskIf(exp == 0);
+    const std::uint32_t bits = (infNan & isInfNan) | (denorm & isDenorm) | (o & ~(isInfNan | isDenorm));
+    return std::bit_cast<float>(bits | (std::uint32_t(h) & 0x8000u) << 16);
+}
+
+TP_COMM_INLINE std::uint16_t floatToHalfFast(float value)
+{
+    const std::int32_t infinity = 255 << 23, halfMax = (127 + 16) << 23;
+    const std::uint32_t denormMagic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(value);
+    const std::uint32_t sign = u & 0x80000000u, f = u ^ sign;
+    const auto fi = static_cast<std::int32_t>(f); // f < 2^31
+    const std::uint32_t big = 0x7c00u | (0x0200u & maskIf(fi > infinity));
+    const std::uint32_t den = std::bit_cast<std::uint32_t>(std::bit_cast<float>(f) + std::bit_cast<float>(denormMagic)) - denormMagic;
+    const std::uint32_t norm = (f + (static_cast<std::uint32_t>(15 - 127) << 23) + 0xfffu + ((f >> 13) & 1u)) >> 13;
+    const std::uint32_t isBig = maskIf(fi >= halfMax), isDen = maskIf(fi < (113 << 23));
+    const std::uint32_t out = (big & isBig) | (den & isDen & ~isBig) | (norm & ~(isBig | isDen));
+    return static_cast<std::uint16_t>(out | (sign >> 16));
+}
+
+TP_COMM_INLINE std::uint16_t floatToBf16Fast(float f)
+{
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+    const std::uint32_t nan = (u >> 16) | 0x40u, rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return static_cast<std::uint16_t>(static_cast<std::int32_t>(u & 0x7fffffffu) > 0x7f800000 ? nan : rounded);
+}
+
+struct LoadF32
+{
+    using T = float;
+    TP_COMM_INLINE static float load(float x) { return x; }
+};
+struct LoadBf16
+{
+    using T = std::uint16_t;
+    TP_COMM_INLINE static float load(std::uint16_t x) { return bf16ToFloat(x); }
+};
+struct LoadF16
+{
+    using T = std::uint16_t;
+    TP_COMM_INLINE static float load(std::uint16_t x) { return halfToFloatFast(x); }
+};
+
+// The loops below run over blocks of kLanes elements, then the rest one by one: a block's constant
+// trip count lets GCC's -O2 (very-cheap cost model) vectorize them, which it does not for a loop
+// that would need a scalar epilogue.
+constexpr std::int64_t kLanes = 16;
+
+template<typename L>
+TP_COMM_INLINE void load1(const typename L::T* __restrict a, float* __restrict acc, std::int64_t n)
+{
+    std::int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (std::int64_t j = 0; j < kLanes; ++j)
+            acc[i + j] = L::load(a[i + j]);
+    for (; i < n; ++i)
+        acc[i] = L::load(a[i]);
+}
+
+template<typename L>
+TP_COMM_INLINE void sum2(const typename L::T* __restrict a, const typename L::T* __restrict b, float* __restrict acc, std::int64_t n)
+{
+    std::int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (std::int64_t j = 0; j < kLanes; ++j)
+            acc[i + j] = L::load(a[i + j]) + L::load(b[i + j]);
+    for (; i < n; ++i)
+        acc[i] = L::load(a[i]) + L::load(b[i]);
+}
+
+template<typename L>
+TP_COMM_INLINE void add1(const typename L::T* __restrict a, float* __restrict acc, std::int64_t n)
+{
+    std::int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (std::int64_t j = 0; j < kLanes; ++j)
+            acc[i + j] += L::load(a[i + j]);
+    for (; i < n; ++i)
+        acc[i] += L::load(a[i]);
+}
+
+template<std::uint16_t (*Round)(float)>
+TP_COMM_INLINE void round16(const float* __restrict acc, std::uint16_t* __restrict out, std::int64_t n)
+{
+    std::int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (std::int64_t j = 0; j < kLanes; ++j)
+            out[i + j] = Round(acc[i + j]);
+    for (; i < n; ++i)
+        out[i] = Round(acc[i]);
+}
+
+// acc[i] = src[0][from + i] + src[1][from + i] + … + src[T-1][from + i], left to right in fp32.
+template<typename L>
+TP_COMM_INLINE void sumChunkT(const void* const* src, int t, std::int64_t from, std::int64_t n, float* acc)
+{
+    using S = typename L::T;
+    auto at = [&](int p) { return static_cast<const S*>(src[p]) + from; };
+    if (t == 1)
+        return load1<L>(at(0), acc, n);
+    sum2<L>(at(0), at(1), acc, n);
+    for (int p = 2; p < t; ++p)
+        add1<L>(at(p), acc, n);
+}
+
+// The two hot loops, built for AVX2 as well as the baseline x86-64 and picked at load time (a chunk
+// of two ranks' inputs summed and rounded, in L1: bf16 0.54 -> 0.34 ns per element, f16 1.9 -> 1.0,
+// fp32 0.27 -> 0.22). Plain IEEE adds in the same order: the same bits from either clone.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define TP_COMM_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TP_COMM_CLONES
+#endif
+
+TP_COMM_CLONES void sumChunk(DType dt, const void* const* src, int t, std::int64_t from, std::int64_t n, float* acc)
+{
+    if (dt == DType::F32)
+        sumChunkT<LoadF32>(src, t, from, n, acc);
+    else if (dt == DType::BF16)
+        sumChunkT<LoadBf16>(src, t, from, n, acc);
+    else
+        sumChunkT<LoadF16>(src, t, from, n, acc);
+}
+
+// n fp32 sums rounded into `out` (16-bit dtypes; fp32 is copied).
+TP_COMM_CLONES void roundChunk(DType dt, const float* acc, std::int64_t n, void* out)
+{
+    if (dt == DType::F32)
+        std::memcpy(out, acc, static_cast<std::size_t>(n) * 4);
+    else if (dt == DType::BF16)
+        round16<floatToBf16Fast>(acc, static_cast<std::uint16_t*>(out), n);
+    else
+        round16<floatToHalfFast>(acc, static_cast<std::uint16_t*>(out), n);
+}
+
+// Whether writing element i of `dst` can only touch element i of `src` (the same buffer at the same
+// element index) or nothing of it (disjoint), given that dst element i stands for src element
+// `shift` + i.
+bool writesOnlyOwnIndex(const void* dst, std::int64_t dstBytes, const void* src, std::int64_t srcBytes, std::int64_t shiftBytes)
+{
+    const auto d = reinterpret_cast<std::uintptr_t>(dst), s = reinterpret_cast<std::uintptr_t>(src);
+    if (dstBytes <= 0 || srcBytes <= 0 || d + static_cast<std::uintptr_t>(dstBytes) <= s || s + static_cast<std::uintptr_t>(srcBytes) <= d)
+        return true;
+    return d == s + static_cast<std::uintptr_t>(shiftBytes);
+}
+
+} // namespace
 
 Status Communicator::allGatherColumns(const Tensor&, std::span<const std::int64_t>)
 {
@@ -66,10 +250,15 @@ private:
     // m_sum[i] = Σ over ranks of rank p's buffer at element `from + i`, for n elements, in fp32;
     // then rounded into `out` unless it is null.
     void sumInto(DType t, std::int64_t from, std::int64_t n, void* out);
+    // Chunk by chunk over [from, from + n) of every rank's published input: the sum, rounded once,
+    // copied into each of `outs` at element `outFrom` + (i - from).
+    void sumChunked(DType t, std::int64_t from, std::int64_t n, std::span<void* const> outs, std::int64_t outFrom);
 
     Group& m_g;
     int m_rank;
-    std::vector<float> m_sum; // grows to the largest chunk once, then is reused
+    std::vector<float> m_sum; // grows to the largest part once, then is reused (overlapping buffers)
+    std::vector<float> m_acc = std::vector<float>(static_cast<std::size_t>(kChunk));
+    std::vector<std::uint16_t> m_rounded = std::vector<std::uint16_t>(static_cast<std::size_t>(kChunk));
 };
 
 class Group final : public CommGroup
@@ -227,10 +416,29 @@ void LocalCommunicator::sumInto(DType t, std::int64_t from, std::int64_t n, void
         fromFloat(m_sum.data(), t, out, n);
 }
 
-// Chunk [begin, end) of n elements owned by rank r.
-std::pair<std::int64_t, std::int64_t> chunkOf(std::int64_t n, int size, int r)
+void LocalCommunicator::sumChunked(DType t, std::int64_t from, std::int64_t n, std::span<void* const> outs, std::int64_t outFrom)
 {
-    const std::int64_t c = (n + size - 1) / size;
+    const std::int64_t eb = dtypeBytes(t, 1);
+    const void* const* src = m_g.m_ptr.data();
+    for (std::int64_t c = 0; c < n; c += kChunk) {
+        const std::int64_t k = std::min(kChunk, n - c);
+        sumChunk(t, src, m_g.m_n, from + c, k, m_acc.data());
+        const void* result = m_acc.data();
+        if (t != DType::F32) {
+            roundChunk(t, m_acc.data(), k, m_rounded.data());
+            result = m_rounded.data();
+        }
+        for (void* o : outs)
+            std::memcpy(static_cast<char*>(o) + (outFrom + c) * eb, result, static_cast<std::size_t>(k * eb));
+    }
+}
+
+// Part [begin, end) of n elements owned by rank r: ceil(n / size) rounded up to whole 64-byte lines,
+// so that no two ranks write the same cache line of an output (when it is line-aligned).
+std::pair<std::int64_t, std::int64_t> chunkOf(std::int64_t n, int size, int r, std::int64_t elementBytes)
+{
+    const std::int64_t line = std::max<std::int64_t>(1, 64 / elementBytes);
+    const std::int64_t c = ((n + size - 1) / size + line - 1) / line * line;
     const std::int64_t b = std::min<std::int64_t>(n, r * c);
     return {b, std::min<std::int64_t>(n, b + c)};
 }
@@ -250,9 +458,19 @@ Status LocalCommunicator::allReduce(const Tensor& in, const Tensor& out)
             return m_g.fail(m_rank, "all_reduce",
                             fmt::format("{} elements of {}, rank {} has {} of {}", n, dtypeName(in.dtype), p,
                                         m_g.m_count[static_cast<std::size_t>(p)], dtypeName(m_g.m_dtype[static_cast<std::size_t>(p)])));
-    // Sum my chunk over every rank's input (into m_sum: inputs may be outputs), then write it into
-    // every rank's output.
-    const auto [b, e] = chunkOf(n, m_g.m_n, m_rank);
+    // Every rank decides from the same published pointers, so all take the same path (and barriers).
+    bool ownIndexOnly = true;
+    for (int q = 0; q < m_g.m_n && ownIndexOnly; ++q)
+        for (int p = 0; p < m_g.m_n && ownIndexOnly; ++p)
+            ownIndexOnly = writesOnlyOwnIndex(m_g.m_out[static_cast<std::size_t>(q)], n * eb, m_g.m_ptr[static_cast<std::size_t>(p)], n * eb, 0);
+    const auto [b, e] = chunkOf(n, m_g.m_n, m_rank, eb);
+    if (ownIndexOnly) {
+        // Nobody else reads or writes my part: sum it chunk by chunk straight into every output.
+        sumChunked(in.dtype, b, e - b, m_g.m_out, b);
+        return m_g.wait(m_rank, "all_reduce");
+    }
+    // Outputs overlap inputs at other offsets: sum my whole part over every rank's input first (into
+    // m_sum), and write it into every rank's output once everybody has read.
     sumInto(in.dtype, b, e - b, nullptr);
     TP_RETURN_IF_ERROR(m_g.wait(m_rank, "all_reduce"));
     for (int p = 0; p < m_g.m_n; ++p)
@@ -324,7 +542,18 @@ Status LocalCommunicator::reduceScatter(const Tensor& in, const Tensor& out, std
     for (int p = 0; p < m_g.m_n; ++p)
         if (m_g.m_count[static_cast<std::size_t>(p)] != in.numel() || m_g.m_dtype[static_cast<std::size_t>(p)] != in.dtype)
             return m_g.fail(m_rank, "reduce_scatter", fmt::format("rank {} reduces another size or dtype", p));
-    sumInto(in.dtype, off[static_cast<std::size_t>(m_rank)], out.numel(), out.data);
+    // My piece is read by me alone: chunk by chunk unless `out` overlaps an input elsewhere than at
+    // the piece itself (then the whole piece is summed before anything is written, as before).
+    const std::int64_t eb = in.elementBytes(), from = off[static_cast<std::size_t>(m_rank)];
+    bool ownIndexOnly = true;
+    for (int p = 0; p < m_g.m_n && ownIndexOnly; ++p)
+        ownIndexOnly = writesOnlyOwnIndex(out.data, out.bytes(), m_g.m_ptr[static_cast<std::size_t>(p)], in.numel() * eb, from * eb);
+    if (ownIndexOnly) {
+        void* const outs[] = {out.data};
+        sumChunked(in.dtype, from, out.numel(), outs, 0);
+    } else {
+        sumInto(in.dtype, from, out.numel(), out.data);
+    }
     return m_g.wait(m_rank, "reduce_scatter");
 }
 
