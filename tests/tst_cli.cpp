@@ -612,13 +612,21 @@ private slots:
                 if (row.contains(form)) {
                     QCOMPARE(row[form]["wrong"], 0);
                     QVERIFY(row[form]["time_us"].get<double>() > 0);
+                    QVERIFY(row[form]["busbw_fraction_of_memcpy"].get<double>() > 0); // against the same run's memcpy
                 }
+            // The ranks' concurrent memcpy of the same size, per rank and for all three.
+            QVERIFY(row["memcpy"]["gbps"].get<double>() > 0);
+            QCOMPARE(row["memcpy"]["total_gbps"].get<double>(), 3 * row["memcpy"]["gbps"].get<double>());
         }
         QCOMPARE(rows, 5 * 5); // 8, 64, 512, 4K, 32K for each of the five collectives
         const Run text = cli({"bench", "comm", "-e", "1K", "-n", "2", "-w", "0"});
         QCOMPARE(text.code, 0);
         QVERIFY(text.out.contains("# Out of bounds values : 0 OK"));
         QVERIFY(text.out.contains("busbw"));
+        QVERIFY(text.out.contains("bus/mem"));
+        const Run noMemcpy = cli({"bench", "comm", "-e", "1K", "-n", "2", "-w", "0", "--memcpy", "0", "--json"});
+        QCOMPARE(noMemcpy.code, 0);
+        QVERIFY(!nlohmann::json::parse(noMemcpy.out.toStdString())["rows"][0].contains("memcpy"));
         QCOMPARE(cli({"bench", "comm", "-e", "12Q"}).code, 2);
     }
 

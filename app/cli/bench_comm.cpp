@@ -6,7 +6,9 @@
 // then time (µs, mean of the ranks' per-iteration means), algbw = size/time and
 // busbw = algbw × factor (all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n;
 // broadcast 1), and #wrong from a data check, for out-of-place and in-place where the operation
-// has both forms.
+// has both forms. On host memory, each row also times a plain memcpy of the same size by every rank
+// at once (same threads or processes, same buffers), and gives the out-of-place busbw as a fraction
+// of one rank's memcpy bandwidth: the ceiling a shared-memory collective is measured against.
 #include "commands.h"
 #include "tp/core/json.h"
 
@@ -18,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -36,7 +39,7 @@ struct CommOpts
     int factor = 2, iters = 20, warmup = 5;
     std::string op = "all_reduce";
     std::string dtype = "f32";
-    bool check = true, json = false;
+    bool check = true, json = false, memcpy = true;
 };
 
 struct Cell
@@ -51,6 +54,7 @@ struct Row
     std::string op;
     std::int64_t bytes = 0, count = 0;
     Cell outOfPlace, inPlace;
+    Cell memcpy; // every rank copying `bytes` of its own at the same time (host memory only)
 };
 
 // Small integers, so that sums over ranks are exact in every dtype (bf16 holds integers to 256).
@@ -114,6 +118,11 @@ public:
                                         [&] { return m_c.allToAll(send, counts, recv, counts); },
                                         [&] { return wrongAllToAll(recv, per); }));
             }
+            if (m_o.memcpy && m_be.device() == tp::DeviceKind::Cpu)
+                TP_RETURN_IF_ERROR(time(row.memcpy, [] { return tp::Status(); }, [&] {
+                    std::memcpy(recv.data, send.data, static_cast<std::size_t>(send.bytes()));
+                    return tp::Status();
+                }, nullptr));
             rows.push_back(row);
         }
         return {};
@@ -127,7 +136,7 @@ private:
 
     // Warm-up and timed iterations of the bare collective (time = mean over ranks; device work is
     // waited for inside the timed region), then one more on freshly filled buffers whose result is
-    // checked (#wrong, summed over ranks).
+    // checked (#wrong, summed over ranks) unless there is nothing to check (`wrong` null).
     tp::Status time(Cell& cell, const std::function<tp::Status()>& prepare, const std::function<tp::Status()>& once,
                     const std::function<tp::Result<std::int64_t>()>& wrong)
     {
@@ -143,7 +152,7 @@ private:
         const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count()
             / std::max(m_o.iters, 1);
         std::int64_t bad = 0;
-        if (m_o.check) {
+        if (m_o.check && wrong) {
             TP_RETURN_IF_ERROR(prepare());
             TP_RETURN_IF_ERROR(once());
             TP_RETURN_IF_ERROR(m_c.synchronize());
@@ -251,6 +260,9 @@ tp::CollectiveKind kindOf(const std::string& op)
 
 double busFactor(const std::string& op, int n) { return op == "broadcast" ? 1.0 : tp::busBandwidthFactor(kindOf(op), n); }
 
+// GB/s of one rank's memcpy of the row's size while every rank copies (0 when not measured).
+double memcpyGbps(const Row& r) { return r.memcpy.present && r.memcpy.us > 0 ? static_cast<double>(r.bytes) / (r.memcpy.us * 1e3) : 0.0; }
+
 void print(const CommOpts& o, const std::string& kind, int n, const std::vector<Row>& rows)
 {
     if (o.json) {
@@ -261,7 +273,11 @@ void print(const CommOpts& o, const std::string& kind, int n, const std::vector<
                 if (c.present) {
                     const double alg = static_cast<double>(r.bytes) / (c.us * 1e3);
                     x[name] = {{"time_us", c.us}, {"algbw_gbps", alg}, {"busbw_gbps", alg * busFactor(r.op, n)}, {"wrong", c.wrong}};
+                    if (const double mem = memcpyGbps(r); mem > 0)
+                        x[name]["busbw_fraction_of_memcpy"] = alg * busFactor(r.op, n) / mem;
                 }
+            if (const double mem = memcpyGbps(r); mem > 0) // per rank, and all ranks together
+                x["memcpy"] = {{"time_us", r.memcpy.us}, {"gbps", mem}, {"total_gbps", mem * n}};
             arr.push_back(x);
         }
         std::cout << nlohmann::ordered_json({{"bench", "comm"}, {"communicator", kind}, {"ranks", n}, {"rows", arr}}).dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
@@ -269,6 +285,10 @@ void print(const CommOpts& o, const std::string& kind, int n, const std::vector<
     }
     fmt::print("# tpstudio-cli bench comm: {} communicator, {} ranks, {} iterations ({} warm-up), check {}\n#\n", kind, n,
                o.iters, o.warmup, o.check ? "on" : "off");
+    const bool mem = std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.memcpy.present; });
+    if (mem)
+        fmt::print("# memcpy: GB/s of one rank copying `size` bytes while all {} copy at once (same threads, same buffers);\n"
+                   "# bus/mem: out-of-place busbw (in-place where that is the only form) / memcpy\n#\n", n);
     std::string op;
     double busSum = 0;
     int busN = 0;
@@ -286,14 +306,21 @@ void print(const CommOpts& o, const std::string& kind, int n, const std::vector<
         if (r.op != op) {
             op = r.op;
             fmt::print("# {}\n#{:>38}{:>33}{:>33}\n", op, "", "out-of-place", "in-place");
-            fmt::print("#{:>11} {:>12} {:>8} {:>6} {:>5} {:>9} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>6}\n", "size", "count",
-                       "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-            fmt::print("#{:>11} {:>12} {:>8} {:>6} {:>5} {:>9} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>6}\n", "(B)",
-                       "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+            fmt::print("#{:>11} {:>12} {:>8} {:>6} {:>5} {:>9} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>6}{}\n", "size", "count",
+                       "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong",
+                       mem ? fmt::format(" {:>7} {:>7}", "memcpy", "bus/mem") : "");
+            fmt::print("#{:>11} {:>12} {:>8} {:>6} {:>5} {:>9} {:>7} {:>7} {:>6} {:>9} {:>7} {:>7} {:>6}{}\n", "(B)",
+                       "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
+                       mem ? fmt::format(" {:>7} {:>7}", "(GB/s)", "") : "");
         }
         const bool reduces = r.op == "all_reduce" || r.op == "reduce_scatter";
-        fmt::print(" {:>11} {:>12} {:>8} {:>6} {:>5} {} {}\n", r.bytes, r.count, typeColumn(dtypeOf(o.dtype)), reduces ? "sum" : "none",
-                   r.op == "broadcast" ? 0 : -1, cell(r, r.outOfPlace), cell(r, r.inPlace));
+        std::string memCols;
+        if (const double m = memcpyGbps(r); m > 0) {
+            const Cell& c = r.outOfPlace.present ? r.outOfPlace : r.inPlace;
+            memCols = fmt::format(" {:>7.2f} {:>7.2f}", m, static_cast<double>(r.bytes) / (c.us * 1e3) * busFactor(r.op, n) / m);
+        }
+        fmt::print(" {:>11} {:>12} {:>8} {:>6} {:>5} {} {}{}\n", r.bytes, r.count, typeColumn(dtypeOf(o.dtype)), reduces ? "sum" : "none",
+                   r.op == "broadcast" ? 0 : -1, cell(r, r.outOfPlace), cell(r, r.inPlace), memCols);
     }
     fmt::print("# Out of bounds values : {} {}\n# Avg bus bandwidth    : {:.3f}\n", wrong, wrong ? "FAILED" : "OK",
                busN ? busSum / busN : 0.0);
@@ -424,6 +451,9 @@ std::function<int()> addBenchComm(CLI::App* bench)
         ->check(CLI::IsMember({"f32", "bf16", "f16"}))
         ->capture_default_str();
     cmd->add_option("-c,--check", o->check, "Check the data (1) or not (0)")->check(CLI::IsMember(std::vector<std::string>{"0", "1"}))->capture_default_str();
+    cmd->add_option("--memcpy", o->memcpy, "Also time every rank's memcpy of each size at once (host memory), 1 or 0")
+        ->check(CLI::IsMember(std::vector<std::string>{"0", "1"}))
+        ->capture_default_str();
     cmd->add_flag("--json", o->json, "Print JSON");
     return [o, cmd] { return cmd->parsed() ? benchComm(*o) : -1; };
 }
