@@ -296,15 +296,23 @@ public:
             m_cv.notify_all();
             return {};
         }
-        // Partners are usually microseconds away: poll briefly before sleeping on the condition.
-        const auto spinUntil = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+        // Partners are usually microseconds away: poll briefly before sleeping on the condition. How
+        // long adapts per rank (as an adaptive mutex does): halved each time the poll ran out, grown
+        // by an eighth each time the partners came while polling. Where the ranks' threads share
+        // cores (an oversubscribed machine, a VM), polling only keeps the partner from running.
+        int& spinUs = m_spinUs[static_cast<std::size_t>(rank)].us;
+        const auto spinUntil = std::chrono::steady_clock::now() + std::chrono::microseconds(spinUs);
         for (int i = 0;; ++i) {
-            if (m_generation.load(std::memory_order_acquire) != gen)
+            if (m_generation.load(std::memory_order_acquire) != gen) {
+                spinUs = std::min(kMaxSpinUs, spinUs + spinUs / 8 + 1);
                 return m_aborted.load(std::memory_order_acquire) ? abortedStatus(rank, what) : Status();
+            }
             if (m_aborted.load(std::memory_order_acquire))
                 return abortedStatus(rank, what);
-            if ((i & 63) == 63 && std::chrono::steady_clock::now() > spinUntil)
+            if ((i & 63) == 63 && std::chrono::steady_clock::now() > spinUntil) {
+                spinUs = std::max(kMinSpinUs, spinUs / 2);
                 break;
+            }
 #if defined(__x86_64__)
             __builtin_ia32_pause();
 #endif
@@ -372,6 +380,12 @@ public:
     std::vector<std::unique_ptr<LocalCommunicator>> m_ranks;
 
 private:
+    static constexpr int kMinSpinUs = 2, kMaxSpinUs = 50;
+    struct alignas(64) Spin // each rank's own, on a line of its own
+    {
+        int us = kMaxSpinUs;
+    };
+    std::vector<Spin> m_spinUs = std::vector<Spin>(static_cast<std::size_t>(m_n));
     std::mutex m_mutex;
     std::condition_variable m_cv;
     std::atomic<int> m_arrived{0};
