@@ -982,6 +982,8 @@ class Corpus:
         verbs.append((["bench", "comm"], {"-t": "2", "-b": "8", "-e": "64", "-n": "1", "-w": "0"},
                       ["-t", "-b", "-e", "-f", "-n", "-w", "-c"]))
         verbs.append((["bench", "gemm"], {"--iters": "1"}, ["--tp", "--tokens", "--device", "--iters"]))
+        verbs.append((["bench", "gemm"], {"--backend": "cpu", "--model": "example", "--tokens": "4", "--iters": "1"},
+                      ["--tp", "--tokens", "--iters", "--rounds"]))
         j = 0
         for head, base, opts in verbs:
             for opt in opts:
@@ -1006,7 +1008,11 @@ class Corpus:
                      ["run", "--model", L, "--dtype", "f64"], ["plan", "preview", L, "--dtype", "int8"],
                      ["run", "--model", L, "--comm", "tcp"], ["plan", "export", L, "--format", "yaml"],
                      ["bench", "comm", "-o", "gather"], ["bench", "comm", "-d", "f64"],
-                     ["bench", "comm", "--comm", "tcp"], ["inspect"], ["run"], ["plan"], ["bench"],
+                     ["bench", "comm", "--comm", "tcp"], ["bench", "gemm", "--backend", "tpu"],
+                     ["bench", "gemm", "--backend", "cpu", "--dtype", "f64"],
+                     ["bench", "gemm", "--backend", "cpu", "--peak-only", "1:2"],
+                     ["bench", "gemm", "--backend", "cpu", "--peak-only", "1:2:3x"],
+                     ["bench", "gemm", "--backend", "cpu", "--peak-only", "-1:2:3"], ["inspect"], ["run"], ["plan"], ["bench"],
                      ["frobnicate"], ["inspect", L, L], ["run", "--model", L, "--tp", "1", "--emulate-tp", "1"],
                      ["run", "--model", L, "--hardware", "h100-sxm-8"], ["plan", "preview", L, "--hardware", ""],
                      ["inspect", ""], ["report", ""], ["run", "--model", ""], ["plan", "validate", L, "--plan", ""]):

@@ -14,12 +14,13 @@
 // otherwise fall back to summing the whole part first, with a barrier before anyone writes.
 #include "tp/runtime/communicator.h"
 
+#include "cpu/cpu_kernels.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -31,167 +32,12 @@ namespace tp {
 
 namespace {
 
-// The kernels below are inlined into the two dispatching functions (sumChunk, roundChunk), so that
-// each of their target clones gets its own vectorized copy.
-#if defined(__GNUC__)
-#define TP_COMM_INLINE [[gnu::always_inline]] inline
-#else
-#define TP_COMM_INLINE inline
-#endif
-
 // Elements per chunk of a reduction: the fp32 accumulator (16 KiB) and the chunk of each input stay
-// in L1/L2 while the chunk is summed and written out.
+// in L1/L2 while the chunk is summed and written out (the sum and the rounding are the CPU
+// backend's vector kernels, cpu_kernels.h).
 constexpr std::int64_t kChunk = 4096;
 
-// Branch-free forms of tp::halfToFloat / tp::floatToHalf: the same arithmetic, with the cases picked
-// by masks instead of branches so that the loops vectorize; bit-identical to them (tst_engine checks
-// every f16 value).
-TP_COMM_INLINE std::uint32_t maskIf(bool c) { return 0u - static_cast<std::uint32_t>(c); }
-
-TP_COMM_INLINE float halfToFloatFast(std::uint16_t h)
-{
-    const std::uint32_t shiftedExp = 0x7c00u << 13;
-    const std::uint32_t o = ((std::uint32_t(h) & 0x7fffu) << 13) + ((127u - 15u) << 23);
-    const std::uint32_t exp = (std::uint32_t(h) << 13) & shiftedExp;
-    const std::uint32_t infNan = o + ((128u - 16u) << 23); // exponent 31: to 255
-    const std::uint32_t denorm = std::bit_cast<std::uint32_t>(std::bit_cast<float>(o + (1u << 23)) - std::bit_cast<float>(113u << 23));
-    const std::uint32_t isInfNan = maskIf(exp == shiftedExp), isDenorm = maskIf(exp == 0);
-    const std::uint32_t bits = (infNan & isInfNan) | (denorm & isDenorm) | (o & ~(isInfNan | isDenorm));
-    return std::bit_cast<float>(bits | (std::uint32_t(h) & 0x8000u) << 16);
-}
-
-TP_COMM_INLINE std::uint16_t floatToHalfFast(float value)
-{
-    const std::int32_t infinity = 255 << 23, halfMax = (127 + 16) << 23;
-    const std::uint32_t denormMagic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(value);
-    const std::uint32_t sign = u & 0x80000000u, f = u ^ sign;
-    const auto fi = static_cast<std::int32_t>(f); // f < 2^31
-    const std::uint32_t big = 0x7c00u | (0x0200u & maskIf(fi > infinity));
-    const std::uint32_t den = std::bit_cast<std::uint32_t>(std::bit_cast<float>(f) + std::bit_cast<float>(denormMagic)) - denormMagic;
-    const std::uint32_t norm = (f + (static_cast<std::uint32_t>(15 - 127) << 23) + 0xfffu + ((f >> 13) & 1u)) >> 13;
-    const std::uint32_t isBig = maskIf(fi >= halfMax), isDen = maskIf(fi < (113 << 23));
-    const std::uint32_t out = (big & isBig) | (den & isDen & ~isBig) | (norm & ~(isBig | isDen));
-    return static_cast<std::uint16_t>(out | (sign >> 16));
-}
-
-TP_COMM_INLINE std::uint16_t floatToBf16Fast(float f)
-{
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
-    const std::uint32_t nan = (u >> 16) | 0x40u, rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    return static_cast<std::uint16_t>(static_cast<std::int32_t>(u & 0x7fffffffu) > 0x7f800000 ? nan : rounded);
-}
-
-struct LoadF32
-{
-    using T = float;
-    TP_COMM_INLINE static float load(float x) { return x; }
-};
-struct LoadBf16
-{
-    using T = std::uint16_t;
-    TP_COMM_INLINE static float load(std::uint16_t x) { return bf16ToFloat(x); }
-};
-struct LoadF16
-{
-    using T = std::uint16_t;
-    TP_COMM_INLINE static float load(std::uint16_t x) { return halfToFloatFast(x); }
-};
-
-// The loops below run over blocks of kLanes elements, then the rest one by one: a block's constant
-// trip count lets GCC's -O2 (very-cheap cost model) vectorize them, which it does not for a loop
-// that would need a scalar epilogue.
-constexpr std::int64_t kLanes = 16;
-
-template<typename L>
-TP_COMM_INLINE void load1(const typename L::T* __restrict a, float* __restrict acc, std::int64_t n)
-{
-    std::int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-        for (std::int64_t j = 0; j < kLanes; ++j)
-            acc[i + j] = L::load(a[i + j]);
-    for (; i < n; ++i)
-        acc[i] = L::load(a[i]);
-}
-
-template<typename L>
-TP_COMM_INLINE void sum2(const typename L::T* __restrict a, const typename L::T* __restrict b, float* __restrict acc, std::int64_t n)
-{
-    std::int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-        for (std::int64_t j = 0; j < kLanes; ++j)
-            acc[i + j] = L::load(a[i + j]) + L::load(b[i + j]);
-    for (; i < n; ++i)
-        acc[i] = L::load(a[i]) + L::load(b[i]);
-}
-
-template<typename L>
-TP_COMM_INLINE void add1(const typename L::T* __restrict a, float* __restrict acc, std::int64_t n)
-{
-    std::int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-        for (std::int64_t j = 0; j < kLanes; ++j)
-            acc[i + j] += L::load(a[i + j]);
-    for (; i < n; ++i)
-        acc[i] += L::load(a[i]);
-}
-
-template<std::uint16_t (*Round)(float)>
-TP_COMM_INLINE void round16(const float* __restrict acc, std::uint16_t* __restrict out, std::int64_t n)
-{
-    std::int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-        for (std::int64_t j = 0; j < kLanes; ++j)
-            out[i + j] = Round(acc[i + j]);
-    for (; i < n; ++i)
-        out[i] = Round(acc[i]);
-}
-
-// acc[i] = src[0][from + i] + src[1][from + i] + … + src[T-1][from + i], left to right in fp32.
-template<typename L>
-TP_COMM_INLINE void sumChunkT(const void* const* src, int t, std::int64_t from, std::int64_t n, float* acc)
-{
-    using S = typename L::T;
-    auto at = [&](int p) { return static_cast<const S*>(src[p]) + from; };
-    if (t == 1)
-        return load1<L>(at(0), acc, n);
-    sum2<L>(at(0), at(1), acc, n);
-    for (int p = 2; p < t; ++p)
-        add1<L>(at(p), acc, n);
-}
-
-// The two hot loops, built for AVX2 as well as the baseline x86-64 and picked at load time (a chunk
-// of two ranks' inputs summed and rounded, in L1: bf16 0.54 -> 0.34 ns per element, f16 1.9 -> 1.0,
-// fp32 0.27 -> 0.22). Plain IEEE adds in the same order: the same bits from either clone. Not under
-// the sanitizers: the clones' resolver runs while the dynamic loader relocates, before the
-// sanitizer's runtime is up (an instrumented resolver crashes the program under TSan).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) && !defined(__SANITIZE_THREAD__) \
-    && !defined(__SANITIZE_ADDRESS__)
-#define TP_COMM_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define TP_COMM_CLONES
-#endif
-
-TP_COMM_CLONES void sumChunk(DType dt, const void* const* src, int t, std::int64_t from, std::int64_t n, float* acc)
-{
-    if (dt == DType::F32)
-        sumChunkT<LoadF32>(src, t, from, n, acc);
-    else if (dt == DType::BF16)
-        sumChunkT<LoadBf16>(src, t, from, n, acc);
-    else
-        sumChunkT<LoadF16>(src, t, from, n, acc);
-}
-
-// n fp32 sums rounded into `out` (16-bit dtypes; fp32 is copied).
-TP_COMM_CLONES void roundChunk(DType dt, const float* acc, std::int64_t n, void* out)
-{
-    if (dt == DType::F32)
-        std::memcpy(out, acc, static_cast<std::size_t>(n) * 4);
-    else if (dt == DType::BF16)
-        round16<floatToBf16Fast>(acc, static_cast<std::uint16_t*>(out), n);
-    else
-        round16<floatToHalfFast>(acc, static_cast<std::uint16_t*>(out), n);
-}
+cpu::Storage storageOf(DType t) { return t == DType::F32 ? cpu::Storage::F32 : t == DType::BF16 ? cpu::Storage::BF16 : cpu::Storage::F16; }
 
 // Whether writing element i of `dst` can only touch element i of `src` (the same buffer at the same
 // element index) or nothing of it (disjoint), given that dst element i stands for src element
@@ -439,10 +285,11 @@ void LocalCommunicator::sumChunked(DType t, std::int64_t from, std::int64_t n, s
     const void* const* src = m_g.m_ptr.data();
     for (std::int64_t c = 0; c < n; c += kChunk) {
         const std::int64_t k = std::min(kChunk, n - c);
-        sumChunk(t, src, m_g.m_n, from + c, k, m_acc.data());
+        const cpu::Kernels& vk = cpu::kernels();
+        vk.sumChunk(storageOf(t), src, m_g.m_n, from + c, k, m_acc.data());
         const void* result = m_acc.data();
         if (t != DType::F32) {
-            roundChunk(t, m_acc.data(), k, m_rounded.data());
+            vk.round16(storageOf(t), m_acc.data(), k, m_rounded.data());
             result = m_rounded.data();
         }
         for (void* o : outs)

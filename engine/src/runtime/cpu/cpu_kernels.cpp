@@ -157,9 +157,116 @@ void add(const float* a, const float* b, float* y, std::int64_t n)
         y[i] = a[i] + b[i];
 }
 
+// --- the local communicator's reduction -------------------------------------------------------
+
+inline std::uint32_t bitsOf(float f)
+{
+    std::uint32_t u;
+    __builtin_memcpy(&u, &f, 4);
+    return u;
+}
+inline float floatOf(std::uint32_t u)
+{
+    float f;
+    __builtin_memcpy(&f, &u, 4);
+    return f;
+}
+inline std::uint32_t maskIf(bool c) { return 0u - static_cast<std::uint32_t>(c); }
+
+// Branch-free forms of tp::halfToFloat / tp::floatToHalf / tp::floatToBf16 (the cases picked by
+// masks, so that the loops vectorize), bit-identical to them (tst_engine checks every 16-bit value).
+inline float halfToFloat(std::uint16_t h)
+{
+    const std::uint32_t shiftedExp = 0x7c00u << 13;
+    const std::uint32_t o = ((std::uint32_t(h) & 0x7fffu) << 13) + ((127u - 15u) << 23);
+    const std::uint32_t exp = (std::uint32_t(h) << 13) & shiftedExp;
+    const std::uint32_t infNan = o + ((128u - 16u) << 23); // exponent 31: to 255
+    const std::uint32_t denorm = bitsOf(floatOf(o + (1u << 23)) - floatOf(113u << 23));
+    const std::uint32_t isInfNan = maskIf(exp == shiftedExp), isDenorm = maskIf(exp == 0);
+    const std::uint32_t bits = (infNan & isInfNan) | (denorm & isDenorm) | (o & ~(isInfNan | isDenorm));
+    return floatOf(bits | (std::uint32_t(h) & 0x8000u) << 16);
+}
+inline float bf16ToFloat(std::uint16_t h) { return floatOf(std::uint32_t(h) << 16); }
+
+inline std::uint16_t floatToHalf(float value)
+{
+    const std::int32_t infinity = 255 << 23, halfMax = (127 + 16) << 23;
+    const std::uint32_t denormMagic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+    const std::uint32_t u = bitsOf(value);
+    const std::uint32_t sign = u & 0x80000000u, f = u ^ sign;
+    const auto fi = static_cast<std::int32_t>(f); // f < 2^31
+    const std::uint32_t big = 0x7c00u | (0x0200u & maskIf(fi > infinity));
+    const std::uint32_t den = bitsOf(floatOf(f) + floatOf(denormMagic)) - denormMagic;
+    const std::uint32_t norm = (f + (static_cast<std::uint32_t>(15 - 127) << 23) + 0xfffu + ((f >> 13) & 1u)) >> 13;
+    const std::uint32_t isBig = maskIf(fi >= halfMax), isDen = maskIf(fi < (113 << 23));
+    const std::uint32_t out = (big & isBig) | (den & isDen & ~isBig) | (norm & ~(isBig | isDen));
+    return static_cast<std::uint16_t>(out | (sign >> 16));
+}
+inline std::uint16_t floatToBf16(float f)
+{
+    const std::uint32_t u = bitsOf(f);
+    const std::uint32_t nan = (u >> 16) | 0x40u, rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return static_cast<std::uint16_t>(static_cast<std::int32_t>(u & 0x7fffffffu) > 0x7f800000 ? nan : rounded);
+}
+
+struct LoadF32
+{
+    using T = float;
+    static float load(float x) { return x; }
+};
+struct LoadBf16
+{
+    using T = std::uint16_t;
+    static float load(std::uint16_t x) { return bf16ToFloat(x); }
+};
+struct LoadF16
+{
+    using T = std::uint16_t;
+    static float load(std::uint16_t x) { return halfToFloat(x); }
+};
+
+template<typename Ld> void sumChunkOf(const void* const* src, int t, std::int64_t from, std::int64_t n, float* __restrict acc)
+{
+    using S = typename Ld::T;
+    const S* __restrict a = static_cast<const S*>(src[0]) + from;
+    if (t == 1) {
+        for (std::int64_t i = 0; i < n; ++i)
+            acc[i] = Ld::load(a[i]);
+        return;
+    }
+    const S* __restrict b = static_cast<const S*>(src[1]) + from;
+    for (std::int64_t i = 0; i < n; ++i)
+        acc[i] = Ld::load(a[i]) + Ld::load(b[i]);
+    for (int p = 2; p < t; ++p) {
+        const S* __restrict c = static_cast<const S*>(src[p]) + from;
+        for (std::int64_t i = 0; i < n; ++i)
+            acc[i] += Ld::load(c[i]);
+    }
+}
+
+void sumChunk(Storage storage, const void* const* src, int t, std::int64_t from, std::int64_t n, float* acc)
+{
+    if (storage == Storage::F32)
+        sumChunkOf<LoadF32>(src, t, from, n, acc);
+    else if (storage == Storage::BF16)
+        sumChunkOf<LoadBf16>(src, t, from, n, acc);
+    else
+        sumChunkOf<LoadF16>(src, t, from, n, acc);
+}
+
+void round16(Storage storage, const float* __restrict acc, std::int64_t n, std::uint16_t* __restrict out)
+{
+    if (storage == Storage::BF16)
+        for (std::int64_t i = 0; i < n; ++i)
+            out[i] = floatToBf16(acc[i]);
+    else
+        for (std::int64_t i = 0; i < n; ++i)
+            out[i] = floatToHalf(acc[i]);
+}
+
 } // namespace
 
 extern const Kernels table;
-const Kernels table = {TP_KERNEL_ISA, expShiftSum, maxOf, scale, gatedAct, rmsNorm, add};
+const Kernels table = {TP_KERNEL_ISA, expShiftSum, maxOf, scale, gatedAct, rmsNorm, add, sumChunk, round16};
 
 } // namespace tp::cpu::TP_KERNEL_NS

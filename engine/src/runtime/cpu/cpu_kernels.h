@@ -10,6 +10,8 @@
 
 namespace tp::cpu {
 
+enum class Storage : int { F32, BF16, F16 };
+
 struct Kernels
 {
     const char* isa; // "avx512", "avx2" or "sse2"
@@ -22,6 +24,13 @@ struct Kernels
     // y = w · (x / sqrt(mean(x²) + eps)), as Transformers' RMSNorm.
     void (*rmsNorm)(const float* x, const float* w, float* y, std::int64_t n, float eps);
     void (*add)(const float* a, const float* b, float* y, std::int64_t n);
+    // The local communicator's reduction of one chunk: acc[i] = src[0][from + i] + … +
+    // src[t − 1][from + i], left to right in fp32, the inputs of storage type `storage` (the same
+    // IEEE adds in every table: the same bits from any of them).
+    void (*sumChunk)(Storage storage, const void* const* src, int t, std::int64_t from, std::int64_t n, float* acc);
+    // n fp32 values rounded to nearest even into 16-bit `out` (bf16 or f16; NaN stays NaN),
+    // bit-identical to tp::floatToBf16 / tp::floatToHalf.
+    void (*round16)(Storage storage, const float* acc, std::int64_t n, std::uint16_t* out);
 };
 
 // The table for this CPU: the widest instruction set it supports, capped by TPSTUDIO_CPU_ISA
