@@ -42,6 +42,10 @@ struct Shape
 int main(int argc, char** argv)
 {
     const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
+    // One thread each, as the engine runs one rank per core: oneDNN's OpenMP and BLIS read these
+    // when they are loaded.
+    setenv("OMP_NUM_THREADS", "1", 1);
+    setenv("BLIS_NUM_THREADS", "1", 1);
     std::vector<Lib> libs;
     if (void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND)) {
         auto core = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_corename"));
