@@ -9,9 +9,25 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace tptest {
+
+// Runs f(rank) on one thread per rank and returns the first non-empty message (rank order).
+template<typename F> std::string onRanks(int size, F f)
+{
+    std::vector<std::string> errors(static_cast<std::size_t>(size));
+    std::vector<std::thread> ts;
+    for (int r = 0; r < size; ++r)
+        ts.emplace_back([&, r] { errors[std::size_t(r)] = f(r); });
+    for (auto& t : ts)
+        t.join();
+    for (const auto& e : errors)
+        if (!e.empty())
+            return e;
+    return {};
+}
 
 // The source tree: $TP_SOURCE_DIR when set (a test binary carried to another machine, as
 // scripts/gpu-check.sh does), else where it was built from.

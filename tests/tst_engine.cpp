@@ -125,20 +125,7 @@ Plan attentionReplicated(const ModelSpec& s, int tp)
 
 
 // Runs f(rank) on `size` threads at once; the first failure (a message) of any rank, or empty.
-template<typename F>
-std::string onRanks(int size, F f)
-{
-    std::vector<std::string> errors(static_cast<std::size_t>(size));
-    std::vector<std::thread> ts;
-    for (int r = 0; r < size; ++r)
-        ts.emplace_back([&, r] { errors[std::size_t(r)] = f(r); });
-    for (auto& t : ts)
-        t.join();
-    for (const auto& e : errors)
-        if (!e.empty())
-            return e;
-    return {};
-}
+using tptest::onRanks;
 
 // Storage bits of n values of `dt` (f32 as its 32-bit words), random of varied magnitude and sign so
 // that the order of a sum shows in its last bits.

@@ -61,16 +61,7 @@ std::pair<Result<RunResult>, Result<RunResult>> cpuThenGpu(const ModelSpec& spec
 std::string onRanks(CommGroup& g, const std::vector<Backend*>& be,
                     const std::function<std::string(int, Communicator&, Backend&)>& body)
 {
-    std::vector<std::string> errors(be.size());
-    std::vector<std::thread> ts;
-    for (int r = 0; r < int(be.size()); ++r)
-        ts.emplace_back([&, r] { errors[std::size_t(r)] = body(r, g.rank(r), *be[std::size_t(r)]); });
-    for (auto& t : ts)
-        t.join();
-    for (const auto& e : errors)
-        if (!e.empty())
-            return e;
-    return {};
+    return tptest::onRanks(int(be.size()), [&](int r) { return body(r, g.rank(r), *be[std::size_t(r)]); });
 }
 
 // A device tensor of floats (F32) with its own allocation.
