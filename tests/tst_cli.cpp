@@ -597,6 +597,36 @@ private slots:
         QVERIFY(d["cuda"]["available"].get<bool>() == tp::gpu::probe().ok());
     }
 
+    // The CPU backend names its kernels, warns when capped below the CPU's widest ISA, and bench gemm
+    // --backend cpu times its GEMM against SGEMM on the model's shapes.
+    void cpuKernelsAndGemmBench()
+    {
+        const Run plain = cli({"devices", "--json"});
+        QCOMPARE(plain.code, 0);
+        const auto cpu = nlohmann::json::parse(plain.out.toStdString())["cpu"];
+        const std::string kernels = cpu["kernels"].get<std::string>();
+        QVERIFY2(kernels.find("OpenBLAS kernel ") == 0 && kernels.find("vector kernels ") != std::string::npos, kernels.c_str());
+        qputenv("TPSTUDIO_CPU_ISA", "sse2");
+        const Run capped = cli({"devices"});
+        qunsetenv("TPSTUDIO_CPU_ISA");
+        QCOMPARE(capped.code, 0);
+        QVERIFY2(capped.out.contains("vector kernels sse2"), qPrintable(capped.out));
+        if (kernels.find("CPU: sse2") == std::string::npos) // the CPU has more than the baseline
+            QVERIFY2(capped.out.contains("warning: this CPU has") && capped.out.contains("TPSTUDIO_CPU_ISA"), qPrintable(capped.out));
+        const Run g = cli({"bench", "gemm", "--backend", "cpu", "--model", "example", "--tp", "2", "--tokens", "8", "--iters", "2",
+                           "--rounds", "1", "--json"});
+        QCOMPARE(g.code, 0);
+        const auto j = nlohmann::json::parse(g.out.toStdString());
+        QCOMPARE(j["backend"], "cpu");
+        QCOMPARE(j["shapes"].size(), std::size_t(7)); // q, k/v, o, gate/up, down, the head at T=2, and the square
+        for (const auto& row : j["shapes"])
+            QVERIFY(row["engine_gflops"].get<double>() > 0 && row["peak_gflops"].get<double>() > 0);
+        QVERIFY(j["fraction_of_peak"].get<double>() > 0);
+        const Run bad = cli({"bench", "gemm", "--backend", "cpu", "--peak-only", "1:2"});
+        QCOMPARE(bad.code, 1);
+        QVERIFY2(bad.err.contains("'1:2' is not M:N:K"), qPrintable(bad.err));
+    }
+
     void benchCommLocal()
     {
         const Run r = cli({"bench", "comm", "-t", "3", "-b", "8", "-e", "64K", "-f", "8", "-n", "3", "-w", "1", "-o", "all", "--json"});
