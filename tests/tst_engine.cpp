@@ -28,19 +28,32 @@
 #include <thread>
 
 // Heap allocations through operator new, on every thread: a test reads the count before and after
-// what it measures.
+// what it measures. Every unaligned form is replaced, so that each pair is malloc/free (under ASan a
+// form left out would be its allocator's, and freeing it here a mismatch); the aligned forms are
+// left to the runtime, which pairs them itself.
 namespace {
 std::atomic<std::int64_t> g_news{0};
-}
-void* operator new(std::size_t n)
+void* counted(std::size_t n) noexcept
 {
     g_news.fetch_add(1, std::memory_order_relaxed);
-    if (void* p = std::malloc(n == 0 ? 1 : n))
+    return std::malloc(n == 0 ? 1 : n);
+}
+} // namespace
+void* operator new(std::size_t n)
+{
+    if (void* p = counted(n))
         return p;
     throw std::bad_alloc();
 }
+void* operator new[](std::size_t n) { return operator new(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted(n); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted(n); }
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 using namespace tp;
 
