@@ -27,7 +27,6 @@
 #include <filesystem>
 #include <cstring>
 #include <iostream>
-#include <optional>
 #include <sstream>
 
 #include <spawn.h>
@@ -467,8 +466,8 @@ int benchGemmCpu(const GemmOpts& o)
     auto om = tp::openModel(o.model);
     if (!om)
         return say(om.status());
-    const std::optional<tp::DType> dt = o.dtype == "bf16" ? tp::DType::BF16 : o.dtype == "f16" ? tp::DType::F16 : tp::DType::F32;
-    auto be = tp::makeCpuBackend(*dt);
+    const tp::DType dt = o.dtype == "bf16" ? tp::DType::BF16 : o.dtype == "f16" ? tp::DType::F16 : tp::DType::F32;
+    auto be = tp::makeCpuBackend(dt);
     if (!be)
         return say(be.status());
     std::vector<Shape> shapes;
@@ -483,12 +482,12 @@ int benchGemmCpu(const GemmOpts& o)
         yFloats = std::max(yFloats, s.m * s.n);
         scratch = std::max(scratch, (*be)->gemmScratchBytes(s.m, s.k, s.n));
     }
-    const std::int64_t need = tp::dtypeBytes(*dt, xFloats + wFloats + yFloats) + scratch;
+    const std::int64_t need = tp::dtypeBytes(dt, xFloats + wFloats + yFloats) + scratch;
     if (need > tp::hostMemoryAvailable())
         return say(tp::Status(tp::StatusCode::ResourceExhausted, fmt::format("the operands need {}, more than this host has available",
                                                                                tp::humanBytes(double(need)))));
     std::vector<tp::DeviceBuffer> bufs;
-    for (std::int64_t bytes : {tp::dtypeBytes(*dt, xFloats), tp::dtypeBytes(*dt, wFloats), tp::dtypeBytes(*dt, yFloats), scratch}) {
+    for (std::int64_t bytes : {tp::dtypeBytes(dt, xFloats), tp::dtypeBytes(dt, wFloats), tp::dtypeBytes(dt, yFloats), scratch}) {
         auto b = (*be)->allocate(bytes);
         if (!b)
             return say(b.status());
@@ -497,9 +496,9 @@ int benchGemmCpu(const GemmOpts& o)
     }
     auto engineGflops = [&](const Shape& s) -> tp::Result<double> {
         using tp::Tensor;
-        const Tensor x = Tensor::contiguous(bufs[0].data(), *dt, s.m, s.k, tp::DeviceKind::Cpu);
-        const Tensor w = Tensor::contiguous(bufs[1].data(), *dt, s.n, s.k, tp::DeviceKind::Cpu);
-        const Tensor y = Tensor::contiguous(bufs[2].data(), *dt, s.m, s.n, tp::DeviceKind::Cpu);
+        const Tensor x = Tensor::contiguous(bufs[0].data(), dt, s.m, s.k, tp::DeviceKind::Cpu);
+        const Tensor w = Tensor::contiguous(bufs[1].data(), dt, s.n, s.k, tp::DeviceKind::Cpu);
+        const Tensor y = Tensor::contiguous(bufs[2].data(), dt, s.m, s.n, tp::DeviceKind::Cpu);
         const Tensor sc = Tensor::contiguous(bufs[3].data(), tp::DType::U8, 1, std::max<std::int64_t>(bufs[3].bytes(), 1), tp::DeviceKind::Cpu);
         std::vector<double> seconds;
         for (int i = -1; i < o.iters; ++i) {
