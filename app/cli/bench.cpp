@@ -421,8 +421,9 @@ tp::Result<std::vector<double>> sgemmPeaksUnforced(const std::vector<Shape>& sha
     std::string text;
     if (rc == 0) {
         char buf[4096];
-        for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0 && text.size() < (1 << 20);)
-            text.append(buf, static_cast<std::size_t>(n));
+        for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) // to the end, so that the child never blocks
+            if (text.size() < (1 << 20))
+                text.append(buf, static_cast<std::size_t>(n));
     }
     ::close(fds[0]);
     int status = 0;

@@ -301,9 +301,8 @@ protected:
     Status doRmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t d, float eps) override
     {
         if (storage() == DType::F32) {
-            const cpu::Kernels& vk = cpu::kernels();
             for (std::int64_t g = 0, groups = x.numel() / d; g < groups; ++g)
-                vk.rmsNorm(x.as<float>() + g * d, w.as<float>(), y.as<float>() + g * d, d, eps);
+                m_vk.rmsNorm(x.as<float>() + g * d, w.as<float>(), y.as<float>() + g * d, d, eps);
             return {};
         }
         return withStorage(storage(), [&](auto s) {
@@ -357,7 +356,6 @@ protected:
         const std::int64_t group = sh.kvHeads > 0 ? sh.heads / sh.kvHeads : 1;
         const float scale = static_cast<float>(sh.scale);
         float* p = floats(scratch);
-        const cpu::Kernels& vk = cpu::kernels();
         float* Y = nullptr;
         Status st = withStorage(storage(), [&](auto st) {
             using St = decltype(st);
@@ -377,9 +375,9 @@ protected:
                     const float* vh = Vb + (h / group) * hd;
                     float* yh = Y + b * S * qw + h * hd;
                     if (S == 1)
-                        decodeHead(qh, kh, vh, yh, L, hd, kw, scale, p, vk);
+                        decodeHead(qh, kh, vh, yh, L, hd, kw, scale, p, m_vk);
                     else
-                        prefillHead(qh, kh, vh, yh, S, sh.past, hd, qw, kw, scale, p, vk);
+                        prefillHead(qh, kh, vh, yh, S, sh.past, hd, qw, kw, scale, p, m_vk);
                 }
             }
         });
@@ -454,9 +452,8 @@ protected:
     Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act) override
     {
         if (storage() == DType::F32) {
-            const cpu::Kernels& vk = cpu::kernels();
             for (std::int64_t r = 0; r < y.rows; ++r)
-                vk.gatedAct(rowOf<F32>(gate, r), rowOf<F32>(up, r), y.as<float>() + r * y.cols, y.cols, actIndex(act));
+                m_vk.gatedAct(rowOf<F32>(gate, r), rowOf<F32>(up, r), y.as<float>() + r * y.cols, y.cols, actIndex(act));
             return {};
         }
         return withStorage(storage(), [&](auto s) {
@@ -488,9 +485,8 @@ protected:
     Status doAdd(const Tensor& a, const Tensor& b, const Tensor& y) override
     {
         if (storage() == DType::F32) {
-            const cpu::Kernels& vk = cpu::kernels();
             for (std::int64_t r = 0, W = a.cols; r < a.rows; ++r)
-                vk.add(a.as<float>() + r * W, b.as<float>() + (b.rows == 1 ? 0 : r) * W, y.as<float>() + r * W, W);
+                m_vk.add(a.as<float>() + r * W, b.as<float>() + (b.rows == 1 ? 0 : r) * W, y.as<float>() + r * W, W);
             return {};
         }
         return withStorage(storage(), [&](auto s) {
@@ -625,7 +621,7 @@ protected:
                 if (I > 0) {
                     sgemmNT(M, I2, H, xe, H, GU, H, 0.0f, h, I2);
                     for (std::int64_t i = 0; i < M; ++i)
-                        cpu::kernels().gatedAct(h + i * I2, h + i * I2 + I, a + i * I, I, actIndex(s.act));
+                        m_vk.gatedAct(h + i * I2, h + i * I2 + I, a + i * I, I, actIndex(s.act));
                     sgemmNT(M, H, I, a, I, D, I, 0.0f, o, H);
                 } else {
                     std::fill_n(o, M * H, 0.0f);
@@ -657,6 +653,7 @@ protected:
     }
 
 private:
+    const cpu::Kernels& m_vk = cpu::kernels(); // the vector kernels for this CPU
     std::vector<std::chrono::steady_clock::time_point> m_events;
 };
 
