@@ -706,8 +706,11 @@ std::string blasIsa(const std::string& core)
 
 Result<double> cpuSgemmGflops(std::int64_t m, std::int64_t n, std::int64_t k, int iters)
 {
+    constexpr std::int64_t kMaxDim = std::int64_t(1) << 24; // so that no product below can overflow
+    if (m <= 0 || n <= 0 || k <= 0 || iters <= 0 || m > kMaxDim || n > kMaxDim || k > kMaxDim)
+        return invalidArgument(fmt::format("sgemm {}×{}×{}: sizes out of range (1 to 2^24 each)", m, n, k));
     const std::int64_t floats = m * k + n * k + m * n;
-    if (m <= 0 || n <= 0 || k <= 0 || iters <= 0 || floats > (std::int64_t(1) << 32))
+    if (floats > (std::int64_t(1) << 32))
         return invalidArgument(fmt::format("sgemm {}×{}×{}: sizes out of range", m, n, k));
     std::vector<float> buf;
     try {

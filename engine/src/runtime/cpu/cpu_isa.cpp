@@ -33,8 +33,11 @@ bool hasAvx2()
 
 const Kernels& pick()
 {
+    // An unknown value caps nothing (as when it is not set).
     const char* cap = std::getenv("TPSTUDIO_CPU_ISA");
-    const std::string c = cap ? cap : "";
+    std::string c = cap ? cap : "";
+    if (c != "avx512" && c != "avx2" && c != "sse2")
+        c.clear();
 #if TP_KERNELS_X86
     if (hasAvx512() && (c.empty() || c == "avx512"))
         return avx512::table;

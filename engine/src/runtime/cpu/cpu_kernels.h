@@ -34,7 +34,7 @@ struct Kernels
 };
 
 // The table for this CPU: the widest instruction set it supports, capped by TPSTUDIO_CPU_ISA
-// (avx512, avx2 or sse2) when set.
+// (avx512, avx2 or sse2) when set; any other value caps nothing.
 const Kernels& kernels();
 
 // The instruction sets the CPU itself supports, best first, e.g. "avx512 avx2 sse2".
