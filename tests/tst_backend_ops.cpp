@@ -295,12 +295,14 @@ private slots:
         const DType dt = DType(dtype);
         forShapes(dt, [&](const Dims& d) {
             double worst = 0;
-            for (std::int64_t group : {d.hidden, d.headDim}) { // the whole vector, or per head (q_norm)
+            // The whole vector, or per head (q_norm); weights w, or (1 + w) (Gemma).
+            for (std::int64_t group : {d.hidden, d.headDim})
+            for (const double offset : {0.0, 1.0}) {
                 const std::int64_t W = group == d.hidden ? d.hidden : std::max<std::int64_t>(d.heads, 1) * d.headDim;
                 Bench b(be(dt));
                 const auto x = randomValues(d.tokens * W, dt, 3.0f), w = randomValues(group, dt);
                 const Tensor Y = b.poisoned(d.tokens, W);
-                Bench::check(be(dt).rmsNorm(b.put(x, d.tokens, W), b.put(w, 1, group), Y, group, 1e-5));
+                Bench::check(be(dt).rmsNorm(b.put(x, d.tokens, W), b.put(w, 1, group), Y, group, 1e-5, offset));
                 std::vector<double> ref(x.size());
                 for (std::int64_t g = 0; g < d.tokens * W / group; ++g) {
                     double ss = 0;
@@ -308,7 +310,7 @@ private slots:
                         ss += double(x[static_cast<std::size_t>(g * group + j)]) * x[static_cast<std::size_t>(g * group + j)];
                     const double inv = 1 / std::sqrt(ss / double(group) + 1e-5);
                     for (std::int64_t j = 0; j < group; ++j)
-                        ref[static_cast<std::size_t>(g * group + j)] = w[static_cast<std::size_t>(j)] * x[static_cast<std::size_t>(g * group + j)] * inv;
+                        ref[static_cast<std::size_t>(g * group + j)] = (offset + w[static_cast<std::size_t>(j)]) * x[static_cast<std::size_t>(g * group + j)] * inv;
                 }
                 worst = std::max(worst, nmse(b.get(Y), ref));
             }
@@ -364,15 +366,19 @@ private slots:
             const std::int64_t S = d.tokens + 6;
             for (const Case cs : {Case{S, 0, 0}, Case{S, 0, S + 3}, Case{1, S - 1, S + 3}, Case{2, S, S + 3}})
                 for (std::int64_t batch : {1, 2})
-                    worst = std::max(worst, attentionError(dt, {batch, cs.seq, d.heads, d.kvHeads, d.headDim, 1 / std::sqrt(double(d.headDim)),
-                                                                cs.past, cs.keyRows}));
+                    // Plain causal; a sliding window shorter than the keys with soft-capped scores (Gemma 2).
+                    for (const auto [window, cap] : {std::pair<std::int64_t, double>{0, 0}, {3, 0.3}})
+                        worst = std::max(worst, attentionError(dt, {batch, cs.seq, d.heads, d.kvHeads, d.headDim,
+                                                                    1 / std::sqrt(double(d.headDim)), cs.past, cs.keyRows,
+                                                                    window, cap}));
             return worst;
         });
     }
 
     // Prefill attention is tiled (64 queries × 256 keys): sequences of several query and key tiles,
     // lengths one off a tile, a chunk after cached keys (past > 0) whose diagonal crosses tile
-    // edges, and large scores (the online softmax's rescaling).
+    // edges, large scores (the online softmax's rescaling), sliding windows whose edge crosses
+    // tiles, and soft-capped scores.
     void attentionTiles_data()
     {
         QTest::addColumn<int>("dtype");
@@ -381,13 +387,20 @@ private slots:
         QTest::addColumn<int>("keyRows");
         QTest::addColumn<int>("headDim");
         QTest::addColumn<double>("scale");
-        struct Row { const char* name; int seq, past, keyRows, headDim; double scale; };
+        QTest::addColumn<int>("window");
+        QTest::addColumn<double>("softcap");
+        struct Row { const char* name; int seq, past, keyRows, headDim; double scale; int window = 0; double softcap = 0; };
         for (DType dt : {DType::F32, DType::BF16})
             for (const Row r : {Row{"S=300", 300, 0, 0, 64, 0.125}, Row{"S=64", 64, 0, 0, 32, 0.18}, Row{"S=65", 65, 0, 0, 16, 0.25},
                                 Row{"S=257", 257, 0, 0, 8, 0.35}, Row{"chunk 129 after 70", 129, 70, 260, 40, 0.16},
-                                Row{"chunk 65 after 191", 65, 191, 300, 64, 0.125}, Row{"large scores", 200, 0, 0, 64, 4.0}})
+                                Row{"chunk 65 after 191", 65, 191, 300, 64, 0.125}, Row{"large scores", 200, 0, 0, 64, 4.0},
+                                Row{"S=600 window 300", 600, 0, 0, 32, 0.18, 300},
+                                Row{"S=300 window 64", 300, 0, 0, 16, 0.25, 64},
+                                Row{"chunk 129 after 300 window 100", 129, 300, 430, 32, 0.18, 100},
+                                Row{"large scores capped", 200, 0, 0, 64, 4.0, 0, 20.0},
+                                Row{"window 1", 70, 0, 0, 8, 0.35, 1}})
                 QTest::addRow("%s %s", std::string(dtypeName(dt)).c_str(), r.name)
-                    << int(dt) << r.seq << r.past << r.keyRows << r.headDim << r.scale;
+                    << int(dt) << r.seq << r.past << r.keyRows << r.headDim << r.scale << r.window << r.softcap;
     }
     void attentionTiles()
     {
@@ -397,8 +410,10 @@ private slots:
         QFETCH(int, keyRows);
         QFETCH(int, headDim);
         QFETCH(double, scale);
+        QFETCH(int, window);
+        QFETCH(double, softcap);
         const DType dt = DType(dtype);
-        const double e = attentionError(dt, {1, seq, 4, 2, headDim, scale, past, keyRows});
+        const double e = attentionError(dt, {1, seq, 4, 2, headDim, scale, past, keyRows, window, softcap});
         QVERIFY2(e <= threshold(dt), qPrintable(QStringLiteral("normalised squared error %1").arg(e)));
     }
 
@@ -422,21 +437,26 @@ private slots:
         for (std::int64_t bb = 0; bb < batch; ++bb)
             for (std::int64_t h = 0; h < H; ++h)
                 for (std::int64_t i = 0; i < Sq; ++i) {
+                    // Keys [first, past + i]: all of them, or the last `window`.
                     const std::int64_t seen = s.past + i + 1, g = h / (H / KV);
-                    std::vector<double> p(static_cast<std::size_t>(seen));
+                    const std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, seen - s.window) : 0;
+                    std::vector<double> p(static_cast<std::size_t>(seen), 0.0);
                     double mx = -1e300, sum = 0;
-                    for (std::int64_t j = 0; j < seen; ++j) {
+                    for (std::int64_t j = first; j < seen; ++j) {
                         double dot = 0;
                         for (std::int64_t e = 0; e < hd; ++e)
                             dot += double(q[static_cast<std::size_t>((bb * Sq + i) * qw + h * hd + e)])
                                 * k[static_cast<std::size_t>((bb * R + j) * kw + g * hd + e)];
-                        mx = std::max(mx, p[static_cast<std::size_t>(j)] = dot * s.scale);
+                        dot *= s.scale;
+                        if (s.softcap > 0)
+                            dot = s.softcap * std::tanh(dot / s.softcap);
+                        mx = std::max(mx, p[static_cast<std::size_t>(j)] = dot);
                     }
-                    for (auto& x : p)
-                        sum += (x = std::exp(x - mx));
+                    for (std::int64_t j = first; j < seen; ++j)
+                        sum += (p[static_cast<std::size_t>(j)] = std::exp(p[static_cast<std::size_t>(j)] - mx));
                     for (std::int64_t e = 0; e < hd; ++e) {
                         double acc = 0;
-                        for (std::int64_t j = 0; j < seen; ++j)
+                        for (std::int64_t j = first; j < seen; ++j)
                             acc += p[static_cast<std::size_t>(j)] / sum * v[static_cast<std::size_t>((bb * R + j) * kw + g * hd + e)];
                         ref[static_cast<std::size_t>((bb * Sq + i) * qw + h * hd + e)] = acc;
                     }
@@ -583,6 +603,38 @@ private slots:
                 for (std::int64_t j = 0; j < W - 2; ++j)
                     copyErr += w[static_cast<std::size_t>(t * (W + 1) + j)] != a[static_cast<std::size_t>(t * W + 2 + j)];
             return std::max(nmse(b.get(Y), ry), nmse(b.get(Z), rz)) + copyErr;
+        });
+    }
+
+    // y = f·x and c·tanh(f·x / c): from columns of one tensor into columns of another, and in place.
+    void scale_data() { rows(); }
+    void scale()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            const std::int64_t W = d.hidden;
+            double worst = 0;
+            for (const auto [factor, cap] : {std::pair{5.65625, 0.0}, std::pair{1.0, 0.3}, std::pair{2.0, 30.0}}) {
+                Bench b(be(dt));
+                const auto x = randomValues(d.tokens * (W + 3), dt, 2.0f);
+                const Tensor X = b.put(x, d.tokens, W + 3), Y = b.poisoned(d.tokens, W + 1);
+                Bench::check(be(dt).scale(X.columns(3, W), Y.columns(1, W), factor, cap));
+                Bench::check(be(dt).scale(X, X, factor, cap));
+                auto f = [&](float v) { return cap > 0 ? cap * std::tanh(factor * v / cap) : factor * double(v); };
+                std::vector<double> ry, rx;
+                std::vector<float> gy, gx = b.get(X);
+                const auto yAll = b.get(Y);
+                for (std::int64_t t = 0; t < d.tokens; ++t)
+                    for (std::int64_t j = 0; j < W; ++j) {
+                        ry.push_back(f(x[static_cast<std::size_t>(t * (W + 3) + 3 + j)]));
+                        gy.push_back(yAll[static_cast<std::size_t>(t * (W + 1) + 1 + j)]);
+                    }
+                for (const float v : x)
+                    rx.push_back(f(v));
+                worst = std::max({worst, nmse(gy, ry), nmse(gx, rx)});
+            }
+            return worst;
         });
     }
 

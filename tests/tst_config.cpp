@@ -2,6 +2,8 @@
 #include "tp/model/catalog.h"
 #include "tp/model/config.h"
 
+#include <algorithm>
+
 #include <QtTest>
 
 using namespace tp;
@@ -93,6 +95,43 @@ private slots:
         QVERIFY(catalogConfig("qwen2.5-72b").attentionBias);
     }
 
+    // Gemma's fields as Gemma2Config / Gemma3TextConfig derive them (Transformers 5.24).
+    void gemmaFields()
+    {
+        const ModelConfig g2 = parseOk(R"({"model_type": "gemma2", "num_hidden_layers": 4})");
+        QCOMPARE(g2.queryPreAttnScalar.value_or(0), 256.0);
+        QCOMPARE(g2.attnLogitSoftcap.value_or(0), 50.0);
+        QCOMPARE(g2.finalLogitSoftcap.value_or(0), 30.0);
+        QCOMPARE(g2.layerTypes, (std::vector<std::string>{"sliding_attention", "full_attention", "sliding_attention", "full_attention"}));
+        QVERIFY(!g2.slidingRope);
+        const ModelConfig off = parseOk(R"({"model_type": "gemma2", "attn_logit_softcapping": null, "final_logit_softcapping": 12.5})");
+        QVERIFY(!off.attnLogitSoftcap);
+        QCOMPARE(off.finalLogitSoftcap.value_or(0), 12.5);
+        // Gemma 3 from a v4 config (the catalog's 27B): 5 sliding layers to 1 full, rope_scaling on
+        // the full layers only, the sliding ones at the local base 10000.
+        const ModelConfig g3 = catalogConfig("gemma-3-27b");
+        QCOMPARE(g3.layerTypes.size(), std::size_t(62));
+        QCOMPARE(g3.layerTypes[4], std::string("sliding_attention"));
+        QCOMPARE(g3.layerTypes[5], std::string("full_attention"));
+        QCOMPARE(std::count(g3.layerTypes.begin(), g3.layerTypes.end(), "full_attention"), 10);
+        QCOMPARE(QString::fromStdString(g3.ropeScaling.type), QString("linear"));
+        QCOMPARE(g3.ropeScaling.factor, 8.0);
+        QCOMPARE(g3.ropeTheta, 1e6);
+        QVERIFY(g3.slidingRope && g3.slidingRope->theta == 1e4 && g3.slidingRope->scaling.type.empty());
+        QCOMPARE(g3.queryPreAttnScalar.value_or(0), 168.0);
+        QVERIFY(!g3.attnLogitSoftcap && !g3.finalLogitSoftcap);
+        const ModelConfig local = parseOk(R"({"model_type": "gemma3_text", "rope_local_base_freq": 5000, "sliding_window_pattern": 2, "num_hidden_layers": 2})");
+        QCOMPARE(local.slidingRope->theta, 5000.0);
+        QCOMPARE(local.layerTypes, (std::vector<std::string>{"sliding_attention", "full_attention"}));
+        // v5: rope_parameters per layer type.
+        const ModelConfig v5 = parseOk(R"({"model_type": "gemma3_text", "rope_parameters": {
+            "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1000000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}})");
+        QCOMPARE(QString::fromStdString(v5.ropeScaling.type), QString("linear"));
+        QCOMPARE(v5.ropeScaling.factor, 2.0);
+        QCOMPARE(v5.slidingRope->theta, 1e4);
+    }
+
     void defaults()
     {
         // Only model_type: the family defaults of the Transformers config class.
@@ -161,6 +200,16 @@ private slots:
                                                      << "config.json: num_experts_per_tok (3) must be between 1 and the number of experts (2)";
         QTest::addRow("layer_types length") << R"({"model_type": "gpt_oss", "num_hidden_layers": 2, "layer_types": ["full_attention"]})"
                                             << "config.json: layer_types has 1 entries but num_hidden_layers is 2";
+        QTest::addRow("softcap not positive") << R"({"model_type": "gemma2", "attn_logit_softcapping": -1})"
+                                              << "config.json: attn_logit_softcapping must be above 0 (or null), found -1";
+        QTest::addRow("query_pre_attn_scalar zero") << R"({"model_type": "gemma2", "query_pre_attn_scalar": 0})"
+                                                    << "config.json: query_pre_attn_scalar must be above 0 (or null), found 0";
+        QTest::addRow("per-layer rope not object") << R"({"model_type": "gemma3_text", "rope_parameters": {"sliding_attention": 7}})"
+                                                   << "config.json: key 'rope_parameters.sliding_attention' must be an object or null";
+        QTest::addRow("per-layer rope key named") << R"({"model_type": "gemma3_text", "rope_parameters": {"full_attention": {"rope_theta": "x"}}})"
+                                                  << "config.json: key 'rope_parameters.full_attention.rope_theta' must be a number";
+        QTest::addRow("local rope theta") << R"({"model_type": "gemma3_text", "rope_local_base_freq": -5})"
+                                          << "config.json: the sliding layers' rope_theta must be above 0, found -5";
         QTest::addRow("mlp_only_layers out of range") << R"({"model_type": "qwen3_moe", "num_hidden_layers": 2, "mlp_only_layers": [5]})"
                                                       << "config.json: mlp_only_layers names layer 5 outside 0..1";
     }

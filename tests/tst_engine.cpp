@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <new>
 #include <optional>
 #include <random>
@@ -467,7 +468,7 @@ private slots:
     void matchesTransformers_data()
     {
         QTest::addColumn<QString>("family");
-        for (const char* f : {"llama", "mistral", "qwen2", "qwen3", "phi3", "mixtral", "qwen3_moe"})
+        for (const char* f : {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3", "mixtral", "qwen3_moe"})
             QTest::addRow("%s", f) << f;
     }
     void matchesTransformers()
@@ -503,6 +504,79 @@ private slots:
                 ranAt.insert(tp);
             }
         QVERIFY2(ranAt == (std::set<int>{1, 2, 4}), "every family runs at T = 1, 2 and 4");
+    }
+
+    // Every shipped plan (plans/index.json) of an architecture the engine runs, on that
+    // architecture's fixture at T = 1, 2, 4 where the plan is valid for it: the logits are
+    // Transformers' within 1e-4, and the collectives the run issued (its spans, per kind: how many
+    // and their bytes) are the preview's (the sharded graph's collectives on every rank, their
+    // bytes as the cost model counts them).
+    void shippedPlansMatchTransformers()
+    {
+        const std::map<std::string, std::string> fixtureOf = {
+            {"llama", "llama"}, {"mistral", "mistral"}, {"qwen2", "qwen2"},     {"qwen3", "qwen3"},
+            {"phi3", "phi3"},   {"mixtral", "mixtral"}, {"qwen3_moe", "qwen3_moe"}, {"gemma3", "gemma3_text"}};
+        // Plans of architectures the engine refuses yet (issue: every catalog architecture on the engine).
+        const std::set<std::string> notYet = {"deepseek_v3", "gpt_oss", "llama4"};
+        std::ifstream in(TP_SOURCE_DIR "/plans/index.json");
+        QVERIFY(in.good());
+        const auto index = nlohmann::json::parse(in);
+        std::set<std::string> files, skipped;
+        for (const auto& e : index.at("plans"))
+            files.insert(e.at("file").get<std::string>());
+        const HardwareProfile hw = findHardware("local-cpu").value();
+        int runs = 0;
+        for (const std::string& file : files) {
+            const std::string dir = file.substr(0, file.find('/'));
+            if (!fixtureOf.contains(dir)) {
+                QVERIFY2(notYet.contains(dir), qPrintable(QString("no fixture for plans/%1").arg(file.c_str())));
+                skipped.insert(dir);
+                continue;
+            }
+            const std::string fam = fixtureOf.at(dir);
+            auto om = openModel(kModels + fam);
+            QVERIFY2(om.ok(), om.status().message().c_str());
+            auto plan = loadPlanFile(std::string(TP_SOURCE_DIR "/plans/") + file, VersionProfile::G3);
+            QVERIFY2(plan.ok(), plan.status().message().c_str());
+            const Reference ref = reference(fam);
+            RunOptions o;
+            o.batch = ref.batch;
+            o.seq = ref.seq;
+            o.tokens = ref.tokens;
+            std::set<int> ranAt;
+            for (int tp : {1, 2, 4}) {
+                Plan pl = resolveOverrides(om->spec, *plan);
+                pl.tpSize = tp;
+                const ShardedGraph g = shardModel(om->spec, pl, {.batch = ref.batch, .seq = ref.seq});
+                if (!g.valid())
+                    continue;
+                const QString at = QString("plans/%1 on the %2 fixture at T=%3").arg(file.c_str(), fam.c_str()).arg(tp);
+                auto r = runModel(om->spec, g, {&*om->checkpoint}, o);
+                QVERIFY2(r.ok(), qPrintable(at + ": " + r.status().message().c_str()));
+                const double err = relError(r->logits, ref.logits);
+                QVERIFY2(err < 1e-4, qPrintable(at + QString(": relative error %1").arg(err)));
+                std::map<CollectiveKind, std::pair<int, std::int64_t>> issued, previewed;
+                for (const Span& sp : r->spans)
+                    if (sp.collective >= 0) {
+                        auto& [n, bytes] = issued[g.collectives[std::size_t(sp.collective)].kind];
+                        ++n;
+                        bytes += sp.bytes;
+                    }
+                const CostReport cost = estimateCost(om->spec, g, hw);
+                if (tp > 1)
+                    for (std::size_t c = 0; c < g.collectives.size(); ++c) {
+                        auto& [n, bytes] = previewed[g.collectives[c].kind];
+                        n += tp;
+                        bytes += tp * cost.collectives[c].bytes;
+                    }
+                QVERIFY2(issued == previewed, qPrintable(at + ": the collectives issued are not the preview's"));
+                ranAt.insert(tp);
+                ++runs;
+            }
+            QVERIFY2(ranAt.size() >= 2, qPrintable(QString("plans/%1 runs at T > 1 on its fixture").arg(file.c_str())));
+        }
+        QCOMPARE(skipped, notYet);
+        QVERIFY(runs >= 30);
     }
 
     // Greedy decode with the KV cache against Transformers' generate(): the same tokens, each step's
@@ -617,9 +691,10 @@ private slots:
             const double vsHf = relError(r->logits, ref.logitsBf16), vsFp32 = relError(r->logits, ref.logits);
             qInfo("%s T=%d bf16: %.4f from Transformers bf16, %.4f from fp32 (Transformers bf16 is %.4f from fp32)",
                   fam.c_str(), tp, vsHf, vsFp32, hfDrift);
-            // 1.5e-2, or 1.5× Transformers' own drift where a near tie in the router picks another expert
-            // in bf16 (Mixtral's fixture: 2.8%).
-            const double tolerance = std::max(1.5e-2, 1.5 * hfDrift);
+            // 2e-2 (Transformers' own bf16 drift reaches 1.95e-2 on the Gemma 2 fixture, whose
+            // logits pass a √hidden scale, (1 + w) norms and a tanh cap), or 1.5× that drift where a
+            // near tie in the router picks another expert in bf16.
+            const double tolerance = std::max(2e-2, 1.5 * hfDrift);
             QVERIFY2(vsHf < tolerance, qPrintable(QString("T=%1: %2 from Transformers bf16").arg(tp).arg(vsHf)));
             QVERIFY2(vsFp32 < tolerance, qPrintable(QString("T=%1: %2 from fp32").arg(tp).arg(vsFp32)));
         }

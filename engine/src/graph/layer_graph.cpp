@@ -55,13 +55,12 @@ std::vector<float> RopeTable::cosSin(std::int64_t positions) const
 namespace {
 
 // inv_freq of Transformers' rope init functions: default, "linear" and "llama3" scaling.
-RopeTable ropeTable(const ModelConfig& c, std::int64_t headDim)
+RopeTable ropeTable(double theta, const RopeScaling& s, std::int64_t headDim)
 {
     RopeTable t;
     t.headDim = headDim;
-    const RopeScaling& s = c.ropeScaling;
     for (std::int64_t i = 0; i < headDim / 2; ++i) {
-        double f = 1.0 / std::pow(c.ropeTheta, static_cast<double>(2 * i) / static_cast<double>(headDim));
+        double f = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(headDim));
         if (s.type == "llama3") {
             const double low = static_cast<double>(s.originalMaxPositions) / s.lowFreqFactor;
             const double high = static_cast<double>(s.originalMaxPositions) / s.highFreqFactor;
@@ -102,18 +101,25 @@ public:
             m_g.unsupported = fmt::format("activation '{}' (hidden_act) is not one the engine computes (silu, "
                                           "gelu_pytorch_tanh)",
                                           m_c.hiddenAct);
-        if (!m_c.ropeScaling.type.empty() && m_c.ropeScaling.type != "llama3" && m_c.ropeScaling.type != "linear")
-            m_g.unsupported = fmt::format("rope scaling '{}' is not implemented in the engine (default, linear and "
-                                          "llama3 are)",
-                                          m_c.ropeScaling.type);
-        m_g.ropes.push_back(ropeTable(m_c, m_c.headDim));
+        for (const RopeScaling* rs : {&m_c.ropeScaling, m_c.slidingRope ? &m_c.slidingRope->scaling : nullptr})
+            if (rs && !rs->type.empty() && rs->type != "llama3" && rs->type != "linear")
+                m_g.unsupported = fmt::format("rope scaling '{}' is not implemented in the engine (default, linear and "
+                                              "llama3 are)",
+                                              rs->type);
+        if (m_c.bidirectionalAttention)
+            m_g.unsupported = "use_bidirectional_attention: the engine computes causal language models only";
+        m_g.ropes.push_back(ropeTable(m_c.ropeTheta, m_c.ropeScaling, m_c.headDim));
+        if (m_c.slidingRope) // rope 1: the sliding layers' own
+            m_g.ropes.push_back(ropeTable(m_c.slidingRope->theta, m_c.slidingRope->scaling, m_c.headDim));
         const int ids = tensor("input_ids", 1, -1);
         int h = module(OpKind::Embedding, "model.embed_tokens", {ids}, m_c.hiddenSize);
+        if (m_t.scaledEmbeddings)
+            m_g.nodes.back().scale = std::sqrt(static_cast<double>(m_c.hiddenSize));
         for (int l = 0; l < static_cast<int>(m_c.numLayers); ++l)
             h = layer(l, h);
         h = module(OpKind::Norm, "model.norm", {h}, m_c.hiddenSize);
         const int logits = module(OpKind::Linear, "lm_head", {h}, m_c.vocabSize);
-        node(OpKind::Logits, "logits", -1, {logits});
+        node(OpKind::Logits, "logits", -1, {logits}).softcap = m_c.finalLogitSoftcap.value_or(0);
     }
 
 private:
@@ -147,8 +153,10 @@ private:
     int module(OpKind kind, const std::string& path, std::vector<int> inputs, std::int64_t features)
     {
         GraphNode& n = node(kind, path, m_spec.indexOf(path), std::move(inputs));
-        if (kind == OpKind::Norm)
+        if (kind == OpKind::Norm) {
             n.eps = m_c.rmsNormEps;
+            n.normOffset = m_t.unitOffsetNorms ? 1 : 0;
+        }
         return output(n, features);
     }
 
@@ -189,11 +197,17 @@ private:
         n.headDim = qkHeadDim;
         n.vHeadDim = vHeadDim;
         n.ownerModule = m_spec.indexOf(p);
-        n.scale = 1.0 / std::sqrt(static_cast<double>(qkHeadDim));
-        const bool sliding = m_t.slidingWindowAllLayers
-            || (static_cast<std::size_t>(m_layer) < m_c.layerTypes.size() && m_c.layerTypes[static_cast<std::size_t>(m_layer)] == "sliding_attention");
-        n.window = sliding ? m_c.slidingWindow.value_or(0) : 0;
+        n.scale = 1.0 / std::sqrt(m_c.queryPreAttnScalar.value_or(static_cast<double>(qkHeadDim)));
+        n.window = slidingLayer() ? m_c.slidingWindow.value_or(0) : 0;
+        n.softcap = m_c.attnLogitSoftcap.value_or(0);
         return n;
+    }
+
+    bool slidingLayer() const
+    {
+        return m_t.slidingWindowAllLayers
+            || (static_cast<std::size_t>(m_layer) < m_c.layerTypes.size()
+                && m_c.layerTypes[static_cast<std::size_t>(m_layer)] == "sliding_attention");
     }
 
     int attention(const std::string& p, int x)
@@ -220,7 +234,7 @@ private:
         }
         GraphNode& r = node(OpKind::Rope, p + ":rope", -1, {q, k});
         r.headDim = hd;
-        r.rope = 0;
+        r.rope = m_c.slidingRope && slidingLayer() ? 1 : 0;
         q = output(r, H * hd, "q");
         k = output(m_g.nodes.back(), KV * hd, "k");
         GraphNode& at = attentionNode(p, {q, k, v}, hd, hd, KV);
@@ -233,6 +247,7 @@ private:
         GraphNode& n = node(OpKind::HeadNorm, path, m_spec.indexOf(path), {in});
         n.headDim = hd;
         n.eps = m_c.rmsNormEps;
+        n.normOffset = m_t.unitOffsetNorms ? 1 : 0;
         return output(n, m_g.tensors[static_cast<std::size_t>(in)].features);
     }
 

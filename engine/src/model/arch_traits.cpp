@@ -26,12 +26,14 @@ ArchTraits row(Family f)
     case Family::Qwen3Moe: t.qkNorm = true; break;
     case Family::Gemma2:
         t.sandwichNorms = true;
-        t.engineLacks = "Gemma 2's (1 + w) norms, scaled embeddings, soft-capping and sliding window";
+        t.unitOffsetNorms = true;
+        t.scaledEmbeddings = true;
         break;
     case Family::Gemma3:
         t.sandwichNorms = true;
         t.qkNorm = true;
-        t.engineLacks = "Gemma 3's (1 + w) norms, scaled embeddings, local/global rope and sliding window";
+        t.unitOffsetNorms = true;
+        t.scaledEmbeddings = true;
         break;
     case Family::DeepseekV3:
         t.engineLacks = "multi-head latent attention and DeepSeek's grouped sigmoid router";

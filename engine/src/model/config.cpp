@@ -145,6 +145,21 @@ public:
         return {};
     }
 
+    // Number or null: absent keeps `out`, null clears it.
+    Status readOptDouble(const char* key, std::optional<double>& out) const
+    {
+        if (!m_j.contains(key))
+            return {};
+        if (m_j.at(key).is_null()) {
+            out.reset();
+            return {};
+        }
+        double v = 0;
+        TP_RETURN_IF_ERROR(readDouble(key, v));
+        out = v;
+        return {};
+    }
+
     Status readBool(const char* key, bool& out) const
     {
         if (!has(key))
@@ -253,12 +268,16 @@ void applyDefaults(ModelConfig& c)
         c.headDim = 256;
         c.slidingWindow = 4096;
         c.hiddenAct = "gelu_pytorch_tanh";
+        c.queryPreAttnScalar = 256;
+        c.attnLogitSoftcap = 50.0;
+        c.finalLogitSoftcap = 30.0;
         break;
     case Family::Gemma3:
         dense(262208, 2304, 9216, 26, 8, 4, 131072, 1e-6, 1000000.0, true);
         c.headDim = 256;
         c.slidingWindow = 4096;
         c.hiddenAct = "gelu_pytorch_tanh";
+        c.queryPreAttnScalar = 256;
         break;
     case Family::Phi3: dense(32064, 3072, 8192, 32, 32, 0, 4096, 1e-5, 10000.0, false); break;
     case Family::Mixtral:
@@ -305,29 +324,61 @@ void applyDefaults(ModelConfig& c)
     }
 }
 
+// One rope object: its type, scaling fields and theta.
+Status readRope(const FieldReader& sub, double& theta, RopeScaling& rs)
+{
+    std::string type;
+    TP_RETURN_IF_ERROR(sub.readString("rope_type", type));
+    if (type.empty())
+        TP_RETURN_IF_ERROR(sub.readString("type", type));
+    if (type != "default")
+        rs.type = type;
+    TP_RETURN_IF_ERROR(sub.readDouble("factor", rs.factor));
+    TP_RETURN_IF_ERROR(sub.readInt("original_max_position_embeddings", rs.originalMaxPositions));
+    TP_RETURN_IF_ERROR(sub.readDouble("low_freq_factor", rs.lowFreqFactor));
+    TP_RETURN_IF_ERROR(sub.readDouble("high_freq_factor", rs.highFreqFactor));
+    TP_RETURN_IF_ERROR(sub.readDouble("beta_fast", rs.betaFast));
+    TP_RETURN_IF_ERROR(sub.readDouble("beta_slow", rs.betaSlow));
+    return sub.readDouble("rope_theta", theta);
+}
+
 Status readRopeScaling(const FieldReader& r, ModelConfig& c)
 {
-    // v5 writes `rope_parameters` (with rope_theta inside); v4 wrote `rope_scaling`.
+    // v5 writes `rope_parameters` (with rope_theta inside), per layer type where the layer types
+    // differ (Gemma 3: {"full_attention": {…}, "sliding_attention": {…}}); v4 wrote `rope_scaling`,
+    // which Gemma 3 applies to its full layers only.
+    if (c.family == Family::Gemma3) {
+        LayerRope local;
+        TP_RETURN_IF_ERROR(r.readDouble("rope_local_base_freq", local.theta));
+        c.slidingRope = local;
+    }
     for (const char* key : {"rope_scaling", "rope_parameters"}) {
         if (!r.has(key))
             continue;
         const auto& rs = r.json().at(key);
         if (!rs.is_object())
             return r.error(key, "must be an object or null");
-        FieldReader sub(rs, r.source(), r.prefix() + key + ".");
-        std::string type;
-        TP_RETURN_IF_ERROR(sub.readString("rope_type", type));
-        if (type.empty())
-            TP_RETURN_IF_ERROR(sub.readString("type", type));
-        if (type != "default")
-            c.ropeScaling.type = type;
-        TP_RETURN_IF_ERROR(sub.readDouble("factor", c.ropeScaling.factor));
-        TP_RETURN_IF_ERROR(sub.readInt("original_max_position_embeddings", c.ropeScaling.originalMaxPositions));
-        TP_RETURN_IF_ERROR(sub.readDouble("low_freq_factor", c.ropeScaling.lowFreqFactor));
-        TP_RETURN_IF_ERROR(sub.readDouble("high_freq_factor", c.ropeScaling.highFreqFactor));
-        TP_RETURN_IF_ERROR(sub.readDouble("beta_fast", c.ropeScaling.betaFast));
-        TP_RETURN_IF_ERROR(sub.readDouble("beta_slow", c.ropeScaling.betaSlow));
-        TP_RETURN_IF_ERROR(sub.readDouble("rope_theta", c.ropeTheta));
+        const bool perLayerType = rs.contains("full_attention") || rs.contains("sliding_attention");
+        if (!perLayerType) {
+            TP_RETURN_IF_ERROR(readRope(FieldReader(rs, r.source(), r.prefix() + key + "."), c.ropeTheta, c.ropeScaling));
+            continue;
+        }
+        for (const char* type : {"full_attention", "sliding_attention"}) {
+            if (!rs.contains(type) || rs.at(type).is_null())
+                continue;
+            const std::string prefix = fmt::format("{}{}.{}.", r.prefix(), key, type);
+            if (!rs.at(type).is_object())
+                return invalidArgument(fmt::format("{}: key '{}' must be an object or null", r.source(),
+                                                   prefix.substr(0, prefix.size() - 1)));
+            const FieldReader sub(rs.at(type), r.source(), prefix);
+            if (std::string_view(type) == "full_attention") {
+                TP_RETURN_IF_ERROR(readRope(sub, c.ropeTheta, c.ropeScaling));
+            } else {
+                LayerRope local = c.slidingRope.value_or(LayerRope{c.ropeTheta, {}});
+                TP_RETURN_IF_ERROR(readRope(sub, local.theta, local.scaling));
+                c.slidingRope = local;
+            }
+        }
     }
     return {};
 }
@@ -377,6 +428,18 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
         TP_RETURN_IF_ERROR(r.readString(k, c.hiddenAct));
     TP_RETURN_IF_ERROR(r.readOptInt("sliding_window", c.slidingWindow, 0));
     TP_RETURN_IF_ERROR(r.readStringList("layer_types", c.layerTypes));
+    if (c.layerTypes.empty() && (c.family == Family::Gemma2 || c.family == Family::Gemma3)) {
+        // As Gemma's configs derive them: every pattern-th layer full, the others sliding.
+        std::int64_t pattern = c.family == Family::Gemma2 ? 2 : 6;
+        if (c.family == Family::Gemma3)
+            TP_RETURN_IF_ERROR(r.readInt("sliding_window_pattern", pattern, 1, kMaxLayers));
+        for (std::int64_t l = 0; l < c.numLayers; ++l)
+            c.layerTypes.push_back((l + 1) % pattern ? "sliding_attention" : "full_attention");
+    }
+    TP_RETURN_IF_ERROR(r.readOptDouble("query_pre_attn_scalar", c.queryPreAttnScalar));
+    TP_RETURN_IF_ERROR(r.readOptDouble("attn_logit_softcapping", c.attnLogitSoftcap));
+    TP_RETURN_IF_ERROR(r.readOptDouble("final_logit_softcapping", c.finalLogitSoftcap));
+    TP_RETURN_IF_ERROR(r.readBool("use_bidirectional_attention", c.bidirectionalAttention));
     TP_RETURN_IF_ERROR(readDType(r, c, diags));
 
     // MoE: every family spells the expert count its own way.
@@ -451,6 +514,13 @@ Status validate(const ModelConfig& c, const std::string& source)
         return bad(fmt::format("rope_theta must be above 0, found {}", c.ropeTheta));
     if (!(c.rmsNormEps >= 0))
         return bad(fmt::format("rms_norm_eps must be 0 or more, found {}", c.rmsNormEps));
+    for (const auto& [key, v] : {std::pair{"query_pre_attn_scalar", c.queryPreAttnScalar},
+                                 {"attn_logit_softcapping", c.attnLogitSoftcap},
+                                 {"final_logit_softcapping", c.finalLogitSoftcap}})
+        if (v && !(*v > 0))
+            return bad(fmt::format("{} must be above 0 (or null), found {}", key, *v));
+    if (c.slidingRope && !(c.slidingRope->theta > 0))
+        return bad(fmt::format("the sliding layers' rope_theta must be above 0, found {}", c.slidingRope->theta));
     const RopeScaling& rs = c.ropeScaling;
     if (!rs.type.empty() && !(rs.factor > 0))
         return bad(fmt::format("rope scaling '{}': factor must be above 0, found {}", rs.type, rs.factor));

@@ -89,15 +89,15 @@ Status Backend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const
     return y.empty() ? Status() : doGemm(x, w, bias, y, scratch);
 }
 
-Status Backend::rmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, double eps)
+Status Backend::rmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, double eps, double offset)
 {
     OpCheck c("rms_norm", *this);
     c.on("x", x).dense("x", x).on("w", w).on("y", y).dense("y", y);
     c.require(group > 0 && x.cols % group == 0 && w.rows == 1 && w.cols == group && y.rows == x.rows && y.cols == x.cols,
               [&] { return fmt::format("x {} in groups of {} with w {} into y {}", shape(x), group, shape(w), shape(y)); });
-    c.require(std::isfinite(eps) && eps >= 0, [&] { return fmt::format("eps {}", eps); });
+    c.require(std::isfinite(eps) && eps >= 0 && std::isfinite(offset), [&] { return fmt::format("eps {}, offset {}", eps, offset); });
     TP_RETURN_IF_ERROR(c.status());
-    return y.empty() ? Status() : doRmsNorm(x, w, y, group, static_cast<float>(eps));
+    return y.empty() ? Status() : doRmsNorm(x, w, y, group, static_cast<float>(eps), static_cast<float>(offset));
 }
 
 Status Backend::rope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table)
@@ -130,6 +130,8 @@ Status Backend::attention(const Tensor& q, const Tensor& k, const Tensor& v, con
                                        shape(q), shape(k), shape(v), shape(y), s.batch, s.seq, s.rows(), s.heads,
                                        s.kvHeads, s.headDim); });
     c.require(std::isfinite(s.scale) && s.scale > 0, [&] { return fmt::format("scale {}", s.scale); });
+    c.require(s.window >= 0 && std::isfinite(s.softcap) && s.softcap >= 0,
+              [&] { return fmt::format("window {}, softcap {}", s.window, s.softcap); });
     c.require(scratch.bytes() >= attentionScratchBytes(s), [&] { return fmt::format("scratch of {} bytes", scratch.bytes()); });
     TP_RETURN_IF_ERROR(c.status());
     return y.empty() ? Status() : doAttention(q, k, v, y, s, scratch);
@@ -172,6 +174,16 @@ Status Backend::copy(const Tensor& src, const Tensor& dst)
     c.require(src.rows == dst.rows && src.cols == dst.cols, [&] { return fmt::format("src {} into dst {}", shape(src), shape(dst)); });
     TP_RETURN_IF_ERROR(c.status());
     return dst.empty() ? Status() : doCopy(src, dst);
+}
+
+Status Backend::scale(const Tensor& x, const Tensor& y, double factor, double cap)
+{
+    OpCheck c("scale", *this);
+    c.on("x", x).on("y", y);
+    c.require(y.rows == x.rows && y.cols == x.cols, [&] { return fmt::format("x {} into y {}", shape(x), shape(y)); });
+    c.require(std::isfinite(factor) && std::isfinite(cap) && cap >= 0, [&] { return fmt::format("factor {}, cap {}", factor, cap); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doScale(x, y, static_cast<float>(factor), static_cast<float>(cap));
 }
 
 Status Backend::softmax(const Tensor& x, const Tensor& y)

@@ -32,8 +32,8 @@ std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g
 {
     const ModelConfig& c = spec.config;
     if (const char* lacks = archTraits(c.family).engineLacks; *lacks)
-        return fmt::format("the engine does not run {} yet: it lacks {} (it runs llama, mistral, qwen2, qwen3, phi3, "
-                           "mixtral and qwen3_moe)",
+        return fmt::format("the engine does not run {} yet: it lacks {} (it runs llama, mistral, qwen2, qwen3, gemma2, "
+                           "gemma3_text, phi3, mixtral and qwen3_moe)",
                            familyName(c.family), lacks);
     if (!g.graph.unsupported.empty())
         return g.graph.unsupported;
@@ -952,17 +952,20 @@ private:
         if (const int gi = k.pp().gathered[static_cast<std::size_t>(ni)]; gi >= 0) {
             const Tensor& x = k.t()[static_cast<std::size_t>(gi)];
             TP_RETURN_IF_ERROR(be.copy(lastPositions(in(k, n, 0), k.pp().seq), x));
-            return n.kind == OpKind::Norm ? be.rmsNorm(x, *weight(k, n, "weight"), y, x.cols, n.eps)
+            return n.kind == OpKind::Norm ? be.rmsNorm(x, *weight(k, n, "weight"), y, x.cols, n.eps, n.normOffset)
                                           : Status(StatusCode::Internal, fmt::format("{} reads gathered rows", opKindName(n.kind)));
         }
         switch (n.kind) {
         case OpKind::Embedding: {
             const ParamShard* s = m_g.param(n.module, "weight");
             const std::int64_t first = s->dim == 0 ? s->slices[static_cast<std::size_t>(k.r)][0].offset : 0; // vocab shard
-            return be.embedding(in(k, n, 0), *weight(k, n, "weight"), y, first);
+            TP_RETURN_IF_ERROR(be.embedding(in(k, n, 0), *weight(k, n, "weight"), y, first));
+            // Gemma's scaled embeddings: times sqrt(hidden) rounded to the activation dtype, as
+            // Transformers multiplies by it.
+            return n.scale > 0 ? be.scale(y, y, roundedTo(be.storage(), static_cast<float>(n.scale)), 0) : Status();
         }
-        case OpKind::Norm: return be.rmsNorm(in(k, n, 0), *weight(k, n, "weight"), y, in(k, n, 0).cols, n.eps);
-        case OpKind::HeadNorm: return be.rmsNorm(in(k, n, 0), *weight(k, n, "weight"), y, n.headDim, n.eps);
+        case OpKind::Norm: return be.rmsNorm(in(k, n, 0), *weight(k, n, "weight"), y, in(k, n, 0).cols, n.eps, n.normOffset);
+        case OpKind::HeadNorm: return be.rmsNorm(in(k, n, 0), *weight(k, n, "weight"), y, n.headDim, n.eps, n.normOffset);
         case OpKind::Linear:
         case OpKind::Router: {
             Tensor x = in(k, n, 0);
@@ -1011,7 +1014,8 @@ private:
             return be.experts(in(k, n, 0), in(k, n, 1), *weight(k, n, "gate_up_proj"), *weight(k, n, "down_proj"), y,
                               k.pp().experts[static_cast<std::size_t>(ni)], scratch(k, ni));
         case OpKind::Add: return be.add(in(k, n, 0), in(k, n, 1), y);
-        case OpKind::Logits: return {};
+        case OpKind::Logits: // whole on every rank here; soft-capped in place (Gemma 2)
+            return n.softcap > 0 ? be.scale(in(k, n, 0), in(k, n, 0), 1, n.softcap) : Status();
         }
         return {};
     }
@@ -1130,13 +1134,6 @@ Status checkRunnable(const ModelSpec& spec, const ShardedGraph& g, const WeightS
                                            o.lastPositionLogits ? "each sequence's last position" : "every position",
                                            g.options.lastPositionLogits ? "the last positions" : "every position",
                                            o.lastPositionLogits));
-    for (const GraphNode& n : g.graph.nodes)
-        if (n.kind == OpKind::Attention && n.window > 0 && o.seq + o.decodeSteps > n.window)
-            return Status(StatusCode::Unimplemented,
-                          fmt::format("{} uses a sliding window of {} tokens; the engine computes full causal "
-                                      "attention, which equals it only up to {} positions (sequence {}{})",
-                                      n.name, n.window, n.window, o.seq,
-                                      o.decodeSteps > 0 ? fmt::format(" + {} decode steps", o.decodeSteps) : ""));
     if (!o.tokens.empty() && static_cast<std::int64_t>(o.tokens.size()) != o.batch * o.seq)
         return invalidArgument(fmt::format("{} token ids given for batch {} × sequence {}", o.tokens.size(), o.batch, o.seq));
     for (const std::int32_t id : o.tokens)

@@ -374,6 +374,8 @@ private:
         s.kvHeads = width(n.inputs[1]) / n.headDim;
         s.scale = n.scale;
         s.keyRows = m_p.context;
+        s.window = n.window;
+        s.softcap = n.softcap;
         return s;
     }
 

@@ -96,4 +96,13 @@ void fromFloat(const float* src, DType to, void* dst, std::int64_t n)
     }
 }
 
+float roundedTo(DType dtype, float v)
+{
+    switch (dtype) {
+    case DType::BF16: return bf16ToFloat(floatToBf16(v));
+    case DType::F16: return halfToFloat(floatToHalf(v));
+    default: return v;
+    }
+}
+
 } // namespace tp

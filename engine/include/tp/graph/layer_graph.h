@@ -68,9 +68,11 @@ struct GraphNode
     int ownerModule = -1;        // Attention: the attention module (owner of sinks)
     // Op attributes, so that whoever executes the node needs nothing but the node.
     double eps = 0;              // Norm, HeadNorm: RMSNorm epsilon
+    double normOffset = 0;       // Norm, HeadNorm: the weight is (normOffset + w) (Gemma: 1)
     int rope = -1;               // Rope: index into LayerGraph::ropes
-    double scale = 0;            // Attention: softmax scale of q·kᵀ
+    double scale = 0;            // Attention: softmax scale of q·kᵀ; Embedding: factor of its rows (0: none)
     std::int64_t window = 0;     // Attention: sliding window (a query sees the last `window` keys), 0: none
+    double softcap = 0;          // Attention: scores, Logits: logits, capped to c·tanh(x / c); 0: none
     Activation act = Activation::Silu; // GatedAct, Experts
     bool normalizeTopK = false;  // Experts: renormalise the top-k router weights to sum to 1
 };

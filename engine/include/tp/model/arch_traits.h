@@ -20,6 +20,8 @@ struct ArchTraits
     bool fusedQkv = false;                // one qkv_proj cut into q, k and v (Phi-3)
     bool fusedGateUp = false;             // one gate_up_proj chunked in two (Phi-3)
     bool qkNorm = false;                  // RMSNorm per head on q and k (Qwen3, Gemma 3)
+    bool unitOffsetNorms = false;         // RMSNorm scales by (1 + w), w stored around 0 (Gemma)
+    bool scaledEmbeddings = false;        // embeddings times sqrt(hidden), in the activation dtype (Gemma)
     // Fused experts stored [E, H, 2I] / [E, I, H] (used with bmm) rather than [E, 2I, H] / [E, H, I].
     bool expertsLastPacked = false;
     bool alwaysNormalizeTopK = false;     // the router renormalises its top-k weights (Mixtral)

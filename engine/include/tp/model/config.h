@@ -48,6 +48,13 @@ struct RopeScaling
     double betaFast = 0, betaSlow = 0;            // yarn
 };
 
+// The rotary embedding of one kind of layer: its base and scaling.
+struct LayerRope
+{
+    double theta = 10000.0;
+    RopeScaling scaling;
+};
+
 struct ModelConfig
 {
     Family family = Family::Unknown;
@@ -73,6 +80,14 @@ struct ModelConfig
     std::string hiddenAct = "silu";      // hidden_act / hidden_activation ("silu", "gelu_pytorch_tanh", …)
     std::optional<std::int64_t> slidingWindow;
     std::vector<std::string> layerTypes;   // "full_attention" / "sliding_attention" per layer
+    // The sliding layers' own rope, when it differs from rope_theta/ropeScaling (Gemma 3's local base:
+    // rope_parameters.sliding_attention, or rope_local_base_freq).
+    std::optional<LayerRope> slidingRope;
+    // Gemma: softmax scale query_pre_attn_scalar^-1/2 instead of head_dim^-1/2, and tanh soft-capping
+    // of the attention scores and of the logits (cap · tanh(x / cap); none when unset).
+    std::optional<double> queryPreAttnScalar;
+    std::optional<double> attnLogitSoftcap, finalLogitSoftcap;
+    bool bidirectionalAttention = false;   // use_bidirectional_attention (Gemma encoders)
     DType dtype = DType::F32;              // torch_dtype / dtype; float32 when absent
     bool dtypeGiven = false;
 

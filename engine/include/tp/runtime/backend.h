@@ -60,9 +60,10 @@ struct BackendStats
 
 // q [B·S, heads·headDim] → y [B·S, heads·headDim] over keys and values k, v [B·R, kvHeads·headDim]
 // (R = rows(): each sequence's rows of a KV cache, or its S tokens): query i of sequence b is at
-// position past + i and sees keys 0 … past + i of its sequence (causal); query head h reads
-// key/value head h / (heads / kvHeads). Prefill: past = 0; a decode step: S = 1, past = tokens
-// already cached.
+// position past + i and sees keys 0 … past + i of its sequence (causal; with a sliding window W only
+// the last W of them, past + i − W < j); query head h reads key/value head h / (heads / kvHeads).
+// Scores are scale · q·k, soft-capped to c·tanh(s / c) when softcap c > 0, before the softmax.
+// Prefill: past = 0; a decode step: S = 1, past = tokens already cached.
 struct AttentionShape
 {
     std::int64_t batch = 1;
@@ -73,6 +74,8 @@ struct AttentionShape
     double scale = 0;                    // softmax(scale · q·kᵀ)
     std::int64_t past = 0;               // keys before the first query, per sequence
     std::int64_t keyRows = 0;            // rows per sequence in k and v; 0: seq
+    std::int64_t window = 0;             // sliding window in keys; 0: none
+    double softcap = 0;                  // 0: none
 
     std::int64_t keys() const { return past + seq; }           // keys the last query sees
     std::int64_t rows() const { return keyRows > 0 ? keyRows : seq; }
@@ -149,8 +152,8 @@ public:
     Status gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, const Tensor& scratch);
     virtual std::int64_t gemmScratchBytes(std::int64_t n, std::int64_t in, std::int64_t out) const = 0;
     // RMSNorm of every group of `group` features (group = cols: the whole row; = head_dim: per head):
-    // y = w · x / sqrt(mean(x²) + eps), w [1, group]. y may be x.
-    Status rmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, double eps);
+    // y = (offset + w) · x / sqrt(mean(x²) + eps), w [1, group] (offset 1: Gemma's norms). y may be x.
+    Status rmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, double eps, double offset = 0);
     // Rotary embedding (rotate_half) of every head of x [n, heads·headDim] at positions[0, t] (I32
     // [1, n]); table (F32 [positions, headDim]) holds cos in its first half, sin in its second.
     // y may be x.
@@ -167,6 +170,9 @@ public:
     Status add(const Tensor& a, const Tensor& b, const Tensor& y);
     // dst = src, element for element (same shape and dtype; either may be a column view).
     Status copy(const Tensor& src, const Tensor& dst);
+    // y = factor · x, or with cap > 0 cap · tanh(factor · x / cap) (Gemma's scaled embeddings and
+    // soft-capped logits). Same shape; either may be a column view; y may be x.
+    Status scale(const Tensor& x, const Tensor& y, double factor, double cap);
     // Row-wise softmax of router logits, in fp32 (x, y F32 [n, E]). y may be x.
     Status softmax(const Tensor& x, const Tensor& y);
     // y[n, H] = Σ over each token's top-k experts that are local of weight · down(act(gate)·up)(x),
@@ -192,7 +198,7 @@ protected:
     virtual Status doUpload(const void* host, const Tensor& dst) = 0;
     virtual Status doDownload(const Tensor& src, void* host) = 0;
     virtual Status doGemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, const Tensor& scratch) = 0;
-    virtual Status doRmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, float eps) = 0;
+    virtual Status doRmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, float eps, float offset) = 0;
     virtual Status doRope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions,
                           const Tensor& table) = 0;
     virtual Status doAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
@@ -201,6 +207,7 @@ protected:
     virtual Status doEmbedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow) = 0;
     virtual Status doAdd(const Tensor& a, const Tensor& b, const Tensor& y) = 0;
     virtual Status doCopy(const Tensor& src, const Tensor& dst) = 0;
+    virtual Status doScale(const Tensor& x, const Tensor& y, float factor, float cap) = 0;
     virtual Status doSoftmax(const Tensor& x, const Tensor& y) = 0;
     virtual Status doExperts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down,
                              const Tensor& y, const ExpertsShape& s, const Tensor& scratch) = 0;

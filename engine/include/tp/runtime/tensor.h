@@ -81,6 +81,8 @@ inline std::uint16_t floatToBf16(float f)
 
 float halfToFloat(std::uint16_t h);
 std::uint16_t floatToHalf(float f);
+// v as `dtype` (a storage dtype) holds it: rounded to bf16 or f16, unchanged in f32.
+float roundedTo(DType dtype, float v);
 
 // How many of n values are NaN or infinite, and how many finite ones lie beyond what `dtype` can hold
 // (f16: |v| > 65504), with the first such value.

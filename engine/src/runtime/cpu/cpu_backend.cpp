@@ -298,11 +298,11 @@ protected:
         });
     }
 
-    Status doRmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t d, float eps) override
+    Status doRmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t d, float eps, float offset) override
     {
         if (storage() == DType::F32) {
             for (std::int64_t g = 0, groups = x.numel() / d; g < groups; ++g)
-                m_vk.rmsNorm(x.as<float>() + g * d, w.as<float>(), y.as<float>() + g * d, d, eps);
+                m_vk.rmsNorm(x.as<float>() + g * d, w.as<float>(), y.as<float>() + g * d, d, eps, offset);
             return {};
         }
         return withStorage(storage(), [&](auto s) {
@@ -319,7 +319,7 @@ protected:
                 }
                 const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(d)) + eps);
                 for (std::int64_t j = 0; j < d; ++j)
-                    S::put(Y, g * d + j, S::get(Wt, j) * (S::get(X, g * d + j) * inv));
+                    S::put(Y, g * d + j, (offset + S::get(Wt, j)) * (S::get(X, g * d + j) * inv));
             }
         });
     }
@@ -354,7 +354,7 @@ protected:
     {
         const std::int64_t S = sh.seq, L = sh.keys(), hd = sh.headDim, qw = q.cols, kw = k.cols;
         const std::int64_t group = sh.kvHeads > 0 ? sh.heads / sh.kvHeads : 1;
-        const float scale = static_cast<float>(sh.scale);
+        const float scale = static_cast<float>(sh.scale), cap = static_cast<float>(sh.softcap);
         float* p = floats(scratch);
         float* Y = nullptr;
         Status st = withStorage(storage(), [&](auto st) {
@@ -375,9 +375,9 @@ protected:
                     const float* vh = Vb + (h / group) * hd;
                     float* yh = Y + b * S * qw + h * hd;
                     if (S == 1)
-                        decodeHead(qh, kh, vh, yh, L, hd, kw, scale, p, m_vk);
+                        decodeHead(qh, kh, vh, yh, L, hd, kw, scale, sh.window, cap, p, m_vk);
                     else
-                        prefillHead(qh, kh, vh, yh, S, sh.past, hd, qw, kw, scale, p, m_vk);
+                        prefillHead(qh, kh, vh, yh, S, sh.past, hd, qw, kw, scale, sh.window, cap, p, m_vk);
                 }
             }
         });
@@ -387,54 +387,73 @@ protected:
         return {};
     }
 
-    // One query (a decode step) over L keys: matrix-vector products and one softmax row.
-    static void decodeHead(const float* qh, const float* kh, const float* vh, float* yh, std::int64_t L, std::int64_t hd,
-                           std::int64_t kw, float scale, float* p, const cpu::Kernels& vk)
+    // Scores soft-capped in place: c · tanh(s / c).
+    static void softcap(float* row, std::int64_t n, float cap)
     {
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(L), static_cast<blasint>(hd), scale, kh,
+        if (cap > 0)
+            for (std::int64_t j = 0; j < n; ++j)
+                row[j] = cap * std::tanh(row[j] / cap);
+    }
+
+    // One query (a decode step) over the last min(L, window) of L keys: matrix-vector products and
+    // one softmax row.
+    static void decodeHead(const float* qh, const float* kh, const float* vh, float* yh, std::int64_t L, std::int64_t hd,
+                           std::int64_t kw, float scale, std::int64_t window, float cap, float* p, const cpu::Kernels& vk)
+    {
+        const std::int64_t first = window > 0 ? std::max<std::int64_t>(0, L - window) : 0, n = L - first;
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(n), static_cast<blasint>(hd), scale, kh + first * kw,
                     static_cast<blasint>(kw), qh, 1, 0.0f, p, 1);
-        const float sum = vk.expShiftSum(p, L, vk.maxOf(p, L));
-        vk.scale(p, L, 1.0f / sum);
-        cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(L), static_cast<blasint>(hd), 1.0f, vh,
+        softcap(p, n, cap);
+        const float sum = vk.expShiftSum(p, n, vk.maxOf(p, n));
+        vk.scale(p, n, 1.0f / sum);
+        cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(n), static_cast<blasint>(hd), 1.0f, vh + first * kw,
                     static_cast<blasint>(kw), p, 1, 0.0f, yh, 1);
     }
 
-    // S queries of one head, causal (query i sees keys 0 … past + i), in tiles: for each query tile
-    // the key tiles up to its last query's diagonal, scores by SGEMM, an online softmax (running
-    // max m and sum l per row; the accumulator rescaled by exp(m_old − m_new) when the max grows),
-    // the accumulator updated by SGEMM, divided by l at the end. Tiles above the diagonal are never
-    // computed; in a diagonal tile each row's unseen keys get weight 0.
+    // S queries of one head, causal (query i sees keys 0 … past + i, the last `window` of them with
+    // a sliding window), in tiles: for each query tile the key tiles from its first query's oldest
+    // key to its last query's diagonal, scores by SGEMM, an online softmax (running max m and sum l
+    // per row; the accumulator rescaled by exp(m_old − m_new) when the max grows), the accumulator
+    // updated by SGEMM, divided by l at the end. Tiles wholly outside are never computed; in a tile
+    // each row's unseen keys get weight 0.
     static void prefillHead(const float* qh, const float* kh, const float* vh, float* yh, std::int64_t S, std::int64_t past,
-                            std::int64_t hd, std::int64_t qw, std::int64_t kw, float scale, float* p, const cpu::Kernels& vk)
+                            std::int64_t hd, std::int64_t qw, std::int64_t kw, float scale, std::int64_t window, float cap,
+                            float* p, const cpu::Kernels& vk)
     {
         float* sc = p;                          // [kQueryTile × kKeyTile] scores, then weights
         float* acc = sc + kQueryTile * kKeyTile; // [kQueryTile × hd]
         float* m = acc + kQueryTile * hd;        // [kQueryTile] running max
         float* l = m + kQueryTile;               // [kQueryTile] running sum
+        // The oldest key position `pos` sees.
+        auto firstKey = [&](std::int64_t pos) { return window > 0 ? std::max<std::int64_t>(0, pos - window + 1) : 0; };
         for (std::int64_t i0 = 0; i0 < S; i0 += kQueryTile) {
             const std::int64_t rq = std::min(kQueryTile, S - i0), keyEnd = past + i0 + rq;
             std::fill_n(m, rq, -std::numeric_limits<float>::infinity());
             std::fill_n(l, rq, 0.0f);
             std::fill_n(acc, rq * hd, 0.0f);
-            for (std::int64_t j0 = 0; j0 < keyEnd; j0 += kKeyTile) {
+            for (std::int64_t j0 = firstKey(past + i0); j0 < keyEnd; j0 += kKeyTile) {
                 const std::int64_t ck = std::min(kKeyTile, keyEnd - j0);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rq), static_cast<blasint>(ck),
                             static_cast<blasint>(hd), scale, qh + i0 * qw, static_cast<blasint>(qw), kh + j0 * kw,
                             static_cast<blasint>(kw), 0.0f, sc, static_cast<blasint>(kKeyTile));
                 for (std::int64_t r = 0; r < rq; ++r) {
                     float* row = sc + r * kKeyTile;
-                    const std::int64_t seen = std::clamp<std::int64_t>(past + i0 + r + 1 - j0, 0, ck);
-                    if (seen > 0) {
-                        const float mx = std::max(m[r], vk.maxOf(row, seen));
+                    const std::int64_t pos = past + i0 + r;
+                    const std::int64_t from = std::clamp<std::int64_t>(firstKey(pos) - j0, 0, ck);
+                    const std::int64_t to = std::clamp<std::int64_t>(pos + 1 - j0, from, ck);
+                    if (to > from) {
+                        softcap(row + from, to - from, cap);
+                        const float mx = std::max(m[r], vk.maxOf(row + from, to - from));
                         if (mx > m[r]) {
                             const float alpha = std::exp(m[r] - mx); // 0 on the first tile (m = −∞)
                             l[r] *= alpha;
                             vk.scale(acc + r * hd, hd, alpha);
                             m[r] = mx;
                         }
-                        l[r] += vk.expShiftSum(row, seen, m[r]);
+                        l[r] += vk.expShiftSum(row + from, to - from, m[r]);
                     }
-                    std::fill(row + seen, row + ck, 0.0f);
+                    std::fill(row, row + from, 0.0f);
+                    std::fill(row + to, row + ck, 0.0f);
                 }
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rq), static_cast<blasint>(hd),
                             static_cast<blasint>(ck), 1.0f, sc, static_cast<blasint>(kKeyTile), vh + j0 * kw,
@@ -510,6 +529,21 @@ protected:
             std::memmove(dst.as<char>() + r * dst.stride * eb, src.as<char>() + r * src.stride * eb,
                          static_cast<std::size_t>(src.cols * eb));
         return {};
+    }
+
+    Status doScale(const Tensor& x, const Tensor& y, float factor, float cap) override
+    {
+        return withStorage(storage(), [&](auto s) {
+            using S = decltype(s);
+            for (std::int64_t r = 0; r < x.rows; ++r) {
+                const auto* in = rowOf<S>(x, r);
+                auto* out = rowOf<S>(y, r);
+                for (std::int64_t c = 0; c < x.cols; ++c) {
+                    const float v = factor * S::get(in, c);
+                    S::put(out, c, cap > 0 ? cap * std::tanh(v / cap) : v);
+                }
+            }
+        });
     }
 
     Status doSoftmax(const Tensor& x, const Tensor& y) override

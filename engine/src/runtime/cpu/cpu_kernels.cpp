@@ -130,7 +130,7 @@ void gatedAct(const float* g, const float* u, float* y, std::int64_t n, int act)
         storeTail(y + i, gated(loadTail(g + i, n - i, 0), loadTail(u + i, n - i, 0), act), n - i);
 }
 
-void rmsNorm(const float* x, const float* w, float* y, std::int64_t n, float eps)
+void rmsNorm(const float* x, const float* w, float* y, std::int64_t n, float eps, float offset)
 {
     vf acc{};
     std::int64_t i = 0;
@@ -142,10 +142,11 @@ void rmsNorm(const float* x, const float* w, float* y, std::int64_t n, float eps
     for (std::int64_t j = i; j < n; ++j)
         ss += x[j] * x[j];
     const float inv = 1.0f / __builtin_sqrtf(ss / static_cast<float>(n) + eps);
+    const vf o = splat(offset);
     for (i = 0; i + L <= n; i += L)
-        store(y + i, load(w + i) * (load(x + i) * inv));
+        store(y + i, (o + load(w + i)) * (load(x + i) * inv));
     for (; i < n; ++i)
-        y[i] = w[i] * (x[i] * inv);
+        y[i] = (offset + w[i]) * (x[i] * inv);
 }
 
 void add(const float* a, const float* b, float* y, std::int64_t n)

@@ -21,8 +21,8 @@ struct Kernels
     void (*scale)(float* x, std::int64_t n, float a);
     // y = act(g) · u; act 0 = SiLU, 1 = GELU with the tanh approximation (as x·sigmoid(2·z)).
     void (*gatedAct)(const float* g, const float* u, float* y, std::int64_t n, int act);
-    // y = w · (x / sqrt(mean(x²) + eps)), as Transformers' RMSNorm.
-    void (*rmsNorm)(const float* x, const float* w, float* y, std::int64_t n, float eps);
+    // y = (offset + w) · (x / sqrt(mean(x²) + eps)), as Transformers' RMSNorm (Gemma's: offset 1).
+    void (*rmsNorm)(const float* x, const float* w, float* y, std::int64_t n, float eps, float offset);
     void (*add)(const float* a, const float* b, float* y, std::int64_t n);
     // The local communicator's reduction of one chunk: acc[i] = src[0][from + i] + … +
     // src[t − 1][from + i], left to right in fp32, the inputs of storage type `storage` (the same

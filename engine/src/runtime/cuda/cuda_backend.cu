@@ -448,7 +448,7 @@ protected:
 
     // --- norms, rope ------------------------------------------------------------------------------
 
-    Status doRmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, float eps) override
+    Status doRmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, float eps, float offset) override
     {
         TP_RETURN_IF_ERROR(useDevice(m_device));
         const std::int64_t groups = x.numel() / group;
@@ -460,10 +460,10 @@ protected:
             using T = typename decltype(tag)::type;
             if (group <= kWarp * kWarp) // up to 32 elements per lane: a warp per group
                 rmsNormWarpKernel<T><<<warpRowBlocks(groups), kThreads, 0, st>>>(x.as<T>(), w.as<T>(), y.as<T>(), groups,
-                                                                                 static_cast<int>(group), eps);
+                                                                                 static_cast<int>(group), eps, offset);
             else
                 rmsNormBlockKernel<T><<<static_cast<unsigned>(groups), kThreads, 0, st>>>(x.as<T>(), w.as<T>(), y.as<T>(),
-                                                                                         group, eps);
+                                                                                         group, eps, offset);
             TP_CUDA_LAUNCHED();
             return {};
         });
@@ -535,7 +535,8 @@ protected:
                 TP_RETURN_IF_ERROR(withStorage(storage(), "attention", [&](auto tag) -> Status {
                     using T = typename decltype(tag)::type;
                     causalSoftmaxKernel<T><<<warpRowBlocks(rows), kThreads, 0, st>>>(
-                        scores, static_cast<T*>(probs), rows, static_cast<int>(R), static_cast<int>(L), static_cast<int>(past + i0));
+                        scores, static_cast<T*>(probs), rows, static_cast<int>(R), static_cast<int>(L), static_cast<int>(past + i0),
+                        static_cast<int>(std::min<std::int64_t>(s.window, INT_MAX)), static_cast<float>(s.softcap));
                     TP_CUDA_LAUNCHED();
                     return {};
                 }));
@@ -610,6 +611,20 @@ protected:
                                       static_cast<std::size_t>(src.stride) * eb, static_cast<std::size_t>(src.cols) * eb,
                                       static_cast<std::size_t>(src.rows), cudaMemcpyDeviceToDevice, st));
         return {};
+    }
+
+    Status doScale(const Tensor& x, const Tensor& y, float factor, float cap) override
+    {
+        TP_RETURN_IF_ERROR(useDevice(m_device));
+        TP_RETURN_IF_ERROR(launchable("scale", y.rows, y.cols));
+        cudaStream_t st = m_compute.get();
+        return withStorage(storage(), "scale", [&](auto tag) -> Status {
+            using T = typename decltype(tag)::type;
+            const Launch l = rowLaunch(y.rows, y.cols);
+            scaleKernel<T><<<l.grid, l.block, 0, st>>>(x.as<T>(), x.stride, y.as<T>(), y.stride, y.rows, y.cols, factor, cap);
+            TP_CUDA_LAUNCHED();
+            return {};
+        });
     }
 
     Status doSoftmax(const Tensor& x, const Tensor& y) override

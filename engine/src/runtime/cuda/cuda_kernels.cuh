@@ -97,7 +97,7 @@ __global__ void broadcastRowKernel(const Tb* bias, Ty* y, std::int64_t rows, std
 
 // One warp per group of `group` features (per-head norms and rows up to 1024 wide).
 template<typename T>
-__global__ void rmsNormWarpKernel(const T* x, const T* w, T* y, std::int64_t groups, int group, float eps)
+__global__ void rmsNormWarpKernel(const T* x, const T* w, T* y, std::int64_t groups, int group, float eps, float offset)
 {
     const std::int64_t g = std::int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
     const int lane = int(threadIdx.x % kWarp);
@@ -113,11 +113,12 @@ __global__ void rmsNormWarpKernel(const T* x, const T* w, T* y, std::int64_t gro
     ss = warpSum(ss); // every lane's reads of xg are done before any lane writes yg
     const float inv = 1.0f / sqrtf(ss / float(group) + eps);
     for (int j = lane; j < group; j += kWarp)
-        yg[j] = store<T>(load(w[j]) * (load(xg[j]) * inv));
+        yg[j] = store<T>((offset + load(w[j])) * (load(xg[j]) * inv));
 }
 
 // One block per group (rows wider than 1024).
-template<typename T> __global__ void rmsNormBlockKernel(const T* x, const T* w, T* y, std::int64_t group, float eps)
+template<typename T>
+__global__ void rmsNormBlockKernel(const T* x, const T* w, T* y, std::int64_t group, float eps, float offset)
 {
     __shared__ float partial[kThreads / kWarp];
     const T* xg = x + std::int64_t(blockIdx.x) * group;
@@ -141,7 +142,7 @@ template<typename T> __global__ void rmsNormBlockKernel(const T* x, const T* w, 
     __syncthreads();
     const float inv = 1.0f / sqrtf(partial[0] / float(group) + eps);
     for (std::int64_t j = threadIdx.x; j < group; j += blockDim.x)
-        yg[j] = store<T>(load(w[j]) * (load(xg[j]) * inv));
+        yg[j] = store<T>((offset + load(w[j])) * (load(xg[j]) * inv));
 }
 
 // --- rope -----------------------------------------------------------------------------------------
@@ -179,24 +180,29 @@ __global__ void ropeKernel(const T* x, T* y, std::int64_t rows, std::int64_t wid
 
 // --- attention: causal softmax of one chunk's scores ------------------------------------------------
 
-// Warp per score row. Row r is query i0 + r % rowsPerSlot of its head and sees keys [0, i0 + i];
-// the row holds `keys` fp32 scores (already scaled by cuBLAS). Writes the row's probabilities
-// over all `keys` columns, zeros above the diagonal, so that P·V reads only written values.
+// Warp per score row. Row r is query i = firstQuery + r % rowsPerSlot of its head and sees keys
+// [0, i] (the last `window` of them when window > 0); the row holds `keys` fp32 scores (already
+// scaled by cuBLAS), soft-capped here to cap·tanh(s / cap) when cap > 0. Writes the row's
+// probabilities over all `keys` columns, zeros where unseen, so that P·V reads only written values.
 // probs may be scores (fp32 storage): each lane reads and writes only its own columns.
+__device__ inline float capped(float v, float cap) { return cap > 0 ? cap * tanhf(v / cap) : v; }
+
 template<typename P>
-__global__ void causalSoftmaxKernel(const float* scores, P* probs, std::int64_t rows, int rowsPerSlot, int keys, int firstQuery)
+__global__ void causalSoftmaxKernel(const float* scores, P* probs, std::int64_t rows, int rowsPerSlot, int keys, int firstQuery,
+                                    int window, float cap)
 {
     const std::int64_t r = std::int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
     const int lane = int(threadIdx.x % kWarp);
     if (r >= rows)
         return;
     const int seen = firstQuery + int(r % rowsPerSlot) + 1; // ≤ keys
+    const int from = window > 0 && seen > window ? seen - window : 0;
     const float* s = scores + r * keys;
     P* p = probs + r * keys;
     // Online max and sum per lane, then merged across the warp.
     float m = -INFINITY, sum = 0.0f;
-    for (int j = lane; j < seen; j += kWarp) {
-        const float v = s[j];
+    for (int j = from + lane; j < seen; j += kWarp) {
+        const float v = capped(s[j], cap);
         if (v > m) {
             sum = sum * expf(m - v) + 1.0f;
             m = v;
@@ -212,7 +218,19 @@ __global__ void causalSoftmaxKernel(const float* scores, P* probs, std::int64_t 
     }
     const float inv = 1.0f / sum;
     for (int j = lane; j < keys; j += kWarp)
-        p[j] = store<P>(j < seen ? expf(s[j] - m) * inv : 0.0f);
+        p[j] = store<P>(j >= from && j < seen ? expf(capped(s[j], cap) - m) * inv : 0.0f);
+}
+
+// y = factor · x, or cap · tanh(factor · x / cap); strided rows (column views).
+template<typename T>
+__global__ void scaleKernel(const T* x, std::int64_t ldx, T* y, std::int64_t ldy, std::int64_t rows, std::int64_t cols,
+                            float factor, float cap)
+{
+    const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (c >= cols)
+        return;
+    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+        y[r * ldy + c] = store<T>(capped(factor * load(x[r * ldx + c]), cap));
 }
 
 // --- gated_act, embedding, add, softmax ---------------------------------------------------------------
