@@ -367,10 +367,13 @@ private slots:
             for (const Case cs : {Case{S, 0, 0}, Case{S, 0, S + 3}, Case{1, S - 1, S + 3}, Case{2, S, S + 3}})
                 for (std::int64_t batch : {1, 2})
                     // Plain causal; a sliding window shorter than the keys with soft-capped scores (Gemma 2).
+                    // Sinks with or without a window (gpt-oss alternates).
                     for (const auto [window, cap] : {std::pair<std::int64_t, double>{0, 0}, {3, 0.3}})
-                        worst = std::max(worst, attentionError(dt, {batch, cs.seq, d.heads, d.kvHeads, d.headDim,
-                                                                    1 / std::sqrt(double(d.headDim)), cs.past, cs.keyRows,
-                                                                    window, cap}));
+                        for (const bool sinks : {false, true})
+                            worst = std::max(worst, attentionError(dt, {batch, cs.seq, d.heads, d.kvHeads, d.headDim,
+                                                                        1 / std::sqrt(double(d.headDim)), cs.past, cs.keyRows,
+                                                                        window, cap},
+                                                                   sinks));
             return worst;
         });
     }
@@ -389,7 +392,8 @@ private slots:
         QTest::addColumn<double>("scale");
         QTest::addColumn<int>("window");
         QTest::addColumn<double>("softcap");
-        struct Row { const char* name; int seq, past, keyRows, headDim; double scale; int window = 0; double softcap = 0; };
+        QTest::addColumn<bool>("sinks");
+        struct Row { const char* name; int seq, past, keyRows, headDim; double scale; int window = 0; double softcap = 0; bool sinks = false; };
         for (DType dt : {DType::F32, DType::BF16})
             for (const Row r : {Row{"S=300", 300, 0, 0, 64, 0.125}, Row{"S=64", 64, 0, 0, 32, 0.18}, Row{"S=65", 65, 0, 0, 16, 0.25},
                                 Row{"S=257", 257, 0, 0, 8, 0.35}, Row{"chunk 129 after 70", 129, 70, 260, 40, 0.16},
@@ -398,9 +402,11 @@ private slots:
                                 Row{"S=300 window 64", 300, 0, 0, 16, 0.25, 64},
                                 Row{"chunk 129 after 300 window 100", 129, 300, 430, 32, 0.18, 100},
                                 Row{"large scores capped", 200, 0, 0, 64, 4.0, 0, 20.0},
-                                Row{"window 1", 70, 0, 0, 8, 0.35, 1}})
+                                Row{"window 1", 70, 0, 0, 8, 0.35, 1},
+                                Row{"S=300 window 128 sinks", 300, 0, 0, 16, 0.25, 128, 0, true},
+                                Row{"large scores sinks", 200, 0, 0, 64, 4.0, 0, 0, true}})
                 QTest::addRow("%s %s", std::string(dtypeName(dt)).c_str(), r.name)
-                    << int(dt) << r.seq << r.past << r.keyRows << r.headDim << r.scale << r.window << r.softcap;
+                    << int(dt) << r.seq << r.past << r.keyRows << r.headDim << r.scale << r.window << r.softcap << r.sinks;
     }
     void attentionTiles()
     {
@@ -412,14 +418,15 @@ private slots:
         QFETCH(double, scale);
         QFETCH(int, window);
         QFETCH(double, softcap);
+        QFETCH(bool, sinks);
         const DType dt = DType(dtype);
-        const double e = attentionError(dt, {1, seq, 4, 2, headDim, scale, past, keyRows, window, softcap});
+        const double e = attentionError(dt, {1, seq, 4, 2, headDim, scale, past, keyRows, window, softcap}, sinks);
         QVERIFY2(e <= threshold(dt), qPrintable(QStringLiteral("normalised squared error %1").arg(e)));
     }
 
     // The backend's attention against a double reference; key rows past the last key are NaN: reading
     // one would show.
-    double attentionError(DType dt, const AttentionShape& s)
+    double attentionError(DType dt, const AttentionShape& s, bool withSinks = false)
     {
         const std::int64_t Sq = s.seq, batch = s.batch, N = batch * Sq, hd = s.headDim, H = s.heads, KV = s.kvHeads;
         const std::int64_t R = s.rows(), qw = H * hd, kw = KV * hd;
@@ -431,8 +438,11 @@ private slots:
                 for (std::int64_t e = 0; e < kw; ++e)
                     k[static_cast<std::size_t>((bb * R + r) * kw + e)] = v[static_cast<std::size_t>((bb * R + r) * kw + e)] = std::nanf("");
         const Tensor Y = b.poisoned(N, qw);
+        // gpt-oss's sinks: one logit per head, some above every score (most of the mass dropped).
+        const auto sinks = randomValues(H, dt, 3.0f);
+        const Tensor sinkT = withSinks ? b.put(sinks, 1, H) : Tensor{};
         Bench::check(be(dt).attention(b.put(q, N, qw), b.put(k, batch * R, kw), b.put(v, batch * R, kw), Y, s,
-                                      b.scratch(be(dt).attentionScratchBytes(s))));
+                                      b.scratch(be(dt).attentionScratchBytes(s)), withSinks ? &sinkT : nullptr));
         std::vector<double> ref(static_cast<std::size_t>(N * qw));
         for (std::int64_t bb = 0; bb < batch; ++bb)
             for (std::int64_t h = 0; h < H; ++h)
@@ -452,6 +462,10 @@ private slots:
                             dot = s.softcap * std::tanh(dot / s.softcap);
                         mx = std::max(mx, p[static_cast<std::size_t>(j)] = dot);
                     }
+                    const double sink = withSinks ? double(sinks[static_cast<std::size_t>(h)]) : -1e300;
+                    mx = std::max(mx, sink);
+                    if (withSinks)
+                        sum += std::exp(sink - mx);
                     for (std::int64_t j = first; j < seen; ++j)
                         sum += (p[static_cast<std::size_t>(j)] = std::exp(p[static_cast<std::size_t>(j)] - mx));
                     for (std::int64_t e = 0; e < hd; ++e) {

@@ -1,5 +1,6 @@
 // tst_model — module trees, default plans and checkpoint reconciliation, checked against what
 // Transformers itself builds (fixtures written by tests/fixtures/make_fixtures.py).
+#include "tp/graph/layer_graph.h"
 #include "tp/model/catalog.h"
 #include "tp/model/loader.h"
 #include "tp/model/synthetic.h"
@@ -132,6 +133,33 @@ private slots:
         const ModelSpec spec = catalogSpec(id.toStdString().c_str());
         const QString diff = compareWithTransformers(spec, expected[id.toStdString()], false);
         QVERIFY2(diff.isEmpty(), qPrintable(diff));
+    }
+
+    // Every scaled rope of the fixtures and the catalog (yarn: gpt-oss, DeepSeek-V3; llama3; linear:
+    // Gemma 3's full layers) has Transformers' inv_freq and cos/sin scaling (fixtures/rope.json,
+    // written by Transformers' rope init functions).
+    void ropeMatchesTransformers()
+    {
+        std::ifstream in(TP_SOURCE_DIR "/tests/fixtures/rope.json");
+        QVERIFY(in.good());
+        const auto ref = nlohmann::json::parse(in);
+        std::set<std::string> kinds;
+        for (const auto& [name, r] : ref.items()) {
+            const bool fixture = std::filesystem::exists(TP_SOURCE_DIR "/tests/fixtures/models/" + name);
+            const ModelSpec spec = tptest::openSpec(fixture ? (TP_SOURCE_DIR "/tests/fixtures/models/" + name).c_str() : name.c_str());
+            const LayerGraph g = buildLayerGraph(spec);
+            QVERIFY2(g.unsupported.empty(), g.unsupported.c_str());
+            const RopeTable& t = g.ropes.at(0); // the full layers' (Gemma 3: rope 1 is the sliding layers')
+            const auto want = r.at("inv_freq").get<std::vector<double>>();
+            QCOMPARE(t.invFreq.size(), want.size());
+            for (std::size_t i = 0; i < want.size(); ++i)
+                QVERIFY2(std::abs(t.invFreq[i] - want[i]) <= 1e-6 * std::abs(want[i]),
+                         qPrintable(QString("%1 inv_freq[%2]: %3, Transformers %4").arg(name.c_str()).arg(i).arg(t.invFreq[i]).arg(want[i])));
+            QVERIFY2(std::abs(t.attentionScaling - r.at("attention_scaling").get<double>()) < 1e-6,
+                     qPrintable(QString("%1 scaling %2").arg(name.c_str()).arg(t.attentionScaling)));
+            kinds.insert(r.at("rope_type").get<std::string>());
+        }
+        QCOMPARE(kinds, (std::set<std::string>{"linear", "llama3", "yarn"}));
     }
 
     void knownParameterCounts_data()

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -46,16 +47,48 @@ std::vector<float> RopeTable::cosSin(std::int64_t positions) const
     for (std::int64_t p = 0; p < positions; ++p)
         for (std::int64_t j = 0; j < half; ++j) {
             const double a = static_cast<double>(p) * invFreq[static_cast<std::size_t>(j)];
-            t[static_cast<std::size_t>(p * headDim + j)] = static_cast<float>(std::cos(a));
-            t[static_cast<std::size_t>(p * headDim + half + j)] = static_cast<float>(std::sin(a));
+            t[static_cast<std::size_t>(p * headDim + j)] = static_cast<float>(attentionScaling * std::cos(a));
+            t[static_cast<std::size_t>(p * headDim + half + j)] = static_cast<float>(attentionScaling * std::sin(a));
         }
     return t;
 }
 
 namespace {
 
-// inv_freq of Transformers' rope init functions: default, "linear" and "llama3" scaling.
-RopeTable ropeTable(double theta, const RopeScaling& s, std::int64_t headDim)
+// YaRN (_compute_yarn_parameters): each frequency between its extrapolated (1 / θ^(2i/d)) and its
+// interpolated (that / factor) value by a linear ramp over the correction range of beta_fast and
+// beta_slow rotations in the original context; cos and sin scaled by the attention factor.
+void yarn(RopeTable& t, double theta, const RopeScaling& s, std::int64_t maxPositions)
+{
+    const double d = static_cast<double>(t.headDim);
+    const double factor = s.factor > 0 ? s.factor : 1;
+    const double original = s.originalMaxPositions > 0 ? static_cast<double>(s.originalMaxPositions) : static_cast<double>(maxPositions);
+    auto mscale = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+    if (s.attentionFactor)
+        t.attentionScaling = *s.attentionFactor;
+    else if (s.mscale != 0 && s.mscaleAllDim != 0)
+        t.attentionScaling = mscale(factor, s.mscale) / mscale(factor, s.mscaleAllDim);
+    else
+        t.attentionScaling = mscale(factor, 1);
+    auto correctionDim = [&](double rotations) { return d * std::log(original / (rotations * 2 * std::numbers::pi)) / (2 * std::log(theta)); };
+    double low = correctionDim(s.betaFast > 0 ? s.betaFast : 32), high = correctionDim(s.betaSlow > 0 ? s.betaSlow : 1);
+    if (s.truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, d - 1);
+    if (low == high)
+        high += 0.001; // as Transformers: no division by zero
+    for (std::size_t i = 0; i < t.invFreq.size(); ++i) {
+        const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+        const double extrapolation = 1 - ramp;
+        t.invFreq[i] = t.invFreq[i] / factor * (1 - extrapolation) + t.invFreq[i] * extrapolation;
+    }
+}
+
+// inv_freq of Transformers' rope init functions: default, "linear", "llama3" and "yarn" scaling.
+RopeTable ropeTable(double theta, const RopeScaling& s, std::int64_t headDim, std::int64_t maxPositions)
 {
     RopeTable t;
     t.headDim = headDim;
@@ -77,6 +110,8 @@ RopeTable ropeTable(double theta, const RopeScaling& s, std::int64_t headDim)
         }
         t.invFreq.push_back(f);
     }
+    if (s.type == "yarn")
+        yarn(t, theta, s, maxPositions);
     return t;
 }
 
@@ -102,15 +137,15 @@ public:
                                           "gelu_pytorch_tanh)",
                                           m_c.hiddenAct);
         for (const RopeScaling* rs : {&m_c.ropeScaling, m_c.slidingRope ? &m_c.slidingRope->scaling : nullptr})
-            if (rs && !rs->type.empty() && rs->type != "llama3" && rs->type != "linear")
-                m_g.unsupported = fmt::format("rope scaling '{}' is not implemented in the engine (default, linear and "
-                                              "llama3 are)",
+            if (rs && !rs->type.empty() && rs->type != "llama3" && rs->type != "linear" && rs->type != "yarn")
+                m_g.unsupported = fmt::format("rope scaling '{}' is not implemented in the engine (default, linear, "
+                                              "llama3 and yarn are)",
                                               rs->type);
         if (m_c.bidirectionalAttention)
             m_g.unsupported = "use_bidirectional_attention: the engine computes causal language models only";
-        m_g.ropes.push_back(ropeTable(m_c.ropeTheta, m_c.ropeScaling, m_c.headDim));
+        m_g.ropes.push_back(ropeTable(m_c.ropeTheta, m_c.ropeScaling, m_c.headDim, m_c.maxPositionEmbeddings));
         if (m_c.slidingRope) // rope 1: the sliding layers' own
-            m_g.ropes.push_back(ropeTable(m_c.slidingRope->theta, m_c.slidingRope->scaling, m_c.headDim));
+            m_g.ropes.push_back(ropeTable(m_c.slidingRope->theta, m_c.slidingRope->scaling, m_c.headDim, m_c.maxPositionEmbeddings));
         const int ids = tensor("input_ids", 1, -1);
         int h = module(OpKind::Embedding, "model.embed_tokens", {ids}, m_c.hiddenSize);
         if (m_t.scaledEmbeddings)

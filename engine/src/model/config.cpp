@@ -339,6 +339,10 @@ Status readRope(const FieldReader& sub, double& theta, RopeScaling& rs)
     TP_RETURN_IF_ERROR(sub.readDouble("high_freq_factor", rs.highFreqFactor));
     TP_RETURN_IF_ERROR(sub.readDouble("beta_fast", rs.betaFast));
     TP_RETURN_IF_ERROR(sub.readDouble("beta_slow", rs.betaSlow));
+    TP_RETURN_IF_ERROR(sub.readBool("truncate", rs.truncate));
+    TP_RETURN_IF_ERROR(sub.readOptDouble("attention_factor", rs.attentionFactor));
+    TP_RETURN_IF_ERROR(sub.readDouble("mscale", rs.mscale));
+    TP_RETURN_IF_ERROR(sub.readDouble("mscale_all_dim", rs.mscaleAllDim));
     return sub.readDouble("rope_theta", theta);
 }
 

@@ -114,7 +114,7 @@ Status Backend::rope(const Tensor& x, const Tensor& y, std::int64_t headDim, con
 }
 
 Status Backend::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& s,
-                          const Tensor& scratch)
+                          const Tensor& scratch, const Tensor* sinks)
 {
     OpCheck c("attention", *this);
     c.on("q", q).dense("q", q).on("k", k).dense("k", k).on("v", v).dense("v", v).on("y", y).dense("y", y);
@@ -132,9 +132,13 @@ Status Backend::attention(const Tensor& q, const Tensor& k, const Tensor& v, con
     c.require(std::isfinite(s.scale) && s.scale > 0, [&] { return fmt::format("scale {}", s.scale); });
     c.require(s.window >= 0 && std::isfinite(s.softcap) && s.softcap >= 0,
               [&] { return fmt::format("window {}, softcap {}", s.window, s.softcap); });
+    if (sinks)
+        c.on("sinks", *sinks).dense("sinks", *sinks).require(sinks->rows == 1 && sinks->cols == s.heads, [&] {
+            return fmt::format("sinks {} for {} heads", shape(*sinks), s.heads);
+        });
     c.require(scratch.bytes() >= attentionScratchBytes(s), [&] { return fmt::format("scratch of {} bytes", scratch.bytes()); });
     TP_RETURN_IF_ERROR(c.status());
-    return y.empty() ? Status() : doAttention(q, k, v, y, s, scratch);
+    return y.empty() ? Status() : doAttention(q, k, v, y, s, scratch, sinks);
 }
 
 Status Backend::gatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act)

@@ -35,13 +35,15 @@ enum class OpKind {
 const char* opKindName(OpKind k);
 
 // Rotary embedding of one head size: inv_freq[j] for j < head_dim / 2, scaling applied (default,
-// linear, llama3), as Transformers' rope init functions compute it.
+// linear, llama3, yarn), as Transformers' rope init functions compute it, and the factor its cos and
+// sin are multiplied by (yarn's attention factor; 1 otherwise).
 struct RopeTable
 {
     std::int64_t headDim = 0;
     std::vector<double> invFreq;
+    double attentionScaling = 1;
 
-    // [positions, headDim] row-major: cos(p·inv_freq[j]) for j < headDim/2, then the sines.
+    // [positions, headDim] row-major: scaling · cos(p·inv_freq[j]) for j < headDim/2, then the sines.
     std::vector<float> cosSin(std::int64_t positions) const;
 };
 

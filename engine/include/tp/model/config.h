@@ -45,7 +45,10 @@ struct RopeScaling
     double factor = 1.0;
     std::int64_t originalMaxPositions = 0;
     double lowFreqFactor = 0, highFreqFactor = 0; // llama3
-    double betaFast = 0, betaSlow = 0;            // yarn
+    double betaFast = 0, betaSlow = 0;            // yarn (0: Transformers' 32 and 1)
+    bool truncate = true;                         // yarn: correction range rounded outwards
+    std::optional<double> attentionFactor;        // yarn: cos/sin scaling; none: from factor, mscale
+    double mscale = 0, mscaleAllDim = 0;          // yarn (DeepSeek)
 };
 
 // The rotary embedding of one kind of layer: its base and scaling.

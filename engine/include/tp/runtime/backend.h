@@ -63,6 +63,8 @@ struct BackendStats
 // position past + i and sees keys 0 … past + i of its sequence (causal; with a sliding window W only
 // the last W of them, past + i − W < j); query head h reads key/value head h / (heads / kvHeads).
 // Scores are scale · q·k, soft-capped to c·tanh(s / c) when softcap c > 0, before the softmax.
+// With sinks (gpt-oss: one logit per query head, [1, heads]) each row's softmax also runs over its
+// head's sink logit, whose probability is then dropped (the weights sum to less than 1).
 // Prefill: past = 0; a decode step: S = 1, past = tokens already cached.
 struct AttentionShape
 {
@@ -159,7 +161,7 @@ public:
     // y may be x.
     Status rope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table);
     Status attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& s,
-                     const Tensor& scratch);
+                     const Tensor& scratch, const Tensor* sinks = nullptr);
     virtual std::int64_t attentionScratchBytes(const AttentionShape& s) const = 0;
     // y = act(gate) · up, elementwise; gate and up may be column views of one packed tensor.
     Status gatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act);
@@ -202,7 +204,7 @@ protected:
     virtual Status doRope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions,
                           const Tensor& table) = 0;
     virtual Status doAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
-                               const AttentionShape& s, const Tensor& scratch) = 0;
+                               const AttentionShape& s, const Tensor& scratch, const Tensor* sinks) = 0;
     virtual Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act) = 0;
     virtual Status doEmbedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow) = 0;
     virtual Status doAdd(const Tensor& a, const Tensor& b, const Tensor& y) = 0;

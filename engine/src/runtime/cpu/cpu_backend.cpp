@@ -350,7 +350,7 @@ protected:
     }
 
     Status doAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& sh,
-                       const Tensor& scratch) override
+                       const Tensor& scratch, const Tensor* sinks) override
     {
         const std::int64_t S = sh.seq, L = sh.keys(), hd = sh.headDim, qw = q.cols, kw = k.cols;
         const std::int64_t group = sh.kvHeads > 0 ? sh.heads / sh.kvHeads : 1;
@@ -374,10 +374,11 @@ protected:
                     const float* kh = Kb + (h / group) * hd;
                     const float* vh = Vb + (h / group) * hd;
                     float* yh = Y + b * S * qw + h * hd;
+                    const float sink = sinks ? St::get(sinks->as<typename St::T>(), h) : -std::numeric_limits<float>::infinity();
                     if (S == 1)
-                        decodeHead(qh, kh, vh, yh, L, hd, kw, scale, sh.window, cap, p, m_vk);
+                        decodeHead(qh, kh, vh, yh, L, hd, kw, scale, sh.window, cap, sink, p, m_vk);
                     else
-                        prefillHead(qh, kh, vh, yh, S, sh.past, hd, qw, kw, scale, sh.window, cap, p, m_vk);
+                        prefillHead(qh, kh, vh, yh, S, sh.past, hd, qw, kw, scale, sh.window, cap, sink, p, m_vk);
                 }
             }
         });
@@ -396,15 +397,17 @@ protected:
     }
 
     // One query (a decode step) over the last min(L, window) of L keys: matrix-vector products and
-    // one softmax row.
+    // one softmax row (over the sink logit too; −∞: none).
     static void decodeHead(const float* qh, const float* kh, const float* vh, float* yh, std::int64_t L, std::int64_t hd,
-                           std::int64_t kw, float scale, std::int64_t window, float cap, float* p, const cpu::Kernels& vk)
+                           std::int64_t kw, float scale, std::int64_t window, float cap, float sink, float* p,
+                           const cpu::Kernels& vk)
     {
         const std::int64_t first = window > 0 ? std::max<std::int64_t>(0, L - window) : 0, n = L - first;
         cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(n), static_cast<blasint>(hd), scale, kh + first * kw,
                     static_cast<blasint>(kw), qh, 1, 0.0f, p, 1);
         softcap(p, n, cap);
-        const float sum = vk.expShiftSum(p, n, vk.maxOf(p, n));
+        const float mx = std::max(vk.maxOf(p, n), sink);
+        const float sum = vk.expShiftSum(p, n, mx) + std::exp(sink - mx);
         vk.scale(p, n, 1.0f / sum);
         cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(n), static_cast<blasint>(hd), 1.0f, vh + first * kw,
                     static_cast<blasint>(kw), p, 1, 0.0f, yh, 1);
@@ -415,10 +418,11 @@ protected:
     // key to its last query's diagonal, scores by SGEMM, an online softmax (running max m and sum l
     // per row; the accumulator rescaled by exp(m_old − m_new) when the max grows), the accumulator
     // updated by SGEMM, divided by l at the end. Tiles wholly outside are never computed; in a tile
-    // each row's unseen keys get weight 0.
+    // each row's unseen keys get weight 0. A sink logit (finite) starts each row's max and sum as a
+    // key of value 0 would.
     static void prefillHead(const float* qh, const float* kh, const float* vh, float* yh, std::int64_t S, std::int64_t past,
                             std::int64_t hd, std::int64_t qw, std::int64_t kw, float scale, std::int64_t window, float cap,
-                            float* p, const cpu::Kernels& vk)
+                            float sink, float* p, const cpu::Kernels& vk)
     {
         float* sc = p;                          // [kQueryTile × kKeyTile] scores, then weights
         float* acc = sc + kQueryTile * kKeyTile; // [kQueryTile × hd]
@@ -428,8 +432,8 @@ protected:
         auto firstKey = [&](std::int64_t pos) { return window > 0 ? std::max<std::int64_t>(0, pos - window + 1) : 0; };
         for (std::int64_t i0 = 0; i0 < S; i0 += kQueryTile) {
             const std::int64_t rq = std::min(kQueryTile, S - i0), keyEnd = past + i0 + rq;
-            std::fill_n(m, rq, -std::numeric_limits<float>::infinity());
-            std::fill_n(l, rq, 0.0f);
+            std::fill_n(m, rq, sink);
+            std::fill_n(l, rq, std::isfinite(sink) ? 1.0f : 0.0f);
             std::fill_n(acc, rq * hd, 0.0f);
             for (std::int64_t j0 = firstKey(past + i0); j0 < keyEnd; j0 += kKeyTile) {
                 const std::int64_t ck = std::min(kKeyTile, keyEnd - j0);
@@ -445,7 +449,7 @@ protected:
                         softcap(row + from, to - from, cap);
                         const float mx = std::max(m[r], vk.maxOf(row + from, to - from));
                         if (mx > m[r]) {
-                            const float alpha = std::exp(m[r] - mx); // 0 on the first tile (m = −∞)
+                            const float alpha = std::exp(m[r] - mx); // 0 on the first tile without a sink (m = −∞)
                             l[r] *= alpha;
                             vk.scale(acc + r * hd, hd, alpha);
                             m[r] = mx;

@@ -487,7 +487,7 @@ protected:
     // --- attention --------------------------------------------------------------------------------
 
     Status doAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& s,
-                       const Tensor& scratch) override
+                       const Tensor& scratch, const Tensor* sinks) override
     {
         TP_RETURN_IF_ERROR(useDevice(m_device));
         const std::int64_t pb = probBytes();
@@ -534,9 +534,11 @@ protected:
                 const std::int64_t rows = units * p.inner * R;
                 TP_RETURN_IF_ERROR(withStorage(storage(), "attention", [&](auto tag) -> Status {
                     using T = typename decltype(tag)::type;
+                    const SinkMap sinkMap{sinks ? sinks->data : nullptr, u0, static_cast<int>(p.outer), static_cast<int>(p.inner),
+                                          static_cast<int>(G), p.kvInner};
                     causalSoftmaxKernel<T><<<warpRowBlocks(rows), kThreads, 0, st>>>(
                         scores, static_cast<T*>(probs), rows, static_cast<int>(R), static_cast<int>(L), static_cast<int>(past + i0),
-                        static_cast<int>(std::min<std::int64_t>(s.window, INT_MAX)), static_cast<float>(s.softcap));
+                        static_cast<int>(std::min<std::int64_t>(s.window, INT_MAX)), static_cast<float>(s.softcap), sinkMap);
                     TP_CUDA_LAUNCHED();
                     return {};
                 }));

@@ -187,9 +187,29 @@ __global__ void ropeKernel(const T* x, T* y, std::int64_t rows, std::int64_t wid
 // probs may be scores (fp32 storage): each lane reads and writes only its own columns.
 __device__ inline float capped(float v, float cap) { return cap > 0 ? cap * tanhf(v / cap) : v; }
 
+// Where the sink logit of a row's head is (gpt-oss): rows are [unit][inner head][query]; unit u
+// of the chunk is (sequence, slot o = (firstUnit + u) % outer); with kvInner the inner index is the
+// kv head g and o the query slot j, else o is g and the inner index j; the head is g·group + j.
+struct SinkMap
+{
+    const void* sinks = nullptr;           // [heads] in the storage type, nullptr: none
+    std::int64_t firstUnit = 0;
+    int outer = 1, inner = 1, group = 1;
+    bool kvInner = true;
+    template<typename P> __device__ float of(std::int64_t row, int rowsPerSlot) const
+    {
+        if (!sinks)
+            return -INFINITY;
+        const std::int64_t slot = row / rowsPerSlot, u = slot / inner;
+        const int i = int(slot % inner), o = int((firstUnit + u) % outer);
+        const int head = kvInner ? i * group + o : o * group + i;
+        return load(static_cast<const P*>(sinks)[head]);
+    }
+};
+
 template<typename P>
 __global__ void causalSoftmaxKernel(const float* scores, P* probs, std::int64_t rows, int rowsPerSlot, int keys, int firstQuery,
-                                    int window, float cap)
+                                    int window, float cap, SinkMap sinkMap)
 {
     const std::int64_t r = std::int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
     const int lane = int(threadIdx.x % kWarp);
@@ -199,8 +219,13 @@ __global__ void causalSoftmaxKernel(const float* scores, P* probs, std::int64_t 
     const int from = window > 0 && seen > window ? seen - window : 0;
     const float* s = scores + r * keys;
     P* p = probs + r * keys;
-    // Online max and sum per lane, then merged across the warp.
+    // Online max and sum per lane, then merged across the warp; lane 0 starts from the sink.
+    const float sink = sinkMap.template of<P>(r, rowsPerSlot);
     float m = -INFINITY, sum = 0.0f;
+    if (lane == 0 && sink > -INFINITY) {
+        m = sink;
+        sum = 1.0f;
+    }
     for (int j = from + lane; j < seen; j += kWarp) {
         const float v = capped(s[j], cap);
         if (v > m) {
