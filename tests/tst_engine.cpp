@@ -11,6 +11,7 @@
 
 #include "testutils.h"
 
+#include <QTemporaryDir>
 #include <QtTest>
 
 #include <nlohmann/json.hpp>
@@ -468,7 +469,7 @@ private slots:
     void matchesTransformers_data()
     {
         QTest::addColumn<QString>("family");
-        for (const char* f : {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3", "mixtral", "qwen3_moe"})
+        for (const char* f : {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3", "mixtral", "qwen3_moe", "gpt_oss"})
             QTest::addRow("%s", f) << f;
     }
     void matchesTransformers()
@@ -515,9 +516,10 @@ private slots:
     {
         const std::map<std::string, std::string> fixtureOf = {
             {"llama", "llama"}, {"mistral", "mistral"}, {"qwen2", "qwen2"},     {"qwen3", "qwen3"},
-            {"phi3", "phi3"},   {"mixtral", "mixtral"}, {"qwen3_moe", "qwen3_moe"}, {"gemma3", "gemma3_text"}};
+            {"phi3", "phi3"},   {"mixtral", "mixtral"}, {"qwen3_moe", "qwen3_moe"}, {"gemma3", "gemma3_text"},
+            {"gpt_oss", "gpt_oss"}};
         // Plans of architectures the engine refuses yet (issue: every catalog architecture on the engine).
-        const std::set<std::string> notYet = {"deepseek_v3", "gpt_oss", "llama4"};
+        const std::set<std::string> notYet = {"deepseek_v3", "llama4"};
         std::ifstream in(TP_SOURCE_DIR "/plans/index.json");
         QVERIFY(in.good());
         const auto index = nlohmann::json::parse(in);
@@ -748,6 +750,21 @@ private slots:
         auto r = runModel(s, shardModel(s, bad), {}, {});
         QVERIFY(!r.ok());
         QVERIFY2(r.status().message().find("logits are left vocab-sharded") != std::string::npos, r.status().message().c_str());
+        // A quantized checkpoint (gpt-oss's MXFP4) is refused naming its format, whatever its tensors.
+        {
+            QTemporaryDir dir;
+            QVERIFY(dir.isValid());
+            const std::string src = kModels + "gpt_oss/";
+            auto cfg = nlohmann::json::parse(std::ifstream(src + "config.json"));
+            cfg["quantization_config"] = {{"quant_method", "mxfp4"}};
+            std::ofstream(dir.filePath("config.json").toStdString()) << cfg.dump();
+            QVERIFY(QFile::copy(QString::fromStdString(src + "model.safetensors"), dir.filePath("model.safetensors")));
+            auto q = openModel(dir.path().toStdString());
+            QVERIFY2(q.ok(), q.status().message().c_str());
+            auto r = runModel(q->spec, shardModel(q->spec, defaultPlan(q->spec, 1)), {&*q->checkpoint}, {});
+            QCOMPARE(r.status().code(), StatusCode::Unimplemented);
+            QVERIFY2(r.status().message().find("quantized ('mxfp4'") != std::string::npos, r.status().message().c_str());
+        }
         // An architecture the CPU engine does not run is refused by name.
         const ModelSpec ds = tptest::openSpec(std::string(kModels + "deepseek_v3").c_str());
         auto d = runModel(ds, shardModel(ds, defaultPlan(ds, 1)), {}, {});

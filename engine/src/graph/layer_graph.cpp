@@ -358,6 +358,10 @@ private:
         e.topK = m_c.expertsPerToken;
         e.act = m_act;
         e.normalizeTopK = m_t.alwaysNormalizeTopK || m_c.normTopkProb;
+        if (m_t.clampedSwiglu) {
+            e.swigluAlpha = m_c.swigluAlpha;
+            e.swigluLimit = m_c.swigluLimit;
+        }
         int out = output(e, m_c.hiddenSize);
         if (!sharedPath.empty()) {
             const int s = denseMlp(sharedPath, x, m_c.sharedIntermediateSize);

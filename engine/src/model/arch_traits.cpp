@@ -40,7 +40,9 @@ ArchTraits row(Family f)
         break;
     case Family::GptOss:
         t.expertsLastPacked = true;
-        t.engineLacks = "attention sinks, sliding window and the clamped SwiGLU experts with biases";
+        t.expertsInterleaved = true;
+        t.clampedSwiglu = true;
+        t.alwaysNormalizeTopK = true; // softmax over the top-k logits = the top-k of the softmax, renormalised
         break;
     case Family::Llama4:
         t.ffnBlock = "feed_forward";

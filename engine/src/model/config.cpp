@@ -458,6 +458,8 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
     TP_RETURN_IF_ERROR(r.readIntList("mlp_only_layers", c.mlpOnlyLayers));
     TP_RETURN_IF_ERROR(r.readInt("interleave_moe_layer_step", c.interleaveMoeLayerStep, 1, kMaxLayers));
     TP_RETURN_IF_ERROR(r.readInt("intermediate_size_mlp", c.intermediateSizeMlp, 0, kMaxFfn));
+    TP_RETURN_IF_ERROR(r.readDouble("swiglu_alpha", c.swigluAlpha));
+    TP_RETURN_IF_ERROR(r.readDouble("swiglu_limit", c.swigluLimit));
     if (c.family == Family::Llama4 && r.has("moe_layers")) {
         std::vector<std::int64_t> moeLayers;
         TP_RETURN_IF_ERROR(r.readIntList("moe_layers", moeLayers));
@@ -523,6 +525,8 @@ Status validate(const ModelConfig& c, const std::string& source)
                                  {"final_logit_softcapping", c.finalLogitSoftcap}})
         if (v && !(*v > 0))
             return bad(fmt::format("{} must be above 0 (or null), found {}", key, *v));
+    if (c.family == Family::GptOss && !(c.swigluLimit > 0))
+        return bad(fmt::format("swiglu_limit must be above 0, found {}", c.swigluLimit));
     if (c.slidingRope && !(c.slidingRope->theta > 0))
         return bad(fmt::format("the sliding layers' rope_theta must be above 0, found {}", c.slidingRope->theta));
     const RopeScaling& rs = c.ropeScaling;

@@ -200,7 +200,7 @@ Status Backend::softmax(const Tensor& x, const Tensor& y)
 }
 
 Status Backend::experts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down, const Tensor& y,
-                        const ExpertsShape& s, const Tensor& scratch)
+                        const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias, const Tensor* downBias)
 {
     OpCheck c("experts", *this);
     c.on("x", x).dense("x", x).on("scores", scores, DType::F32).dense("scores", scores).on("gate_up", gateUp).dense("gate_up", gateUp);
@@ -210,15 +210,27 @@ Status Backend::experts(const Tensor& x, const Tensor& scores, const Tensor& gat
                   && s.firstExpert + s.localExperts <= s.experts && s.intermediate >= 0,
               [&] { return fmt::format("top-{} of {} experts, local [{}, +{}), {} intermediate rows", s.topK, s.experts,
                                        s.firstExpert, s.localExperts, s.intermediate); });
-    c.require(scores.rows == x.rows && scores.cols == s.experts && y.rows == x.rows && y.cols == H
-                  && gateUp.rows == s.localExperts * 2 * s.intermediate && gateUp.cols == H
-                  && down.rows == s.localExperts * H && down.cols == s.intermediate,
+    const std::int64_t I2 = 2 * s.intermediate;
+    const bool weightsFit = s.transposed
+        ? gateUp.rows == s.localExperts * H && gateUp.cols == I2 && down.rows == s.localExperts * s.intermediate && down.cols == H
+        : gateUp.rows == s.localExperts * I2 && gateUp.cols == H && down.rows == s.localExperts * H && down.cols == s.intermediate;
+    c.require(scores.rows == x.rows && scores.cols == s.experts && y.rows == x.rows && y.cols == H && weightsFit,
               [&] { return fmt::format("x {}, scores {}, gate_up {}, down {}, y {} for {} local experts of {} rows",
                                        shape(x), shape(scores), shape(gateUp), shape(down), shape(y), s.localExperts,
                                        s.intermediate); });
+    if (gateUpBias)
+        c.on("gate_up_bias", *gateUpBias).dense("gate_up_bias", *gateUpBias).require(
+            gateUpBias->rows == s.localExperts && gateUpBias->cols == I2,
+            [&] { return fmt::format("gate_up bias {} for {} local experts of {}", shape(*gateUpBias), s.localExperts, I2); });
+    if (downBias)
+        c.on("down_bias", *downBias).dense("down_bias", *downBias).require(
+            downBias->rows == s.localExperts && downBias->cols == H,
+            [&] { return fmt::format("down bias {} for {} local experts of {}", shape(*downBias), s.localExperts, H); });
+    c.require(std::isfinite(s.swigluAlpha) && std::isfinite(s.swigluLimit) && s.swigluLimit >= 0,
+              [&] { return fmt::format("swiglu alpha {}, limit {}", s.swigluAlpha, s.swigluLimit); });
     c.require(scratch.bytes() >= expertsScratchBytes(x.rows, H, s), [&] { return fmt::format("scratch of {} bytes", scratch.bytes()); });
     TP_RETURN_IF_ERROR(c.status());
-    return y.empty() ? Status() : doExperts(x, scores, gateUp, down, y, s, scratch);
+    return y.empty() ? Status() : doExperts(x, scores, gateUp, down, y, s, scratch, gateUpBias, downBias);
 }
 
 Status Backend::argmax(const Tensor& x, const Tensor& ids)

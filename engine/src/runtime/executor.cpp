@@ -33,7 +33,7 @@ std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g
     const ModelConfig& c = spec.config;
     if (const char* lacks = archTraits(c.family).engineLacks; *lacks)
         return fmt::format("the engine does not run {} yet: it lacks {} (it runs llama, mistral, qwen2, qwen3, gemma2, "
-                           "gemma3_text, phi3, mixtral and qwen3_moe)",
+                           "gemma3_text, phi3, mixtral, qwen3_moe and gpt_oss)",
                            familyName(c.family), lacks);
     if (!g.graph.unsupported.empty())
         return g.graph.unsupported;
@@ -42,7 +42,7 @@ std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g
     static const char* const kNotExecutable[] = {"sequence_parallel", "moe_identity_expert", "megamoe_router",
                                                  "megamoe_experts", "ep_router", "local", "gather", "local_colwise",
                                                  "local_rowwise", "local_packed_rowwise", "mla_kv_a_proj",
-                                                 "local_params", "packed_rowwise", "all_reduce"};
+                                                 "packed_rowwise", "all_reduce"};
     const Plan& plan = *g.plan;
     for (std::size_t i = 0; i < plan.entries.size(); ++i) {
         const Style* s = g.match.entryStyles[i];
@@ -1002,7 +1002,8 @@ private:
                 TP_RETURN_IF_ERROR(be.copy(in(k, n, 1).rowRange(b * s.seq, s.seq), K.rowRange(b * m_context + s.past, s.seq)));
                 TP_RETURN_IF_ERROR(be.copy(in(k, n, 2).rowRange(b * s.seq, s.seq), V.rowRange(b * m_context + s.past, s.seq)));
             }
-            return be.attention(in(k, n, 0), K, V, y, s, scratch(k, ni));
+            const ParamShard* sinks = m_g.param(n.ownerModule, "sinks"); // gpt-oss
+            return be.attention(in(k, n, 0), K, V, y, s, scratch(k, ni), sinks ? &k.weights[static_cast<std::size_t>(sinks - m_g.params.data())] : nullptr);
         }
         case OpKind::GatedAct:
             if (n.packed) { // [gate_l | up_l] per token (a strided shard keeps the halves paired)
@@ -1012,7 +1013,8 @@ private:
             return be.gatedAct(in(k, n, 0), in(k, n, 1), y, n.act);
         case OpKind::Experts:
             return be.experts(in(k, n, 0), in(k, n, 1), *weight(k, n, "gate_up_proj"), *weight(k, n, "down_proj"), y,
-                              k.pp().experts[static_cast<std::size_t>(ni)], scratch(k, ni));
+                              k.pp().experts[static_cast<std::size_t>(ni)], scratch(k, ni), weight(k, n, "gate_up_proj_bias"),
+                              weight(k, n, "down_proj_bias"));
         case OpKind::Add: return be.add(in(k, n, 0), in(k, n, 1), y);
         case OpKind::Logits: // whole on every rank here; soft-capped in place (Gemma 2)
             return n.softcap > 0 ? be.scale(in(k, n, 0), in(k, n, 0), 1, n.softcap) : Status();

@@ -1,6 +1,8 @@
 // program.cpp — lowering a sharded graph for one rank (see program.h).
 #include "program.h"
 
+#include "tp/model/arch_traits.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -388,17 +390,29 @@ private:
         const auto& gs = gu->shapes[static_cast<std::size_t>(m_r)];
         const auto& ds = dn->shapes[static_cast<std::size_t>(m_r)];
         const std::int64_t H = width(n.inputs[0]);
-        if (gs.size() != 3 || ds.size() != 3 || gs[2] != H || ds[1] != H || gs[0] != ds[0] || gs[1] != 2 * ds[2])
-            return fail(n, fmt::format("expert weights [{}] / [{}] are not [E, 2I, {}] / [E, {}, I]",
-                                       fmt::join(gs, ", "), fmt::join(ds, ", "), H, H));
+        const ArchTraits& t = archTraits(m_spec.config.family);
         ExpertsShape s;
+        s.transposed = t.expertsLastPacked; // [E, H, 2I] / [E, I, H]
+        s.interleaved = t.expertsInterleaved;
+        if (gs.size() != 3 || ds.size() != 3 || gs[0] != ds[0]
+            || (s.transposed ? gs[1] != H || ds[2] != H || gs[2] != 2 * ds[1] : gs[2] != H || ds[1] != H || gs[1] != 2 * ds[2]))
+            return fail(n, fmt::format("expert weights [{}] / [{}] are not {}", fmt::join(gs, ", "), fmt::join(ds, ", "),
+                                       s.transposed ? fmt::format("[E, {}, 2I] / [E, I, {}]", H, H)
+                                                    : fmt::format("[E, 2I, {}] / [E, {}, I]", H, H)));
         s.experts = n.experts;
         s.topK = n.topK;
         s.localExperts = gs[0];
         s.firstExpert = gu->dim == 0 ? gu->slices[static_cast<std::size_t>(m_r)][0].offset : 0;
-        s.intermediate = ds[2];
+        s.intermediate = s.transposed ? ds[1] : ds[2];
         s.normalize = n.normalizeTopK;
         s.act = n.act;
+        s.swigluAlpha = n.swigluAlpha;
+        s.swigluLimit = n.swigluLimit;
+        // Each expert's down bias belongs to the rank holding its whole output: with its rows split
+        // the partial sums would each carry it.
+        if (param(n, "down_proj_bias") && dn->dim > 0)
+            return fail(n, "down_proj_bias with the experts' intermediate rows split across ranks would be added on every "
+                           "rank; keep the experts whole or split them by expert");
         return s;
     }
 

@@ -142,6 +142,14 @@ Status checkWeights(const ModelSpec& spec, const WeightSource& source)
 {
     if (!source.checkpoint)
         return {};
+    // A quantized checkpoint (gpt-oss's MXFP4 experts, DeepSeek's fp8 blocks): its weights are
+    // blocks and scales the engine does not dequantize.
+    if (spec.config.quantization)
+        return Status(StatusCode::Unimplemented,
+                      fmt::format("the checkpoint is quantized ('{}', quantization_config.quant_method): the engine reads "
+                                  "F32, BF16 and F16 weights; dequantize it first (e.g. Transformers' from_pretrained with "
+                                  "Mxfp4Config(dequantize=True), then save_pretrained), or run with seeded weights",
+                                  *spec.config.quantization));
     if (hasErrors(spec.diagnostics))
         for (const auto& d : spec.diagnostics)
             if (d.severity == Severity::Error)

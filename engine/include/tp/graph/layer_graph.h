@@ -77,6 +77,7 @@ struct GraphNode
     double softcap = 0;          // Attention: scores, Logits: logits, capped to c·tanh(x / c); 0: none
     Activation act = Activation::Silu; // GatedAct, Experts
     bool normalizeTopK = false;  // Experts: renormalise the top-k router weights to sum to 1
+    double swigluAlpha = 0, swigluLimit = 0; // Experts: gpt-oss's clamped SwiGLU (limit 0: `act`)
 };
 
 struct LayerGraph

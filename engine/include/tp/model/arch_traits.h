@@ -24,6 +24,9 @@ struct ArchTraits
     bool scaledEmbeddings = false;        // embeddings times sqrt(hidden), in the activation dtype (Gemma)
     // Fused experts stored [E, H, 2I] / [E, I, H] (used with bmm) rather than [E, 2I, H] / [E, H, I].
     bool expertsLastPacked = false;
+    // gate and up alternate along the last dim of gate_up_proj (gpt-oss: [..., ::2], [..., 1::2]).
+    bool expertsInterleaved = false;
+    bool clampedSwiglu = false;           // gpt-oss's experts (ModelConfig::swigluAlpha, swigluLimit)
     bool alwaysNormalizeTopK = false;     // the router renormalises its top-k weights (Mixtral)
     // sliding_window applies to every layer (Mistral, Mixtral, Phi-3); otherwise only to the layers
     // layer_types names "sliding_attention".

@@ -106,6 +106,8 @@ struct ModelConfig
     std::int64_t interleaveMoeLayerStep = 1; // llama4
     std::int64_t intermediateSizeMlp = 0;  // llama4 dense layers
     bool normTopkProb = false;             // renormalize the top-k router weights (qwen3_moe's norm_topk_prob)
+    // gpt-oss's experts: (clamp(up, ±limit) + 1) · g·σ(alpha·g), g = min(gate, limit).
+    double swigluAlpha = 1.702, swigluLimit = 7.0;
 
     // Multi-head latent attention (deepseek_v3).
     std::optional<std::int64_t> qLoraRank; // none: a plain q_proj

@@ -95,6 +95,10 @@ struct ExpertsShape
     std::int64_t intermediate = 0;
     bool normalize = false;              // renormalise the top-k weights to sum to 1
     Activation act = Activation::Silu;
+    // gpt-oss's layout: gate_up [localExperts · H, 2·intermediate] and down [localExperts ·
+    // intermediate, H] (x · W, as stored), gate and up alternating in each gate_up row.
+    bool transposed = false, interleaved = false;
+    double swigluAlpha = 0, swigluLimit = 0; // limit > 0: gpt-oss's clamped SwiGLU instead of `act`
 };
 
 // Seeded random weights that do not depend on the device or the tp size: local element
@@ -180,9 +184,13 @@ public:
     // y[n, H] = Σ over each token's top-k experts that are local of weight · down(act(gate)·up)(x),
     // with the top-k taken from scores (F32 [n, E], ties to the lower expert). gateUp is
     // [localExperts · 2·intermediate, H] (each expert's gate rows, then its up rows), down
-    // [localExperts · H, intermediate]. A partial sum when experts or their rows are sharded.
+    // [localExperts · H, intermediate] (or ExpertsShape::transposed). Biases (gpt-oss), when given:
+    // gateUpBias [localExperts, 2·intermediate] (in gate_up's column order), downBias
+    // [localExperts, H], added before the router weight. A partial sum when experts or their rows
+    // are sharded.
     Status experts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down, const Tensor& y,
-                   const ExpertsShape& s, const Tensor& scratch);
+                   const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias = nullptr,
+                   const Tensor* downBias = nullptr);
     virtual std::int64_t expertsScratchBytes(std::int64_t tokens, std::int64_t hidden, const ExpertsShape& s) const = 0;
     // Greedy sampling: ids[0, t] = the column of row t's largest value (the first of equal ones;
     // NaN never wins). x [n, V] in the storage dtype or F32, may have a row stride (every S-th row
@@ -212,7 +220,8 @@ protected:
     virtual Status doScale(const Tensor& x, const Tensor& y, float factor, float cap) = 0;
     virtual Status doSoftmax(const Tensor& x, const Tensor& y) = 0;
     virtual Status doExperts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down,
-                             const Tensor& y, const ExpertsShape& s, const Tensor& scratch) = 0;
+                             const Tensor& y, const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias,
+                             const Tensor* downBias) = 0;
     virtual Status doArgmax(const Tensor& x, const Tensor& ids) = 0;
     virtual Status doFillUniform(const Tensor& dst, const UniformFill& f) = 0;
 

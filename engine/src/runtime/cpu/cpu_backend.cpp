@@ -69,6 +69,15 @@ template<typename Fn> Status withStorage(DType t, Fn&& fn)
 
 template<typename S> typename S::T* rowOf(const Tensor& t, std::int64_t r) { return t.as<typename S::T>() + r * t.stride; }
 
+// Row `r` of `bias` (storage type S) added to each of the n rows of fp32 y [n, w].
+template<typename S> void addRow(float* y, std::int64_t n, std::int64_t w, const Tensor& bias, std::int64_t r)
+{
+    const auto* b = rowOf<S>(bias, r);
+    for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t c = 0; c < w; ++c)
+            y[i * w + c] += S::get(b, c);
+}
+
 float* floats(const Tensor& scratch, std::int64_t offset = 0) { return scratch.as<float>() + offset; }
 
 // Rows of a tensor as contiguous fp32 (no copy when it already is).
@@ -82,6 +91,15 @@ template<typename S> const float* widened(const Tensor& t, float* buf)
         for (std::int64_t c = 0; c < t.cols; ++c)
             buf[r * t.cols + c] = S::get(rowOf<S>(t, r), c);
     return buf;
+}
+
+// y[n, out] = x[n, in] · w[in, out] (weights stored as x · W uses them: gpt-oss's experts).
+void sgemmNN(std::int64_t n, std::int64_t out, std::int64_t in, const float* x, std::int64_t ldx, const float* w,
+             std::int64_t ldw, float* y, std::int64_t ldy)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(n), static_cast<blasint>(out),
+                static_cast<blasint>(in), 1.0f, x, static_cast<blasint>(ldx), w, static_cast<blasint>(ldw), 0.0f, y,
+                static_cast<blasint>(ldy));
 }
 
 // One row (a decode step of one sequence) is a matrix-vector product: SGEMV streams the weight once,
@@ -589,7 +607,7 @@ protected:
     }
 
     Status doExperts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down, const Tensor& y,
-                     const ExpertsShape& s, const Tensor& scratch) override
+                     const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias, const Tensor* downBias) override
     {
         const std::int64_t N = x.rows, H = x.cols, I = s.intermediate, I2 = 2 * I, El = s.localExperts, E = s.experts;
         // Scratch: fp32 work arrays, then the routing tables.
@@ -657,13 +675,40 @@ protected:
                     D = wdn;
                 }
                 if (I > 0) {
-                    sgemmNT(M, I2, H, xe, H, GU, H, 0.0f, h, I2);
-                    for (std::int64_t i = 0; i < M; ++i)
-                        m_vk.gatedAct(h + i * I2, h + i * I2 + I, a + i * I, I, actIndex(s.act));
-                    sgemmNT(M, H, I, a, I, D, I, 0.0f, o, H);
+                    if (s.transposed) // x · W as stored: [H, 2I] and [I, H]
+                        sgemmNN(M, I2, H, xe, H, GU, I2, h, I2);
+                    else
+                        sgemmNT(M, I2, H, xe, H, GU, H, 0.0f, h, I2);
+                    if (gateUpBias)
+                        addRow<S>(h, M, I2, *gateUpBias, e);
+                    if (s.interleaved || s.swigluLimit > 0) {
+                        // gate and up of column c: 2c and 2c + 1 (interleaved), or c and I + c.
+                        const std::int64_t gs = s.interleaved ? 2 : 1, us = s.interleaved ? 1 : I;
+                        const float lim = static_cast<float>(s.swigluLimit), alpha = static_cast<float>(s.swigluAlpha);
+                        for (std::int64_t i = 0; i < M; ++i)
+                            for (std::int64_t c = 0; c < I; ++c) {
+                                float g = h[i * I2 + gs * c], u = h[i * I2 + gs * c + us];
+                                if (lim > 0) { // gpt-oss: (clamp(u, ±limit) + 1) · g·σ(alpha·g), g clamped above
+                                    g = std::min(g, lim);
+                                    u = std::clamp(u, -lim, lim);
+                                    a[i * I + c] = (u + 1.0f) * (g / (1.0f + std::exp(-alpha * g)));
+                                } else {
+                                    a[i * I + c] = activate(s.act, g) * u;
+                                }
+                            }
+                    } else {
+                        for (std::int64_t i = 0; i < M; ++i)
+                            m_vk.gatedAct(h + i * I2, h + i * I2 + I, a + i * I, I, actIndex(s.act));
+                    }
+                    if (s.transposed)
+                        sgemmNN(M, H, I, a, I, D, H, o, H);
+                    else
+                        sgemmNT(M, H, I, a, I, D, I, 0.0f, o, H);
                 } else {
                     std::fill_n(o, M * H, 0.0f);
                 }
+                if (downBias && I > 0)
+                    addRow<S>(o, M, H, *downBias, e);
                 for (std::int64_t i = 0; i < M; ++i) {
                     const std::int64_t t = tokenOf[begin + i];
                     const float wgt = weightOf[begin + i];

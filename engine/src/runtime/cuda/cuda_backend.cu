@@ -657,7 +657,7 @@ protected:
     // --- experts ----------------------------------------------------------------------------------
 
     Status doExperts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down, const Tensor& y,
-                     const ExpertsShape& s, const Tensor& scratch) override
+                     const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias, const Tensor* downBias) override
     {
         TP_RETURN_IF_ERROR(useDevice(m_device));
         cudaStream_t st = m_compute.get();
@@ -690,7 +690,7 @@ protected:
         const auto* offsetsHost = static_cast<const std::int32_t*>(m_pinned.get());
         cublasHandle_t h = m_blas.get();
         const cudaDataType_t dt = blasType(storage());
-        const float one = 1.0f, zero = 0.0f;
+        const float one = 1.0f;
 
         return withStorage(storage(), "experts", [&](auto tag) -> Status {
             using T = typename decltype(tag)::type;
@@ -724,24 +724,42 @@ protected:
                 Launch l = rowLaunch(routed, H);
                 gatherRowsKernel<T><<<l.grid, l.block, 0, st>>>(x.as<T>() + t0 * H, rowToken, xeT, routed, H);
                 TP_CUDA_LAUNCHED();
-                for (std::int64_t e = 0; e < El; ++e) { // h = x_e · gate_upᵀ, fp32
+                // A bias (gpt-oss) is broadcast into the expert's rows first and the GEMM adds onto it.
+                auto biasRows = [&](const Tensor* bias, std::int64_t e, float* rows, std::int64_t M, std::int64_t w) -> Status {
+                    if (!bias)
+                        return {};
+                    const Launch bl = rowLaunch(M, w);
+                    broadcastRowKernel<T, float><<<bl.grid, bl.block, 0, st>>>(bias->as<T>() + e * w, rows, M, w, w);
+                    TP_CUDA_LAUNCHED();
+                    return {};
+                };
+                // Weights as stored: [2I, H] / [H, I] per expert (x · Wᵀ), or [H, 2I] / [I, H] (x · W).
+                const cublasOperation_t wop = s.transposed ? CUBLAS_OP_N : CUBLAS_OP_T;
+                for (std::int64_t e = 0; e < El; ++e) { // h = x_e · gate_upᵀ (+ bias), fp32
                     const std::int64_t begin = offsetsHost[e], M = offsetsHost[e + 1] - begin;
-                    if (M > 0)
-                        TP_CUBLAS(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(2 * I), static_cast<int>(M),
-                                               static_cast<int>(H), &one, gateUp.as<T>() + e * 2 * I * H, dt, static_cast<int>(H),
-                                               xeT + begin * H, dt, static_cast<int>(H), &zero, hOut + begin * 2 * I, CUDA_R_32F,
-                                               static_cast<int>(2 * I), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                    if (M == 0)
+                        continue;
+                    TP_RETURN_IF_ERROR(biasRows(gateUpBias, e, hOut + begin * 2 * I, M, 2 * I));
+                    const float beta = gateUpBias ? 1.0f : 0.0f;
+                    TP_CUBLAS(cublasGemmEx(h, wop, CUBLAS_OP_N, static_cast<int>(2 * I), static_cast<int>(M), static_cast<int>(H),
+                                           &one, gateUp.as<T>() + e * 2 * I * H, dt, static_cast<int>(s.transposed ? 2 * I : H),
+                                           xeT + begin * H, dt, static_cast<int>(H), &beta, hOut + begin * 2 * I, CUDA_R_32F,
+                                           static_cast<int>(2 * I), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
                 }
                 l = rowLaunch(routed, I);
-                expertActKernel<T><<<l.grid, l.block, 0, st>>>(hOut, actT, routed, I, s.act);
+                expertActKernel<T><<<l.grid, l.block, 0, st>>>(hOut, actT, routed, I, s.act, s.interleaved,
+                                                               static_cast<float>(s.swigluAlpha), static_cast<float>(s.swigluLimit));
                 TP_CUDA_LAUNCHED();
-                for (std::int64_t e = 0; e < El; ++e) { // o = a_e · downᵀ, fp32, over h (read above)
+                for (std::int64_t e = 0; e < El; ++e) { // o = a_e · downᵀ (+ bias), fp32, over h (read above)
                     const std::int64_t begin = offsetsHost[e], M = offsetsHost[e + 1] - begin;
-                    if (M > 0)
-                        TP_CUBLAS(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(H), static_cast<int>(M),
-                                               static_cast<int>(I), &one, down.as<T>() + e * H * I, dt, static_cast<int>(I),
-                                               actT + begin * I, dt, static_cast<int>(I), &zero, hOut + begin * H, CUDA_R_32F,
-                                               static_cast<int>(H), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                    if (M == 0)
+                        continue;
+                    TP_RETURN_IF_ERROR(biasRows(downBias, e, hOut + begin * H, M, H));
+                    const float beta = downBias ? 1.0f : 0.0f;
+                    TP_CUBLAS(cublasGemmEx(h, wop, CUBLAS_OP_N, static_cast<int>(H), static_cast<int>(M), static_cast<int>(I),
+                                           &one, down.as<T>() + e * H * I, dt, static_cast<int>(s.transposed ? H : I),
+                                           actT + begin * I, dt, static_cast<int>(I), &beta, hOut + begin * H, CUDA_R_32F,
+                                           static_cast<int>(H), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
                 }
                 l = rowLaunch(nt, H);
                 combineKernel<T><<<l.grid, l.block, 0, st>>>(hOut, slotOf, weightOf, yc, nt, static_cast<int>(K), H);
