@@ -932,11 +932,13 @@ private:
 
     const Tensor& in(const Rank& k, const GraphNode& n, std::size_t i) const { return k.t()[static_cast<std::size_t>(n.inputs[i])]; }
     const Tensor& out(const Rank& k, const GraphNode& n, std::size_t i) const { return k.t()[static_cast<std::size_t>(n.outputs[i])]; }
-    const Tensor* weight(const Rank& k, const GraphNode& n, std::string_view name) const
+    // This rank's tensor of parameter `name` of module `module` (a node's own by default).
+    const Tensor* weight(const Rank& k, int module, std::string_view name) const
     {
-        const ParamShard* s = m_g.param(n.module, name);
+        const ParamShard* s = m_g.param(module, name);
         return s ? &k.weights[static_cast<std::size_t>(s - m_g.params.data())] : nullptr;
     }
+    const Tensor* weight(const Rank& k, const GraphNode& n, std::string_view name) const { return weight(k, n.module, name); }
     Tensor scratch(const Rank& k, int ni) const
     {
         const int s = k.pp().scratch[static_cast<std::size_t>(ni)];
@@ -1002,8 +1004,7 @@ private:
                 TP_RETURN_IF_ERROR(be.copy(in(k, n, 1).rowRange(b * s.seq, s.seq), K.rowRange(b * m_context + s.past, s.seq)));
                 TP_RETURN_IF_ERROR(be.copy(in(k, n, 2).rowRange(b * s.seq, s.seq), V.rowRange(b * m_context + s.past, s.seq)));
             }
-            const ParamShard* sinks = m_g.param(n.ownerModule, "sinks"); // gpt-oss
-            return be.attention(in(k, n, 0), K, V, y, s, scratch(k, ni), sinks ? &k.weights[static_cast<std::size_t>(sinks - m_g.params.data())] : nullptr);
+            return be.attention(in(k, n, 0), K, V, y, s, scratch(k, ni), weight(k, n.ownerModule, "sinks")); // sinks: gpt-oss
         }
         case OpKind::GatedAct:
             if (n.packed) { // [gate_l | up_l] per token (a strided shard keeps the halves paired)
