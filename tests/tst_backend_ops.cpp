@@ -323,33 +323,43 @@ private slots:
     {
         QFETCH(int, dtype);
         const DType dt = DType(dtype);
+        // The whole head turned (rotate_half pairs, or interleaved pairs as DeepSeek and Llama 4 lay
+        // them out), or only its last part (MLA: the rope part after the nope part passes as it is).
         forShapes(dt, [&](const Dims& d) {
-            const std::int64_t hd = d.headDim, W = d.heads * hd, positions = 64, half = hd / 2;
-            Bench b(be(dt));
-            const auto x = randomValues(d.tokens * W, dt);
-            std::vector<std::int32_t> pos;
-            for (std::int64_t t = 0; t < d.tokens; ++t)
-                pos.push_back(std::int32_t((t * 13 + 5) % positions));
-            std::vector<float> table(static_cast<std::size_t>(positions * hd));
-            for (std::int64_t p = 0; p < positions; ++p)
-                for (std::int64_t j = 0; j < half; ++j) {
-                    const double a = double(p) / std::pow(10000.0, double(2 * j) / double(hd));
-                    table[static_cast<std::size_t>(p * hd + j)] = float(std::cos(a));
-                    table[static_cast<std::size_t>(p * hd + half + j)] = float(std::sin(a));
+            double worst = 0;
+            const std::int64_t hd = d.headDim, W = d.heads * hd, positions = 64;
+            for (const std::int64_t rd : {hd, std::max<std::int64_t>(2, hd / 2 / 2 * 2)})
+                for (const bool interleaved : {false, true}) {
+                    const std::int64_t half = rd / 2, pass = hd - rd;
+                    Bench b(be(dt));
+                    const auto x = randomValues(d.tokens * W, dt);
+                    std::vector<std::int32_t> pos;
+                    for (std::int64_t t = 0; t < d.tokens; ++t)
+                        pos.push_back(std::int32_t((t * 13 + 5) % positions));
+                    std::vector<float> table(static_cast<std::size_t>(positions * rd));
+                    for (std::int64_t p = 0; p < positions; ++p)
+                        for (std::int64_t j = 0; j < half; ++j) {
+                            const double a = double(p) / std::pow(10000.0, double(2 * j) / double(rd));
+                            table[static_cast<std::size_t>(p * rd + j)] = float(std::cos(a));
+                            table[static_cast<std::size_t>(p * rd + half + j)] = float(std::sin(a));
+                        }
+                    const Tensor Y = b.poisoned(d.tokens, W);
+                    Bench::check(be(dt).rope(b.put(x, d.tokens, W), Y, hd, b.ints(pos), b.put(table, positions, rd, DType::F32),
+                                             interleaved));
+                    std::vector<double> ref(x.begin(), x.end());
+                    for (std::int64_t t = 0; t < d.tokens; ++t)
+                        for (std::int64_t h = 0; h < d.heads; ++h)
+                            for (std::int64_t j = 0; j < half; ++j) {
+                                const std::size_t i = static_cast<std::size_t>(t * W + h * hd + pass + (interleaved ? 2 * j : j)),
+                                                  k = i + static_cast<std::size_t>(interleaved ? 1 : half);
+                                const double c = table[static_cast<std::size_t>(pos[std::size_t(t)] * rd + j)],
+                                             s = table[static_cast<std::size_t>(pos[std::size_t(t)] * rd + half + j)];
+                                ref[i] = x[i] * c - x[k] * s;
+                                ref[k] = x[k] * c + x[i] * s;
+                            }
+                    worst = std::max(worst, nmse(b.get(Y), ref));
                 }
-            const Tensor Y = b.poisoned(d.tokens, W);
-            Bench::check(be(dt).rope(b.put(x, d.tokens, W), Y, hd, b.ints(pos), b.put(table, positions, hd, DType::F32)));
-            std::vector<double> ref(x.size());
-            for (std::int64_t t = 0; t < d.tokens; ++t)
-                for (std::int64_t h = 0; h < d.heads; ++h)
-                    for (std::int64_t j = 0; j < half; ++j) {
-                        const std::size_t i = static_cast<std::size_t>(t * W + h * hd + j), k = i + static_cast<std::size_t>(half);
-                        const double c = table[static_cast<std::size_t>(pos[std::size_t(t)] * hd + j)],
-                                     s = table[static_cast<std::size_t>(pos[std::size_t(t)] * hd + half + j)];
-                        ref[i] = x[i] * c - x[k] * s;
-                        ref[k] = x[k] * c + x[i] * s;
-                    }
-            return nmse(b.get(Y), ref);
+            return worst;
         });
     }
 
@@ -370,10 +380,12 @@ private slots:
                     // Sinks with or without a window (gpt-oss alternates).
                     for (const auto [window, cap] : {std::pair<std::int64_t, double>{0, 0}, {3, 0.3}})
                         for (const bool sinks : {false, true})
-                            worst = std::max(worst, attentionError(dt, {batch, cs.seq, d.heads, d.kvHeads, d.headDim,
-                                                                        1 / std::sqrt(double(d.headDim)), cs.past, cs.keyRows,
-                                                                        window, cap},
-                                                                   sinks));
+                            // Values of the keys' head size, or of another (MLA: v_head_dim ≠ qk_head_dim).
+                            for (const std::int64_t vd : {std::int64_t(0), d.headDim / 2 + 1})
+                                worst = std::max(worst, attentionError(dt, {batch, cs.seq, d.heads, d.kvHeads, d.headDim, vd,
+                                                                            1 / std::sqrt(double(d.headDim)), cs.past,
+                                                                            cs.keyRows, window, cap},
+                                                                       sinks));
             return worst;
         });
     }
@@ -393,7 +405,8 @@ private slots:
         QTest::addColumn<int>("window");
         QTest::addColumn<double>("softcap");
         QTest::addColumn<bool>("sinks");
-        struct Row { const char* name; int seq, past, keyRows, headDim; double scale; int window = 0; double softcap = 0; bool sinks = false; };
+        QTest::addColumn<int>("vHeadDim");
+        struct Row { const char* name; int seq, past, keyRows, headDim; double scale; int window = 0; double softcap = 0; bool sinks = false; int vHeadDim = 0; };
         for (DType dt : {DType::F32, DType::BF16})
             for (const Row r : {Row{"S=300", 300, 0, 0, 64, 0.125}, Row{"S=64", 64, 0, 0, 32, 0.18}, Row{"S=65", 65, 0, 0, 16, 0.25},
                                 Row{"S=257", 257, 0, 0, 8, 0.35}, Row{"chunk 129 after 70", 129, 70, 260, 40, 0.16},
@@ -404,9 +417,12 @@ private slots:
                                 Row{"large scores capped", 200, 0, 0, 64, 4.0, 0, 20.0},
                                 Row{"window 1", 70, 0, 0, 8, 0.35, 1},
                                 Row{"S=300 window 128 sinks", 300, 0, 0, 16, 0.25, 128, 0, true},
-                                Row{"large scores sinks", 200, 0, 0, 64, 4.0, 0, 0, true}})
-                QTest::addRow("%s %s", std::string(dtypeName(dt)).c_str(), r.name)
-                    << int(dt) << r.seq << r.past << r.keyRows << r.headDim << r.scale << r.window << r.softcap << r.sinks;
+                                Row{"large scores sinks", 200, 0, 0, 64, 4.0, 0, 0, true},
+                                Row{"chunk 129 after 70 values 24 of keys 40", 129, 70, 260, 40, 0.16, 0, 0, false, 24},
+                                Row{"S=300 values 48 of keys 16", 300, 0, 0, 16, 0.25, 0, 0, false, 48}})
+                QTest::addRow("%s %s", std::string(dtypeName(dt)).c_str(), r.name) << int(dt) << r.seq << r.past << r.keyRows
+                                                                                   << r.headDim << r.scale << r.window
+                                                                                   << r.softcap << r.sinks << r.vHeadDim;
     }
     void attentionTiles()
     {
@@ -419,8 +435,9 @@ private slots:
         QFETCH(int, window);
         QFETCH(double, softcap);
         QFETCH(bool, sinks);
+        QFETCH(int, vHeadDim);
         const DType dt = DType(dtype);
-        const double e = attentionError(dt, {1, seq, 4, 2, headDim, scale, past, keyRows, window, softcap}, sinks);
+        const double e = attentionError(dt, {1, seq, 4, 2, headDim, vHeadDim, scale, past, keyRows, window, softcap}, sinks);
         QVERIFY2(e <= threshold(dt), qPrintable(QStringLiteral("normalised squared error %1").arg(e)));
     }
 
@@ -428,22 +445,25 @@ private slots:
     // one would show.
     double attentionError(DType dt, const AttentionShape& s, bool withSinks = false)
     {
-        const std::int64_t Sq = s.seq, batch = s.batch, N = batch * Sq, hd = s.headDim, H = s.heads, KV = s.kvHeads;
-        const std::int64_t R = s.rows(), qw = H * hd, kw = KV * hd;
+        const std::int64_t Sq = s.seq, batch = s.batch, N = batch * Sq, hd = s.headDim, vd = s.vDim(), H = s.heads, KV = s.kvHeads;
+        const std::int64_t R = s.rows(), qw = H * hd, kw = KV * hd, vw = KV * vd, yw = H * vd;
         Bench b(be(dt));
         const auto q = randomValues(N * qw, dt);
-        auto k = randomValues(batch * R * kw, dt), v = randomValues(batch * R * kw, dt);
+        auto k = randomValues(batch * R * kw, dt), v = randomValues(batch * R * vw, dt);
         for (std::int64_t bb = 0; bb < batch; ++bb)
-            for (std::int64_t r = s.keys(); r < R; ++r)
+            for (std::int64_t r = s.keys(); r < R; ++r) {
                 for (std::int64_t e = 0; e < kw; ++e)
-                    k[static_cast<std::size_t>((bb * R + r) * kw + e)] = v[static_cast<std::size_t>((bb * R + r) * kw + e)] = std::nanf("");
-        const Tensor Y = b.poisoned(N, qw);
+                    k[static_cast<std::size_t>((bb * R + r) * kw + e)] = std::nanf("");
+                for (std::int64_t e = 0; e < vw; ++e)
+                    v[static_cast<std::size_t>((bb * R + r) * vw + e)] = std::nanf("");
+            }
+        const Tensor Y = b.poisoned(N, yw);
         // gpt-oss's sinks: one logit per head, some above every score (most of the mass dropped).
         const auto sinks = randomValues(H, dt, 3.0f);
         const Tensor sinkT = withSinks ? b.put(sinks, 1, H) : Tensor{};
-        Bench::check(be(dt).attention(b.put(q, N, qw), b.put(k, batch * R, kw), b.put(v, batch * R, kw), Y, s,
+        Bench::check(be(dt).attention(b.put(q, N, qw), b.put(k, batch * R, kw), b.put(v, batch * R, vw), Y, s,
                                       b.scratch(be(dt).attentionScratchBytes(s)), withSinks ? &sinkT : nullptr));
-        std::vector<double> ref(static_cast<std::size_t>(N * qw));
+        std::vector<double> ref(static_cast<std::size_t>(N * yw));
         for (std::int64_t bb = 0; bb < batch; ++bb)
             for (std::int64_t h = 0; h < H; ++h)
                 for (std::int64_t i = 0; i < Sq; ++i) {
@@ -468,11 +488,11 @@ private slots:
                         sum += std::exp(sink - mx);
                     for (std::int64_t j = first; j < seen; ++j)
                         sum += (p[static_cast<std::size_t>(j)] = std::exp(p[static_cast<std::size_t>(j)] - mx));
-                    for (std::int64_t e = 0; e < hd; ++e) {
+                    for (std::int64_t e = 0; e < vd; ++e) {
                         double acc = 0;
                         for (std::int64_t j = first; j < seen; ++j)
-                            acc += p[static_cast<std::size_t>(j)] / sum * v[static_cast<std::size_t>((bb * R + j) * kw + g * hd + e)];
-                        ref[static_cast<std::size_t>((bb * Sq + i) * qw + h * hd + e)] = acc;
+                            acc += p[static_cast<std::size_t>(j)] / sum * v[static_cast<std::size_t>((bb * R + j) * vw + g * vd + e)];
+                        ref[static_cast<std::size_t>((bb * Sq + i) * yw + h * vd + e)] = acc;
                     }
                 }
         return nmse(b.get(Y), ref);
@@ -677,6 +697,63 @@ private slots:
         }, threshold(DType::F32)); // F32 in and out whatever the storage dtype
     }
 
+    void sigmoid_data() { rows(); }
+    void sigmoid()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            const std::int64_t E = std::max<std::int64_t>(d.experts, 1);
+            Bench b(be(dt));
+            const auto x = randomValues(d.tokens * E, DType::F32, 8.0f);
+            const Tensor Y = b.poisoned(d.tokens, E, DType::F32);
+            Bench::check(be(dt).sigmoid(b.put(x, d.tokens, E, DType::F32), Y));
+            std::vector<double> ref(x.size());
+            for (std::size_t i = 0; i < x.size(); ++i)
+                ref[i] = 1 / (1 + std::exp(-double(x[i])));
+            return nmse(b.get(Y), ref);
+        }, threshold(DType::F32));
+    }
+
+    // MLA's per-head keys [k_nope | k_pe] and values from kv [heads · (nope + v)] and one shared
+    // k_pe (a column view of a wider tensor, as the split leaves it); exact (a copy), written into
+    // rows of a larger cache whose other rows stay as they were.
+    void mlaKv_data() { rows(); }
+    void mlaKv()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            if (d.heads == 0)
+                return 0.0;
+            const std::int64_t n = d.tokens, H = d.heads, nope = d.headDim + 1, vd = d.headDim / 2 + 1, rd = d.headDim;
+            Bench b(be(dt));
+            const auto kv = randomValues(n * H * (nope + vd), dt), wide = randomValues(n * (rd + 5), dt);
+            const Tensor wideT = b.put(wide, n, rd + 5);
+            const Tensor K = b.poisoned(n + 3, H * (nope + rd)), V = b.poisoned(n + 3, H * vd);
+            Bench::check(be(dt).mlaKv(b.put(kv, n, H * (nope + vd)), wideT.columns(5, rd), K.rowRange(2, n), V.rowRange(2, n), H, nope));
+            const auto k = b.get(K), v = b.get(V);
+            double bad = 0;
+            for (std::int64_t t = 0; t < n + 3; ++t)
+                for (std::int64_t h = 0; h < H; ++h) {
+                    const bool written = t >= 2 && t < n + 2;
+                    for (std::int64_t j = 0; j < nope + rd; ++j) {
+                        const float got = k[static_cast<std::size_t>((t * H + h) * (nope + rd) + j)];
+                        const float want = !written ? std::nanf("")
+                            : j < nope ? kv[static_cast<std::size_t>(((t - 2) * H + h) * (nope + vd) + j)]
+                                       : wide[static_cast<std::size_t>((t - 2) * (rd + 5) + 5 + j - nope)];
+                        bad += !(got == want || (std::isnan(got) && std::isnan(want)));
+                    }
+                    for (std::int64_t j = 0; j < vd; ++j) {
+                        const float got = v[static_cast<std::size_t>((t * H + h) * vd + j)];
+                        const float want = written ? kv[static_cast<std::size_t>(((t - 2) * H + h) * (nope + vd) + nope + j)] : std::nanf("");
+                        bad += !(got == want || (std::isnan(got) && std::isnan(want)));
+                    }
+                }
+            return bad;
+        }, 0.0);
+    }
+
     void experts_data() { rows(); }
     void experts()
     {
@@ -687,22 +764,53 @@ private slots:
                 return 0.0;
             double worst = 0;
             // This rank's experts: the first ones (TP rows: all of them), or the last `local` (EP).
-            for (bool normalize : {false, true}) {
+            // Softmax-style routing with or without renormalisation; DeepSeek's: a score bias, the
+            // top-k among the best half of the groups (when E splits into groups of 2 or more),
+            // renormalised, scaled.
+            for (int variant : {0, 1, 2}) {
+                const bool normalize = variant > 0, deepseek = variant == 2;
                 Bench b(be(dt));
                 const std::int64_t N = d.tokens, H = d.hidden, E = d.experts, El = d.localExperts, I = d.expertInter;
                 const std::int64_t first = E - El;
-                const ExpertsShape s{E, d.topK, first, El, I, normalize, Activation::Silu};
+                ExpertsShape s{E, d.topK, first, El, I, normalize, Activation::Silu};
+                if (deepseek) {
+                    s.groups = E % 4 == 0 && E >= 8 ? 4 : E % 2 == 0 && E >= 4 ? 2 : 1;
+                    s.topkGroup = std::max<std::int64_t>(1, s.groups / 2);
+                    while (s.topK > s.topkGroup * (E / s.groups))
+                        ++s.topkGroup;
+                    s.routedScale = 2.5;
+                }
                 const auto x = randomValues(N * H, dt), scores = randomValues(N * E, DType::F32);
+                const auto bias = randomValues(E, dt, 0.3f);
+                const Tensor biasT = b.put(bias, 1, E);
                 const auto gu = randomValues(El * 2 * I * H, dt, 0.3f), dn = randomValues(El * H * I, dt, 0.3f);
                 const Tensor Y = b.poisoned(N, H);
                 Bench::check(be(dt).experts(b.put(x, N, H), b.put(scores, N, E, DType::F32), b.put(gu, El * 2 * I, H),
-                                            b.put(dn, El * H, I), Y, s, b.scratch(be(dt).expertsScratchBytes(N, H, s))));
+                                            b.put(dn, El * H, I), Y, s, b.scratch(be(dt).expertsScratchBytes(N, H, s)), nullptr,
+                                            nullptr, deepseek ? &biasT : nullptr));
                 std::vector<double> ref(static_cast<std::size_t>(N * H), 0.0);
                 for (std::int64_t t = 0; t < N; ++t) {
                     std::vector<std::int64_t> order(static_cast<std::size_t>(E));
                     std::iota(order.begin(), order.end(), 0);
                     const float* row = scores.data() + t * E;
-                    std::stable_sort(order.begin(), order.end(), [&](auto p, auto q) { return row[p] > row[q]; });
+                    // The choice: score + bias (in fp32, as the backends add it), −∞ outside the
+                    // chosen groups (DeepseekV3TopkRouter).
+                    std::vector<float> choice(row, row + E);
+                    if (deepseek) {
+                        for (std::int64_t e = 0; e < E; ++e)
+                            choice[static_cast<std::size_t>(e)] += bias[static_cast<std::size_t>(e)];
+                        const std::int64_t per = E / s.groups;
+                        std::vector<std::pair<double, std::int64_t>> groups;
+                        for (std::int64_t g = 0; g < s.groups; ++g) {
+                            std::vector<float> c(choice.begin() + g * per, choice.begin() + (g + 1) * per);
+                            std::sort(c.rbegin(), c.rend());
+                            groups.push_back({s.groups > 1 ? double(c[0]) + c[1] : 0.0, g});
+                        }
+                        std::stable_sort(groups.begin(), groups.end(), [](auto p, auto q) { return p.first > q.first; });
+                        for (std::size_t j = static_cast<std::size_t>(s.topkGroup); j < groups.size(); ++j)
+                            std::fill_n(choice.begin() + groups[j].second * per, per, -INFINITY);
+                    }
+                    std::stable_sort(order.begin(), order.end(), [&](auto p, auto q) { return choice[p] > choice[q]; });
                     double sum = 0;
                     for (std::int64_t j = 0; j < s.topK; ++j)
                         sum += row[order[static_cast<std::size_t>(j)]];
@@ -710,7 +818,7 @@ private slots:
                         const std::int64_t e = order[static_cast<std::size_t>(j)] - first;
                         if (e < 0 || e >= El)
                             continue;
-                        const double wgt = normalize ? row[e + first] / sum : row[e + first];
+                        const double wgt = (normalize ? row[e + first] / sum : row[e + first]) * s.routedScale;
                         std::vector<double> a(static_cast<std::size_t>(I));
                         for (std::int64_t i = 0; i < I; ++i) {
                             double g = 0, u = 0;

@@ -546,10 +546,10 @@ private slots:
         const Run bad = cli({"run", "--model", "qwen3-30b-a3b", "--tp", "8", "--seq", "4"});
         QCOMPARE(bad.code, 1);
         QVERIFY(bad.err.contains("the plan has errors at tp_size 8; nothing ran"));
-        const Run arch = cli({"run", "--model", "deepseek-v3", "--tp", "1"});
+        const Run arch = cli({"run", "--model", "llama-4-scout", "--tp", "1"});
         QCOMPARE(arch.code, 1);
-        QVERIFY(arch.err.contains("does not run deepseek_v3"));
-        const Run stream = cli({"run", "--model", "deepseek-v3", "--tp", "1", "--json-stream"});
+        QVERIFY(arch.err.contains("does not run llama4_text"));
+        const Run stream = cli({"run", "--model", "llama-4-scout", "--tp", "1", "--json-stream"});
         QCOMPARE(stream.code, 1);
         QCOMPARE(QString::fromStdString(nlohmann::json::parse(stream.out.toStdString())["event"].get<std::string>()), "error");
     }

@@ -88,6 +88,17 @@ private slots:
         QVERIFY(!d.isMoeLayer(2));
         QVERIFY(d.isMoeLayer(3));
         QCOMPARE(QString::fromStdString(d.quantization.value_or("")), QString("fp8"));
+        // DeepseekV3TopkRouter's fields (config.json, or DeepseekV3Config's defaults when absent).
+        QCOMPARE(d.nGroup, 8ll);
+        QCOMPARE(d.topkGroup, 4ll);
+        QCOMPARE(d.routedScalingFactor, 2.5);
+        QVERIFY(d.normTopkProb);
+        QVERIFY(d.ropeInterleave);
+        const ModelConfig bare = parseOk(R"({"model_type": "deepseek_v3", "n_routed_experts": 16, "num_experts_per_tok": 2,
+                                             "rope_interleave": false})");
+        QCOMPARE(bare.nGroup, 8ll);
+        QVERIFY(bare.normTopkProb);
+        QVERIFY(!bare.ropeInterleave);
         const ModelConfig g = catalogConfig("gpt-oss-120b");
         QCOMPARE(g.layerTypes.size(), std::size_t(36));
         QVERIFY(g.attentionBias);
@@ -210,6 +221,21 @@ private slots:
                                                   << "config.json: key 'rope_parameters.full_attention.rope_theta' must be a number";
         QTest::addRow("local rope theta") << R"({"model_type": "gemma3_text", "rope_local_base_freq": -5})"
                                           << "config.json: the sliding layers' rope_theta must be above 0, found -5";
+        QTest::addRow("n_group does not divide the experts")
+            << R"({"model_type": "deepseek_v3", "n_routed_experts": 12, "n_group": 8})"
+            << "config.json: n_group (8) must divide n_routed_experts (12) into groups of at least 2 (64 groups at most)";
+        QTest::addRow("groups of one expert") << R"({"model_type": "deepseek_v3", "n_routed_experts": 8, "n_group": 8})"
+                                              << "config.json: n_group (8) must divide n_routed_experts (8) into groups of at least 2";
+        QTest::addRow("topk_group above n_group")
+            << R"({"model_type": "deepseek_v3", "n_routed_experts": 16, "n_group": 4, "topk_group": 5})"
+            << "config.json: topk_group (5) must be at most n_group (4)";
+        QTest::addRow("top-k beyond the chosen groups")
+            << R"({"model_type": "deepseek_v3", "n_routed_experts": 16, "n_group": 8, "topk_group": 1, "num_experts_per_tok": 3})"
+            << "config.json: topk_group (1) must be at most n_group (8) and leave num_experts_per_tok (3) experts";
+        QTest::addRow("routed_scaling_factor zero") << R"({"model_type": "deepseek_v3", "routed_scaling_factor": 0})"
+                                                    << "config.json: routed_scaling_factor must be above 0, found 0";
+        QTest::addRow("odd rope head dim") << R"({"model_type": "deepseek_v3", "qk_rope_head_dim": 7})"
+                                           << "config.json: qk_rope_head_dim must be even (rotary pairs), found 7";
         QTest::addRow("mlp_only_layers out of range") << R"({"model_type": "qwen3_moe", "num_hidden_layers": 2, "mlp_only_layers": [5]})"
                                                       << "config.json: mlp_only_layers names layer 5 outside 0..1";
     }

@@ -55,6 +55,9 @@ std::vector<float> RopeTable::cosSin(std::int64_t positions) const
 
 namespace {
 
+// yarn_get_mscale.
+double mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
+
 // YaRN (_compute_yarn_parameters): each frequency between its extrapolated (1 / θ^(2i/d)) and its
 // interpolated (that / factor) value by a linear ramp over the correction range of beta_fast and
 // beta_slow rotations in the original context; cos and sin scaled by the attention factor.
@@ -63,7 +66,6 @@ void yarn(RopeTable& t, double theta, const RopeScaling& s, std::int64_t maxPosi
     const double d = static_cast<double>(t.headDim);
     const double factor = s.factor > 0 ? s.factor : 1;
     const double original = s.originalMaxPositions > 0 ? static_cast<double>(s.originalMaxPositions) : static_cast<double>(maxPositions);
-    auto mscale = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
     if (s.attentionFactor)
         t.attentionScaling = *s.attentionFactor;
     else if (s.mscale != 0 && s.mscaleAllDim != 0)
@@ -306,6 +308,12 @@ private:
         const int kv = module(OpKind::Linear, p + ".kv_b_proj", {ckv}, H * (nope + vd));
         // q (per head nope+rope), kv (per head k_nope + v), k_pe (one rope key shared by all heads).
         GraphNode& at = attentionNode(p, {q, kv, kpe}, nope + rope, vd, H);
+        at.mlaRope = rope;
+        at.rope = 0;
+        at.interleavedRope = m_c.ropeInterleave;
+        // YaRN's mscale_all_dim scales the softmax too (yarn_apply_mscale), by mscale².
+        if (const RopeScaling& rs = m_c.ropeScaling; !rs.type.empty() && rs.mscaleAllDim != 0)
+            at.scale *= mscale(rs.factor, rs.mscaleAllDim) * mscale(rs.factor, rs.mscaleAllDim);
         const int o = output(at, H * vd);
         return module(OpKind::Linear, p + ".o_proj", {o}, m_c.hiddenSize);
     }
@@ -352,12 +360,18 @@ private:
         GraphNode& r = node(OpKind::Router, routerPath, m_spec.indexOf(routerPath), {x});
         r.experts = m_c.numExperts;
         r.topK = m_c.expertsPerToken;
+        r.sigmoid = m_t.sigmoidRouter;
         const int scores = output(r, m_c.numExperts, "scores");
         GraphNode& e = node(OpKind::Experts, p + ".experts", m_spec.indexOf(p + ".experts"), {x, scores});
         e.experts = m_c.numExperts;
         e.topK = m_c.expertsPerToken;
         e.act = m_act;
         e.normalizeTopK = m_t.alwaysNormalizeTopK || m_c.normTopkProb;
+        if (m_t.sigmoidRouter) {
+            e.groups = m_c.nGroup;
+            e.topkGroup = m_c.topkGroup;
+            e.routedScale = m_c.routedScalingFactor;
+        }
         if (m_t.clampedSwiglu) {
             e.swigluAlpha = m_c.swigluAlpha;
             e.swigluLimit = m_c.swigluLimit;

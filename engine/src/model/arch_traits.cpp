@@ -35,9 +35,7 @@ ArchTraits row(Family f)
         t.unitOffsetNorms = true;
         t.scaledEmbeddings = true;
         break;
-    case Family::DeepseekV3:
-        t.engineLacks = "multi-head latent attention and DeepSeek's grouped sigmoid router";
-        break;
+    case Family::DeepseekV3: t.sigmoidRouter = true; break;
     case Family::GptOss:
         t.expertsLastPacked = true;
         t.expertsInterleaved = true;

@@ -304,6 +304,11 @@ void applyDefaults(ModelConfig& c)
         c.qkRopeHeadDim = 64;
         c.qkNopeHeadDim = 128;
         c.vHeadDim = 128;
+        c.nGroup = 8;
+        c.topkGroup = 4;
+        c.routedScalingFactor = 2.5;
+        c.normTopkProb = true;
+        c.ropeInterleave = true;
         break;
     case Family::GptOss:
         dense(201088, 2880, 2880, 36, 64, 8, 131072, 1e-5, 150000.0, false);
@@ -481,6 +486,10 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
     TP_RETURN_IF_ERROR(r.readInt("qk_rope_head_dim", c.qkRopeHeadDim, 0, kMaxHeadDim));
     TP_RETURN_IF_ERROR(r.readInt("qk_nope_head_dim", c.qkNopeHeadDim, 0, kMaxHeadDim));
     TP_RETURN_IF_ERROR(r.readInt("v_head_dim", c.vHeadDim, 0, kMaxHeadDim));
+    TP_RETURN_IF_ERROR(r.readBool("rope_interleave", c.ropeInterleave));
+    TP_RETURN_IF_ERROR(r.readInt("n_group", c.nGroup, 1, kMaxExperts));
+    TP_RETURN_IF_ERROR(r.readInt("topk_group", c.topkGroup, 1, kMaxExperts));
+    TP_RETURN_IF_ERROR(r.readDouble("routed_scaling_factor", c.routedScalingFactor));
 
     if (r.has("quantization_config")) {
         const auto& q = r.json().at("quantization_config");
@@ -506,6 +515,22 @@ Status validate(const ModelConfig& c, const std::string& source)
                                c.expertsPerToken, c.numExperts));
     if (c.isMla() && (c.kvLoraRank < 1 || c.qkRopeHeadDim < 1 || c.vHeadDim < 1))
         return bad("deepseek_v3 needs kv_lora_rank, qk_rope_head_dim and v_head_dim of at least 1");
+    if (c.isMla() && c.qkRopeHeadDim % 2 != 0)
+        return bad(fmt::format("qk_rope_head_dim must be even (rotary pairs), found {}", c.qkRopeHeadDim));
+    if (c.family == Family::DeepseekV3 && c.isMoe()) {
+        // As DeepseekV3TopkRouter groups them: n_group equal groups, each scored by its best two.
+        const std::int64_t per = c.numExperts % c.nGroup == 0 ? c.numExperts / c.nGroup : 0;
+        if (per == 0 || (c.nGroup > 1 && per < 2) || c.nGroup > 64)
+            return bad(fmt::format("n_group ({}) must divide n_routed_experts ({}) into groups of at least 2 (64 groups "
+                                   "at most)",
+                                   c.nGroup, c.numExperts));
+        if (c.topkGroup > c.nGroup || c.expertsPerToken > c.topkGroup * per)
+            return bad(fmt::format("topk_group ({}) must be at most n_group ({}) and leave num_experts_per_tok ({}) "
+                                   "experts to choose from",
+                                   c.topkGroup, c.nGroup, c.expertsPerToken));
+        if (!(c.routedScalingFactor > 0) || !std::isfinite(c.routedScalingFactor))
+            return bad(fmt::format("routed_scaling_factor must be above 0, found {}", c.routedScalingFactor));
+    }
     if (!c.layerTypes.empty() && static_cast<std::int64_t>(c.layerTypes.size()) != c.numLayers)
         return bad(fmt::format("layer_types has {} entries but num_hidden_layers is {}", c.layerTypes.size(),
                                c.numLayers));

@@ -100,17 +100,18 @@ Status Backend::rmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::
     return y.empty() ? Status() : doRmsNorm(x, w, y, group, static_cast<float>(eps), static_cast<float>(offset));
 }
 
-Status Backend::rope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table)
+Status Backend::rope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table,
+                     bool interleaved)
 {
     OpCheck c("rope", *this);
     c.on("x", x).dense("x", x).on("y", y).dense("y", y).on("positions", positions, DType::I32).on("table", table, DType::F32);
     c.require(headDim > 0 && headDim % 2 == 0 && x.cols % headDim == 0 && y.rows == x.rows && y.cols == x.cols,
               [&] { return fmt::format("x {} into y {} with head_dim {}", shape(x), shape(y), headDim); });
-    c.require(positions.rows == 1 && positions.cols == x.rows && table.cols == headDim,
+    c.require(positions.rows == 1 && positions.cols == x.rows && table.cols > 0 && table.cols % 2 == 0 && table.cols <= headDim,
               [&] { return fmt::format("positions {} and table {} for {} tokens of head_dim {}", shape(positions),
                                        shape(table), x.rows, headDim); });
     TP_RETURN_IF_ERROR(c.status());
-    return y.empty() ? Status() : doRope(x, y, headDim, positions, table);
+    return y.empty() ? Status() : doRope(x, y, headDim, positions, table, interleaved);
 }
 
 Status Backend::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& s,
@@ -119,16 +120,17 @@ Status Backend::attention(const Tensor& q, const Tensor& k, const Tensor& v, con
     OpCheck c("attention", *this);
     c.on("q", q).dense("q", q).on("k", k).dense("k", k).on("v", v).dense("v", v).on("y", y).dense("y", y);
     const std::int64_t n = s.batch * s.seq, kn = s.batch * s.rows();
-    c.require(s.batch >= 0 && s.seq >= 0 && s.headDim > 0 && s.kvHeads >= 0 && s.heads >= 0
+    c.require(s.batch >= 0 && s.seq >= 0 && s.headDim > 0 && s.vHeadDim >= 0 && s.kvHeads >= 0 && s.heads >= 0
                   && (s.kvHeads == 0 ? s.heads == 0 : s.heads % s.kvHeads == 0),
               [&] { return fmt::format("{} query heads over {} kv heads", s.heads, s.kvHeads); });
     c.require(s.past >= 0 && s.keyRows >= 0 && s.keys() <= s.rows(),
               [&] { return fmt::format("{} cached keys and {} queries in {} rows per sequence", s.past, s.seq, s.rows()); });
     c.require(q.rows == n && k.rows == kn && v.rows == kn && y.rows == n && q.cols == s.heads * s.headDim
-                  && y.cols == q.cols && k.cols == s.kvHeads * s.headDim && v.cols == k.cols,
-              [&] { return fmt::format("q {}, k {}, v {}, y {} for {} × {} queries over {} key rows, {}/{} heads of {}",
+                  && y.cols == s.heads * s.vDim() && k.cols == s.kvHeads * s.headDim && v.cols == s.kvHeads * s.vDim(),
+              [&] { return fmt::format("q {}, k {}, v {}, y {} for {} × {} queries over {} key rows, {}/{} heads of {} "
+                                       "(values {})",
                                        shape(q), shape(k), shape(v), shape(y), s.batch, s.seq, s.rows(), s.heads,
-                                       s.kvHeads, s.headDim); });
+                                       s.kvHeads, s.headDim, s.vDim()); });
     c.require(std::isfinite(s.scale) && s.scale > 0, [&] { return fmt::format("scale {}", s.scale); });
     c.require(s.window >= 0 && std::isfinite(s.softcap) && s.softcap >= 0,
               [&] { return fmt::format("window {}, softcap {}", s.window, s.softcap); });
@@ -139,6 +141,21 @@ Status Backend::attention(const Tensor& q, const Tensor& k, const Tensor& v, con
     c.require(scratch.bytes() >= attentionScratchBytes(s), [&] { return fmt::format("scratch of {} bytes", scratch.bytes()); });
     TP_RETURN_IF_ERROR(c.status());
     return y.empty() ? Status() : doAttention(q, k, v, y, s, scratch, sinks);
+}
+
+Status Backend::mlaKv(const Tensor& kv, const Tensor& rope, const Tensor& k, const Tensor& v, std::int64_t heads,
+                      std::int64_t nope)
+{
+    OpCheck c("mla_kv", *this);
+    c.on("kv", kv).dense("kv", kv).on("rope", rope).on("k", k).dense("k", k).on("v", v).dense("v", v);
+    const std::int64_t d = rope.cols;
+    const std::int64_t vd = heads > 0 ? kv.cols / heads - nope : 0;
+    c.require(heads > 0 && nope >= 0 && kv.cols % heads == 0 && vd > 0 && rope.rows == kv.rows && k.rows == kv.rows
+                  && v.rows == kv.rows && k.cols == heads * (nope + d) && v.cols == heads * vd,
+              [&] { return fmt::format("kv {} and rope {} of {} heads ({} nope) into k {}, v {}", shape(kv), shape(rope),
+                                       heads, nope, shape(k), shape(v)); });
+    TP_RETURN_IF_ERROR(c.status());
+    return k.empty() ? Status() : doMlaKv(kv, rope, k, v, heads, nope);
 }
 
 Status Backend::gatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act)
@@ -199,8 +216,18 @@ Status Backend::softmax(const Tensor& x, const Tensor& y)
     return y.empty() ? Status() : doSoftmax(x, y);
 }
 
+Status Backend::sigmoid(const Tensor& x, const Tensor& y)
+{
+    OpCheck c("sigmoid", *this);
+    c.on("x", x, DType::F32).dense("x", x).on("y", y, DType::F32).dense("y", y);
+    c.require(y.rows == x.rows && y.cols == x.cols, [&] { return fmt::format("x {} into y {}", shape(x), shape(y)); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doSigmoid(x, y);
+}
+
 Status Backend::experts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down, const Tensor& y,
-                        const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias, const Tensor* downBias)
+                        const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias, const Tensor* downBias,
+                        const Tensor* scoreBias)
 {
     OpCheck c("experts", *this);
     c.on("x", x).dense("x", x).on("scores", scores, DType::F32).dense("scores", scores).on("gate_up", gateUp).dense("gate_up", gateUp);
@@ -228,9 +255,19 @@ Status Backend::experts(const Tensor& x, const Tensor& scores, const Tensor& gat
             [&] { return fmt::format("down bias {} for {} local experts of {}", shape(*downBias), s.localExperts, H); });
     c.require(std::isfinite(s.swigluAlpha) && std::isfinite(s.swigluLimit) && s.swigluLimit >= 0,
               [&] { return fmt::format("swiglu alpha {}, limit {}", s.swigluAlpha, s.swigluLimit); });
+    // Each group needs two experts to score it; the top-k must fit in the chosen groups.
+    c.require(s.groups >= 1 && s.groups <= kMaxExpertGroups && s.experts % s.groups == 0
+                  && (s.groups == 1 || s.experts / s.groups >= 2) && s.topkGroup >= 1 && s.topkGroup <= s.groups
+                  && s.topK <= s.topkGroup * (s.experts / s.groups) && std::isfinite(s.routedScale) && s.routedScale > 0,
+              [&] { return fmt::format("top-{} in the best {} of {} groups of {} experts, routed scale {}", s.topK,
+                                       s.topkGroup, s.groups, s.experts, s.routedScale); });
+    if (scoreBias)
+        c.on("score_bias", *scoreBias).dense("score_bias", *scoreBias).require(
+            scoreBias->rows == 1 && scoreBias->cols == s.experts,
+            [&] { return fmt::format("score bias {} for {} experts", shape(*scoreBias), s.experts); });
     c.require(scratch.bytes() >= expertsScratchBytes(x.rows, H, s), [&] { return fmt::format("scratch of {} bytes", scratch.bytes()); });
     TP_RETURN_IF_ERROR(c.status());
-    return y.empty() ? Status() : doExperts(x, scores, gateUp, down, y, s, scratch, gateUpBias, downBias);
+    return y.empty() ? Status() : doExperts(x, scores, gateUp, down, y, s, scratch, gateUpBias, downBias, scoreBias);
 }
 
 Status Backend::argmax(const Tensor& x, const Tensor& ids)

@@ -33,7 +33,7 @@ std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g
     const ModelConfig& c = spec.config;
     if (const char* lacks = archTraits(c.family).engineLacks; *lacks)
         return fmt::format("the engine does not run {} yet: it lacks {} (it runs llama, mistral, qwen2, qwen3, gemma2, "
-                           "gemma3_text, phi3, mixtral, qwen3_moe and gpt_oss)",
+                           "gemma3_text, phi3, mixtral, qwen3_moe, deepseek_v3 and gpt_oss)",
                            familyName(c.family), lacks);
     if (!g.graph.unsupported.empty())
         return g.graph.unsupported;
@@ -41,8 +41,7 @@ std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g
     // collectives of the sharded graph).
     static const char* const kNotExecutable[] = {"sequence_parallel", "moe_identity_expert", "megamoe_router",
                                                  "megamoe_experts", "ep_router", "local", "gather", "local_colwise",
-                                                 "local_rowwise", "local_packed_rowwise", "mla_kv_a_proj",
-                                                 "packed_rowwise", "all_reduce"};
+                                                 "local_rowwise", "local_packed_rowwise", "packed_rowwise", "all_reduce"};
     const Plan& plan = *g.plan;
     for (std::size_t i = 0; i < plan.entries.size(); ++i) {
         const Style* s = g.match.entryStyles[i];
@@ -939,6 +938,13 @@ private:
         return s ? &k.weights[static_cast<std::size_t>(s - m_g.params.data())] : nullptr;
     }
     const Tensor* weight(const Rank& k, const GraphNode& n, std::string_view name) const { return weight(k, n.module, name); }
+    const Tensor& rope(const Rank& k, const GraphNode& n) const { return k.ropes[static_cast<std::size_t>(n.rope)]; }
+    // The Router node whose scores an Experts node reads.
+    const GraphNode& routerOf(const GraphNode& experts) const
+    {
+        const int producer = m_g.graph.tensors[static_cast<std::size_t>(experts.inputs[1])].producer;
+        return m_g.graph.nodes[static_cast<std::size_t>(producer)];
+    }
     Tensor scratch(const Rank& k, int ni) const
     {
         const int s = k.pp().scratch[static_cast<std::size_t>(ni)];
@@ -978,7 +984,9 @@ private:
             const int c = k.prog->collectiveOf[static_cast<std::size_t>(ni)];
             const bool biasAfter = c >= 0 && m_g.collectives[static_cast<std::size_t>(c)].bias >= 0;
             TP_RETURN_IF_ERROR(be.gemm(x, *weight(k, n, "weight"), biasAfter ? nullptr : weight(k, n, "bias"), y, scratch(k, ni)));
-            return n.kind == OpKind::Router ? be.softmax(y, y) : Status();
+            if (n.kind != OpKind::Router)
+                return {};
+            return n.sigmoid ? be.sigmoid(y, y) : be.softmax(y, y);
         }
         case OpKind::Split: {
             std::int64_t off = 0;
@@ -990,7 +998,8 @@ private:
         }
         case OpKind::Rope:
             for (std::size_t i = 0; i < 2; ++i)
-                TP_RETURN_IF_ERROR(be.rope(in(k, n, i), out(k, n, i), n.headDim, k.ph[static_cast<std::size_t>(k.phase)].positions, k.ropes[static_cast<std::size_t>(n.rope)]));
+                TP_RETURN_IF_ERROR(be.rope(in(k, n, i), out(k, n, i), n.headDim, k.ph[static_cast<std::size_t>(k.phase)].positions,
+                                           rope(k, n), n.interleavedRope));
             return {};
         case OpKind::Attention: {
             // This forward's keys and values join the caches at their positions, then attention reads
@@ -1000,10 +1009,21 @@ private:
             const Tensor& V = k.cache[static_cast<std::size_t>(vc)];
             AttentionShape s = k.pp().attention[static_cast<std::size_t>(ni)];
             s.past = k.past;
+            const Tensor& positions = k.ph[static_cast<std::size_t>(k.phase)].positions;
             for (std::int64_t b = 0; b < s.batch; ++b) {
-                TP_RETURN_IF_ERROR(be.copy(in(k, n, 1).rowRange(b * s.seq, s.seq), K.rowRange(b * m_context + s.past, s.seq)));
-                TP_RETURN_IF_ERROR(be.copy(in(k, n, 2).rowRange(b * s.seq, s.seq), V.rowRange(b * m_context + s.past, s.seq)));
+                const Tensor kb = K.rowRange(b * m_context + s.past, s.seq), vb = V.rowRange(b * m_context + s.past, s.seq);
+                if (n.mlaRope > 0) { // MLA: each head's key [k_nope | k_pe], k_pe turned at its positions
+                    TP_RETURN_IF_ERROR(be.mlaKv(in(k, n, 1).rowRange(b * s.seq, s.seq), in(k, n, 2).rowRange(b * s.seq, s.seq),
+                                                kb, vb, s.heads, s.headDim - n.mlaRope));
+                    TP_RETURN_IF_ERROR(be.rope(kb, kb, s.headDim, positions.columns(b * s.seq, s.seq), rope(k, n),
+                                               n.interleavedRope));
+                    continue;
+                }
+                TP_RETURN_IF_ERROR(be.copy(in(k, n, 1).rowRange(b * s.seq, s.seq), kb));
+                TP_RETURN_IF_ERROR(be.copy(in(k, n, 2).rowRange(b * s.seq, s.seq), vb));
             }
+            if (n.mlaRope > 0) // the rope part of every query head, in place
+                TP_RETURN_IF_ERROR(be.rope(in(k, n, 0), in(k, n, 0), s.headDim, positions, rope(k, n), n.interleavedRope));
             return be.attention(in(k, n, 0), K, V, y, s, scratch(k, ni), weight(k, n.ownerModule, "sinks")); // sinks: gpt-oss
         }
         case OpKind::GatedAct:
@@ -1015,7 +1035,7 @@ private:
         case OpKind::Experts:
             return be.experts(in(k, n, 0), in(k, n, 1), *weight(k, n, "gate_up_proj"), *weight(k, n, "down_proj"), y,
                               k.pp().experts[static_cast<std::size_t>(ni)], scratch(k, ni), weight(k, n, "gate_up_proj_bias"),
-                              weight(k, n, "down_proj_bias"));
+                              weight(k, n, "down_proj_bias"), weight(k, routerOf(n).module, "e_score_correction_bias"));
         case OpKind::Add: return be.add(in(k, n, 0), in(k, n, 1), y);
         case OpKind::Logits: // whole on every rank here; soft-capped in place (Gemma 2)
             return n.softcap > 0 ? be.scale(in(k, n, 0), in(k, n, 0), 1, n.softcap) : Status();

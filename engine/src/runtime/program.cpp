@@ -128,8 +128,12 @@ private:
             if (n.kind != OpKind::Attention)
                 continue;
             int kv[2];
+            // MLA caches each head's expanded key [k_nope | k_pe] and value, as Transformers' expand_kv
+            // makes them.
+            const std::int64_t mlaHeads = n.mlaRope > 0 ? m_g.tensors[static_cast<std::size_t>(n.inputs[0])].local[static_cast<std::size_t>(m_r)] / n.headDim : 0;
             for (int j = 0; j < 2; ++j) {
-                const std::int64_t cols = m_g.tensors[static_cast<std::size_t>(n.inputs[1 + j])].local[static_cast<std::size_t>(m_r)];
+                const std::int64_t cols = n.mlaRope > 0 ? mlaHeads * (j == 0 ? n.headDim : n.vHeadDim)
+                                                        : m_g.tensors[static_cast<std::size_t>(n.inputs[1 + j])].local[static_cast<std::size_t>(m_r)];
                 const std::int64_t rows = m_batch * m_p.context, bytes = dtypeBytes(m_be.storage(), rows * cols);
                 m_p.blocks.push_back({bytes, 0, steps - 1, -1});
                 m_p.cache.push_back({static_cast<int>(m_p.blocks.size()) - 1, 0, rows, cols, m_be.storage(), 0});
@@ -256,12 +260,20 @@ private:
             return in(0);
         case OpKind::Attention: {
             const AttentionShape s = attentionShape(n);
-            TP_RETURN_IF_ERROR(need(n, s.heads * n.headDim == in(0) && s.kvHeads * n.headDim == in(1) && in(2) == in(1)
-                                           && (s.kvHeads == 0 ? s.heads == 0 : s.heads == s.kvHeads * (n.heads / n.kvHeads)),
-                                    [&] {
-                                        return fmt::format("{} local q heads do not pair with {} kv heads in groups of {}",
-                                                           in(0) / n.headDim, in(1) / n.headDim, n.heads / n.kvHeads);
-                                    }));
+            if (n.mlaRope > 0) // q [heads · (nope + rope)], kv [heads · (nope + v)], one shared k_pe [rope]
+                TP_RETURN_IF_ERROR(need(n, s.heads * n.headDim == in(0) && s.heads * (n.headDim - n.mlaRope + n.vHeadDim) == in(1)
+                                               && in(2) == n.mlaRope,
+                                        [&] {
+                                            return fmt::format("q of {}, kv of {} and k_pe of {} features are not {} heads",
+                                                               in(0), in(1), in(2), s.heads);
+                                        }));
+            else
+                TP_RETURN_IF_ERROR(need(n, s.heads * n.headDim == in(0) && s.kvHeads * n.headDim == in(1) && in(2) == in(1)
+                                               && (s.kvHeads == 0 ? s.heads == 0 : s.heads == s.kvHeads * (n.heads / n.kvHeads)),
+                                        [&] {
+                                            return fmt::format("{} local q heads do not pair with {} kv heads in groups of {}",
+                                                               in(0) / n.headDim, in(1) / n.headDim, n.heads / n.kvHeads);
+                                        }));
             addScratch(ni, m_be.attentionScratchBytes(s));
             m_ph->attention[static_cast<std::size_t>(ni)] = s;
             return s.heads * n.vHeadDim;
@@ -373,7 +385,8 @@ private:
         s.seq = m_ph->seq;
         s.headDim = n.headDim;
         s.heads = width(n.inputs[0]) / n.headDim;
-        s.kvHeads = width(n.inputs[1]) / n.headDim;
+        s.kvHeads = n.mlaRope > 0 ? s.heads : width(n.inputs[1]) / n.headDim;
+        s.vHeadDim = n.vHeadDim;
         s.scale = n.scale;
         s.keyRows = m_p.context;
         s.window = n.window;
@@ -408,6 +421,9 @@ private:
         s.act = n.act;
         s.swigluAlpha = n.swigluAlpha;
         s.swigluLimit = n.swigluLimit;
+        s.groups = n.groups;
+        s.topkGroup = n.topkGroup;
+        s.routedScale = n.routedScale;
         // Each expert's down bias belongs to the rank holding its whole output: with its rows split
         // the partial sums would each carry it.
         if (param(n, "down_proj_bias") && dn->dim > 0)

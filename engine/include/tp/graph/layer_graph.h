@@ -71,12 +71,19 @@ struct GraphNode
     // Op attributes, so that whoever executes the node needs nothing but the node.
     double eps = 0;              // Norm, HeadNorm: RMSNorm epsilon
     double normOffset = 0;       // Norm, HeadNorm: the weight is (normOffset + w) (Gemma: 1)
-    int rope = -1;               // Rope: index into LayerGraph::ropes
+    int rope = -1;               // Rope, MLA's Attention: index into LayerGraph::ropes
+    bool interleavedRope = false; // Rope, MLA's Attention: rotary pairs (2j, 2j + 1) (rope_interleave)
+    // MLA's Attention (inputs q, kv, k_pe): the width of the rope key all heads share; its heads'
+    // keys are [k_nope | k_pe] with rope on the last mlaRope columns of q and k. 0: not MLA.
+    std::int64_t mlaRope = 0;
     double scale = 0;            // Attention: softmax scale of q·kᵀ; Embedding: factor of its rows (0: none)
     std::int64_t window = 0;     // Attention: sliding window (a query sees the last `window` keys), 0: none
     double softcap = 0;          // Attention: scores, Logits: logits, capped to c·tanh(x / c); 0: none
     Activation act = Activation::Silu; // GatedAct, Experts
     bool normalizeTopK = false;  // Experts: renormalise the top-k router weights to sum to 1
+    bool sigmoid = false;        // Router: sigmoid scores (DeepSeek) rather than a softmax
+    std::int64_t groups = 1, topkGroup = 1; // Experts: DeepSeek's group-limited choice (ExpertsShape)
+    double routedScale = 1;      // Experts: factor of the routed weights (routed_scaling_factor)
     double swigluAlpha = 0, swigluLimit = 0; // Experts: gpt-oss's clamped SwiGLU (limit 0: `act`)
 };
 

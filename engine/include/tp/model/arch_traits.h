@@ -28,6 +28,9 @@ struct ArchTraits
     bool expertsInterleaved = false;
     bool clampedSwiglu = false;           // gpt-oss's experts (ModelConfig::swigluAlpha, swigluLimit)
     bool alwaysNormalizeTopK = false;     // the router renormalises its top-k weights (Mixtral)
+    // DeepSeek's router: sigmoid scores, a group-limited choice biased by e_score_correction_bias,
+    // routed_scaling_factor (ModelConfig::nGroup, topkGroup, routedScalingFactor).
+    bool sigmoidRouter = false;
     // sliding_window applies to every layer (Mistral, Mixtral, Phi-3); otherwise only to the layers
     // layer_types names "sliding_attention".
     bool slidingWindowAllLayers = false;

@@ -106,6 +106,10 @@ struct ModelConfig
     std::int64_t interleaveMoeLayerStep = 1; // llama4
     std::int64_t intermediateSizeMlp = 0;  // llama4 dense layers
     bool normTopkProb = false;             // renormalize the top-k router weights (qwen3_moe's norm_topk_prob)
+    // DeepSeek-V3's router: sigmoid scores, the top-k among the experts of the topk_group best of
+    // n_group groups (chosen by score + e_score_correction_bias), weights times routed_scaling_factor.
+    std::int64_t nGroup = 1, topkGroup = 1;
+    double routedScalingFactor = 1;
     // gpt-oss's experts: (clamp(up, ±limit) + 1) · g·σ(alpha·g), g = min(gate, limit).
     double swigluAlpha = 1.702, swigluLimit = 7.0;
 
@@ -115,6 +119,7 @@ struct ModelConfig
     std::int64_t qkRopeHeadDim = 0;
     std::int64_t qkNopeHeadDim = 0;
     std::int64_t vHeadDim = 0;
+    bool ropeInterleave = false;           // rope_interleave: rotary pairs (2j, 2j + 1) (DeepSeek's default)
 
     std::optional<std::string> quantization; // quantization_config.quant_method, if any
 

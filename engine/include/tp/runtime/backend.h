@@ -58,8 +58,9 @@ struct BackendStats
     std::int64_t allocatedBytes = 0;
 };
 
-// q [B·S, heads·headDim] → y [B·S, heads·headDim] over keys and values k, v [B·R, kvHeads·headDim]
-// (R = rows(): each sequence's rows of a KV cache, or its S tokens): query i of sequence b is at
+// q [B·S, heads·headDim] → y [B·S, heads·vDim()] over keys k [B·R, kvHeads·headDim] and values
+// v [B·R, kvHeads·vDim()] (R = rows(): each sequence's rows of a KV cache, or its S tokens; vDim():
+// the value head size, headDim unless MLA's vHeadDim differs): query i of sequence b is at
 // position past + i and sees keys 0 … past + i of its sequence (causal; with a sliding window W only
 // the last W of them, past + i − W < j); query head h reads key/value head h / (heads / kvHeads).
 // Scores are scale · q·k, soft-capped to c·tanh(s / c) when softcap c > 0, before the softmax.
@@ -72,7 +73,8 @@ struct AttentionShape
     std::int64_t seq = 0;                // queries per sequence
     std::int64_t heads = 0;              // this rank's query heads
     std::int64_t kvHeads = 0;            // this rank's key/value heads (heads is a multiple)
-    std::int64_t headDim = 0;
+    std::int64_t headDim = 0;            // of q and k
+    std::int64_t vHeadDim = 0;           // of v and y; 0: headDim
     double scale = 0;                    // softmax(scale · q·kᵀ)
     std::int64_t past = 0;               // keys before the first query, per sequence
     std::int64_t keyRows = 0;            // rows per sequence in k and v; 0: seq
@@ -81,11 +83,15 @@ struct AttentionShape
 
     std::int64_t keys() const { return past + seq; }           // keys the last query sees
     std::int64_t rows() const { return keyRows > 0 ? keyRows : seq; }
+    std::int64_t vDim() const { return vHeadDim > 0 ? vHeadDim : headDim; }
 };
 
 // This rank's part of a fused routed-experts layer: experts [firstExpert, firstExpert +
 // localExperts) of `experts`, each with `intermediate` rows of gate and of up (a TP shard of the
 // intermediate dim, or all of it).
+// Expert groups an experts call may have (a bitmask of the chosen ones on the GPU).
+inline constexpr std::int64_t kMaxExpertGroups = 64;
+
 struct ExpertsShape
 {
     std::int64_t experts = 0;            // E: router scores per token
@@ -99,6 +105,12 @@ struct ExpertsShape
     // intermediate, H] (x · W, as stored), gate and up alternating in each gate_up row.
     bool transposed = false, interleaved = false;
     double swigluAlpha = 0, swigluLimit = 0; // limit > 0: gpt-oss's clamped SwiGLU instead of `act`
+    // DeepSeek-V3's group-limited choice: the experts in `groups` equal groups, each group scored by
+    // the sum of its best two choice scores (score + the score bias); only the experts of the best
+    // `topkGroup` groups compete for the top-k. The weights are the scores themselves (without the
+    // bias), times routedScale after any renormalisation.
+    std::int64_t groups = 1, topkGroup = 1;
+    double routedScale = 1;
 };
 
 // Seeded random weights that do not depend on the device or the tp size: local element
@@ -160,13 +172,22 @@ public:
     // RMSNorm of every group of `group` features (group = cols: the whole row; = head_dim: per head):
     // y = (offset + w) · x / sqrt(mean(x²) + eps), w [1, group] (offset 1: Gemma's norms). y may be x.
     Status rmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, double eps, double offset = 0);
-    // Rotary embedding (rotate_half) of every head of x [n, heads·headDim] at positions[0, t] (I32
-    // [1, n]); table (F32 [positions, headDim]) holds cos in its first half, sin in its second.
-    // y may be x.
-    Status rope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table);
+    // Rotary embedding of every head of x [n, heads·headDim] at positions[0, t] (I32 [1, n]); table
+    // (F32 [positions, d]) holds cos in its first half, sin in its second. The last d columns of each
+    // head turn (d = headDim but for MLA's rope part); the others pass. Pairs (j, j + d/2)
+    // (rotate_half), or with `interleaved` (DeepSeek, Llama 4) the pairs (2j, 2j + 1) — by the
+    // angle of frequency j either way. y may be x.
+    Status rope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table,
+                bool interleaved = false);
     Status attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& s,
                      const Tensor& scratch, const Tensor* sinks = nullptr);
     virtual std::int64_t attentionScratchBytes(const AttentionShape& s) const = 0;
+    // MLA's keys and values from its latent expansion: kv [n, heads·(nope + vd)] holds per head
+    // [k_nope | v], rope [n, d] the one rotary key all heads share; k [n, heads·(nope + d)] gets per
+    // head [k_nope | rope], v [n, heads·vd]. rope may have a row stride; k and v may be row ranges
+    // of a cache.
+    Status mlaKv(const Tensor& kv, const Tensor& rope, const Tensor& k, const Tensor& v, std::int64_t heads,
+                 std::int64_t nope);
     // y = act(gate) · up, elementwise; gate and up may be column views of one packed tensor.
     Status gatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act);
     // y[t] = w[ids[0, t] − firstRow] where that row is in w, else zeros (a vocab shard); ids I32 [1, n];
@@ -181,8 +202,11 @@ public:
     Status scale(const Tensor& x, const Tensor& y, double factor, double cap);
     // Row-wise softmax of router logits, in fp32 (x, y F32 [n, E]). y may be x.
     Status softmax(const Tensor& x, const Tensor& y);
+    // y = 1 / (1 + exp(−x)), in fp32 (x, y F32 [n, E]: DeepSeek's router scores). y may be x.
+    Status sigmoid(const Tensor& x, const Tensor& y);
     // y[n, H] = Σ over each token's top-k experts that are local of weight · down(act(gate)·up)(x),
-    // with the top-k taken from scores (F32 [n, E], ties to the lower expert). gateUp is
+    // with the top-k taken from scores (F32 [n, E], ties to the lower expert; group-limited with
+    // ExpertsShape::groups, over score + scoreBias [1, E] when given). gateUp is
     // [localExperts · 2·intermediate, H] (each expert's gate rows, then its up rows), down
     // [localExperts · H, intermediate] (or ExpertsShape::transposed). Biases (gpt-oss), when given:
     // gateUpBias [localExperts, 2·intermediate] (in gate_up's column order), downBias
@@ -190,7 +214,7 @@ public:
     // are sharded.
     Status experts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down, const Tensor& y,
                    const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias = nullptr,
-                   const Tensor* downBias = nullptr);
+                   const Tensor* downBias = nullptr, const Tensor* scoreBias = nullptr);
     virtual std::int64_t expertsScratchBytes(std::int64_t tokens, std::int64_t hidden, const ExpertsShape& s) const = 0;
     // Greedy sampling: ids[0, t] = the column of row t's largest value (the first of equal ones;
     // NaN never wins). x [n, V] in the storage dtype or F32, may have a row stride (every S-th row
@@ -210,18 +234,21 @@ protected:
     virtual Status doGemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, const Tensor& scratch) = 0;
     virtual Status doRmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, float eps, float offset) = 0;
     virtual Status doRope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions,
-                          const Tensor& table) = 0;
+                          const Tensor& table, bool interleaved) = 0;
     virtual Status doAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
                                const AttentionShape& s, const Tensor& scratch, const Tensor* sinks) = 0;
+    virtual Status doMlaKv(const Tensor& kv, const Tensor& rope, const Tensor& k, const Tensor& v, std::int64_t heads,
+                           std::int64_t nope) = 0;
     virtual Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act) = 0;
     virtual Status doEmbedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow) = 0;
     virtual Status doAdd(const Tensor& a, const Tensor& b, const Tensor& y) = 0;
     virtual Status doCopy(const Tensor& src, const Tensor& dst) = 0;
     virtual Status doScale(const Tensor& x, const Tensor& y, float factor, float cap) = 0;
     virtual Status doSoftmax(const Tensor& x, const Tensor& y) = 0;
+    virtual Status doSigmoid(const Tensor& x, const Tensor& y) = 0;
     virtual Status doExperts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down,
                              const Tensor& y, const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias,
-                             const Tensor* downBias) = 0;
+                             const Tensor* downBias, const Tensor* scoreBias) = 0;
     virtual Status doArgmax(const Tensor& x, const Tensor& ids) = 0;
     virtual Status doFillUniform(const Tensor& dst, const UniformFill& f) = 0;
 

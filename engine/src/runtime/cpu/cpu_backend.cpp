@@ -244,9 +244,9 @@ public:
         // One query tile's scores, accumulator and softmax state (a decode step: one row of scores
         // over the keys); in 16-bit storage also q, y and each sequence's keys and values widened to
         // fp32 (sized by the rows the keys may fill, so that a cache's scratch fits every step).
-        std::int64_t floats = std::max(attentionTileFloats(s.headDim), s.rows());
+        std::int64_t floats = std::max(attentionTileFloats(std::max(s.headDim, s.vDim())), s.rows());
         if (storage() != DType::F32)
-            floats += s.batch * (2 * s.seq * s.heads + 2 * s.rows() * s.kvHeads) * s.headDim;
+            floats += s.batch * (s.seq * s.heads + s.rows() * s.kvHeads) * (s.headDim + s.vDim());
         return 4 * floats;
     }
 
@@ -257,7 +257,10 @@ public:
         if (storage() != DType::F32)
             floats += 2 * I * hidden + hidden * I; // one expert's weights widened
         const std::int64_t routed = tokens * s.topK;
-        return alignUp(4 * floats, 64) + alignUp(8 * (s.localExperts + 1) + 8 * s.experts + 12 * routed, 64); // tables 8-aligned
+        // tables 8-aligned: bucket counts, the experts by score, each pick's token and weight, one
+        // token's choice scores and group scores
+        return alignUp(4 * floats, 64)
+            + alignUp(8 * (s.localExperts + 1) + 8 * s.experts + 12 * routed + 4 * s.experts + 4 * s.groups, 64);
     }
 
 protected:
@@ -342,7 +345,8 @@ protected:
         });
     }
 
-    Status doRope(const Tensor& x, const Tensor& y, std::int64_t hd, const Tensor& positions, const Tensor& table) override
+    Status doRope(const Tensor& x, const Tensor& y, std::int64_t hd, const Tensor& positions, const Tensor& table,
+                  bool interleaved) override
     {
         const std::int32_t* pos = positions.as<std::int32_t>();
         for (std::int64_t t = 0; t < x.rows; ++t)
@@ -352,15 +356,21 @@ protected:
             using S = decltype(s);
             const auto* X = x.as<typename S::T>();
             auto* Y = y.as<typename S::T>();
-            const std::int64_t half = hd / 2, W = x.cols;
+            // The rotated part of each head: its last d columns; pair j is (j, j + d/2) or (2j, 2j + 1).
+            const std::int64_t d = table.cols, half = d / 2, pass = hd - d, W = x.cols;
+            const std::int64_t second = interleaved ? 1 : half, step = interleaved ? 2 : 1;
             for (std::int64_t t = 0; t < x.rows; ++t) {
-                const float* cs = table.as<float>() + pos[t] * hd; // cos[half] then sin[half]
+                const float* cs = table.as<float>() + pos[t] * d; // cos[half] then sin[half]
                 for (std::int64_t h = 0; h < W / hd; ++h) {
                     const std::int64_t b = t * W + h * hd;
+                    if (Y != X)
+                        for (std::int64_t j = 0; j < pass; ++j)
+                            Y[b + j] = X[b + j];
                     for (std::int64_t j = 0; j < half; ++j) {
-                        const float x1 = S::get(X, b + j), x2 = S::get(X, b + j + half);
-                        S::put(Y, b + j, x1 * cs[j] - x2 * cs[half + j]);
-                        S::put(Y, b + j + half, x2 * cs[j] + x1 * cs[half + j]);
+                        const std::int64_t i1 = b + pass + step * j, i2 = i1 + second;
+                        const float x1 = S::get(X, i1), x2 = S::get(X, i2);
+                        S::put(Y, i1, x1 * cs[j] - x2 * cs[half + j]);
+                        S::put(Y, i2, x2 * cs[j] + x1 * cs[half + j]);
                     }
                 }
             }
@@ -370,7 +380,8 @@ protected:
     Status doAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& sh,
                        const Tensor& scratch, const Tensor* sinks) override
     {
-        const std::int64_t S = sh.seq, L = sh.keys(), hd = sh.headDim, qw = q.cols, kw = k.cols;
+        const std::int64_t S = sh.seq, L = sh.keys(), hd = sh.headDim, vd = sh.vDim(), qw = q.cols, kw = k.cols,
+                           vw = v.cols, yw = y.cols;
         const std::int64_t group = sh.kvHeads > 0 ? sh.heads / sh.kvHeads : 1;
         const float scale = static_cast<float>(sh.scale), cap = static_cast<float>(sh.softcap);
         float* p = floats(scratch);
@@ -379,24 +390,26 @@ protected:
             using St = decltype(st);
             // q, then each sequence's first L key and value rows, as fp32 (views of q, k and v
             // themselves in f32), then y.
-            float* buf = p + std::max(attentionTileFloats(hd), sh.rows());
+            float* buf = p + std::max(attentionTileFloats(std::max(hd, vd)), sh.rows());
             const float* Q = widened<St>(q, buf);
             buf += q.numel();
             float* kvBuf = buf;
-            Y = std::is_same_v<St, F32> ? y.as<float>() : buf + sh.batch * 2 * L * kw;
+            const std::int64_t perSeq = L * (kw + vw);
+            Y = std::is_same_v<St, F32> ? y.as<float>() : buf + sh.batch * perSeq;
             for (std::int64_t b = 0; b < sh.batch; ++b) {
-                const float* Kb = widened<St>(k.rowRange(b * sh.rows(), L), kvBuf + b * 2 * L * kw);
-                const float* Vb = widened<St>(v.rowRange(b * sh.rows(), L), kvBuf + b * 2 * L * kw + L * kw);
+                const float* Kb = widened<St>(k.rowRange(b * sh.rows(), L), kvBuf + b * perSeq);
+                const float* Vb = widened<St>(v.rowRange(b * sh.rows(), L), kvBuf + b * perSeq + L * kw);
                 for (std::int64_t h = 0; h < sh.heads; ++h) {
                     const float* qh = Q + b * S * qw + h * hd;
                     const float* kh = Kb + (h / group) * hd;
-                    const float* vh = Vb + (h / group) * hd;
-                    float* yh = Y + b * S * qw + h * hd;
+                    const float* vh = Vb + (h / group) * vd;
+                    float* yh = Y + b * S * yw + h * vd;
                     const float sink = sinks ? St::get(sinks->as<typename St::T>(), h) : -std::numeric_limits<float>::infinity();
+                    const HeadDims dims{hd, vd, qw, kw, vw, yw};
                     if (S == 1)
-                        decodeHead(qh, kh, vh, yh, L, hd, kw, scale, sh.window, cap, sink, p, m_vk);
+                        decodeHead(qh, kh, vh, yh, L, dims, scale, sh.window, cap, sink, p, m_vk);
                     else
-                        prefillHead(qh, kh, vh, yh, S, sh.past, hd, qw, kw, scale, sh.window, cap, sink, p, m_vk);
+                        prefillHead(qh, kh, vh, yh, S, sh.past, dims, scale, sh.window, cap, sink, p, m_vk);
                 }
             }
         });
@@ -414,12 +427,18 @@ protected:
                 row[j] = cap * std::tanh(row[j] / cap);
     }
 
+    // One head's sizes and the row strides of q, k, v and y.
+    struct HeadDims
+    {
+        std::int64_t hd, vd, qw, kw, vw, yw;
+    };
+
     // One query (a decode step) over the last min(L, window) of L keys: matrix-vector products and
     // one softmax row (over the sink logit too; −∞: none).
-    static void decodeHead(const float* qh, const float* kh, const float* vh, float* yh, std::int64_t L, std::int64_t hd,
-                           std::int64_t kw, float scale, std::int64_t window, float cap, float sink, float* p,
-                           const cpu::Kernels& vk)
+    static void decodeHead(const float* qh, const float* kh, const float* vh, float* yh, std::int64_t L, const HeadDims& dm,
+                           float scale, std::int64_t window, float cap, float sink, float* p, const cpu::Kernels& vk)
     {
+        const std::int64_t hd = dm.hd, kw = dm.kw;
         const std::int64_t first = window > 0 ? std::max<std::int64_t>(0, L - window) : 0, n = L - first;
         cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(n), static_cast<blasint>(hd), scale, kh + first * kw,
                     static_cast<blasint>(kw), qh, 1, 0.0f, p, 1);
@@ -427,8 +446,8 @@ protected:
         const float mx = std::max(vk.maxOf(p, n), sink);
         const float sum = vk.expShiftSum(p, n, mx) + std::exp(sink - mx);
         vk.scale(p, n, 1.0f / sum);
-        cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(n), static_cast<blasint>(hd), 1.0f, vh + first * kw,
-                    static_cast<blasint>(kw), p, 1, 0.0f, yh, 1);
+        cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(n), static_cast<blasint>(dm.vd), 1.0f, vh + first * dm.vw,
+                    static_cast<blasint>(dm.vw), p, 1, 0.0f, yh, 1);
     }
 
     // S queries of one head, causal (query i sees keys 0 … past + i, the last `window` of them with
@@ -439,12 +458,13 @@ protected:
     // each row's unseen keys get weight 0. A sink logit (finite) starts each row's max and sum as a
     // key of value 0 would.
     static void prefillHead(const float* qh, const float* kh, const float* vh, float* yh, std::int64_t S, std::int64_t past,
-                            std::int64_t hd, std::int64_t qw, std::int64_t kw, float scale, std::int64_t window, float cap,
-                            float sink, float* p, const cpu::Kernels& vk)
+                            const HeadDims& dm, float scale, std::int64_t window, float cap, float sink, float* p,
+                            const cpu::Kernels& vk)
     {
+        const std::int64_t hd = dm.hd, vd = dm.vd, qw = dm.qw, kw = dm.kw;
         float* sc = p;                          // [kQueryTile × kKeyTile] scores, then weights
-        float* acc = sc + kQueryTile * kKeyTile; // [kQueryTile × hd]
-        float* m = acc + kQueryTile * hd;        // [kQueryTile] running max
+        float* acc = sc + kQueryTile * kKeyTile; // [kQueryTile × vd]
+        float* m = acc + kQueryTile * std::max(hd, vd); // [kQueryTile] running max
         float* l = m + kQueryTile;               // [kQueryTile] running sum
         // The oldest key position `pos` sees.
         auto firstKey = [&](std::int64_t pos) { return window > 0 ? std::max<std::int64_t>(0, pos - window + 1) : 0; };
@@ -452,7 +472,7 @@ protected:
             const std::int64_t rq = std::min(kQueryTile, S - i0), keyEnd = past + i0 + rq;
             std::fill_n(m, rq, sink);
             std::fill_n(l, rq, std::isfinite(sink) ? 1.0f : 0.0f);
-            std::fill_n(acc, rq * hd, 0.0f);
+            std::fill_n(acc, rq * vd, 0.0f);
             for (std::int64_t j0 = firstKey(past + i0); j0 < keyEnd; j0 += kKeyTile) {
                 const std::int64_t ck = std::min(kKeyTile, keyEnd - j0);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rq), static_cast<blasint>(ck),
@@ -469,7 +489,7 @@ protected:
                         if (mx > m[r]) {
                             const float alpha = std::exp(m[r] - mx); // 0 on the first tile without a sink (m = −∞)
                             l[r] *= alpha;
-                            vk.scale(acc + r * hd, hd, alpha);
+                            vk.scale(acc + r * vd, vd, alpha);
                             m[r] = mx;
                         }
                         l[r] += vk.expShiftSum(row + from, to - from, m[r]);
@@ -477,17 +497,36 @@ protected:
                     std::fill(row, row + from, 0.0f);
                     std::fill(row + to, row + ck, 0.0f);
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rq), static_cast<blasint>(hd),
-                            static_cast<blasint>(ck), 1.0f, sc, static_cast<blasint>(kKeyTile), vh + j0 * kw,
-                            static_cast<blasint>(kw), 1.0f, acc, static_cast<blasint>(hd));
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rq), static_cast<blasint>(vd),
+                            static_cast<blasint>(ck), 1.0f, sc, static_cast<blasint>(kKeyTile), vh + j0 * dm.vw,
+                            static_cast<blasint>(dm.vw), 1.0f, acc, static_cast<blasint>(vd));
             }
             for (std::int64_t r = 0; r < rq; ++r) {
-                float* out = yh + (i0 + r) * qw;
+                float* out = yh + (i0 + r) * dm.yw;
                 const float inv = 1.0f / l[r];
-                for (std::int64_t d = 0; d < hd; ++d)
-                    out[d] = acc[r * hd + d] * inv;
+                for (std::int64_t d = 0; d < vd; ++d)
+                    out[d] = acc[r * vd + d] * inv;
             }
         }
+    }
+
+    Status doMlaKv(const Tensor& kv, const Tensor& rope, const Tensor& k, const Tensor& v, std::int64_t heads,
+                   std::int64_t nope) override
+    {
+        const std::int64_t eb = kv.elementBytes(), d = rope.cols, vd = kv.cols / heads - nope;
+        for (std::int64_t t = 0; t < kv.rows; ++t) {
+            const char* in = kv.as<char>() + t * kv.cols * eb;
+            const char* r = rope.as<char>() + t * rope.stride * eb;
+            char* ko = k.as<char>() + t * k.cols * eb;
+            char* vo = v.as<char>() + t * v.cols * eb;
+            for (std::int64_t h = 0; h < heads; ++h) {
+                const char* head = in + h * (nope + vd) * eb;
+                std::memcpy(ko + h * (nope + d) * eb, head, static_cast<std::size_t>(nope * eb));
+                std::memcpy(ko + (h * (nope + d) + nope) * eb, r, static_cast<std::size_t>(d * eb));
+                std::memcpy(vo + h * vd * eb, head + nope * eb, static_cast<std::size_t>(vd * eb));
+            }
+        }
+        return {};
     }
 
     Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act) override
@@ -584,6 +623,15 @@ protected:
         return {};
     }
 
+    Status doSigmoid(const Tensor& x, const Tensor& y) override
+    {
+        const float* in = x.as<float>();
+        float* out = y.as<float>();
+        for (std::int64_t i = 0, n = x.numel(); i < n; ++i)
+            out[i] = 1.0f / (1.0f + std::exp(-in[i]));
+        return {};
+    }
+
     Status doArgmax(const Tensor& x, const Tensor& ids) override
     {
         auto* out = ids.as<std::int32_t>();
@@ -607,7 +655,8 @@ protected:
     }
 
     Status doExperts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down, const Tensor& y,
-                     const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias, const Tensor* downBias) override
+                     const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias, const Tensor* downBias,
+                     const Tensor* scoreBias) override
     {
         const std::int64_t N = x.rows, H = x.cols, I = s.intermediate, I2 = 2 * I, El = s.localExperts, E = s.experts;
         // Scratch: fp32 work arrays, then the routing tables.
@@ -624,21 +673,57 @@ protected:
         auto* order = counts + (El + 1);                                   // [E] expert ids by score
         auto* tokenOf = order + E;                                         // [N·K]
         auto* weightOf = reinterpret_cast<float*>(tokenOf + N * s.topK);   // [N·K]
+        float* choice = weightOf + N * s.topK;                             // [E]
+        float* groupScore = choice + E;                                    // [groups]
 
-        // Top-k per token (ties to the lower expert id, as torch.topk on CPU), bucketed by local expert.
+        // Top-k per token (ties to the lower expert id, as torch.topk on CPU), bucketed by local
+        // expert. The choice is over score + bias, the experts outside the best groups at −∞; the
+        // weight is the score.
         std::fill_n(counts, El + 1, 0);
+        const std::int64_t G = s.groups, perGroup = E / G;
+        auto byValue = [](const float* v) {
+            return [v](std::int64_t p, std::int64_t q) { return v[p] > v[q] || (v[p] == v[q] && p < q); };
+        };
         auto topK = [&](std::int64_t t, auto&& visit) {
             const float* row = scores.as<float>() + t * E;
+            const float* pick = row;
+            if (scoreBias || G > 1) {
+                withStorage(storage(), [&](auto st) {
+                    using St = decltype(st);
+                    for (std::int64_t e = 0; e < E; ++e)
+                        choice[e] = row[e] + (scoreBias ? St::get(scoreBias->as<typename St::T>(), e) : 0.0f);
+                });
+                if (G > 1) { // a group's score: the sum of its two best choices
+                    for (std::int64_t g = 0; g < G; ++g) {
+                        const float* c = choice + g * perGroup;
+                        float a = -std::numeric_limits<float>::infinity(), b = a;
+                        for (std::int64_t e = 0; e < perGroup; ++e)
+                            if (c[e] > a) {
+                                b = a;
+                                a = c[e];
+                            } else if (c[e] > b) {
+                                b = c[e];
+                            }
+                        groupScore[g] = a + b;
+                    }
+                    std::iota(order, order + G, std::int64_t(0));
+                    std::partial_sort(order, order + s.topkGroup, order + G, byValue(groupScore));
+                    for (std::int64_t j = s.topkGroup; j < G; ++j)
+                        std::fill_n(choice + order[j] * perGroup, perGroup, -std::numeric_limits<float>::infinity());
+                }
+                pick = choice;
+            }
             std::iota(order, order + E, std::int64_t(0));
-            std::partial_sort(order, order + s.topK, order + E,
-                              [&](std::int64_t p, std::int64_t q) { return row[p] > row[q] || (row[p] == row[q] && p < q); });
+            std::partial_sort(order, order + s.topK, order + E, byValue(pick));
             double sum = 0;
             for (std::int64_t j = 0; j < s.topK; ++j)
                 sum += row[order[j]];
             for (std::int64_t j = 0; j < s.topK; ++j) {
                 const std::int64_t e = order[j] - s.firstExpert;
-                if (e >= 0 && e < El)
-                    visit(e, s.normalize ? static_cast<float>(row[order[j]] / sum) : row[order[j]]);
+                if (e >= 0 && e < El) {
+                    const double w = s.normalize ? row[order[j]] / sum : row[order[j]];
+                    visit(e, static_cast<float>(w * s.routedScale));
+                }
             }
         };
         for (std::int64_t t = 0; t < N; ++t)

@@ -469,16 +469,19 @@ protected:
         });
     }
 
-    Status doRope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table) override
+    Status doRope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table,
+                  bool interleaved) override
     {
         TP_RETURN_IF_ERROR(useDevice(m_device));
-        TP_RETURN_IF_ERROR(launchable("rope", x.rows, x.cols / 2));
+        const std::int64_t threads = x.cols / headDim * (headDim - table.cols / 2); // a pair or a passed column each
+        TP_RETURN_IF_ERROR(launchable("rope", x.rows, threads));
         cudaStream_t st = m_compute.get();
         return withStorage(storage(), "rope", [&](auto tag) -> Status {
             using T = typename decltype(tag)::type;
-            const Launch l = rowLaunch(x.rows, x.cols / 2);
+            const Launch l = rowLaunch(x.rows, threads);
             ropeKernel<T><<<l.grid, l.block, 0, st>>>(x.as<T>(), y.as<T>(), x.rows, x.cols, static_cast<int>(headDim),
-                                                      positions.as<std::int32_t>(), table.as<float>(), table.rows, table.stride);
+                                                      static_cast<int>(table.cols), interleaved, positions.as<std::int32_t>(),
+                                                      table.as<float>(), table.rows, table.stride);
             TP_CUDA_LAUNCHED();
             return {};
         });
@@ -492,9 +495,9 @@ protected:
         TP_RETURN_IF_ERROR(useDevice(m_device));
         const std::int64_t pb = probBytes();
         const AttentionPlan p = planAttention(s, pb);
-        const std::int64_t S = s.seq, rowsK = s.rows(), past = s.past, hd = s.headDim, qw = q.cols, kw = k.cols,
-                           G = s.heads / s.kvHeads;
-        if (!fitsInt(rowsK) || !fitsInt(qw) || !fitsInt(kw) || !fitsInt(p.inner))
+        const std::int64_t S = s.seq, rowsK = s.rows(), past = s.past, hd = s.headDim, vd = s.vDim(), qw = q.cols,
+                           kw = k.cols, vw = v.cols, yw = y.cols, G = s.heads / s.kvHeads;
+        if (!fitsInt(rowsK) || !fitsInt(qw) || !fitsInt(kw) || !fitsInt(vw) || !fitsInt(yw) || !fitsInt(p.inner))
             return invalidArgument(cat("attention: sequence ", S, " of ", s.heads, " heads exceeds cuBLAS's 32-bit sizes"));
         TP_RETURN_IF_ERROR(launchable("attention", p.unitsPerChunk * p.inner * p.rowsPerBlock, 1));
         Carver carve(scratch);
@@ -506,8 +509,9 @@ protected:
         const cudaDataType_t dt = blasType(storage());
         const std::int64_t eb = dtypeBytes(storage(), 1);
         const float scale = static_cast<float>(s.scale), one = 1.0f, zero = 0.0f;
-        // Strides between the heads of one GEMM, in q/y and in k/v.
+        // Strides between the heads of one GEMM, in q, y, k and v.
         const long long strideQ = p.kvInner ? G * hd : hd, strideK = p.kvInner ? hd : 0;
+        const long long strideY = p.kvInner ? G * vd : vd, strideV = p.kvInner ? vd : 0;
 
         for (std::int64_t i0 = 0; i0 < S; i0 += p.rowsPerBlock) {
             // queries [i0, i0 + R), at positions past + i, see keys [0, L)
@@ -523,6 +527,14 @@ protected:
                 auto kOffset = [&](std::int64_t u) {
                     const std::int64_t b = (u0 + u) / p.outer, o = (u0 + u) % p.outer;
                     return b * rowsK * kw + (p.kvInner ? 0 : o * hd);
+                };
+                auto yOffset = [&](std::int64_t u) {
+                    const std::int64_t b = (u0 + u) / p.outer, o = (u0 + u) % p.outer;
+                    return (b * S + i0) * yw + (p.kvInner ? o * vd : o * G * vd);
+                };
+                auto vOffset = [&](std::int64_t u) {
+                    const std::int64_t b = (u0 + u) / p.outer, o = (u0 + u) % p.outer;
+                    return b * rowsK * vw + (p.kvInner ? 0 : o * vd);
                 };
                 for (std::int64_t u = 0; u < units; ++u) // scores[i, j] = scale · q_i·k_j, column-major Kᵀ·Q
                     TP_CUBLAS(cublasGemmStridedBatchedEx(
@@ -544,10 +556,10 @@ protected:
                 }));
                 for (std::int64_t u = 0; u < units; ++u) // y_i = Σ_j P[i, j]·v_j, column-major Vᵀ·Pᵀ
                     TP_CUBLAS(cublasGemmStridedBatchedEx(
-                        h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(hd), static_cast<int>(R), static_cast<int>(L), &one,
-                        static_cast<const char*>(v.data) + kOffset(u) * eb, dt, static_cast<int>(kw), strideK,
+                        h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(vd), static_cast<int>(R), static_cast<int>(L), &one,
+                        static_cast<const char*>(v.data) + vOffset(u) * eb, dt, static_cast<int>(vw), strideV,
                         static_cast<const char*>(probs) + u * p.inner * slotElems * (pb > 0 ? pb : 4), dt, static_cast<int>(L),
-                        slotElems, &zero, static_cast<char*>(y.data) + qOffset(u) * eb, dt, static_cast<int>(qw), strideQ,
+                        slotElems, &zero, static_cast<char*>(y.data) + yOffset(u) * eb, dt, static_cast<int>(yw), strideY,
                         static_cast<int>(p.inner), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
             }
         }
@@ -555,6 +567,23 @@ protected:
     }
 
     // --- elementwise ------------------------------------------------------------------------------
+
+    Status doMlaKv(const Tensor& kv, const Tensor& rope, const Tensor& k, const Tensor& v, std::int64_t heads,
+                   std::int64_t nope) override
+    {
+        TP_RETURN_IF_ERROR(useDevice(m_device));
+        TP_RETURN_IF_ERROR(launchable("mla_kv", kv.rows, k.cols + v.cols));
+        cudaStream_t st = m_compute.get();
+        return withStorage(storage(), "mla_kv", [&](auto tag) -> Status {
+            using T = typename decltype(tag)::type;
+            const Launch l = rowLaunch(kv.rows, k.cols + v.cols);
+            mlaKvKernel<T><<<l.grid, l.block, 0, st>>>(kv.as<T>(), rope.as<T>(), rope.stride, k.as<T>(), v.as<T>(), kv.rows,
+                                                       static_cast<int>(heads), static_cast<int>(nope),
+                                                       static_cast<int>(rope.cols), static_cast<int>(v.cols / heads));
+            TP_CUDA_LAUNCHED();
+            return {};
+        });
+    }
 
     Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act) override
     {
@@ -639,6 +668,16 @@ protected:
         return {};
     }
 
+    Status doSigmoid(const Tensor& x, const Tensor& y) override
+    {
+        TP_RETURN_IF_ERROR(useDevice(m_device));
+        const std::int64_t n = x.numel();
+        const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((n + kThreads - 1) / kThreads, 65535));
+        sigmoidKernel<<<blocks, kThreads, 0, m_compute.get()>>>(x.as<float>(), y.as<float>(), n);
+        TP_CUDA_LAUNCHED();
+        return {};
+    }
+
     Status doArgmax(const Tensor& x, const Tensor& ids) override
     {
         TP_RETURN_IF_ERROR(useDevice(m_device));
@@ -657,7 +696,8 @@ protected:
     // --- experts ----------------------------------------------------------------------------------
 
     Status doExperts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down, const Tensor& y,
-                     const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias, const Tensor* downBias) override
+                     const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias, const Tensor* downBias,
+                     const Tensor* scoreBias) override
     {
         TP_RETURN_IF_ERROR(useDevice(m_device));
         cudaStream_t st = m_compute.get();
@@ -698,9 +738,10 @@ protected:
                 const std::int64_t nt = std::min(p.chunkTokens, N - t0);
                 // Routing and buckets, on the device.
                 TP_CUDA(cudaMemsetAsync(counts, 0, static_cast<std::size_t>(El) * sizeof(std::int32_t), st));
-                routeTopKKernel<<<warpRowBlocks(nt), kThreads, 0, st>>>(
+                routeTopKKernel<T><<<warpRowBlocks(nt), kThreads, 0, st>>>(
                     scores.as<float>() + t0 * E, nt, static_cast<int>(E), static_cast<int>(K), static_cast<int>(s.firstExpert),
-                    static_cast<int>(El), s.normalize, expertOf, weightOf, counts);
+                    static_cast<int>(El), s.normalize, scoreBias ? scoreBias->as<T>() : nullptr, static_cast<int>(s.groups),
+                    static_cast<int>(s.topkGroup), static_cast<float>(s.routedScale), expertOf, weightOf, counts);
                 TP_CUDA_LAUNCHED();
                 bucketOffsetsKernel<<<1, 1, 0, st>>>(counts, offsets, cursor, static_cast<int>(El));
                 TP_CUDA_LAUNCHED();

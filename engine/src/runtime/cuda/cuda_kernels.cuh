@@ -150,20 +150,26 @@ __global__ void rmsNormBlockKernel(const T* x, const T* w, T* y, std::int64_t gr
 // Thread per (row, pair p = head·half + j): rotate_half of x[j] and x[j + half] of its head. A
 // position outside the table gives NaN (the CPU backend refuses it; a device op cannot without a
 // synchronisation, and NaN cannot go unnoticed).
+// A thread per rotated pair or passed column of a head: each head's first headDim − d columns pass
+// (MLA's nope part), its last d turn, in pairs (j, j + d/2) or, interleaved, (2j, 2j + 1).
 template<typename T>
-__global__ void ropeKernel(const T* x, T* y, std::int64_t rows, std::int64_t width, int headDim, const std::int32_t* positions,
-                           const float* table, std::int64_t tableRows, std::int64_t tableStride)
+__global__ void ropeKernel(const T* x, T* y, std::int64_t rows, std::int64_t width, int headDim, int d, bool interleaved,
+                           const std::int32_t* positions, const float* table, std::int64_t tableRows, std::int64_t tableStride)
 {
     const std::int64_t p = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
-    if (p >= width / 2)
+    const int half = d / 2, pass = headDim - d, perHead = pass + half;
+    if (p >= width / headDim * perHead)
         return;
-    const int half = headDim / 2;
-    const std::int64_t head = p / half;
-    const int j = int(p % half);
-    const std::int64_t i1 = head * headDim + j, i2 = i1 + half;
+    const std::int64_t head = p / perHead;
+    const int jj = int(p % perHead), j = jj - pass;
+    const std::int64_t i1 = head * headDim + pass + (interleaved ? 2 * j : j), i2 = i1 + (interleaved ? 1 : half);
     for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
         const T* xr = x + r * width;
         T* yr = y + r * width;
+        if (j < 0) {
+            yr[head * headDim + jj] = xr[head * headDim + jj];
+            continue;
+        }
         const float x1 = load(xr[i1]), x2 = load(xr[i2]);
         const std::int64_t pos = positions[r];
         float y1 = quietNan(), y2 = quietNan();
@@ -296,6 +302,32 @@ __global__ void addKernel(const T* a, const T* b, bool bIsRow, T* y, std::int64_
         y[r * cols + c] = store<T>(load(a[r * cols + c]) + load(b[(bIsRow ? 0 : r) * cols + c]));
 }
 
+// MLA's keys and values: a thread per column of k [heads·(nope + d)] and then of v [heads·vd].
+template<typename T>
+__global__ void mlaKvKernel(const T* kv, const T* rope, std::int64_t ropeStride, T* k, T* v, std::int64_t rows, int heads,
+                            int nope, int d, int vd)
+{
+    const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    const std::int64_t kw = std::int64_t(heads) * (nope + d), vw = std::int64_t(heads) * vd, kvw = std::int64_t(heads) * (nope + vd);
+    if (c >= kw + vw)
+        return;
+    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        if (c < kw) {
+            const std::int64_t h = c / (nope + d), j = c % (nope + d);
+            k[r * kw + c] = j < nope ? kv[r * kvw + h * (nope + vd) + j] : rope[r * ropeStride + (j - nope)];
+        } else {
+            const std::int64_t h = (c - kw) / vd, j = (c - kw) % vd;
+            v[r * vw + (c - kw)] = kv[r * kvw + h * (nope + vd) + nope + j];
+        }
+    }
+}
+
+__global__ void sigmoidKernel(const float* x, float* y, std::int64_t n)
+{
+    for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x)
+        y[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
 // Router softmax, warp per row, as the CPU computes it: fp32 exponentials, a double sum, the
 // quotient in double.
 __global__ void softmaxRowsKernel(const float* x, float* y, std::int64_t rows, int cols)
@@ -354,11 +386,14 @@ __global__ void argmaxRowsKernel(const T* x, std::int64_t stride, std::int64_t r
 // Warp per token: the top-k of its E scores, best first, ties to the lower expert id (torch.topk
 // on CPU, the CPU backend). Round j takes the best expert strictly after round j-1's pick in that
 // order, so no mask is needed. Writes, per pick, the local expert (or -1 when another rank holds
-// it) and its weight (renormalised over the k picks, in double, when asked), and counts the
-// tokens of each local expert.
+// it) and its weight (renormalised over the k picks, in double, when asked; times routedScale), and
+// counts the tokens of each local expert. DeepSeek's choice (groups > 1 or a bias): the picks are by
+// score + bias among the experts of the topkGroup groups whose two best choices sum highest (the
+// others at −∞), the weights the scores.
+template<typename T>
 __global__ void routeTopKKernel(const float* scores, std::int64_t tokens, int experts, int topK, int firstExpert,
-                                int localExperts, bool normalize, std::int32_t* expertOf, float* weightOf,
-                                std::int32_t* counts)
+                                int localExperts, bool normalize, const T* bias, int groups, int topkGroup,
+                                float routedScale, std::int32_t* expertOf, float* weightOf, std::int32_t* counts)
 {
     const std::int64_t t = std::int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
     const int lane = int(threadIdx.x % kWarp);
@@ -368,6 +403,52 @@ __global__ void routeTopKKernel(const float* scores, std::int64_t tokens, int ex
     std::int32_t* eOut = expertOf + t * topK;
     float* wOut = weightOf + t * topK;
     constexpr int kNone = 0x7fffffff;
+    const int perGroup = experts / groups;
+    auto choiceOf = [&](int e) { return row[e] + (bias ? load(bias[e]) : 0.0f); };
+    std::uint64_t chosen = ~0ull; // groups (at most 64) whose experts compete
+    if (groups > 1) {
+        float gs[2] = {-INFINITY, -INFINITY}; // this lane's groups: lane, lane + 32
+        for (int i = 0; i < 2; ++i) {
+            const int g = lane + i * kWarp;
+            if (g >= groups)
+                continue;
+            float a = -INFINITY, b = -INFINITY;
+            for (int e = g * perGroup; e < (g + 1) * perGroup; ++e) {
+                const float c = choiceOf(e);
+                if (c > a) {
+                    b = a;
+                    a = c;
+                } else if (c > b) {
+                    b = c;
+                }
+            }
+            gs[i] = a + b;
+        }
+        chosen = 0;
+        for (int j = 0; j < topkGroup; ++j) {
+            float best = -INFINITY;
+            int bestG = kNone;
+            for (int i = 0; i < 2; ++i) {
+                const int g = lane + i * kWarp;
+                if (g < groups && !((chosen >> g) & 1ull) && (gs[i] > best || (gs[i] == best && g < bestG))) {
+                    best = gs[i];
+                    bestG = g;
+                }
+            }
+            for (int o = kWarp / 2; o > 0; o >>= 1) {
+                const float s2 = __shfl_xor_sync(kAllLanes, best, o);
+                const int g2 = __shfl_xor_sync(kAllLanes, bestG, o);
+                if (s2 > best || (s2 == best && g2 < bestG)) {
+                    best = s2;
+                    bestG = g2;
+                }
+            }
+            if (bestG == kNone)
+                break;
+            chosen |= 1ull << bestG;
+        }
+    }
+    auto pickValue = [&](int e) { return (chosen >> (e / perGroup)) & 1ull ? choiceOf(e) : -INFINITY; };
     float prevS = INFINITY;
     int prevE = -1;
     double sum = 0;
@@ -375,7 +456,7 @@ __global__ void routeTopKKernel(const float* scores, std::int64_t tokens, int ex
         float bestS = -INFINITY;
         int bestE = kNone;
         for (int e = lane; e < experts; e += kWarp) {
-            const float v = row[e];
+            const float v = pickValue(e);
             const bool after = v < prevS || (v == prevS && e > prevE);
             if (after && (v > bestS || (v == bestS && e < bestE))) {
                 bestS = v;
@@ -399,19 +480,20 @@ __global__ void routeTopKKernel(const float* scores, std::int64_t tokens, int ex
         }
         prevS = bestS;
         prevE = bestE;
-        sum += double(bestS);
+        const float w = row[bestE];
+        sum += double(w);
         if (lane == 0) {
             const int local = bestE - firstExpert;
             const bool mine = local >= 0 && local < localExperts;
             eOut[j] = mine ? local : -1;
-            wOut[j] = bestS;
+            wOut[j] = w;
             if (mine)
                 atomicAdd(&counts[local], 1);
         }
     }
-    if (normalize && lane == 0)
+    if (lane == 0)
         for (int j = 0; j < topK; ++j)
-            wOut[j] = float(double(wOut[j]) / sum);
+            wOut[j] = float((normalize ? double(wOut[j]) / sum : double(wOut[j])) * routedScale);
 }
 
 // offsets[e] = Σ counts[< e] (offsets[El] = all routed rows), and each expert's fill cursor. One
