@@ -295,14 +295,16 @@ private slots:
         const DType dt = DType(dtype);
         forShapes(dt, [&](const Dims& d) {
             double worst = 0;
-            // The whole vector, or per head (q_norm); weights w, or (1 + w) (Gemma).
+            // The whole vector, or per head (q_norm); weights w, or (1 + w) (Gemma), or none (Llama 4's
+            // L2 norm: offset 2 is ignored without a weight).
             for (std::int64_t group : {d.hidden, d.headDim})
-            for (const double offset : {0.0, 1.0}) {
+            for (const double offset : {0.0, 1.0, 2.0}) {
+                const bool weighted = offset < 2;
                 const std::int64_t W = group == d.hidden ? d.hidden : std::max<std::int64_t>(d.heads, 1) * d.headDim;
                 Bench b(be(dt));
                 const auto x = randomValues(d.tokens * W, dt, 3.0f), w = randomValues(group, dt);
-                const Tensor Y = b.poisoned(d.tokens, W);
-                Bench::check(be(dt).rmsNorm(b.put(x, d.tokens, W), b.put(w, 1, group), Y, group, 1e-5, offset));
+                const Tensor Y = b.poisoned(d.tokens, W), wT = b.put(w, 1, group);
+                Bench::check(be(dt).rmsNorm(b.put(x, d.tokens, W), weighted ? &wT : nullptr, Y, group, 1e-5, offset));
                 std::vector<double> ref(x.size());
                 for (std::int64_t g = 0; g < d.tokens * W / group; ++g) {
                     double ss = 0;
@@ -310,7 +312,8 @@ private slots:
                         ss += double(x[static_cast<std::size_t>(g * group + j)]) * x[static_cast<std::size_t>(g * group + j)];
                     const double inv = 1 / std::sqrt(ss / double(group) + 1e-5);
                     for (std::int64_t j = 0; j < group; ++j)
-                        ref[static_cast<std::size_t>(g * group + j)] = (offset + w[static_cast<std::size_t>(j)]) * x[static_cast<std::size_t>(g * group + j)] * inv;
+                        ref[static_cast<std::size_t>(g * group + j)] = (weighted ? offset + w[static_cast<std::size_t>(j)] : 1.0)
+                            * x[static_cast<std::size_t>(g * group + j)] * inv;
                 }
                 worst = std::max(worst, nmse(b.get(Y), ref));
             }
@@ -376,16 +379,17 @@ private slots:
             const std::int64_t S = d.tokens + 6;
             for (const Case cs : {Case{S, 0, 0}, Case{S, 0, S + 3}, Case{1, S - 1, S + 3}, Case{2, S, S + 3}})
                 for (std::int64_t batch : {1, 2})
-                    // Plain causal; a sliding window shorter than the keys with soft-capped scores (Gemma 2).
-                    // Sinks with or without a window (gpt-oss alternates).
-                    for (const auto [window, cap] : {std::pair<std::int64_t, double>{0, 0}, {3, 0.3}})
+                    // Plain causal; a sliding window shorter than the keys with soft-capped scores (Gemma 2);
+                    // chunks of 4 (Llama 4). Sinks with or without a window (gpt-oss alternates).
+                    for (const auto [window, cap, chunk] : {std::tuple<std::int64_t, double, std::int64_t>{0, 0, 0}, {3, 0.3, 0}, {0, 0, 4}})
                         for (const bool sinks : {false, true})
                             // Values of the keys' head size, or of another (MLA: v_head_dim ≠ qk_head_dim).
-                            for (const std::int64_t vd : {std::int64_t(0), d.headDim / 2 + 1})
-                                worst = std::max(worst, attentionError(dt, {batch, cs.seq, d.heads, d.kvHeads, d.headDim, vd,
-                                                                            1 / std::sqrt(double(d.headDim)), cs.past,
-                                                                            cs.keyRows, window, cap},
-                                                                       sinks));
+                            for (const std::int64_t vd : {std::int64_t(0), d.headDim / 2 + 1}) {
+                                AttentionShape sh{batch, cs.seq, d.heads, d.kvHeads, d.headDim, vd, 1 / std::sqrt(double(d.headDim)),
+                                                  cs.past, cs.keyRows, window, cap};
+                                sh.chunk = chunk;
+                                worst = std::max(worst, attentionError(dt, sh, sinks));
+                            }
             return worst;
         });
     }
@@ -406,7 +410,8 @@ private slots:
         QTest::addColumn<double>("softcap");
         QTest::addColumn<bool>("sinks");
         QTest::addColumn<int>("vHeadDim");
-        struct Row { const char* name; int seq, past, keyRows, headDim; double scale; int window = 0; double softcap = 0; bool sinks = false; int vHeadDim = 0; };
+        QTest::addColumn<int>("chunk");
+        struct Row { const char* name; int seq, past, keyRows, headDim; double scale; int window = 0; double softcap = 0; bool sinks = false; int vHeadDim = 0; int chunk = 0; };
         for (DType dt : {DType::F32, DType::BF16})
             for (const Row r : {Row{"S=300", 300, 0, 0, 64, 0.125}, Row{"S=64", 64, 0, 0, 32, 0.18}, Row{"S=65", 65, 0, 0, 16, 0.25},
                                 Row{"S=257", 257, 0, 0, 8, 0.35}, Row{"chunk 129 after 70", 129, 70, 260, 40, 0.16},
@@ -419,10 +424,14 @@ private slots:
                                 Row{"S=300 window 128 sinks", 300, 0, 0, 16, 0.25, 128, 0, true},
                                 Row{"large scores sinks", 200, 0, 0, 64, 4.0, 0, 0, true},
                                 Row{"chunk 129 after 70 values 24 of keys 40", 129, 70, 260, 40, 0.16, 0, 0, false, 24},
-                                Row{"S=300 values 48 of keys 16", 300, 0, 0, 16, 0.25, 0, 0, false, 48}})
+                                Row{"S=300 values 48 of keys 16", 300, 0, 0, 16, 0.25, 0, 0, false, 48},
+                                Row{"S=600 chunks 256", 600, 0, 0, 32, 0.18, 0, 0, false, 0, 256},
+                                Row{"chunk 129 after 300 chunks 100", 129, 300, 430, 32, 0.18, 0, 0, false, 0, 100},
+                                Row{"S=300 chunks 7", 300, 0, 0, 16, 0.25, 0, 0, false, 0, 7}})
                 QTest::addRow("%s %s", std::string(dtypeName(dt)).c_str(), r.name) << int(dt) << r.seq << r.past << r.keyRows
                                                                                    << r.headDim << r.scale << r.window
-                                                                                   << r.softcap << r.sinks << r.vHeadDim;
+                                                                                   << r.softcap << r.sinks << r.vHeadDim
+                                                                                   << r.chunk;
     }
     void attentionTiles()
     {
@@ -436,8 +445,11 @@ private slots:
         QFETCH(double, softcap);
         QFETCH(bool, sinks);
         QFETCH(int, vHeadDim);
+        QFETCH(int, chunk);
         const DType dt = DType(dtype);
-        const double e = attentionError(dt, {1, seq, 4, 2, headDim, vHeadDim, scale, past, keyRows, window, softcap}, sinks);
+        AttentionShape sh{1, seq, 4, 2, headDim, vHeadDim, scale, past, keyRows, window, softcap};
+        sh.chunk = chunk;
+        const double e = attentionError(dt, sh, sinks);
         QVERIFY2(e <= threshold(dt), qPrintable(QStringLiteral("normalised squared error %1").arg(e)));
     }
 
@@ -467,9 +479,11 @@ private slots:
         for (std::int64_t bb = 0; bb < batch; ++bb)
             for (std::int64_t h = 0; h < H; ++h)
                 for (std::int64_t i = 0; i < Sq; ++i) {
-                    // Keys [first, past + i]: all of them, or the last `window`.
+                    // Keys [first, past + i]: all of them, or the last `window`, or those of its chunk.
                     const std::int64_t seen = s.past + i + 1, g = h / (H / KV);
-                    const std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, seen - s.window) : 0;
+                    std::int64_t first = s.window > 0 ? std::max<std::int64_t>(0, seen - s.window) : 0;
+                    if (s.chunk > 0)
+                        first = std::max(first, (seen - 1) / s.chunk * s.chunk);
                     std::vector<double> p(static_cast<std::size_t>(seen), 0.0);
                     double mx = -1e300, sum = 0;
                     for (std::int64_t j = first; j < seen; ++j) {
@@ -697,6 +711,30 @@ private slots:
         }, threshold(DType::F32)); // F32 in and out whatever the storage dtype
     }
 
+    // Llama 4's query temperature: each row times log1p(floor((position + 1) / floor)) · scale + 1.
+    void temperature_data() { rows(); }
+    void temperature()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            const std::int64_t W = std::max<std::int64_t>(d.heads, 1) * d.headDim;
+            Bench b(be(dt));
+            const auto x = randomValues(d.tokens * W, dt);
+            std::vector<std::int32_t> pos;
+            for (std::int64_t t = 0; t < d.tokens; ++t)
+                pos.push_back(std::int32_t(t * 37 % 50));
+            const Tensor Y = b.poisoned(d.tokens, W);
+            Bench::check(be(dt).temperature(b.put(x, d.tokens, W), Y, b.ints(pos), 3.0, 0.5));
+            std::vector<double> ref(x.size());
+            for (std::int64_t t = 0; t < d.tokens; ++t)
+                for (std::int64_t c = 0; c < W; ++c)
+                    ref[static_cast<std::size_t>(t * W + c)] = x[static_cast<std::size_t>(t * W + c)]
+                        * (std::log1p(std::floor((pos[static_cast<std::size_t>(t)] + 1.0) / 3.0)) * 0.5 + 1);
+            return nmse(b.get(Y), ref);
+        });
+    }
+
     void sigmoid_data() { rows(); }
     void sigmoid()
     {
@@ -767,8 +805,9 @@ private slots:
             // Softmax-style routing with or without renormalisation; DeepSeek's: a score bias, the
             // top-k among the best half of the groups (when E splits into groups of 2 or more),
             // renormalised, scaled.
-            for (int variant : {0, 1, 2}) {
-                const bool normalize = variant > 0, deepseek = variant == 2;
+            // Llama 4's: the weights on the experts' inputs (each rounded to the storage dtype).
+            for (int variant : {0, 1, 2, 3}) {
+                const bool normalize = variant == 1 || variant == 2, deepseek = variant == 2, llama4 = variant == 3;
                 Bench b(be(dt));
                 const std::int64_t N = d.tokens, H = d.hidden, E = d.experts, El = d.localExperts, I = d.expertInter;
                 const std::int64_t first = E - El;
@@ -780,6 +819,7 @@ private slots:
                         ++s.topkGroup;
                     s.routedScale = 2.5;
                 }
+                s.weightInputs = llama4;
                 const auto x = randomValues(N * H, dt), scores = randomValues(N * E, DType::F32);
                 const auto bias = randomValues(E, dt, 0.3f);
                 const Tensor biasT = b.put(bias, 1, E);
@@ -819,12 +859,18 @@ private slots:
                         if (e < 0 || e >= El)
                             continue;
                         const double wgt = (normalize ? row[e + first] / sum : row[e + first]) * s.routedScale;
+                        // Llama 4: the input times the weight, as the storage dtype holds them.
+                        const float wIn = roundedTo(dt, float(wgt));
+                        auto xin = [&](std::int64_t k) {
+                            const float v = x[static_cast<std::size_t>(t * H + k)];
+                            return llama4 ? double(roundedTo(dt, wIn * v)) : double(v);
+                        };
                         std::vector<double> a(static_cast<std::size_t>(I));
                         for (std::int64_t i = 0; i < I; ++i) {
                             double g = 0, u = 0;
                             for (std::int64_t k = 0; k < H; ++k) {
-                                g += double(x[static_cast<std::size_t>(t * H + k)]) * gu[static_cast<std::size_t>((e * 2 * I + i) * H + k)];
-                                u += double(x[static_cast<std::size_t>(t * H + k)]) * gu[static_cast<std::size_t>((e * 2 * I + I + i) * H + k)];
+                                g += xin(k) * gu[static_cast<std::size_t>((e * 2 * I + i) * H + k)];
+                                u += xin(k) * gu[static_cast<std::size_t>((e * 2 * I + I + i) * H + k)];
                             }
                             a[static_cast<std::size_t>(i)] = act(Activation::Silu, g) * u;
                         }
@@ -832,7 +878,7 @@ private slots:
                             double o = 0;
                             for (std::int64_t i = 0; i < I; ++i)
                                 o += a[static_cast<std::size_t>(i)] * dn[static_cast<std::size_t>((e * H + j2) * I + i)];
-                            ref[static_cast<std::size_t>(t * H + j2)] += wgt * o;
+                            ref[static_cast<std::size_t>(t * H + j2)] += (llama4 ? 1.0 : wgt) * o;
                         }
                     }
                 }

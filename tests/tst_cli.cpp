@@ -9,6 +9,8 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
+#include <fstream>
+
 #include <QtTest>
 
 #include <algorithm>
@@ -546,10 +548,16 @@ private slots:
         const Run bad = cli({"run", "--model", "qwen3-30b-a3b", "--tp", "8", "--seq", "4"});
         QCOMPARE(bad.code, 1);
         QVERIFY(bad.err.contains("the plan has errors at tp_size 8; nothing ran"));
-        const Run arch = cli({"run", "--model", "llama-4-scout", "--tp", "1"});
+        // A forward the engine's ops do not compute (an activation they lack) is refused by name.
+        QTemporaryDir dir;
+        QVERIFY(QFile::copy(kFixtures + "/models/llama/model.safetensors", dir.filePath("model.safetensors")));
+        auto cfg = nlohmann::json::parse(std::ifstream((kFixtures + "/models/llama/config.json").toStdString()));
+        cfg["hidden_act"] = "gelu_new";
+        std::ofstream(dir.filePath("config.json").toStdString()) << cfg.dump();
+        const Run arch = cli({"run", "--model", dir.path(), "--tp", "1"});
         QCOMPARE(arch.code, 1);
-        QVERIFY(arch.err.contains("does not run llama4_text"));
-        const Run stream = cli({"run", "--model", "llama-4-scout", "--tp", "1", "--json-stream"});
+        QVERIFY2(arch.err.contains("activation 'gelu_new'"), qPrintable(arch.err));
+        const Run stream = cli({"run", "--model", dir.path(), "--tp", "1", "--json-stream"});
         QCOMPARE(stream.code, 1);
         QCOMPARE(QString::fromStdString(nlohmann::json::parse(stream.out.toStdString())["event"].get<std::string>()), "error");
     }

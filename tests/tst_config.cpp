@@ -99,6 +99,15 @@ private slots:
         QCOMPARE(bare.nGroup, 8ll);
         QVERIFY(bare.normTopkProb);
         QVERIFY(!bare.ropeInterleave);
+        // Llama4TextConfig's derived fields: every 4th layer NoPE, the rope layers chunked.
+        const ModelConfig l4 = catalogConfig("llama-4-scout");
+        QCOMPARE(l4.noRopeLayers.size(), std::size_t(48));
+        QCOMPARE(l4.noRopeLayers[3], 0ll);
+        QCOMPARE(l4.noRopeLayers[4], 1ll);
+        QCOMPARE(l4.attentionChunkSize.value_or(0), 8192ll);
+        QCOMPARE(QString::fromStdString(l4.layerTypes[3]), QString("full_attention"));
+        QCOMPARE(QString::fromStdString(l4.layerTypes[4]), QString("chunked_attention"));
+        QVERIFY(l4.useQkNorm && l4.attnTemperatureTuning && l4.ropeInterleave);
         const ModelConfig g = catalogConfig("gpt-oss-120b");
         QCOMPARE(g.layerTypes.size(), std::size_t(36));
         QVERIFY(g.attentionBias);
@@ -236,6 +245,13 @@ private slots:
                                                     << "config.json: routed_scaling_factor must be above 0, found 0";
         QTest::addRow("odd rope head dim") << R"({"model_type": "deepseek_v3", "qk_rope_head_dim": 7})"
                                            << "config.json: qk_rope_head_dim must be even (rotary pairs), found 7";
+        QTest::addRow("no_rope_layers length") << R"({"model_type": "llama4_text", "num_hidden_layers": 3, "no_rope_layers": [1, 0]})"
+                                               << "config.json: no_rope_layers has 2 entries but num_hidden_layers is 3";
+        QTest::addRow("floor_scale zero") << R"({"model_type": "llama4_text", "floor_scale": 0})"
+                                          << "config.json: floor_scale must be above 0 and attn_scale finite, found 0";
+        QTest::addRow("chunked layers without a chunk size")
+            << R"({"model_type": "llama4_text", "num_hidden_layers": 1, "attention_chunk_size": null, "layer_types": ["chunked_attention"]})"
+            << "config.json: layer_types has chunked_attention layers but attention_chunk_size is null";
         QTest::addRow("mlp_only_layers out of range") << R"({"model_type": "qwen3_moe", "num_hidden_layers": 2, "mlp_only_layers": [5]})"
                                                       << "config.json: mlp_only_layers names layer 5 outside 0..1";
     }

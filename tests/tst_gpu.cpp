@@ -171,7 +171,7 @@ private slots:
         QTest::addColumn<int>("tp");
         QTest::addColumn<int>("dtype");
         for (const char* f : {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3", "mixtral", "qwen3_moe", "deepseek_v3",
-                              "gpt_oss"})
+                              "gpt_oss", "llama4_text"})
             for (int tp : {1, 2, 4})
                 for (DType dt : {DType::F32, DType::BF16})
                     QTest::addRow("%s T=%d %s", f, tp, std::string(dtypeName(dt)).c_str()) << f << tp << int(dt);
@@ -288,7 +288,7 @@ private slots:
         QTest::addColumn<QString>("family");
         QTest::addColumn<int>("tp");
         for (const char* f : {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3", "mixtral", "qwen3_moe", "deepseek_v3",
-                              "gpt_oss"})
+                              "gpt_oss", "llama4_text"})
             for (int tp : {1, 2})
                 QTest::addRow("%s T=%d", f, tp) << f << tp;
     }

@@ -236,6 +236,9 @@ private:
         n.ownerModule = m_spec.indexOf(p);
         n.scale = 1.0 / std::sqrt(m_c.queryPreAttnScalar.value_or(static_cast<double>(qkHeadDim)));
         n.window = slidingLayer() ? m_c.slidingWindow.value_or(0) : 0;
+        if (static_cast<std::size_t>(m_layer) < m_c.layerTypes.size()
+            && m_c.layerTypes[static_cast<std::size_t>(m_layer)] == "chunked_attention")
+            n.chunk = m_c.attentionChunkSize.value_or(0);
         n.softcap = m_c.attnLogitSoftcap.value_or(0);
         return n;
     }
@@ -269,14 +272,36 @@ private:
                 k = headNorm(p + ".k_norm", k, hd);
             }
         }
-        GraphNode& r = node(OpKind::Rope, p + ":rope", -1, {q, k});
-        r.headDim = hd;
-        r.rope = m_c.slidingRope && slidingLayer() ? 1 : 0;
-        q = output(r, H * hd, "q");
-        k = output(m_g.nodes.back(), KV * hd, "k");
+        // Llama 4's NoPE layers have no rope; its rope layers L2-normalise q and k after it.
+        const bool rope = m_c.noRopeLayers.empty() || m_c.noRopeLayers[static_cast<std::size_t>(m_layer)] != 0;
+        if (rope) {
+            GraphNode& r = node(OpKind::Rope, p + ":rope", -1, {q, k});
+            r.headDim = hd;
+            r.rope = m_c.slidingRope && slidingLayer() ? 1 : 0;
+            r.interleavedRope = m_c.ropeInterleave;
+            q = output(r, H * hd, "q");
+            k = output(m_g.nodes.back(), KV * hd, "k");
+            if (m_c.useQkNorm) {
+                q = l2Norm(p + ":q_norm", q, hd);
+                k = l2Norm(p + ":k_norm", k, hd);
+            }
+        }
         GraphNode& at = attentionNode(p, {q, k, v}, hd, hd, KV);
+        if (!rope && m_c.attnTemperatureTuning) {
+            at.temperatureFloor = m_c.floorScale;
+            at.temperatureScale = m_c.attnScale;
+        }
         const int o = output(at, H * hd);
         return module(OpKind::Linear, p + ".o_proj", {o}, m_c.hiddenSize);
+    }
+
+    // Llama4TextL2Norm: per head, no weight.
+    int l2Norm(const std::string& name, int in, std::int64_t hd)
+    {
+        GraphNode& n = node(OpKind::HeadNorm, name, -1, {in});
+        n.headDim = hd;
+        n.eps = m_c.rmsNormEps;
+        return output(n, m_g.tensors[static_cast<std::size_t>(in)].features);
     }
 
     int headNorm(const std::string& path, int in, std::int64_t hd)
@@ -361,12 +386,14 @@ private:
         r.experts = m_c.numExperts;
         r.topK = m_c.expertsPerToken;
         r.sigmoid = m_t.sigmoidRouter;
+        // Llama 4: sigmoid weights of the top-k logits, on the experts' inputs.
         const int scores = output(r, m_c.numExperts, "scores");
         GraphNode& e = node(OpKind::Experts, p + ".experts", m_spec.indexOf(p + ".experts"), {x, scores});
         e.experts = m_c.numExperts;
         e.topK = m_c.expertsPerToken;
         e.act = m_act;
         e.normalizeTopK = m_t.alwaysNormalizeTopK || m_c.normTopkProb;
+        e.weightInputs = m_t.routerScalesInputs;
         if (m_t.sigmoidRouter) {
             e.groups = m_c.nGroup;
             e.topkGroup = m_c.topkGroup;

@@ -45,7 +45,8 @@ ArchTraits row(Family f)
     case Family::Llama4:
         t.ffnBlock = "feed_forward";
         t.expertsLastPacked = true;
-        t.engineLacks = "Llama 4's chunked attention, NoPE layers and sigmoid top-1 router";
+        t.sigmoidRouter = true;
+        t.routerScalesInputs = true;
         break;
     case Family::Unknown: t.engineLacks = "a known architecture"; break;
     }

@@ -325,6 +325,10 @@ void applyDefaults(ModelConfig& c)
         c.expertsPerToken = 1;
         c.intermediateSizeMlp = 16384;
         c.numSharedExperts = 1;
+        c.attentionChunkSize = 8192;
+        c.useQkNorm = true;
+        c.attnTemperatureTuning = true;
+        c.ropeInterleave = true; // Llama4TextRotaryEmbedding's complex form: pairs (2j, 2j + 1)
         break;
     }
 }
@@ -449,6 +453,22 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
     TP_RETURN_IF_ERROR(r.readOptDouble("attn_logit_softcapping", c.attnLogitSoftcap));
     TP_RETURN_IF_ERROR(r.readOptDouble("final_logit_softcapping", c.finalLogitSoftcap));
     TP_RETURN_IF_ERROR(r.readBool("use_bidirectional_attention", c.bidirectionalAttention));
+    if (c.family == Family::Llama4) {
+        TP_RETURN_IF_ERROR(r.readIntList("no_rope_layers", c.noRopeLayers));
+        std::int64_t interval = 4;
+        TP_RETURN_IF_ERROR(r.readInt("no_rope_layer_interval", interval, 1, kMaxLayers));
+        if (c.noRopeLayers.empty()) // as Llama4TextConfig derives them: every interval-th layer NoPE
+            for (std::int64_t l = 0; l < c.numLayers; ++l)
+                c.noRopeLayers.push_back((l + 1) % interval != 0 ? 1 : 0);
+        TP_RETURN_IF_ERROR(r.readOptInt("attention_chunk_size", c.attentionChunkSize, 1));
+        TP_RETURN_IF_ERROR(r.readBool("use_qk_norm", c.useQkNorm));
+        TP_RETURN_IF_ERROR(r.readBool("attn_temperature_tuning", c.attnTemperatureTuning));
+        TP_RETURN_IF_ERROR(r.readDouble("floor_scale", c.floorScale));
+        TP_RETURN_IF_ERROR(r.readDouble("attn_scale", c.attnScale));
+        if (c.layerTypes.empty())
+            for (const std::int64_t rope : c.noRopeLayers)
+                c.layerTypes.push_back(rope && c.attentionChunkSize ? "chunked_attention" : "full_attention");
+    }
     TP_RETURN_IF_ERROR(readDType(r, c, diags));
 
     // MoE: every family spells the expert count its own way.
@@ -530,6 +550,17 @@ Status validate(const ModelConfig& c, const std::string& source)
                                    c.topkGroup, c.nGroup, c.expertsPerToken));
         if (!(c.routedScalingFactor > 0) || !std::isfinite(c.routedScalingFactor))
             return bad(fmt::format("routed_scaling_factor must be above 0, found {}", c.routedScalingFactor));
+    }
+    if (c.family == Family::Llama4) {
+        if (static_cast<std::int64_t>(c.noRopeLayers.size()) != c.numLayers)
+            return bad(fmt::format("no_rope_layers has {} entries but num_hidden_layers is {}", c.noRopeLayers.size(),
+                                   c.numLayers));
+        if (!(c.floorScale > 0) || !std::isfinite(c.floorScale) || !std::isfinite(c.attnScale))
+            return bad(fmt::format("floor_scale must be above 0 and attn_scale finite, found {} and {}", c.floorScale,
+                                   c.attnScale));
+        for (const std::string& t : c.layerTypes)
+            if (t == "chunked_attention" && !c.attentionChunkSize)
+                return bad("layer_types has chunked_attention layers but attention_chunk_size is null");
     }
     if (!c.layerTypes.empty() && static_cast<std::int64_t>(c.layerTypes.size()) != c.numLayers)
         return bad(fmt::format("layer_types has {} entries but num_hidden_layers is {}", c.layerTypes.size(),

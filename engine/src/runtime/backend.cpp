@@ -89,12 +89,15 @@ Status Backend::gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const
     return y.empty() ? Status() : doGemm(x, w, bias, y, scratch);
 }
 
-Status Backend::rmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, double eps, double offset)
+Status Backend::rmsNorm(const Tensor& x, const Tensor* w, const Tensor& y, std::int64_t group, double eps, double offset)
 {
     OpCheck c("rms_norm", *this);
-    c.on("x", x).dense("x", x).on("w", w).on("y", y).dense("y", y);
-    c.require(group > 0 && x.cols % group == 0 && w.rows == 1 && w.cols == group && y.rows == x.rows && y.cols == x.cols,
-              [&] { return fmt::format("x {} in groups of {} with w {} into y {}", shape(x), group, shape(w), shape(y)); });
+    c.on("x", x).dense("x", x).on("y", y).dense("y", y);
+    if (w)
+        c.on("w", *w).require(w->rows == 1 && w->cols == group,
+                              [&] { return fmt::format("w {} for groups of {}", shape(*w), group); });
+    c.require(group > 0 && x.cols % group == 0 && y.rows == x.rows && y.cols == x.cols,
+              [&] { return fmt::format("x {} in groups of {} into y {}", shape(x), group, shape(y)); });
     c.require(std::isfinite(eps) && eps >= 0 && std::isfinite(offset), [&] { return fmt::format("eps {}, offset {}", eps, offset); });
     TP_RETURN_IF_ERROR(c.status());
     return y.empty() ? Status() : doRmsNorm(x, w, y, group, static_cast<float>(eps), static_cast<float>(offset));
@@ -132,8 +135,8 @@ Status Backend::attention(const Tensor& q, const Tensor& k, const Tensor& v, con
                                        shape(q), shape(k), shape(v), shape(y), s.batch, s.seq, s.rows(), s.heads,
                                        s.kvHeads, s.headDim, s.vDim()); });
     c.require(std::isfinite(s.scale) && s.scale > 0, [&] { return fmt::format("scale {}", s.scale); });
-    c.require(s.window >= 0 && std::isfinite(s.softcap) && s.softcap >= 0,
-              [&] { return fmt::format("window {}, softcap {}", s.window, s.softcap); });
+    c.require(s.window >= 0 && s.chunk >= 0 && std::isfinite(s.softcap) && s.softcap >= 0,
+              [&] { return fmt::format("window {}, chunk {}, softcap {}", s.window, s.chunk, s.softcap); });
     if (sinks)
         c.on("sinks", *sinks).dense("sinks", *sinks).require(sinks->rows == 1 && sinks->cols == s.heads, [&] {
             return fmt::format("sinks {} for {} heads", shape(*sinks), s.heads);
@@ -156,6 +159,18 @@ Status Backend::mlaKv(const Tensor& kv, const Tensor& rope, const Tensor& k, con
                                        heads, nope, shape(k), shape(v)); });
     TP_RETURN_IF_ERROR(c.status());
     return k.empty() ? Status() : doMlaKv(kv, rope, k, v, heads, nope);
+}
+
+Status Backend::temperature(const Tensor& x, const Tensor& y, const Tensor& positions, double floorScale, double attnScale)
+{
+    OpCheck c("temperature", *this);
+    c.on("x", x).dense("x", x).on("y", y).dense("y", y).on("positions", positions, DType::I32);
+    c.require(y.rows == x.rows && y.cols == x.cols && positions.rows == 1 && positions.cols == x.rows,
+              [&] { return fmt::format("x {} into y {} at positions {}", shape(x), shape(y), shape(positions)); });
+    c.require(std::isfinite(floorScale) && floorScale > 0 && std::isfinite(attnScale),
+              [&] { return fmt::format("floor scale {}, attention scale {}", floorScale, attnScale); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doTemperature(x, y, positions, static_cast<float>(floorScale), static_cast<float>(attnScale));
 }
 
 Status Backend::gatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act)

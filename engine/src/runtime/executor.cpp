@@ -32,16 +32,16 @@ std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g
 {
     const ModelConfig& c = spec.config;
     if (const char* lacks = archTraits(c.family).engineLacks; *lacks)
-        return fmt::format("the engine does not run {} yet: it lacks {} (it runs llama, mistral, qwen2, qwen3, gemma2, "
-                           "gemma3_text, phi3, mixtral, qwen3_moe, deepseek_v3 and gpt_oss)",
-                           familyName(c.family), lacks);
+        return fmt::format("the engine does not run model_type '{}': it lacks {} (it runs llama, mistral, qwen2, qwen3, "
+                           "gemma2, gemma3_text, phi3, mixtral, qwen3_moe, deepseek_v3, gpt_oss and llama4_text)",
+                           c.modelType, lacks);
     if (!g.graph.unsupported.empty())
         return g.graph.unsupported;
     // Styles whose forward the engine does not model (their effect is more than placements + the
     // collectives of the sharded graph).
     static const char* const kNotExecutable[] = {"sequence_parallel", "moe_identity_expert", "megamoe_router",
                                                  "megamoe_experts", "ep_router", "local", "gather", "local_colwise",
-                                                 "local_rowwise", "local_packed_rowwise", "packed_rowwise", "all_reduce"};
+                                                 "local_rowwise", "local_packed_rowwise", "all_reduce"};
     const Plan& plan = *g.plan;
     for (std::size_t i = 0; i < plan.entries.size(); ++i) {
         const Style* s = g.match.entryStyles[i];
@@ -51,6 +51,15 @@ std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g
             if (s->name == name)
                 return fmt::format("style '{}' (on '{}') is not executable on the engine yet", s->name, plan.entries[i].key);
     }
+    // packed_rowwise places a packed last dim: the experts' [E, H, 2I] (Llama 4), which the experts
+    // op reads as it is; on a Linear it would split the input features in strided blocks.
+    for (const ParamShard& p : g.params)
+        if (p.placement.kind == Placement::Kind::StridedShard
+            && p.dim == static_cast<int>(p.shapes.empty() ? 0 : p.shapes[0].size()) - 1
+            && spec.modules[static_cast<std::size_t>(p.module)].kind != ModuleKind::Experts)
+            return fmt::format("'{}' is split along its packed last dim (packed_rowwise), which the engine executes on "
+                               "fused experts only",
+                               p.path);
     for (const auto& col : g.collectives)
         if (col.kind == CollectiveKind::AllToAll)
             return fmt::format("style '{}' on '{}' dispatches tokens with all-to-all, which the engine does not "
@@ -960,7 +969,7 @@ private:
         if (const int gi = k.pp().gathered[static_cast<std::size_t>(ni)]; gi >= 0) {
             const Tensor& x = k.t()[static_cast<std::size_t>(gi)];
             TP_RETURN_IF_ERROR(be.copy(lastPositions(in(k, n, 0), k.pp().seq), x));
-            return n.kind == OpKind::Norm ? be.rmsNorm(x, *weight(k, n, "weight"), y, x.cols, n.eps, n.normOffset)
+            return n.kind == OpKind::Norm ? be.rmsNorm(x, weight(k, n, "weight"), y, x.cols, n.eps, n.normOffset)
                                           : Status(StatusCode::Internal, fmt::format("{} reads gathered rows", opKindName(n.kind)));
         }
         switch (n.kind) {
@@ -972,8 +981,9 @@ private:
             // Transformers multiplies by it.
             return n.scale > 0 ? be.scale(y, y, roundedTo(be.storage(), static_cast<float>(n.scale)), 0) : Status();
         }
-        case OpKind::Norm: return be.rmsNorm(in(k, n, 0), *weight(k, n, "weight"), y, in(k, n, 0).cols, n.eps, n.normOffset);
-        case OpKind::HeadNorm: return be.rmsNorm(in(k, n, 0), *weight(k, n, "weight"), y, n.headDim, n.eps, n.normOffset);
+        case OpKind::Norm: return be.rmsNorm(in(k, n, 0), weight(k, n, "weight"), y, in(k, n, 0).cols, n.eps, n.normOffset);
+        case OpKind::HeadNorm: // no module: Llama 4's L2 norm, without a weight
+            return be.rmsNorm(in(k, n, 0), weight(k, n, "weight"), y, n.headDim, n.eps, n.normOffset);
         case OpKind::Linear:
         case OpKind::Router: {
             Tensor x = in(k, n, 0);
@@ -1024,6 +1034,8 @@ private:
             }
             if (n.mlaRope > 0) // the rope part of every query head, in place
                 TP_RETURN_IF_ERROR(be.rope(in(k, n, 0), in(k, n, 0), s.headDim, positions, rope(k, n), n.interleavedRope));
+            if (n.temperatureFloor > 0) // Llama 4's NoPE layers: the queries' temperature, in place
+                TP_RETURN_IF_ERROR(be.temperature(in(k, n, 0), in(k, n, 0), positions, n.temperatureFloor, n.temperatureScale));
             return be.attention(in(k, n, 0), K, V, y, s, scratch(k, ni), weight(k, n.ownerModule, "sinks")); // sinks: gpt-oss
         }
         case OpKind::GatedAct:

@@ -226,7 +226,8 @@ private:
         case OpKind::HeadNorm: {
             const ParamShard* w = param(n, "weight");
             const std::int64_t group = n.kind == OpKind::Norm ? in(0) : n.headDim;
-            TP_RETURN_IF_ERROR(need(n, w && group > 0 && in(0) % group == 0 && wshape(w).second == group, [&] {
+            const bool weightless = n.kind == OpKind::HeadNorm && n.module < 0; // Llama 4's L2 norm
+            TP_RETURN_IF_ERROR(need(n, (weightless || (w && wshape(w).second == group)) && group > 0 && in(0) % group == 0, [&] {
                 return fmt::format("norm over groups of {} of {} features with a weight of {}", group, in(0),
                                    w ? wshape(w).second : 0);
             }));
@@ -391,6 +392,7 @@ private:
         s.keyRows = m_p.context;
         s.window = n.window;
         s.softcap = n.softcap;
+        s.chunk = n.chunk;
         return s;
     }
 
@@ -424,6 +426,7 @@ private:
         s.groups = n.groups;
         s.topkGroup = n.topkGroup;
         s.routedScale = n.routedScale;
+        s.weightInputs = n.weightInputs;
         // Each expert's down bias belongs to the rank holding its whole output: with its rows split
         // the partial sums would each carry it.
         if (param(n, "down_proj_bias") && dn->dim > 0)

@@ -21,7 +21,7 @@ namespace tp {
 enum class OpKind {
     Embedding,    // token ids → hidden
     Norm,         // RMSNorm over the whole feature vector
-    HeadNorm,     // RMSNorm per head (Qwen3/Gemma3 q_norm/k_norm): works on whole local heads
+    HeadNorm,     // RMSNorm per head (Qwen3/Gemma3 q_norm/k_norm; without a module: Llama 4's L2 norm)
     Linear,       // nn.Linear (also the MoE router's projection)
     Split,        // a fused output cut by global sizes (Phi-3 qkv, MLA kv_a)
     Rope,         // rotary embedding on q and k, per head
@@ -79,9 +79,13 @@ struct GraphNode
     double scale = 0;            // Attention: softmax scale of q·kᵀ; Embedding: factor of its rows (0: none)
     std::int64_t window = 0;     // Attention: sliding window (a query sees the last `window` keys), 0: none
     double softcap = 0;          // Attention: scores, Logits: logits, capped to c·tanh(x / c); 0: none
+    std::int64_t chunk = 0;      // Attention: chunked attention (Llama 4), 0: none
+    // Attention: Llama 4's temperature of the queries on NoPE layers (Backend::temperature); floor 0: none.
+    double temperatureFloor = 0, temperatureScale = 0;
     Activation act = Activation::Silu; // GatedAct, Experts
     bool normalizeTopK = false;  // Experts: renormalise the top-k router weights to sum to 1
-    bool sigmoid = false;        // Router: sigmoid scores (DeepSeek) rather than a softmax
+    bool sigmoid = false;        // Router: sigmoid scores (DeepSeek, Llama 4) rather than a softmax
+    bool weightInputs = false;   // Experts: the router weight scales the input (Llama 4; ExpertsShape)
     std::int64_t groups = 1, topkGroup = 1; // Experts: DeepSeek's group-limited choice (ExpertsShape)
     double routedScale = 1;      // Experts: factor of the routed weights (routed_scaling_factor)
     double swigluAlpha = 0, swigluLimit = 0; // Experts: gpt-oss's clamped SwiGLU (limit 0: `act`)

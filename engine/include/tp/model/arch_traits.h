@@ -31,6 +31,8 @@ struct ArchTraits
     // DeepSeek's router: sigmoid scores, a group-limited choice biased by e_score_correction_bias,
     // routed_scaling_factor (ModelConfig::nGroup, topkGroup, routedScalingFactor).
     bool sigmoidRouter = false;
+    // Llama 4: the router weight scales each expert's input, not its output.
+    bool routerScalesInputs = false;
     // sliding_window applies to every layer (Mistral, Mixtral, Phi-3); otherwise only to the layers
     // layer_types names "sliding_attention".
     bool slidingWindowAllLayers = false;

@@ -91,6 +91,15 @@ struct ModelConfig
     std::optional<double> queryPreAttnScalar;
     std::optional<double> attnLogitSoftcap, finalLogitSoftcap;
     bool bidirectionalAttention = false;   // use_bidirectional_attention (Gemma encoders)
+    // Llama 4: the layers with rope (no_rope_layers[l] = 1; the others are NoPE), chunked attention
+    // on the layers layer_types names "chunked_attention", the L2 norm of q and k on rope layers
+    // (use_qk_norm), and on NoPE layers the queries scaled by log1p(floor((pos + 1) / floor_scale))
+    // · attn_scale + 1 (attn_temperature_tuning).
+    std::vector<std::int64_t> noRopeLayers;
+    std::optional<std::int64_t> attentionChunkSize;
+    bool useQkNorm = false;
+    bool attnTemperatureTuning = false;
+    double floorScale = 8192, attnScale = 0.1;
     DType dtype = DType::F32;              // torch_dtype / dtype; float32 when absent
     bool dtypeGiven = false;
 

@@ -62,7 +62,8 @@ struct BackendStats
 // v [B·R, kvHeads·vDim()] (R = rows(): each sequence's rows of a KV cache, or its S tokens; vDim():
 // the value head size, headDim unless MLA's vHeadDim differs): query i of sequence b is at
 // position past + i and sees keys 0 … past + i of its sequence (causal; with a sliding window W only
-// the last W of them, past + i − W < j); query head h reads key/value head h / (heads / kvHeads).
+// the last W of them, past + i − W < j; with chunks of C only those of its own chunk, j / C =
+// (past + i) / C); query head h reads key/value head h / (heads / kvHeads).
 // Scores are scale · q·k, soft-capped to c·tanh(s / c) when softcap c > 0, before the softmax.
 // With sinks (gpt-oss: one logit per query head, [1, heads]) each row's softmax also runs over its
 // head's sink logit, whose probability is then dropped (the weights sum to less than 1).
@@ -80,6 +81,7 @@ struct AttentionShape
     std::int64_t keyRows = 0;            // rows per sequence in k and v; 0: seq
     std::int64_t window = 0;             // sliding window in keys; 0: none
     double softcap = 0;                  // 0: none
+    std::int64_t chunk = 0;              // chunked attention in positions (Llama 4); 0: none
 
     std::int64_t keys() const { return past + seq; }           // keys the last query sees
     std::int64_t rows() const { return keyRows > 0 ? keyRows : seq; }
@@ -111,6 +113,9 @@ struct ExpertsShape
     // bias), times routedScale after any renormalisation.
     std::int64_t groups = 1, topkGroup = 1;
     double routedScale = 1;
+    // Llama 4: each pick's weight scales the expert's input (the expert computes on weight · x,
+    // rounded to the storage dtype), and the outputs add up unweighted.
+    bool weightInputs = false;
 };
 
 // Seeded random weights that do not depend on the device or the tp size: local element
@@ -170,8 +175,9 @@ public:
     Status gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, const Tensor& scratch);
     virtual std::int64_t gemmScratchBytes(std::int64_t n, std::int64_t in, std::int64_t out) const = 0;
     // RMSNorm of every group of `group` features (group = cols: the whole row; = head_dim: per head):
-    // y = (offset + w) · x / sqrt(mean(x²) + eps), w [1, group] (offset 1: Gemma's norms). y may be x.
-    Status rmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, double eps, double offset = 0);
+    // y = (offset + w) · x / sqrt(mean(x²) + eps), w [1, group] (offset 1: Gemma's norms), or without
+    // a weight (w null: Llama 4's L2 norm of q and k) y = x / sqrt(mean(x²) + eps). y may be x.
+    Status rmsNorm(const Tensor& x, const Tensor* w, const Tensor& y, std::int64_t group, double eps, double offset = 0);
     // Rotary embedding of every head of x [n, heads·headDim] at positions[0, t] (I32 [1, n]); table
     // (F32 [positions, d]) holds cos in its first half, sin in its second. The last d columns of each
     // head turn (d = headDim but for MLA's rope part); the others pass. Pairs (j, j + d/2)
@@ -181,6 +187,9 @@ public:
                 bool interleaved = false);
     Status attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& s,
                      const Tensor& scratch, const Tensor* sinks = nullptr);
+    // Llama 4's attention temperature (NoPE layers): y[t] = x[t] · (log1p(floor((positions[0, t] + 1) /
+    // floorScale)) · attnScale + 1), positions I32 [1, n]. y may be x.
+    Status temperature(const Tensor& x, const Tensor& y, const Tensor& positions, double floorScale, double attnScale);
     virtual std::int64_t attentionScratchBytes(const AttentionShape& s) const = 0;
     // MLA's keys and values from its latent expansion: kv [n, heads·(nope + vd)] holds per head
     // [k_nope | v], rope [n, d] the one rotary key all heads share; k [n, heads·(nope + d)] gets per
@@ -232,11 +241,13 @@ protected:
     virtual Status doUpload(const void* host, const Tensor& dst) = 0;
     virtual Status doDownload(const Tensor& src, void* host) = 0;
     virtual Status doGemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, const Tensor& scratch) = 0;
-    virtual Status doRmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, float eps, float offset) = 0;
+    virtual Status doRmsNorm(const Tensor& x, const Tensor* w, const Tensor& y, std::int64_t group, float eps, float offset) = 0;
     virtual Status doRope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions,
                           const Tensor& table, bool interleaved) = 0;
     virtual Status doAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
                                const AttentionShape& s, const Tensor& scratch, const Tensor* sinks) = 0;
+    virtual Status doTemperature(const Tensor& x, const Tensor& y, const Tensor& positions, float floorScale,
+                                 float attnScale) = 0;
     virtual Status doMlaKv(const Tensor& kv, const Tensor& rope, const Tensor& k, const Tensor& v, std::int64_t heads,
                            std::int64_t nope) = 0;
     virtual Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act) = 0;

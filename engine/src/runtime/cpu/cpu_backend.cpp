@@ -319,17 +319,17 @@ protected:
         });
     }
 
-    Status doRmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t d, float eps, float offset) override
+    Status doRmsNorm(const Tensor& x, const Tensor* w, const Tensor& y, std::int64_t d, float eps, float offset) override
     {
-        if (storage() == DType::F32) {
+        if (storage() == DType::F32 && w) {
             for (std::int64_t g = 0, groups = x.numel() / d; g < groups; ++g)
-                m_vk.rmsNorm(x.as<float>() + g * d, w.as<float>(), y.as<float>() + g * d, d, eps, offset);
+                m_vk.rmsNorm(x.as<float>() + g * d, w->as<float>(), y.as<float>() + g * d, d, eps, offset);
             return {};
         }
         return withStorage(storage(), [&](auto s) {
             using S = decltype(s);
             const auto* X = x.as<typename S::T>();
-            const auto* Wt = w.as<typename S::T>();
+            const auto* Wt = w ? w->as<typename S::T>() : nullptr; // none: a weight of 1
             auto* Y = y.as<typename S::T>();
             const std::int64_t groups = x.numel() / d;
             for (std::int64_t g = 0; g < groups; ++g) {
@@ -340,7 +340,7 @@ protected:
                 }
                 const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(d)) + eps);
                 for (std::int64_t j = 0; j < d; ++j)
-                    S::put(Y, g * d + j, (offset + S::get(Wt, j)) * (S::get(X, g * d + j) * inv));
+                    S::put(Y, g * d + j, (Wt ? offset + S::get(Wt, j) : 1.0f) * (S::get(X, g * d + j) * inv));
             }
         });
     }
@@ -377,6 +377,21 @@ protected:
         });
     }
 
+    Status doTemperature(const Tensor& x, const Tensor& y, const Tensor& positions, float floorScale, float attnScale) override
+    {
+        const std::int32_t* pos = positions.as<std::int32_t>();
+        return withStorage(storage(), [&](auto s) {
+            using S = decltype(s);
+            for (std::int64_t t = 0; t < x.rows; ++t) {
+                const float f = std::log1p(std::floor((static_cast<float>(pos[t]) + 1.0f) / floorScale)) * attnScale + 1.0f;
+                const auto* in = rowOf<S>(x, t);
+                auto* out = rowOf<S>(y, t);
+                for (std::int64_t c = 0; c < x.cols; ++c)
+                    S::put(out, c, S::get(in, c) * f);
+            }
+        });
+    }
+
     Status doAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& sh,
                        const Tensor& scratch, const Tensor* sinks) override
     {
@@ -405,11 +420,11 @@ protected:
                     const float* vh = Vb + (h / group) * vd;
                     float* yh = Y + b * S * yw + h * vd;
                     const float sink = sinks ? St::get(sinks->as<typename St::T>(), h) : -std::numeric_limits<float>::infinity();
-                    const HeadDims dims{hd, vd, qw, kw, vw, yw};
+                    const HeadDims dims{hd, vd, qw, kw, vw, yw, sh.window, sh.chunk};
                     if (S == 1)
-                        decodeHead(qh, kh, vh, yh, L, dims, scale, sh.window, cap, sink, p, m_vk);
+                        decodeHead(qh, kh, vh, yh, L, dims, scale, cap, sink, p, m_vk);
                     else
-                        prefillHead(qh, kh, vh, yh, S, sh.past, dims, scale, sh.window, cap, sink, p, m_vk);
+                        prefillHead(qh, kh, vh, yh, S, sh.past, dims, scale, cap, sink, p, m_vk);
                 }
             }
         });
@@ -427,19 +442,26 @@ protected:
                 row[j] = cap * std::tanh(row[j] / cap);
     }
 
-    // One head's sizes and the row strides of q, k, v and y.
+    // One head's sizes, the row strides of q, k, v and y, and which keys a query sees.
     struct HeadDims
     {
         std::int64_t hd, vd, qw, kw, vw, yw;
+        std::int64_t window, chunk;
+        // The oldest key position `pos` sees: the last `window`, and only its own chunk.
+        std::int64_t firstKey(std::int64_t pos) const
+        {
+            std::int64_t f = window > 0 ? std::max<std::int64_t>(0, pos - window + 1) : 0;
+            return chunk > 0 ? std::max(f, pos - pos % chunk) : f;
+        }
     };
 
-    // One query (a decode step) over the last min(L, window) of L keys: matrix-vector products and
-    // one softmax row (over the sink logit too; −∞: none).
+    // One query (a decode step) over the keys it sees of L: matrix-vector products and one softmax
+    // row (over the sink logit too; −∞: none).
     static void decodeHead(const float* qh, const float* kh, const float* vh, float* yh, std::int64_t L, const HeadDims& dm,
-                           float scale, std::int64_t window, float cap, float sink, float* p, const cpu::Kernels& vk)
+                           float scale, float cap, float sink, float* p, const cpu::Kernels& vk)
     {
         const std::int64_t hd = dm.hd, kw = dm.kw;
-        const std::int64_t first = window > 0 ? std::max<std::int64_t>(0, L - window) : 0, n = L - first;
+        const std::int64_t first = dm.firstKey(L - 1), n = L - first;
         cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(n), static_cast<blasint>(hd), scale, kh + first * kw,
                     static_cast<blasint>(kw), qh, 1, 0.0f, p, 1);
         softcap(p, n, cap);
@@ -458,16 +480,14 @@ protected:
     // each row's unseen keys get weight 0. A sink logit (finite) starts each row's max and sum as a
     // key of value 0 would.
     static void prefillHead(const float* qh, const float* kh, const float* vh, float* yh, std::int64_t S, std::int64_t past,
-                            const HeadDims& dm, float scale, std::int64_t window, float cap, float sink, float* p,
-                            const cpu::Kernels& vk)
+                            const HeadDims& dm, float scale, float cap, float sink, float* p, const cpu::Kernels& vk)
     {
         const std::int64_t hd = dm.hd, vd = dm.vd, qw = dm.qw, kw = dm.kw;
         float* sc = p;                          // [kQueryTile × kKeyTile] scores, then weights
         float* acc = sc + kQueryTile * kKeyTile; // [kQueryTile × vd]
         float* m = acc + kQueryTile * std::max(hd, vd); // [kQueryTile] running max
         float* l = m + kQueryTile;               // [kQueryTile] running sum
-        // The oldest key position `pos` sees.
-        auto firstKey = [&](std::int64_t pos) { return window > 0 ? std::max<std::int64_t>(0, pos - window + 1) : 0; };
+        auto firstKey = [&](std::int64_t pos) { return dm.firstKey(pos); };
         for (std::int64_t i0 = 0; i0 < S; i0 += kQueryTile) {
             const std::int64_t rq = std::min(kQueryTile, S - i0), keyEnd = past + i0 + rq;
             std::fill_n(m, rq, sink);
@@ -743,9 +763,14 @@ protected:
                 const std::int64_t begin = e == 0 ? 0 : counts[e - 1], M = counts[e] - begin;
                 if (M == 0)
                     continue;
-                for (std::int64_t i = 0; i < M; ++i)
-                    for (std::int64_t j = 0; j < H; ++j)
-                        xe[i * H + j] = S::get(rowOf<S>(x, tokenOf[begin + i]), j);
+                for (std::int64_t i = 0; i < M; ++i) {
+                    // Llama 4: the expert's input is weight · x, both in the storage dtype as Transformers has them.
+                    const float w = s.weightInputs ? roundedTo(storage(), weightOf[begin + i]) : 1.0f;
+                    for (std::int64_t j = 0; j < H; ++j) {
+                        const float v = S::get(rowOf<S>(x, tokenOf[begin + i]), j);
+                        xe[i * H + j] = s.weightInputs ? roundedTo(storage(), w * v) : v;
+                    }
+                }
                 const float* GU;
                 const float* D;
                 if constexpr (std::is_same_v<S, F32>) {
@@ -796,7 +821,7 @@ protected:
                     addRow<S>(o, M, H, *downBias, e);
                 for (std::int64_t i = 0; i < M; ++i) {
                     const std::int64_t t = tokenOf[begin + i];
-                    const float wgt = weightOf[begin + i];
+                    const float wgt = s.weightInputs ? 1.0f : weightOf[begin + i];
                     for (std::int64_t j = 0; j < H; ++j)
                         acc[t * H + j] += wgt * o[i * H + j];
                 }

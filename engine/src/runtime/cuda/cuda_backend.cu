@@ -384,7 +384,7 @@ public:
         if (p.chunkTokens == 0)
             return 0;
         const std::int64_t El = s.localExperts, picks = p.chunkTokens * s.topK;
-        return kAlign + 2 * alignUp(4 * El) + alignUp(4 * (El + 1)) + 3 * alignUp(4 * picks) + alignUp(4 * p.rows)
+        return kAlign + 2 * alignUp(4 * El) + alignUp(4 * (El + 1)) + 3 * alignUp(4 * picks) + 2 * alignUp(4 * p.rows)
             + alignUp(eb * p.rows * hidden) + alignUp(4 * p.rows * p.hWidth) + alignUp(eb * p.rows * s.intermediate);
     }
 
@@ -448,7 +448,7 @@ protected:
 
     // --- norms, rope ------------------------------------------------------------------------------
 
-    Status doRmsNorm(const Tensor& x, const Tensor& w, const Tensor& y, std::int64_t group, float eps, float offset) override
+    Status doRmsNorm(const Tensor& x, const Tensor* w, const Tensor& y, std::int64_t group, float eps, float offset) override
     {
         TP_RETURN_IF_ERROR(useDevice(m_device));
         const std::int64_t groups = x.numel() / group;
@@ -459,10 +459,10 @@ protected:
         return withStorage(storage(), "rms_norm", [&](auto tag) -> Status {
             using T = typename decltype(tag)::type;
             if (group <= kWarp * kWarp) // up to 32 elements per lane: a warp per group
-                rmsNormWarpKernel<T><<<warpRowBlocks(groups), kThreads, 0, st>>>(x.as<T>(), w.as<T>(), y.as<T>(), groups,
+                rmsNormWarpKernel<T><<<warpRowBlocks(groups), kThreads, 0, st>>>(x.as<T>(), w ? w->as<T>() : nullptr, y.as<T>(), groups,
                                                                                  static_cast<int>(group), eps, offset);
             else
-                rmsNormBlockKernel<T><<<static_cast<unsigned>(groups), kThreads, 0, st>>>(x.as<T>(), w.as<T>(), y.as<T>(),
+                rmsNormBlockKernel<T><<<static_cast<unsigned>(groups), kThreads, 0, st>>>(x.as<T>(), w ? w->as<T>() : nullptr, y.as<T>(),
                                                                                          group, eps, offset);
             TP_CUDA_LAUNCHED();
             return {};
@@ -482,6 +482,21 @@ protected:
             ropeKernel<T><<<l.grid, l.block, 0, st>>>(x.as<T>(), y.as<T>(), x.rows, x.cols, static_cast<int>(headDim),
                                                       static_cast<int>(table.cols), interleaved, positions.as<std::int32_t>(),
                                                       table.as<float>(), table.rows, table.stride);
+            TP_CUDA_LAUNCHED();
+            return {};
+        });
+    }
+
+    Status doTemperature(const Tensor& x, const Tensor& y, const Tensor& positions, float floorScale, float attnScale) override
+    {
+        TP_RETURN_IF_ERROR(useDevice(m_device));
+        TP_RETURN_IF_ERROR(launchable("temperature", x.rows, x.cols));
+        cudaStream_t st = m_compute.get();
+        return withStorage(storage(), "temperature", [&](auto tag) -> Status {
+            using T = typename decltype(tag)::type;
+            const Launch l = rowLaunch(x.rows, x.cols);
+            temperatureKernel<T><<<l.grid, l.block, 0, st>>>(x.as<T>(), y.as<T>(), x.rows, x.cols, positions.as<std::int32_t>(),
+                                                             floorScale, attnScale);
             TP_CUDA_LAUNCHED();
             return {};
         });
@@ -550,7 +565,8 @@ protected:
                                           static_cast<int>(G), p.kvInner};
                     causalSoftmaxKernel<T><<<warpRowBlocks(rows), kThreads, 0, st>>>(
                         scores, static_cast<T*>(probs), rows, static_cast<int>(R), static_cast<int>(L), static_cast<int>(past + i0),
-                        static_cast<int>(std::min<std::int64_t>(s.window, INT_MAX)), static_cast<float>(s.softcap), sinkMap);
+                        static_cast<int>(std::min<std::int64_t>(s.window, INT_MAX)),
+                        static_cast<int>(std::min<std::int64_t>(s.chunk, INT_MAX)), static_cast<float>(s.softcap), sinkMap);
                     TP_CUDA_LAUNCHED();
                     return {};
                 }));
@@ -723,6 +739,7 @@ protected:
         auto* weightOf = carve.take<float>(p.chunkTokens * K);
         auto* slotOf = carve.take<std::int32_t>(p.chunkTokens * K);
         auto* rowToken = carve.take<std::int32_t>(p.rows);
+        auto* rowWeight = carve.take<float>(p.rows);
         char* xe = carve.take<char>(eb * p.rows * H);
         float* hOut = carve.take<float>(p.rows * p.hWidth); // gate_up rows [M, 2I], then down rows [M, H]
         char* actBuf = carve.take<char>(eb * p.rows * I);
@@ -747,7 +764,7 @@ protected:
                 TP_CUDA_LAUNCHED();
                 const std::int64_t picks = nt * K;
                 bucketAssignKernel<<<static_cast<unsigned>((picks + kThreads - 1) / kThreads), kThreads, 0, st>>>(
-                    expertOf, picks, static_cast<int>(K), cursor, slotOf, rowToken);
+                    expertOf, weightOf, picks, static_cast<int>(K), cursor, slotOf, rowToken, rowWeight);
                 TP_CUDA_LAUNCHED();
                 // The op's one synchronisation: the bucket sizes are the GEMMs' shapes. The pinned
                 // offsets are read below, before the next chunk's copy is enqueued.
@@ -763,7 +780,8 @@ protected:
                 T* xeT = reinterpret_cast<T*>(xe);
                 T* actT = reinterpret_cast<T*>(actBuf);
                 Launch l = rowLaunch(routed, H);
-                gatherRowsKernel<T><<<l.grid, l.block, 0, st>>>(x.as<T>() + t0 * H, rowToken, xeT, routed, H);
+                gatherRowsKernel<T><<<l.grid, l.block, 0, st>>>(x.as<T>() + t0 * H, rowToken, rowWeight, s.weightInputs, xeT,
+                                                                routed, H);
                 TP_CUDA_LAUNCHED();
                 // A bias (gpt-oss) is broadcast into the expert's rows first and the GEMM adds onto it.
                 auto biasRows = [&](const Tensor* bias, std::int64_t e, float* rows, std::int64_t M, std::int64_t w) -> Status {
@@ -803,7 +821,8 @@ protected:
                                            static_cast<int>(H), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
                 }
                 l = rowLaunch(nt, H);
-                combineKernel<T><<<l.grid, l.block, 0, st>>>(hOut, slotOf, weightOf, yc, nt, static_cast<int>(K), H);
+                combineKernel<T><<<l.grid, l.block, 0, st>>>(hOut, slotOf, weightOf, !s.weightInputs, yc, nt,
+                                                             static_cast<int>(K), H);
                 TP_CUDA_LAUNCHED();
             }
             return {};

@@ -113,7 +113,7 @@ __global__ void rmsNormWarpKernel(const T* x, const T* w, T* y, std::int64_t gro
     ss = warpSum(ss); // every lane's reads of xg are done before any lane writes yg
     const float inv = 1.0f / sqrtf(ss / float(group) + eps);
     for (int j = lane; j < group; j += kWarp)
-        yg[j] = store<T>((offset + load(w[j])) * (load(xg[j]) * inv));
+        yg[j] = store<T>((w ? offset + load(w[j]) : 1.0f) * (load(xg[j]) * inv));
 }
 
 // One block per group (rows wider than 1024).
@@ -142,7 +142,21 @@ __global__ void rmsNormBlockKernel(const T* x, const T* w, T* y, std::int64_t gr
     __syncthreads();
     const float inv = 1.0f / sqrtf(partial[0] / float(group) + eps);
     for (std::int64_t j = threadIdx.x; j < group; j += blockDim.x)
-        yg[j] = store<T>((offset + load(w[j])) * (load(xg[j]) * inv));
+        yg[j] = store<T>((w ? offset + load(w[j]) : 1.0f) * (load(xg[j]) * inv));
+}
+
+// Llama 4's attention temperature: row t times log1p(floor((position + 1) / floorScale)) · attnScale + 1.
+template<typename T>
+__global__ void temperatureKernel(const T* x, T* y, std::int64_t rows, std::int64_t cols, const std::int32_t* positions,
+                                  float floorScale, float attnScale)
+{
+    const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (c >= cols)
+        return;
+    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        const float f = log1pf(floorf((float(positions[r]) + 1.0f) / floorScale)) * attnScale + 1.0f;
+        y[r * cols + c] = store<T>(load(x[r * cols + c]) * f);
+    }
 }
 
 // --- rope -----------------------------------------------------------------------------------------
@@ -215,14 +229,16 @@ struct SinkMap
 
 template<typename P>
 __global__ void causalSoftmaxKernel(const float* scores, P* probs, std::int64_t rows, int rowsPerSlot, int keys, int firstQuery,
-                                    int window, float cap, SinkMap sinkMap)
+                                    int window, int chunk, float cap, SinkMap sinkMap)
 {
     const std::int64_t r = std::int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
     const int lane = int(threadIdx.x % kWarp);
     if (r >= rows)
         return;
     const int seen = firstQuery + int(r % rowsPerSlot) + 1; // ≤ keys
-    const int from = window > 0 && seen > window ? seen - window : 0;
+    int from = window > 0 && seen > window ? seen - window : 0;
+    if (chunk > 0) // Llama 4: only the query's own chunk
+        from = max(from, (seen - 1) - (seen - 1) % chunk);
     const float* s = scores + r * keys;
     P* p = probs + r * keys;
     // Online max and sum per lane, then merged across the warp; lane 0 starts from the sink.
@@ -514,8 +530,8 @@ __global__ void bucketOffsetsKernel(const std::int32_t* counts, std::int32_t* of
 // Each local pick takes a row of its expert's bucket. The order within a bucket is arbitrary;
 // results do not depend on it (a GEMM row's sum does not depend on its place, and tokens sum
 // their picks in pick order).
-__global__ void bucketAssignKernel(const std::int32_t* expertOf, std::int64_t picks, int topK, std::int32_t* cursor,
-                                   std::int32_t* slotOf, std::int32_t* rowToken)
+__global__ void bucketAssignKernel(const std::int32_t* expertOf, const float* weightOf, std::int64_t picks, int topK,
+                                   std::int32_t* cursor, std::int32_t* slotOf, std::int32_t* rowToken, float* rowWeight)
 {
     const std::int64_t p = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
     if (p >= picks)
@@ -528,16 +544,21 @@ __global__ void bucketAssignKernel(const std::int32_t* expertOf, std::int64_t pi
     const std::int32_t slot = atomicAdd(&cursor[e], 1);
     slotOf[p] = slot;
     rowToken[slot] = std::int32_t(p / topK);
+    rowWeight[slot] = weightOf[p];
 }
 
+// The routed rows; with `weighted` (Llama 4) each times its pick's weight, both rounded to T.
 template<typename T>
-__global__ void gatherRowsKernel(const T* x, const std::int32_t* rowToken, T* xe, std::int64_t rows, std::int64_t cols)
+__global__ void gatherRowsKernel(const T* x, const std::int32_t* rowToken, const float* rowWeight, bool weighted, T* xe,
+                                 std::int64_t rows, std::int64_t cols)
 {
     const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
     if (c >= cols)
         return;
-    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y)
-        xe[r * cols + c] = x[std::int64_t(rowToken[r]) * cols + c];
+    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        const T v = x[std::int64_t(rowToken[r]) * cols + c];
+        xe[r * cols + c] = weighted ? store<T>(load(store<T>(rowWeight[r])) * load(v)) : v;
+    }
 }
 
 // a[r, i] = act(h[r, i]) · h[r, I + i], h the fp32 gate_up rows of the routed tokens.
@@ -565,8 +586,8 @@ __global__ void expertActKernel(const float* h, T* a, std::int64_t rows, std::in
 // y[t] = Σ over t's local picks, in pick order, of weight · o[slot], in fp32; zeros for a token
 // with none.
 template<typename T>
-__global__ void combineKernel(const float* o, const std::int32_t* slotOf, const float* weightOf, T* y, std::int64_t tokens,
-                              int topK, std::int64_t cols)
+__global__ void combineKernel(const float* o, const std::int32_t* slotOf, const float* weightOf, bool weighted, T* y,
+                              std::int64_t tokens, int topK, std::int64_t cols)
 {
     const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
     if (c >= cols)
@@ -576,7 +597,7 @@ __global__ void combineKernel(const float* o, const std::int32_t* slotOf, const 
         for (int j = 0; j < topK; ++j) {
             const std::int32_t slot = slotOf[t * topK + j];
             if (slot >= 0)
-                acc += weightOf[t * topK + j] * o[std::int64_t(slot) * cols + c];
+                acc += (weighted ? weightOf[t * topK + j] : 1.0f) * o[std::int64_t(slot) * cols + c];
         }
         y[t * cols + c] = store<T>(acc);
     }
