@@ -744,36 +744,25 @@ private slots:
         auto r = runModel(s, shardModel(s, bad), {}, {});
         QVERIFY(!r.ok());
         QVERIFY2(r.status().message().find("logits are left vocab-sharded") != std::string::npos, r.status().message().c_str());
-        // A quantized checkpoint (gpt-oss's MXFP4) is refused naming its format, whatever its tensors.
-        {
+        // A fixture whose config.json says `key: value` is refused by name with `expected`.
+        auto refusedWith = [](const std::string& family, const char* key, const nlohmann::json& value, const std::string& expected) {
             QTemporaryDir dir;
             QVERIFY(dir.isValid());
-            const std::string src = kModels + "gpt_oss/";
+            const std::string src = kModels + family + "/";
             auto cfg = nlohmann::json::parse(std::ifstream(src + "config.json"));
-            cfg["quantization_config"] = {{"quant_method", "mxfp4"}};
+            cfg[key] = value;
             std::ofstream(dir.filePath("config.json").toStdString()) << cfg.dump();
             QVERIFY(QFile::copy(QString::fromStdString(src + "model.safetensors"), dir.filePath("model.safetensors")));
             auto q = openModel(dir.path().toStdString());
             QVERIFY2(q.ok(), q.status().message().c_str());
             auto r = runModel(q->spec, shardModel(q->spec, defaultPlan(q->spec, 1)), {&*q->checkpoint}, {});
             QCOMPARE(r.status().code(), StatusCode::Unimplemented);
-            QVERIFY2(r.status().message().find("quantized ('mxfp4'") != std::string::npos, r.status().message().c_str());
-        }
-        // A forward the ops do not compute (an activation they lack) is refused by name.
-        {
-            QTemporaryDir dir;
-            QVERIFY(dir.isValid());
-            const std::string src = kModels + "llama/";
-            auto cfg = nlohmann::json::parse(std::ifstream(src + "config.json"));
-            cfg["hidden_act"] = "gelu_new";
-            std::ofstream(dir.filePath("config.json").toStdString()) << cfg.dump();
-            QVERIFY(QFile::copy(QString::fromStdString(src + "model.safetensors"), dir.filePath("model.safetensors")));
-            auto q = openModel(dir.path().toStdString());
-            QVERIFY2(q.ok(), q.status().message().c_str());
-            auto d = runModel(q->spec, shardModel(q->spec, defaultPlan(q->spec, 1)), {&*q->checkpoint}, {});
-            QCOMPARE(d.status().code(), StatusCode::Unimplemented);
-            QVERIFY2(d.status().message().find("activation 'gelu_new'") != std::string::npos, d.status().message().c_str());
-        }
+            QVERIFY2(r.status().message().find(expected) != std::string::npos, r.status().message().c_str());
+        };
+        // A quantized checkpoint (gpt-oss's MXFP4) is refused naming its format, whatever its tensors.
+        refusedWith("gpt_oss", "quantization_config", {{"quant_method", "mxfp4"}}, "quantized ('mxfp4'");
+        // A forward the ops do not compute (an activation they lack).
+        refusedWith("llama", "hidden_act", "gelu_new", "activation 'gelu_new'");
     }
 
     void stylesTheEngineDoesNotModelAreRefused()
@@ -783,8 +772,18 @@ private slots:
         p.entries.push_back({"model.norm", "sequence_parallel"});
         auto r = runModel(s, shardModel(s, p), {}, {});
         QCOMPARE(r.status().code(), StatusCode::Unimplemented);
-        QVERIFY2(r.status().message().find("style 'sequence_parallel' (on 'model.norm') is not executable") != std::string::npos,
+        QVERIFY2(r.status().message().find("style 'sequence_parallel' (on 'model.norm') is not executable on the engine: "
+                                           "Transformers' SequenceParallel") != std::string::npos,
                  r.status().message().c_str());
+        // Mega MoE (G2) names the kernel it needs and the plan that runs instead.
+        const ModelSpec m = tptest::openSpec(std::string(kModels + "mixtral").c_str());
+        Plan mega = defaultPlan(m, 2, VersionProfile::G2);
+        for (auto& e : mega.entries)
+            if (e.key.ends_with("mlp.experts"))
+                e.style = "megamoe_experts";
+        auto mr = runModel(m, shardModel(m, mega), {}, {});
+        QCOMPARE(mr.status().code(), StatusCode::Unimplemented);
+        QVERIFY2(mr.status().message().find("DeepGEMM's Mega MoE kernel") != std::string::npos, mr.status().message().c_str());
     }
 
     void arenaPlacesLiveBlocksApart()

@@ -302,6 +302,26 @@ private slots:
                                                  {"lm_head", "colwise_gather_output"}};
         QCOMPARE(back->entries, expected);
         QCOMPARE(planToJson(*back), json); // lossless
+        // Expert parallelism goes to DistributedConfig's ep_plan (ep_size = tp_size), the tp_plan saying
+        // "replicate" for those keys (ep_dispatch_experts fails to install from a tp_plan); it reads back.
+        Plan e = defaultPlan(s, 4);
+        e.entries = {{"lm_head", "colwise_gather_output"},
+                     {"model.layers.*.mlp.experts.gate_up_proj", "grouped_gemm"},
+                     {"model.layers.*.mlp.experts.down_proj", "grouped_gemm"},
+                     {"model.layers.*.mlp.experts", "ep_dispatch_experts"}};
+        const auto ej = nlohmann::json::parse(planToJson(e));
+        QCOMPARE(ej["ep_size"].get<int>(), 4);
+        QCOMPARE(ej["ep_plan"].size(), std::size_t(3));
+        QCOMPARE(ej["ep_plan"]["model.layers.*.mlp.experts"].get<std::string>(), std::string("ep_dispatch_experts"));
+        QCOMPARE(ej["tp_plan"]["model.layers.*.mlp.experts"].get<std::string>(), std::string("replicate"));
+        QCOMPARE(ej["tp_plan"]["lm_head"].get<std::string>(), std::string("colwise_gather_output"));
+        auto eback = parsePlanJson(planToJson(e), "ep.json", VersionProfile::G3);
+        QVERIFY2(eback.ok(), eback.status().message().c_str());
+        QCOMPARE(eback->entries, (std::vector<PlanEntry>{{"lm_head", "colwise_gather_output"},
+                                                          {"model.layers.*.mlp.experts.gate_up_proj", "grouped_gemm"},
+                                                          {"model.layers.*.mlp.experts.down_proj", "grouped_gemm"},
+                                                          {"model.layers.*.mlp.experts", "ep_dispatch_experts"}}));
+        QVERIFY(planToPython(e, s).find("ep_size=TP_SIZE, ep_plan=dict(EP_PLAN)") != std::string::npos);
         // A bare dict imports too.
         auto bare = parsePlanJson(R"({"lm_head": "colwise_rep"})", "bare.json", VersionProfile::G1);
         QVERIFY(bare.ok());
@@ -317,6 +337,12 @@ private slots:
         QTest::addRow("auto") << R"({"tp_size": 2, "tp_plan": "auto"})" << "plan.json: key 'tp_plan' is \"auto\"";
         QTest::addRow("style not a string") << R"({"tp_plan": {"lm_head": 3}})" << "plan.json: key 'tp_plan.lm_head' must name a style, found 3";
         QTest::addRow("bad tp_size") << R"({"tp_size": 0, "tp_plan": {}})" << "plan.json: key 'tp_size' must be a positive integer, found 0";
+        QTest::addRow("ep_size not tp_size") << R"({"tp_size": 4, "tp_plan": {}, "ep_size": 2, "ep_plan": {}})"
+                                             << "plan.json: key 'ep_size' is 2 but tp_size is 4";
+        QTest::addRow("ep_plan not an object") << R"({"tp_size": 2, "tp_plan": {}, "ep_plan": [1]})"
+                                               << "plan.json: key 'ep_plan' must be an object of key → style";
+        QTest::addRow("ep_plan style not a string") << R"({"tp_size": 2, "tp_plan": {}, "ep_plan": {"a": 1}})"
+                                                    << "plan.json: key 'ep_plan.a' must name a style, found 1";
     }
     void badPlanFiles()
     {

@@ -446,6 +446,9 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
         j["diagnostics"] = diagnosticsJson(g.diagnostics);
         j["valid"] = !errors;
         std::cout << j.dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
+        if (errors) // the exit code's reason, for whoever reads stderr
+            fmt::print(stderr, "tpstudio-cli {}: the plan has errors at tp_size {} (the JSON's diagnostics)\n", verb,
+                       plan.tpSize);
         return errors ? kBadInput : kOk;
     }
     fmt::print("{} at tp_size {} (profile {})\n\n", om->spec.className, plan.tpSize, tp::profileName(profile));

@@ -169,18 +169,40 @@ Result<Plan> parsePlanJson(std::string_view text, const std::string& source, Ver
         if (j.contains("custom_styles"))
             TP_RETURN_IF_ERROR(parseCustomStyles(j["custom_styles"], source, plan));
     }
-    for (auto it = map->begin(); it != map->end(); ++it) {
-        if (const std::string why = badName(it.key()); !why.empty())
-            return invalidArgument(fmt::format("{}: a key of tp_plan: {}", source, why));
-        if (it.value().is_string())
-            if (const std::string why = badName(it.value().get<std::string>()); !why.empty())
-                return invalidArgument(fmt::format("{}: the style of tp_plan key '{}': {}", source, it.key(), why));
-        if (!it.value().is_string())
-            return invalidArgument(fmt::format("{}: key 'tp_plan.{}' must name a style, found {}", source, it.key(),
-                                               jsonExcerpt(it.value())));
-        if (it.key().empty())
-            return invalidArgument(fmt::format("{}: an empty key in tp_plan", source));
-        plan.entries.push_back({it.key(), it.value().get<std::string>()});
+    // Each key → style of a plan section; an ep_plan key replaces the tp_plan's (Transformers applies
+    // the EP plan over the TP plan, whose experts keys say "replicate").
+    auto read = [&](const nlohmann::ordered_json& m, const char* section) -> Status {
+        for (auto it = m.begin(); it != m.end(); ++it) {
+            if (const std::string why = badName(it.key()); !why.empty())
+                return invalidArgument(fmt::format("{}: a key of {}: {}", source, section, why));
+            if (it.value().is_string())
+                if (const std::string why = badName(it.value().get<std::string>()); !why.empty())
+                    return invalidArgument(fmt::format("{}: the style of {} key '{}': {}", source, section, it.key(), why));
+            if (!it.value().is_string())
+                return invalidArgument(fmt::format("{}: key '{}.{}' must name a style, found {}", source, section, it.key(),
+                                                   jsonExcerpt(it.value())));
+            if (it.key().empty())
+                return invalidArgument(fmt::format("{}: an empty key in {}", source, section));
+            auto same = std::find_if(plan.entries.begin(), plan.entries.end(), [&](const PlanEntry& e) { return e.key == it.key(); });
+            if (same != plan.entries.end())
+                same->style = it.value().get<std::string>();
+            else
+                plan.entries.push_back({it.key(), it.value().get<std::string>()});
+        }
+        return {};
+    };
+    TP_RETURN_IF_ERROR(read(*map, "tp_plan"));
+    if (map != &j && j.contains("ep_plan") && !j["ep_plan"].is_null()) {
+        // Expert parallelism as Transformers 5.24 runs it at inference: on the tensor-parallel ranks
+        // themselves (ep_size = tp_size: AllReduceEP), the only mesh the engine and the planner have.
+        if (!j["ep_plan"].is_object())
+            return invalidArgument(fmt::format("{}: key 'ep_plan' must be an object of key → style", source));
+        if (j.contains("ep_size") && !j["ep_size"].is_null()
+            && !(j["ep_size"].is_number_unsigned() && j["ep_size"].get<std::uint64_t>() == static_cast<std::uint64_t>(plan.tpSize)))
+            return invalidArgument(fmt::format("{}: key 'ep_size' is {} but tp_size is {}: TP Studio runs expert "
+                                               "parallelism on the tensor-parallel ranks (ep_size = tp_size)",
+                                               source, jsonExcerpt(j["ep_size"]), plan.tpSize));
+        TP_RETURN_IF_ERROR(read(j["ep_plan"], "ep_plan"));
     }
     return plan;
 }
@@ -249,6 +271,19 @@ std::vector<PlanEntry> exportOrder(const std::vector<PlanEntry>& entries)
 namespace {
 
 // The entries as written: export order, duplicates dropped, dropped default keys as "replicate".
+// Styles that Transformers applies through DistributedConfig.ep_plan (expert_parallel.py), once the
+// plan dispatches to experts with ep_dispatch_experts: in a tp_plan it fails to install.
+bool epPlanStyle(const std::string& style) { return style == "grouped_gemm" || style == "ep_dispatch_experts"; }
+
+bool usesEpPlan(const Plan& plan)
+{
+    return std::any_of(plan.entries.begin(), plan.entries.end(), [](const PlanEntry& e) { return e.style == "ep_dispatch_experts"; });
+}
+
+// The plan's keys as Transformers takes them: {tp_plan, ep_plan}. With ep_dispatch_experts the
+// expert keys move to ep_plan and the tp_plan says "replicate" for them.
+std::pair<nlohmann::ordered_json, nlohmann::ordered_json> planMaps(const Plan& plan, const ModelSpec* spec);
+
 nlohmann::ordered_json planMap(const Plan& plan, const ModelSpec* spec)
 {
     std::vector<PlanEntry> entries = plan.entries;
@@ -272,6 +307,19 @@ nlohmann::ordered_json planMap(const Plan& plan, const ModelSpec* spec)
         if (!map.contains(e.key))
             map[e.key] = e.style;
     return map;
+}
+
+std::pair<nlohmann::ordered_json, nlohmann::ordered_json> planMaps(const Plan& plan, const ModelSpec* spec)
+{
+    nlohmann::ordered_json tp = planMap(plan, spec), ep = nlohmann::ordered_json::object();
+    if (!usesEpPlan(plan))
+        return {tp, ep};
+    for (auto it = tp.begin(); it != tp.end(); ++it)
+        if (epPlanStyle(it.value().get<std::string>())) {
+            ep[it.key()] = it.value();
+            it.value() = "replicate";
+        }
+    return {tp, ep};
 }
 
 nlohmann::ordered_json customStylesJson(const Plan& plan)
@@ -307,7 +355,12 @@ std::string planToJson(const Plan& plan, const ModelSpec* spec)
 {
     nlohmann::ordered_json j;
     j["tp_size"] = plan.tpSize;
-    j["tp_plan"] = planMap(plan, spec);
+    const auto [tpMap, epMap] = planMaps(plan, spec);
+    j["tp_plan"] = tpMap;
+    if (!epMap.empty()) {
+        j["ep_size"] = plan.tpSize;
+        j["ep_plan"] = epMap;
+    }
     if (!plan.customStyles.empty())
         j["custom_styles"] = customStylesJson(plan);
     return j.dump(2, ' ', false, kReplaceInvalidUtf8) + "\n";
@@ -315,10 +368,14 @@ std::string planToJson(const Plan& plan, const ModelSpec* spec)
 
 std::string planToPython(const Plan& plan, const ModelSpec& spec)
 {
-    const nlohmann::ordered_json map = planMap(plan, &spec);
-    std::string planLines;
-    for (auto it = map.begin(); it != map.end(); ++it)
-        planLines += fmt::format("    {}: {},\n", pyString(it.key()), pyString(it.value().get<std::string>()));
+    const auto [map, epMap] = planMaps(plan, &spec);
+    auto lines = [](const nlohmann::ordered_json& m) {
+        std::string out;
+        for (auto it = m.begin(); it != m.end(); ++it)
+            out += fmt::format("    {}: {},\n", pyString(it.key()), pyString(it.value().get<std::string>()));
+        return out;
+    };
+    const std::string planLines = lines(map), epLines = lines(epMap);
     std::string registrations;
     for (const auto& s : plan.customStyles) {
         const CustomStyleSpec c = customStyleSpec(s);
@@ -348,6 +405,9 @@ import sys
 TP_SIZE = {tp}
 TP_PLAN = {{
 {plan}}}
+# Expert parallelism on the same ranks (ep_size = tp_size), empty when the plan has none.
+EP_PLAN = {{
+{ep_plan}}}
 
 
 def register_custom_styles():
@@ -364,6 +424,8 @@ def distributed_config():
     from transformers.distributed import DistributedConfig
 
     register_custom_styles()
+    if EP_PLAN:
+        return DistributedConfig(tp_size=TP_SIZE, tp_plan=dict(TP_PLAN), ep_size=TP_SIZE, ep_plan=dict(EP_PLAN))
     return DistributedConfig(tp_size=TP_SIZE, tp_plan=dict(TP_PLAN))
 
 
@@ -372,7 +434,8 @@ def check():
     from transformers.distributed.tensor_parallel import ALL_PARALLEL_STYLES
 
     config = distributed_config()
-    missing = sorted({{s for s in config.tp_plan.values() if s not in ALL_PARALLEL_STYLES}})
+    styles = list(config.tp_plan.values()) + list((config.ep_plan or {{}}).values())
+    missing = sorted({{s for s in styles if s not in ALL_PARALLEL_STYLES}})
     if missing:
         sys.exit(f"styles not registered in Transformers: {{missing}}")
     print(f"ok: tp_size={{config.tp_size}}, {{len(config.tp_plan)}} rules, every style registered")
@@ -401,7 +464,7 @@ if __name__ == "__main__":
 )py",
         fmt::arg("cls", docstringText(spec.className)), fmt::arg("tp", plan.tpSize), fmt::arg("repo_doc", docstringText(repo)),
         fmt::arg("repo", pyString(repo)),
-        fmt::arg("plan", planLines), fmt::arg("registrations", registrations));
+        fmt::arg("plan", planLines), fmt::arg("ep_plan", epLines), fmt::arg("registrations", registrations));
 }
 
 } // namespace tp

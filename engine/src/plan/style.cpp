@@ -297,9 +297,14 @@ const StyleRegistry& StyleRegistry::builtin()
         r.add(style("megamoe_experts", none, none, none, none, Layout::Replicate, Layout::Replicate,
                     CollectiveKind::AllToAll, "DeepGEMM Mega MoE experts: dispatch/combine inside the kernel"),
               g2);
+        // Transformers 5.24's AutoEP runs AllReduceEP at inference when the expert group is the TP
+        // group (ep_size = tp_size, the one mesh here): every rank runs its own experts on the whole
+        // batch, the other ranks' routes masked, and the partial outputs are all-reduced. Its
+        // all-to-all dispatch (AllToAllEP) is for training and for ranks with different batches.
         r.add(style("ep_dispatch_experts", none, none, none, none, Layout::Replicate, Layout::Replicate,
-                    CollectiveKind::AllToAll,
-                    "Token-dispatch experts: all-to-all out and back (+ counts), TP all-reduce when tp > 1"),
+                    CollectiveKind::AllReduce,
+                    "Expert parallel (ep_plan, ep_size = tp_size): each rank's experts on the whole batch, other "
+                    "ranks' routes masked, outputs all-reduced (Transformers' AllReduceEP at inference)"),
               g3);
         // G1-only names.
         r.add(style("local_colwise", P::shard(-2), P::shard(-1), P::shard(-2), none, Layout::Replicate,

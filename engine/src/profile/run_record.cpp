@@ -277,10 +277,15 @@ struct Reader
         TP_RETURN_IF_ERROR(need(key, &nlohmann::json::is_string, "a string"));
         return j.at(key).get<std::string>();
     }
+    // Every figure of a record is a time, a rate, a ratio or a share: 0 … 1e15 (a span time of 31 years in
+    // µs); beyond that it is no measurement, and printed it would read as a wrapped number.
     Result<double> num(const char* key) const
     {
         TP_RETURN_IF_ERROR(need(key, &nlohmann::json::is_number, "a number"));
-        return j.at(key).get<double>();
+        const double v = j.at(key).get<double>();
+        if (!(v >= 0 && v <= 1e15))
+            return invalidArgument(fmt::format("{}: key '{}' must be a number from 0 to 1e15, found {}", where, key, jsonExcerpt(j.at(key))));
+        return v;
     }
     Result<std::int64_t> integer(const char* key, std::int64_t lo, std::int64_t hi) const
     {

@@ -37,19 +37,37 @@ std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g
                            c.modelType, lacks);
     if (!g.graph.unsupported.empty())
         return g.graph.unsupported;
-    // Styles whose forward the engine does not model (their effect is more than placements + the
-    // collectives of the sharded graph).
-    static const char* const kNotExecutable[] = {"sequence_parallel", "moe_identity_expert", "megamoe_router",
-                                                 "megamoe_experts", "ep_router", "local", "gather", "local_colwise",
-                                                 "local_rowwise", "local_packed_rowwise", "all_reduce"};
+    // Styles whose forward the engine does not run, and why.
+    static constexpr std::pair<const char*, const char*> kNotExecutable[] = {
+        {"sequence_parallel",
+         "Transformers' SequenceParallel gathers its input and scatters its output along the last dim and is not wired "
+         "up for inference (DistributedConfig.enable_sequence_parallel: \"Reserved … Not wired up yet\"), so there is "
+         "no forward of Transformers to measure"},
+        {"moe_identity_expert",
+         "it divides an identity (zero) expert's input by tp_size for a later sum (longcat_flash), and no catalog "
+         "architecture has such an expert"},
+        {"megamoe_router", "it feeds DeepGEMM's Mega MoE kernel (dispatch, experts and combine in one CUDA kernel), "
+                           "which the engine does not have; use ep_plan's grouped_gemm + ep_dispatch_experts"},
+        {"megamoe_experts", "it needs DeepGEMM's Mega MoE kernel (dispatch, experts and combine in one CUDA kernel), "
+                            "which the engine does not have; use ep_plan's grouped_gemm + ep_dispatch_experts"},
+        {"ep_router", "it is Transformers 4.5x–5.1x's masked routing (G1/G2); 5.24 routes expert parallelism through "
+                      "ep_plan (grouped_gemm + ep_dispatch_experts), which the engine runs"},
+        {"local", "G1's IsolatedParallel works with a parent module's 'gather', which the planner does not place"},
+        {"gather", "G1's GatherParallel reduces the partial output of a whole block, which the planner does not place; "
+                   "use rowwise on the block's last projection"},
+        {"local_rowwise", "it leaves partial sums for a parent 'gather', which the planner does not place; use rowwise"},
+        {"local_packed_rowwise", "it leaves partial sums for a parent 'gather', which the planner does not place"},
+        {"all_reduce", "it sums a block's partial output, and the planner places no block-level styles; use rowwise on "
+                       "the block's last projection"},
+    };
     const Plan& plan = *g.plan;
     for (std::size_t i = 0; i < plan.entries.size(); ++i) {
         const Style* s = g.match.entryStyles[i];
         if (!s || g.match.entryMatches[i] == 0)
             continue;
-        for (const char* name : kNotExecutable)
+        for (const auto& [name, why] : kNotExecutable)
             if (s->name == name)
-                return fmt::format("style '{}' (on '{}') is not executable on the engine yet", s->name, plan.entries[i].key);
+                return fmt::format("style '{}' (on '{}') is not executable on the engine: {}", s->name, plan.entries[i].key, why);
     }
     // packed_rowwise places a packed last dim: the experts' [E, H, 2I] (Llama 4), which the experts
     // op reads as it is; on a Linear it would split the input features in strided blocks.
@@ -60,11 +78,6 @@ std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g
             return fmt::format("'{}' is split along its packed last dim (packed_rowwise), which the engine executes on "
                                "fused experts only",
                                p.path);
-    for (const auto& col : g.collectives)
-        if (col.kind == CollectiveKind::AllToAll)
-            return fmt::format("style '{}' on '{}' dispatches tokens with all-to-all, which the engine does not "
-                               "execute yet",
-                               col.style, col.where);
     return {};
 }
 

@@ -534,28 +534,21 @@ protected:
             const long long slotElems = R * L;
             for (std::int64_t u0 = 0; u0 < p.units; u0 += p.unitsPerChunk) {
                 const std::int64_t units = std::min(p.unitsPerChunk, p.units - u0);
-                // Offsets of unit u: its sequence b, and its slot o (the query slot j, or the kv head).
-                auto qOffset = [&](std::int64_t u) {
+                // Offsets of unit u: its sequence b, and its slot o (the query slot j, or the kv head), in
+                // a query-side tensor (q, y) or a key-side one (k, v) of row width w and head size d.
+                auto queryOffset = [&](std::int64_t u, std::int64_t w, std::int64_t d) {
                     const std::int64_t b = (u0 + u) / p.outer, o = (u0 + u) % p.outer;
-                    return (b * S + i0) * qw + (p.kvInner ? o * hd : o * G * hd);
+                    return (b * S + i0) * w + (p.kvInner ? o * d : o * G * d);
                 };
-                auto kOffset = [&](std::int64_t u) {
+                auto keyOffset = [&](std::int64_t u, std::int64_t w, std::int64_t d) {
                     const std::int64_t b = (u0 + u) / p.outer, o = (u0 + u) % p.outer;
-                    return b * rowsK * kw + (p.kvInner ? 0 : o * hd);
-                };
-                auto yOffset = [&](std::int64_t u) {
-                    const std::int64_t b = (u0 + u) / p.outer, o = (u0 + u) % p.outer;
-                    return (b * S + i0) * yw + (p.kvInner ? o * vd : o * G * vd);
-                };
-                auto vOffset = [&](std::int64_t u) {
-                    const std::int64_t b = (u0 + u) / p.outer, o = (u0 + u) % p.outer;
-                    return b * rowsK * vw + (p.kvInner ? 0 : o * vd);
+                    return b * rowsK * w + (p.kvInner ? 0 : o * d);
                 };
                 for (std::int64_t u = 0; u < units; ++u) // scores[i, j] = scale · q_i·k_j, column-major Kᵀ·Q
                     TP_CUBLAS(cublasGemmStridedBatchedEx(
                         h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(L), static_cast<int>(R), static_cast<int>(hd), &scale,
-                        static_cast<const char*>(k.data) + kOffset(u) * eb, dt, static_cast<int>(kw), strideK,
-                        static_cast<const char*>(q.data) + qOffset(u) * eb, dt, static_cast<int>(qw), strideQ, &zero,
+                        static_cast<const char*>(k.data) + keyOffset(u, kw, hd) * eb, dt, static_cast<int>(kw), strideK,
+                        static_cast<const char*>(q.data) + queryOffset(u, qw, hd) * eb, dt, static_cast<int>(qw), strideQ, &zero,
                         scores + u * p.inner * slotElems, CUDA_R_32F, static_cast<int>(L), slotElems,
                         static_cast<int>(p.inner), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
                 const std::int64_t rows = units * p.inner * R;
@@ -573,9 +566,9 @@ protected:
                 for (std::int64_t u = 0; u < units; ++u) // y_i = Σ_j P[i, j]·v_j, column-major Vᵀ·Pᵀ
                     TP_CUBLAS(cublasGemmStridedBatchedEx(
                         h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(vd), static_cast<int>(R), static_cast<int>(L), &one,
-                        static_cast<const char*>(v.data) + vOffset(u) * eb, dt, static_cast<int>(vw), strideV,
+                        static_cast<const char*>(v.data) + keyOffset(u, vw, vd) * eb, dt, static_cast<int>(vw), strideV,
                         static_cast<const char*>(probs) + u * p.inner * slotElems * (pb > 0 ? pb : 4), dt, static_cast<int>(L),
-                        slotElems, &zero, static_cast<char*>(y.data) + yOffset(u) * eb, dt, static_cast<int>(yw), strideY,
+                        slotElems, &zero, static_cast<char*>(y.data) + queryOffset(u, yw, vd) * eb, dt, static_cast<int>(yw), strideY,
                         static_cast<int>(p.inner), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
             }
         }
