@@ -284,7 +284,9 @@ const StyleRegistry& StyleRegistry::builtin()
         r.add(style("replicate", rep, rep, rep, rep, Layout::Any, Layout::Any, CollectiveKind::None,
                     "Parameters replicated on every rank"),
               g13);
-        Style grouped = style("grouped_gemm", none, P::shard(0), P::shard(0), none, Layout::Any, Layout::Any,
+        // MoEParamShard(Shard(0), shards_expert_dim=True): dim 0 of every parameter it names, the 2-D
+        // expert biases [E, 2I] / [E, H] (gpt-oss) as the 3-D weights.
+        Style grouped = style("grouped_gemm", P::shard(0), P::shard(0), P::shard(0), none, Layout::Any, Layout::Any,
                               CollectiveKind::None, "Expert parallel: whole experts split over ranks (expert dim)");
         grouped.installsForward = false;
         r.add(grouped, g123);
