@@ -386,7 +386,6 @@ private:
         r.experts = m_c.numExperts;
         r.topK = m_c.expertsPerToken;
         r.sigmoid = m_t.sigmoidRouter;
-        // Llama 4: sigmoid weights of the top-k logits, on the experts' inputs.
         const int scores = output(r, m_c.numExperts, "scores");
         GraphNode& e = node(OpKind::Experts, p + ".experts", m_spec.indexOf(p + ".experts"), {x, scores});
         e.experts = m_c.numExperts;
