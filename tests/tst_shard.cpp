@@ -254,6 +254,10 @@ private slots:
         QTest::addRow("experts split differently")
             << "mixtral-8x7b" << 2 << QStringList{"model.layers.*.mlp.experts.down_proj=replicate"}
             << "model.layers.*.mlp.experts" << "split differently";
+        QTest::addRow("experts split by id without ep_dispatch_experts")
+            << "mixtral-8x7b" << 2
+            << QStringList{"model.layers.*.mlp.experts.gate_up_proj=grouped_gemm", "model.layers.*.mlp.experts.down_proj=grouped_gemm"}
+            << "model.layers.*.mlp.experts" << "Transformers then runs each rank's own experts under the global expert ids";
         QTest::addRow("KV heads not divisible, valid sizes listed")
             << "qwen3-30b-a3b" << 8 << QStringList{} << "num_key_value_heads" << "4 key/value heads are not divisible by tp_size 8";
         QTest::addRow("vocab not divisible for the gathered head")

@@ -671,6 +671,18 @@ private:
                                    "and the remainder experts are never run",
                                    n.experts, m_T),
                        validSizesHint(n.experts));
+            // 5.24: grouped_gemm only sets num_experts = E // T; the routes are remapped to each rank's
+            // experts by ep_dispatch_experts alone. Without it every rank runs its local weights under
+            // the global ids below E // T (measured: the Mixtral fixture's logits 6.1e-2 off,
+            // Qwen3-MoE's 1.2e-2).
+            if (m_T > 1 && m_g.plan->profile == VersionProfile::G3 && (!s || s->name != "ep_dispatch_experts"))
+                report(Severity::Error, where,
+                       fmt::format("the experts are split by id (grouped_gemm) but '{}' is not ep_dispatch_experts: "
+                                   "Transformers then runs each rank's own experts under the global expert ids, "
+                                   "and its output is not the model's",
+                                   where.str()),
+                       "put grouped_gemm and 'ep_dispatch_experts' (on the experts) in ep_plan, as "
+                       "plans/mixtral/expert-parallel.json does");
         } else if (tp) {
             if (gu->placement.kind != Placement::Kind::StridedShard)
                 report(Severity::Error, where.str() + ".gate_up_proj",
