@@ -366,6 +366,20 @@ __global__ void softmaxRowsKernel(const float* x, float* y, std::int64_t rows, i
         yr[j] = float(double(expf(xr[j] - m)) / sum);
 }
 
+// Every lane's (value, index) merged across the warp: the largest value, the lower index among equal
+// ones; every lane ends with the result.
+__device__ __forceinline__ void warpBest(float& best, int& at)
+{
+    for (int o = kWarp / 2; o > 0; o >>= 1) {
+        const float b2 = __shfl_xor_sync(kAllLanes, best, o);
+        const int a2 = __shfl_xor_sync(kAllLanes, at, o);
+        if (b2 > best || (b2 == best && a2 < at)) {
+            best = b2;
+            at = a2;
+        }
+    }
+}
+
 // Greedy sampling, warp per row: the column of the row's largest value, the first of equal ones,
 // NaN never winning (as the CPU backend; torch.argmax also takes the first maximum).
 template<typename T>
@@ -385,14 +399,7 @@ __global__ void argmaxRowsKernel(const T* x, std::int64_t stride, std::int64_t r
             at = j;
         }
     }
-    for (int o = kWarp / 2; o > 0; o >>= 1) {
-        const float b2 = __shfl_xor_sync(kAllLanes, best, o);
-        const int a2 = __shfl_xor_sync(kAllLanes, at, o);
-        if (b2 > best || (b2 == best && a2 < at)) {
-            best = b2;
-            at = a2;
-        }
-    }
+    warpBest(best, at);
     if (lane == 0)
         ids[r] = at == INT_MAX ? 0 : at;
 }
@@ -451,14 +458,7 @@ __global__ void routeTopKKernel(const float* scores, std::int64_t tokens, int ex
                     bestG = g;
                 }
             }
-            for (int o = kWarp / 2; o > 0; o >>= 1) {
-                const float s2 = __shfl_xor_sync(kAllLanes, best, o);
-                const int g2 = __shfl_xor_sync(kAllLanes, bestG, o);
-                if (s2 > best || (s2 == best && g2 < bestG)) {
-                    best = s2;
-                    bestG = g2;
-                }
-            }
+            warpBest(best, bestG);
             if (bestG == kNone)
                 break;
             chosen |= 1ull << bestG;
@@ -479,14 +479,7 @@ __global__ void routeTopKKernel(const float* scores, std::int64_t tokens, int ex
                 bestE = e;
             }
         }
-        for (int o = kWarp / 2; o > 0; o >>= 1) {
-            const float s2 = __shfl_xor_sync(kAllLanes, bestS, o);
-            const int e2 = __shfl_xor_sync(kAllLanes, bestE, o);
-            if (s2 > bestS || (s2 == bestS && e2 < bestE)) {
-                bestS = s2;
-                bestE = e2;
-            }
-        }
+        warpBest(bestS, bestE);
         if (bestE == kNone) { // only NaN scores are left: no pick
             if (lane == 0) {
                 eOut[j] = -1;
