@@ -171,6 +171,7 @@ Result<Plan> parsePlanJson(std::string_view text, const std::string& source, Ver
     }
     // Each key → style of a plan section; an ep_plan key replaces the tp_plan's (Transformers applies
     // the EP plan over the TP plan, whose experts keys say "replicate").
+    std::unordered_map<std::string, std::size_t> at; // key → its entry: one hash lookup per key, not a scan
     auto read = [&](const nlohmann::ordered_json& m, const char* section) -> Status {
         for (auto it = m.begin(); it != m.end(); ++it) {
             if (const std::string why = badName(it.key()); !why.empty())
@@ -183,11 +184,10 @@ Result<Plan> parsePlanJson(std::string_view text, const std::string& source, Ver
                                                    jsonExcerpt(it.value())));
             if (it.key().empty())
                 return invalidArgument(fmt::format("{}: an empty key in {}", source, section));
-            auto same = std::find_if(plan.entries.begin(), plan.entries.end(), [&](const PlanEntry& e) { return e.key == it.key(); });
-            if (same != plan.entries.end())
-                same->style = it.value().get<std::string>();
-            else
+            if (const auto [pos, fresh] = at.try_emplace(it.key(), plan.entries.size()); fresh)
                 plan.entries.push_back({it.key(), it.value().get<std::string>()});
+            else
+                plan.entries[pos->second].style = it.value().get<std::string>();
         }
         return {};
     };
