@@ -242,13 +242,17 @@ private slots:
             << R"({"model_type": "deepseek_v3", "n_routed_experts": 16, "n_group": 8, "topk_group": 1, "num_experts_per_tok": 3})"
             << "config.json: topk_group (1) must be at most n_group (8) and leave num_experts_per_tok (3) experts";
         QTest::addRow("routed_scaling_factor zero") << R"({"model_type": "deepseek_v3", "routed_scaling_factor": 0})"
-                                                    << "config.json: routed_scaling_factor must be above 0, found 0";
+                                                    << "config.json: routed_scaling_factor must be above 0 and at most 1e6, found 0";
         QTest::addRow("odd rope head dim") << R"({"model_type": "deepseek_v3", "qk_rope_head_dim": 7})"
                                            << "config.json: qk_rope_head_dim must be even (rotary pairs), found 7";
         QTest::addRow("no_rope_layers length") << R"({"model_type": "llama4_text", "num_hidden_layers": 3, "no_rope_layers": [1, 0]})"
                                                << "config.json: no_rope_layers has 2 entries but num_hidden_layers is 3";
         QTest::addRow("floor_scale zero") << R"({"model_type": "llama4_text", "floor_scale": 0})"
-                                          << "config.json: floor_scale must be above 0 and attn_scale finite, found 0";
+                                          << "config.json: floor_scale must be in 0.001..1e12 and attn_scale in -1000..1000, found 0";
+        QTest::addRow("attn_scale huge") << R"({"model_type": "llama4_text", "attn_scale": 1e300})"
+                                         << "config.json: floor_scale must be in 0.001..1e12 and attn_scale in -1000..1000";
+        QTest::addRow("routed_scaling_factor huge") << R"({"model_type": "deepseek_v3", "routed_scaling_factor": 1e300})"
+                                                    << "config.json: routed_scaling_factor must be above 0 and at most 1e6";
         QTest::addRow("chunked layers without a chunk size")
             << R"({"model_type": "llama4_text", "num_hidden_layers": 1, "attention_chunk_size": null, "layer_types": ["chunked_attention"]})"
             << "config.json: layer_types has chunked_attention layers but attention_chunk_size is null";

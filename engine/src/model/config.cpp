@@ -548,16 +548,17 @@ Status validate(const ModelConfig& c, const std::string& source)
             return bad(fmt::format("topk_group ({}) must be at most n_group ({}) and leave num_experts_per_tok ({}) "
                                    "experts to choose from",
                                    c.topkGroup, c.nGroup, c.expertsPerToken));
-        if (!(c.routedScalingFactor > 0) || !std::isfinite(c.routedScalingFactor))
-            return bad(fmt::format("routed_scaling_factor must be above 0, found {}", c.routedScalingFactor));
+        if (!(c.routedScalingFactor > 0 && c.routedScalingFactor <= 1e6))
+            return bad(fmt::format("routed_scaling_factor must be above 0 and at most 1e6, found {}", c.routedScalingFactor));
     }
     if (c.family == Family::Llama4) {
         if (static_cast<std::int64_t>(c.noRopeLayers.size()) != c.numLayers)
             return bad(fmt::format("no_rope_layers has {} entries but num_hidden_layers is {}", c.noRopeLayers.size(),
                                    c.numLayers));
-        if (!(c.floorScale > 0) || !std::isfinite(c.floorScale) || !std::isfinite(c.attnScale))
-            return bad(fmt::format("floor_scale must be above 0 and attn_scale finite, found {} and {}", c.floorScale,
-                                   c.attnScale));
+        // Bounds that keep the query temperature a finite fp32 factor at any position.
+        if (!(c.floorScale >= 1e-3 && c.floorScale <= 1e12) || !(std::abs(c.attnScale) <= 1e3))
+            return bad(fmt::format("floor_scale must be in 0.001..1e12 and attn_scale in -1000..1000, found {} and {}",
+                                   c.floorScale, c.attnScale));
         for (const std::string& t : c.layerTypes)
             if (t == "chunked_attention" && !c.attentionChunkSize)
                 return bad("layer_types has chunked_attention layers but attention_chunk_size is null");
