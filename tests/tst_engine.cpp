@@ -138,6 +138,34 @@ Plan attentionReplicated(const ModelSpec& s, int tp)
     return p;
 }
 
+// The default plan with the residual stream's norms sequence-parallel: every layer's norms outside
+// the attention and the final norm (the shipped "sequence-parallel" pattern).
+Plan sequenceParallel(const ModelSpec& s, int tp)
+{
+    Plan p = defaultPlan(s, tp);
+    std::set<std::string> keys;
+    for (const ModuleSpec& m : s.modules)
+        if (m.kind == ModuleKind::RmsNorm && m.path.find(".self_attn.") == std::string::npos
+            && (m.path == "model.norm" || m.path.ends_with("layernorm")))
+            keys.insert(genericName(m.path));
+    for (const std::string& k : keys)
+        p.entries.push_back({k, "sequence_parallel"});
+    return p;
+}
+
+// The plans every family runs at every valid T against Transformers.
+enum class Variant { Default, AttentionReplicated, SequenceParallel };
+constexpr Variant kVariants[] = {Variant::Default, Variant::AttentionReplicated, Variant::SequenceParallel};
+Plan planOf(Variant v, const ModelSpec& s, int tp)
+{
+    return v == Variant::AttentionReplicated ? attentionReplicated(s, tp)
+         : v == Variant::SequenceParallel    ? sequenceParallel(s, tp)
+                                             : defaultPlan(s, tp);
+}
+const char* variantText(Variant v)
+{
+    return v == Variant::AttentionReplicated ? " (attention replicated)" : v == Variant::SequenceParallel ? " (sequence parallel)" : "";
+}
 
 // Runs f(rank) on `size` threads at once; the first failure (a message) of any rank, or empty.
 using tptest::onRanks;
@@ -466,6 +494,8 @@ private slots:
         QVERIFY(!group->rank(1).barrier().ok());
     }
 
+    // Every family's prefill logits within 1e-4 of Transformers' at every valid T = 1, 2, 4 of the
+    // default, the attention-replicated and the sequence-parallel plans.
     void matchesTransformers_data()
     {
         QTest::addColumn<QString>("family");
@@ -487,17 +517,17 @@ private slots:
         o.tokens = ref.tokens;
         std::vector<float> t1;
         std::set<int> ranAt;
-        for (bool replicatedAttention : {false, true})
+        for (Variant variant : kVariants)
             for (int tp : {1, 2, 4}) {
-                const Plan plan = replicatedAttention ? attentionReplicated(om->spec, tp) : defaultPlan(om->spec, tp);
+                const Plan plan = planOf(variant, om->spec, tp);
                 const ShardedGraph g = shardModel(om->spec, plan, {.batch = ref.batch, .seq = ref.seq});
                 if (!g.valid())
                     continue; // e.g. 2 KV heads at T=4 under the default plan
                 auto r = runModel(om->spec, g, weights, o);
                 QVERIFY2(r.ok(), r.status().message().c_str());
                 const double err = relError(r->logits, ref.logits);
-                QVERIFY2(err < 1e-4, qPrintable(QString("T=%1%2: relative error %3").arg(tp).arg(replicatedAttention ? " (attention replicated)" : "").arg(err)));
-                if (tp == 1 && !replicatedAttention)
+                QVERIFY2(err < 1e-4, qPrintable(QString("T=%1%2: relative error %3").arg(tp).arg(variantText(variant)).arg(err)));
+                if (tp == 1 && variant == Variant::Default)
                     t1 = r->logits;
                 else
                     QVERIFY(relError(r->logits, t1) < 1e-5);
@@ -576,7 +606,8 @@ private slots:
     }
 
     // Greedy decode with the KV cache against Transformers' generate(): the same tokens, each step's
-    // logits within 1e-4, at every valid T of the default and the attention-replicated plans; and
+    // logits within 1e-4, at every valid T of the default, the attention-replicated and the
+    // sequence-parallel plans (a decode step's B rows split over T ranks leave some with none); and
     // decode after prefill equals one prefill over the whole sequence.
     void decodeMatchesTransformersGenerate_data() { matchesTransformers_data(); }
     void decodeMatchesTransformersGenerate()
@@ -594,15 +625,15 @@ private slots:
         o.decodeSteps = static_cast<int>(ref.steps) - 1; // the first token comes from prefill
         std::set<int> ranAt;
         std::vector<float> t1;
-        for (bool replicatedAttention : {false, true})
+        for (Variant variant : kVariants)
             for (int tp : {1, 2, 4}) {
-                const Plan plan = replicatedAttention ? attentionReplicated(om->spec, tp) : defaultPlan(om->spec, tp);
+                const Plan plan = planOf(variant, om->spec, tp);
                 const ShardedGraph g = shardModel(om->spec, plan, {.batch = ref.batch, .seq = ref.prompt});
                 if (!g.valid())
                     continue;
                 auto r = runModel(om->spec, g, {&*om->checkpoint}, o);
                 QVERIFY2(r.ok(), r.status().message().c_str());
-                const QString at = QString("T=%1%2").arg(tp).arg(replicatedAttention ? " (attention replicated)" : "");
+                const QString at = QString("T=%1%2").arg(tp).arg(variantText(variant));
                 std::vector<std::int32_t> tokens;
                 for (const auto& seq : r->decode.generated)
                     tokens.insert(tokens.end(), seq.begin(), seq.end());
@@ -767,14 +798,6 @@ private slots:
 
     void stylesTheEngineDoesNotModelAreRefused()
     {
-        const ModelSpec s = tptest::openSpec("example");
-        Plan p = defaultPlan(s, 2);
-        p.entries.push_back({"model.norm", "sequence_parallel"});
-        auto r = runModel(s, shardModel(s, p), {}, {});
-        QCOMPARE(r.status().code(), StatusCode::Unimplemented);
-        QVERIFY2(r.status().message().find("style 'sequence_parallel' (on 'model.norm') is not executable on the engine: "
-                                           "Transformers' SequenceParallel") != std::string::npos,
-                 r.status().message().c_str());
         // Mega MoE (G2) names the kernel it needs and the plan that runs instead.
         const ModelSpec m = tptest::openSpec(std::string(kModels + "mixtral").c_str());
         Plan mega = defaultPlan(m, 2, VersionProfile::G2);

@@ -210,6 +210,91 @@ private slots:
         QCOMPARE(g.memory[0].kvCacheBytesPerToken, std::int64_t(32) * 2 * 3072 * 2);
     }
 
+    // Megatron's TP+SP (the Ultra-Scale Playbook): with the layers' norms and the final norm
+    // sequence_parallel, every rowwise reduction is a reduce-scatter of token rows and every norm
+    // output an all-gather of rows, each moving the all-reduce's bytes; norms and residual adds
+    // work on the rank's rows.
+    void sequenceParallel()
+    {
+        const ModelSpec s = spec("llama-3.1-8b");
+        const ShardOptions o{.batch = 1, .seq = 512, .activationDtype = DType::BF16};
+        const std::vector<std::pair<std::string, std::string>> norms = {
+            {"model.layers.*.input_layernorm", "sequence_parallel"},
+            {"model.layers.*.post_attention_layernorm", "sequence_parallel"},
+            {"model.norm", "sequence_parallel"}};
+        const ShardedGraph tp = shardModel(s, defaultPlan(s, 8), o), sp = shardModel(s, edited(s, 8, norms), o);
+        QVERIFY2(sp.valid(), dump(sp).c_str());
+        QCOMPARE(count(sp, CollectiveKind::AllReduce), 0);
+        QCOMPARE(count(sp, CollectiveKind::ReduceScatter, "model.embed_tokens"), 1);
+        QCOMPARE(count(sp, CollectiveKind::ReduceScatter, "model.layers.*.self_attn.o_proj"), 32);
+        QCOMPARE(count(sp, CollectiveKind::ReduceScatter, "model.layers.*.mlp.down_proj"), 32);
+        QCOMPARE(count(sp, CollectiveKind::AllGather, "model.layers.*.input_layernorm"), 32);
+        QCOMPARE(count(sp, CollectiveKind::AllGather, "model.layers.*.post_attention_layernorm"), 32);
+        QCOMPARE(count(sp, CollectiveKind::AllGather, "model.norm"), 1);
+        QCOMPARE(count(sp, CollectiveKind::AllGather, "lm_head"), 1);
+        QCOMPARE(int(sp.collectives.size()), 131);
+        for (const auto& c : sp.collectives)
+            if (c.where != "lm_head") {
+                QVERIFY(c.sequence && c.pieces.empty());
+                QCOMPARE(c.bytes(1, 512, 2), std::int64_t(4) << 20);
+                if (c.kind == CollectiveKind::AllGather)
+                    QCOMPARE(c.style, std::string("sequence_parallel"));
+                else
+                    QVERIFY2(c.style == "rowwise" || c.style == "embedding_rowwise", c.style.c_str());
+            }
+        // The residual stream between the layers stays split by rows; the norms and adds run on rows.
+        int onRows = 0;
+        for (std::size_t n = 0; n < sp.graph.nodes.size(); ++n)
+            if (sp.nodes[n].sequenceRows) {
+                ++onRows;
+                QVERIFY(sp.graph.nodes[n].kind == OpKind::Norm || sp.graph.nodes[n].kind == OpKind::Add);
+            }
+        QCOMPARE(onRows, 4 * 32 + 1);
+        // The peak is the MLP's (its intermediate on every row), which sequence parallelism leaves whole.
+        QCOMPARE(sp.memory[0].activationPeakBytes, tp.memory[0].activationPeakBytes);
+        QVERIFY2(hasDiag(sp, Severity::Warning, "sequence_parallel", "takes each rank's whole input as that rank's sequence shard"),
+                 dump(sp).c_str());
+
+        // Logits at the last positions only: the final norm runs on B rows, so the last residual add
+        // gathers its rows instead.
+        ShardOptions last = o;
+        last.lastPositionLogits = true;
+        const ShardedGraph spLast = shardModel(s, edited(s, 8, norms), last);
+        QVERIFY2(spLast.valid(), dump(spLast).c_str());
+        QCOMPARE(count(spLast, CollectiveKind::AllGather, "model.norm"), 0);
+        QCOMPARE(count(spLast, CollectiveKind::AllGather, "model.layers.31:residual_mlp"), 1);
+        QCOMPARE(count(spLast, CollectiveKind::AllReduce), 0); // the last down_proj reduce-scatters into that add
+        // Only the final norm sequence-parallel: the last layer's down_proj scatters, its add and
+        // the norm run on rows, then the rows are gathered for the head.
+        const ShardedGraph finalOnly = shardModel(s, edited(s, 8, {norms.back()}), o);
+        QVERIFY2(finalOnly.valid(), dump(finalOnly).c_str());
+        QCOMPARE(count(finalOnly, CollectiveKind::ReduceScatter, "model.layers.*.mlp.down_proj"), 1);
+        QCOMPARE(count(finalOnly, CollectiveKind::AllReduce), 64);
+        QCOMPARE(count(finalOnly, CollectiveKind::AllGather, "model.norm"), 1);
+
+        // Without the final norm's key the stream is gathered after the last layer too; at T = 1
+        // nothing moves.
+        auto noFinal = norms;
+        noFinal.pop_back();
+        const ShardedGraph layersOnly = shardModel(s, edited(s, 8, noFinal), o);
+        QCOMPARE(count(layersOnly, CollectiveKind::AllGather, "model.layers.31:residual_mlp"), 1);
+        QCOMPARE(count(layersOnly, CollectiveKind::AllReduce), 0);
+        const ShardedGraph one = shardModel(s, edited(s, 1, norms), o);
+        QVERIFY(one.valid());
+        QVERIFY(one.collectives.empty());
+
+        // Gemma's norms after attention and the MLP take o_proj's and down_proj's rows straight.
+        const ModelSpec gemma = spec("gemma-3-27b");
+        auto gemmaNorms = norms;
+        gemmaNorms.push_back({"model.layers.*.pre_feedforward_layernorm", "sequence_parallel"});
+        gemmaNorms.push_back({"model.layers.*.post_feedforward_layernorm", "sequence_parallel"});
+        const ShardedGraph g = shardModel(gemma, edited(gemma, 8, gemmaNorms), o);
+        QVERIFY2(g.valid(), dump(g).c_str());
+        QCOMPARE(count(g, CollectiveKind::AllReduce), 0);
+        QCOMPARE(count(g, CollectiveKind::AllGather, "model.layers.*.post_attention_layernorm"), 0);
+        QCOMPARE(count(g, CollectiveKind::AllGather, "model.layers.*.pre_feedforward_layernorm"), 62);
+    }
+
     void invalidPlans_data()
     {
         QTest::addColumn<QString>("model");
@@ -275,6 +360,17 @@ private slots:
             << "every rank needs all 8 expert scores";
         QTest::addRow("linear style on a norm")
             << "llama-3.1-8b" << 2 << QStringList{"model.norm=colwise"} << "model.norm" << "is a RMSNorm";
+        QTest::addRow("sequence_parallel on a head norm")
+            << "qwen3-32b" << 2 << QStringList{"model.layers.*.self_attn.q_norm=sequence_parallel"}
+            << "model.layers.*.self_attn.q_norm" << "which is not a norm of the hidden state";
+        QTest::addRow("sequence_parallel on a projection")
+            << "llama-3.1-8b" << 2 << QStringList{"lm_head=sequence_parallel"} << "lm_head"
+            << "which is not a norm of the hidden state";
+        QTest::addRow("partial sums into a sequence-parallel norm")
+            << "llama-3.1-8b" << 2
+            << QStringList{"model.layers.*.post_attention_layernorm=sequence_parallel", "model.layers.*.self_attn.o_proj=",
+                           "model.layers.*.self_attn.o_proj.weight=rowwise"}
+            << "model.layers.*:residual_attn" << "partial sums from 'model.layers.*.self_attn.o_proj'";
         QTest::addRow("all_reduce of a replicated output")
             << "llama-3.1-8b" << 2 << QStringList{"lm_head=all_reduce"} << "lm_head" << "the result is 2× too large";
         QTest::addRow("unknown style")

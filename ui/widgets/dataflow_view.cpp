@@ -80,6 +80,7 @@ QString DataflowView::layoutText(int tensor) const
     switch (l.layout) {
     case tp::Layout::Replicate: return tr("Replicate [%1]").arg(t.features);
     case tp::Layout::Partial: return tr("Partial sums [%1]").arg(t.features);
+    case tp::Layout::ShardSeq: return tr("Shard(seq) [token rows split, %1 features]").arg(t.features);
     case tp::Layout::ShardLast: {
         QStringList w;
         for (std::size_t r = 0; r < l.local.size() && r < 4; ++r)

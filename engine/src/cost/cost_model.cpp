@@ -118,7 +118,11 @@ private:
         const ParamShard* b = w && n.kind != OpKind::Embedding ? param(n.module, "bias") : nullptr;
         // The final norm and the head at each sequence's last position only (lastPositionLogits): B rows.
         const bool lastOnly = static_cast<std::size_t>(ni) < m_g.nodes.size() && m_g.nodes[static_cast<std::size_t>(ni)].lastPositions;
-        const double tokens = lastOnly ? std::min(m_tokens, static_cast<double>(m_w.batch)) : m_tokens;
+        // A norm or add of sequence parallelism: the rank's token rows (rank 0 has the most).
+        const bool onRows = static_cast<std::size_t>(ni) < m_g.nodes.size() && m_g.nodes[static_cast<std::size_t>(ni)].sequenceRows;
+        const double tokens = lastOnly ? std::min(m_tokens, static_cast<double>(m_w.batch))
+                            : onRows   ? std::ceil(m_tokens / m_T)
+                                       : m_tokens;
         for (std::size_t r = 0; r < static_cast<std::size_t>(m_T); ++r) {
             double flops = 0, bytes = 0, gemm = 0;
             switch (n.kind) {

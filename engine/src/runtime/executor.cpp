@@ -39,10 +39,6 @@ std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g
         return g.graph.unsupported;
     // Styles whose forward the engine does not run, and why.
     static constexpr std::pair<const char*, const char*> kNotExecutable[] = {
-        {"sequence_parallel",
-         "Transformers' SequenceParallel gathers its input and scatters its output along the last dim and is not wired "
-         "up for inference (DistributedConfig.enable_sequence_parallel: \"Reserved … Not wired up yet\"), so there is "
-         "no forward of Transformers to measure"},
         {"moe_identity_expert",
          "it divides an identity (zero) expert's input by tp_size for a later sum (longcat_flash), and no catalog "
          "architecture has such an expert"},
@@ -600,7 +596,11 @@ private:
                 const int out = p.phases[ph].collectives[ci].output;
                 const std::int64_t rows = out < 0 ? 0 : p.phases[ph].tensors[static_cast<std::size_t>(out)].rows;
                 auto& counts = k.counts[ph].emplace_back();
-                for (const Interval& iv : m_g.collectives[ci].pieces)
+                const Collective& c = m_g.collectives[ci];
+                if (c.sequence) // each rank's token rows, all features
+                    for (int r = 0; r < m_T; ++r)
+                        counts.push_back(sequenceRows(p.phases[ph].tokens, m_T, r).size * c.featuresPerToken);
+                for (const Interval& iv : c.pieces)
                     counts.push_back(rows * iv.size);
             }
         // The communicator's label holds the longest one from now on.
@@ -985,6 +985,20 @@ private:
             return n.kind == OpKind::Norm ? be.rmsNorm(x, weight(k, n, "weight"), y, x.cols, n.eps, n.normOffset)
                                           : Status(StatusCode::Internal, fmt::format("{} reads gathered rows", opKindName(n.kind)));
         }
+        // Sequence parallelism: a norm or residual add on this rank's token rows, reading a whole
+        // input at those rows.
+        if (m_g.nodes[static_cast<std::size_t>(ni)].sequenceRows) {
+            const Interval& mine = k.pp().rows;
+            auto rows = [&](std::size_t i) {
+                const Tensor& x = in(k, n, i);
+                return m_g.tensors[static_cast<std::size_t>(n.inputs[i])].layout == Layout::ShardSeq ? x : x.rowRange(mine.offset, mine.size);
+            };
+            if (n.kind == OpKind::Norm)
+                return be.rmsNorm(rows(0), weight(k, n, "weight"), y, y.cols, n.eps, n.normOffset);
+            if (n.kind == OpKind::Add)
+                return be.add(rows(0), rows(1), y);
+            return Status(StatusCode::Internal, fmt::format("{} on token rows", opKindName(n.kind)));
+        }
         switch (n.kind) {
         case OpKind::Embedding: {
             const ParamShard* s = m_g.param(n.module, "weight");
@@ -1089,7 +1103,7 @@ private:
         const std::vector<std::int64_t>& counts = k.counts[static_cast<std::size_t>(k.phase)][static_cast<std::size_t>(ci)];
 
         TP_RETURN_IF_ERROR(be.record(m_events.collective(ci, 0), Stream::Compute));
-        if (c.kind == CollectiveKind::ReduceScatter) // pack each rank's columns into its contiguous piece
+        if (c.kind == CollectiveKind::ReduceScatter && !c.sequence) // pack each rank's columns into its contiguous piece
             for (int r = 0; r < m_T; ++r)
                 TP_RETURN_IF_ERROR(be.copy(input.columns(c.pieces[static_cast<std::size_t>(r)].offset, c.pieces[static_cast<std::size_t>(r)].size), piece(r)));
         TP_RETURN_IF_ERROR(be.record(m_events.collective(ci, 1), Stream::Compute));
@@ -1097,13 +1111,19 @@ private:
         switch (c.kind) {
         case CollectiveKind::AllReduce: TP_RETURN_IF_ERROR(comm.allReduce(output)); break;
         case CollectiveKind::AllGather:
-            if (p.staging < 0) { // the ops wrote their columns in place: the gather fills in the others'
+            if (c.sequence) { // token rows: the op wrote this rank's rows of the output
+                TP_RETURN_IF_ERROR(comm.allGather(input.reshaped(1, input.numel()), output.reshaped(1, output.numel()), counts));
+            } else if (p.staging < 0) { // the ops wrote their columns in place: the gather fills in the others'
                 TP_RETURN_IF_ERROR(comm.allGatherColumns(output, m_offsets[static_cast<std::size_t>(ci)]));
             } else {
                 TP_RETURN_IF_ERROR(comm.allGather(input.reshaped(1, input.numel()), k.t()[static_cast<std::size_t>(p.staging)], counts));
             }
             break;
-        case CollectiveKind::ReduceScatter: TP_RETURN_IF_ERROR(comm.reduceScatter(k.t()[static_cast<std::size_t>(p.staging)], output.reshaped(1, output.numel()), counts)); break;
+        case CollectiveKind::ReduceScatter: {
+            const Tensor& packed = c.sequence ? input.reshaped(1, input.numel()) : k.t()[static_cast<std::size_t>(p.staging)];
+            TP_RETURN_IF_ERROR(comm.reduceScatter(packed, output.reshaped(1, output.numel()), counts));
+            break;
+        }
         default: return Status(StatusCode::Unimplemented, fmt::format("{} is not executable on the engine", collectiveName(c.kind)));
         }
         TP_RETURN_IF_ERROR(be.record(m_events.collective(ci, 2), Stream::Comm));

@@ -98,6 +98,7 @@ private:
         m_ph = &m_p.phases.emplace_back();
         m_ph->tokens = m_n = tokens;
         m_ph->seq = seq;
+        m_ph->rows = sequenceRows(tokens, m_g.tpSize, m_r);
         m_ph->lastPositions.assign(nodes, false);
         if (lastPositions)
             for (std::size_t i = 0; i < nodes && i < m_g.nodes.size(); ++i)
@@ -179,7 +180,7 @@ private:
             const DType dt = pn.kind == OpKind::Router ? DType::F32 : m_be.storage(); // router scores stay fp32 for top-k
             const std::int64_t cols = m_g.tensors[t].local[static_cast<std::size_t>(m_r)];
             const int lastUse = std::max(last[t], producer);
-            const std::int64_t rows = rowsOf(producer);
+            const std::int64_t rows = m_g.tensors[t].layout == Layout::ShardSeq ? m_ph->rows.size : rowsOf(producer);
             tensor(block(dtypeBytes(dt, rows * cols), producer, lastUse), rows, cols, dt);
         }
     }
@@ -331,6 +332,19 @@ private:
         const DType dt = m_ph->tensors[static_cast<std::size_t>(out)].dtype;
         const std::int64_t eb = dtypeBytes(dt, 1);
         const std::int64_t full = c.featuresPerToken, rows = rowsOf(ni);
+        if (c.sequence) { // token rows: each rank's piece is contiguous, every feature of its rows
+            TP_RETURN_IF_ERROR(need(n, w == full && promised == full && (c.kind == CollectiveKind::AllGather || c.kind == CollectiveKind::ReduceScatter), [&] {
+                return fmt::format("{} of token rows from {} features into {}, the collective says {}",
+                                   collectiveName(c.kind), w, promised, full);
+            }));
+            const ProgramTensor& o = m_ph->tensors[static_cast<std::size_t>(out)];
+            if (c.kind == CollectiveKind::AllGather) // the op writes its rows of the output; the gather fills the rest
+                p.input = tensor(o.block, m_ph->rows.size, w, dt, m_ph->rows.offset * full * eb);
+            else // the op's whole partial sum, of which the rank keeps its rows
+                p.input = tensor(block(m_n * full * eb, ni, ni), m_n, full, dt);
+            m_ph->opOutput[static_cast<std::size_t>(ni)] = p.input;
+            return {};
+        }
         switch (c.kind) {
         case CollectiveKind::AllReduce:
             TP_RETURN_IF_ERROR(need(n, w == full && promised == full, [&] {

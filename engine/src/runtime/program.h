@@ -30,7 +30,8 @@ struct CollectivePlan
 {
     int input = -1;               // what the op wrote (all_reduce: the output itself)
     int staging = -1;             // all_gather: every rank's piece; reduce_scatter: the pieces packed
-                                  // (-1: none, the communicator gathers columns in place)
+                                  // (-1: none: the communicator gathers columns in place, or the
+                                  // pieces are token rows, contiguous already)
     int output = -1;              // the graph tensor after the collective
 };
 
@@ -39,6 +40,7 @@ struct PhaseProgram
 {
     std::int64_t tokens = 0;                 // rows of every activation
     std::int64_t seq = 0;                    // query rows per sequence
+    Interval rows;                           // this rank's token rows of a tensor split by rows (sequenceRows)
     // Per node: it runs only at each sequence's last position (the final norm and the head, when
     // the logits are kept there: NodeSharding::lastPositions): its output and collective have batch
     // rows, and its input, where the node before it has B·S, is read every seq-th row.

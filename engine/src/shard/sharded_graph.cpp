@@ -143,6 +143,7 @@ public:
             for (std::size_t n = 0; n < last.size(); ++n)
                 m_g.nodes[n].lastPositions = last[n];
         }
+        sequenceTensors();
         for (std::size_t n = 0; n < m_g.graph.nodes.size(); ++n)
             visit(static_cast<int>(n));
         memory();
@@ -328,11 +329,13 @@ private:
     // Adds a collective after node `n` (none at tp_size 1). `local`: per-rank widths of the pieces
     // an all_gather joins or a reduce_scatter leaves.
     void collective(CollectiveKind kind, const GraphNode& n, std::int64_t features, const Style* s,
-                    std::int64_t rows = 1, const std::vector<std::int64_t>& local = {}, const ParamShard* bias = nullptr)
+                    std::int64_t rows = 1, const std::vector<std::int64_t>& local = {}, const ParamShard* bias = nullptr,
+                    bool sequence = false)
     {
         if (m_T <= 1)
             return;
         Collective c;
+        c.sequence = sequence;
         std::int64_t offset = 0;
         for (const std::int64_t w : local) {
             c.pieces.push_back({offset, w});
@@ -362,6 +365,11 @@ private:
                    fmt::format("partial sums from '{}' reach '{}' unreduced", producerName(t), consumer.str()),
                    fmt::format("give '{}' a style that reduces its output ('rowwise', 'moe_tp_experts', 'all_reduce')",
                                producerName(t)));
+        else if (l.layout == Layout::ShardSeq) // sequenceTensors() gathers rows for such consumers
+            report(Severity::Error, consumer,
+                   fmt::format("'{}' {}, but '{}' leaves its output split by token rows", consumer.str(), what,
+                               producerName(t)),
+                   "");
         else
             report(Severity::Error, consumer,
                    fmt::format("'{}' {}, but '{}' leaves its output sharded on the last dim; Transformers does not "
@@ -379,11 +387,17 @@ private:
         case OpKind::Embedding: embedding(n); break;
         case OpKind::Linear: linear(n, where); break;
         case OpKind::Norm:
-            requireWhole(n.inputs[0], where, "normalizes the whole feature vector");
             if (const ParamShard* w = param(n.module, "weight"); w && w->dim >= 0)
                 report(Severity::Error, where, fmt::format("norm weight of '{}' is sharded; RMSNorm needs it whole", where.str()),
                        "remove the key or use 'replicated_with_grad_allreduce'");
-            setWhole(n.outputs[0], gt(n.outputs[0]).features);
+            if (sequenceNorm(ni)) {
+                if (lay(n.inputs[0]).layout != Layout::ShardSeq)
+                    requireWhole(n.inputs[0], where, "normalizes the whole feature vector");
+                onRows(ni, n.outputs[0]);
+            } else {
+                requireWhole(n.inputs[0], where, "normalizes the whole feature vector");
+                setWhole(n.outputs[0], gt(n.outputs[0]).features);
+            }
             break;
         case OpKind::HeadNorm:
         case OpKind::Rope:
@@ -408,7 +422,7 @@ private:
             setWhole(n.outputs[0], gt(n.outputs[0]).features);
             break;
         case OpKind::Experts: experts(n, where); break;
-        case OpKind::Add: addNode(n, where); break;
+        case OpKind::Add: addNode(n, ni, where); break;
         case OpKind::Logits:
             if (lay(n.inputs[0]).layout == Layout::ShardLast)
                 report(Severity::Error, producerName(n.inputs[0]),
@@ -422,6 +436,7 @@ private:
         }
     }
 
+
     void embedding(const GraphNode& n)
     {
         const int out = n.outputs[0];
@@ -432,10 +447,8 @@ private:
             setWhole(out, H);
         } else if (w->dim == 0) {
             setPartial(out, H);
-            if (s && s->forward == CollectiveKind::AllReduce) {
-                collective(CollectiveKind::AllReduce, n, H, s);
-                setWhole(out, H);
-            }
+            if (s && s->forward == CollectiveKind::AllReduce)
+                reduce(n, out, s);
         } else {
             lay(out) = sharded(localAlong(*w, 1));
             if (s && s->forward != CollectiveKind::None) {
@@ -483,8 +496,7 @@ private:
             const ParamShard* bias = param(n.module, "bias");
             setPartial(out, features);
             if (s && s->forward == CollectiveKind::AllReduce) {
-                collective(CollectiveKind::AllReduce, n, features, s, 1, {}, bias);
-                setWhole(out, features);
+                reduce(n, out, s, bias);
             } else if (s && s->forward == CollectiveKind::ReduceScatter) {
                 std::vector<std::int64_t> local;
                 for (const auto& iv : chunkSizes(features, m_T))
@@ -719,12 +731,11 @@ private:
             collective(CollectiveKind::AllToAll, n, H, s, n.topK);
             setWhole(out, H);
         } else if (s->forward == CollectiveKind::AllReduce) {
-            collective(CollectiveKind::AllReduce, n, H, s);
-            setWhole(out, H);
+            reduce(n, out, s);
         }
     }
 
-    void addNode(const GraphNode& n, const Where& where)
+    void addNode(const GraphNode& n, int ni, const Where& where)
     {
         const int a = n.inputs[0], b = n.inputs[1], out = n.outputs[0];
         const TensorLayout &A = lay(a), &B = lay(b);
@@ -732,9 +743,129 @@ private:
             setPartial(out, gt(out).features); // a sum of partial sums stays partial
             return;
         }
+        if (A.layout == Layout::ShardSeq || B.layout == Layout::ShardSeq) { // the residual stream's rows
+            for (int t : {a, b})
+                if (lay(t).layout != Layout::ShardSeq)
+                    requireWhole(t, where, "adds to the residual stream, which must be whole,");
+            onRows(ni, out);
+            return;
+        }
         requireWhole(a, where, "adds to the residual stream, which must be whole,");
         requireWhole(b, where, "adds to the residual stream, which must be whole,");
         setWhole(out, gt(out).features);
+    }
+
+    // --- sequence parallelism -----------------------------------------------------------------
+    // A norm whose installed style takes a sequence-sharded input (sequence_parallel), except at the
+    // last positions only (the final norm before a head that keeps B rows: nothing to split).
+    bool sequenceNorm(int ni) const
+    {
+        const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(ni)];
+        if (m_T <= 1 || n.kind != OpKind::Norm || m_g.nodes[static_cast<std::size_t>(ni)].lastPositions)
+            return false;
+        const Style* s = installed(n.module);
+        return s && s->input == Layout::ShardSeq;
+    }
+
+    // Which tensors stay split by token rows: those whose every consumer can work on rows (a
+    // sequence-parallel norm, or a residual add) and that meet a sequence-parallel norm, directly or
+    // through adds whose outputs stay split. One pass from the last node back (consumers come after
+    // their producers). A sequence style on a module that is not a norm over the hidden state is an
+    // error.
+    void sequenceTensors()
+    {
+        m_rows.assign(m_g.graph.tensors.size(), 0);
+        m_soleAdd.assign(m_g.graph.tensors.size(), -1);
+        std::vector<char> norms(m_spec.modules.size(), 0);
+        bool any = false;
+        for (std::size_t ni = 0; ni < m_g.graph.nodes.size(); ++ni) {
+            const GraphNode& n = m_g.graph.nodes[ni];
+            if (n.kind == OpKind::Norm && n.module >= 0)
+                norms[static_cast<std::size_t>(n.module)] = 1;
+            if (sequenceNorm(static_cast<int>(ni)) && !m_sequenceStyle)
+                m_sequenceStyle = installed(n.module);
+            any = any || sequenceNorm(static_cast<int>(ni));
+        }
+        for (std::size_t m = 0; m < m_spec.modules.size(); ++m)
+            if (const Style* s = installed(static_cast<int>(m)); s && s->input == Layout::ShardSeq && !norms[m])
+                report(Severity::Error, genericName(m_spec.modules[m].path),
+                       fmt::format("'{}' splits the token rows of '{}', which is not a norm of the hidden state: the "
+                                   "engine and this preview split the residual stream's norms only",
+                                   s->name, genericName(m_spec.modules[m].path)),
+                       "put it on the layers' norms (input_layernorm, post_attention_layernorm, …) and the final norm");
+        if (!any)
+            return;
+        const std::size_t nt = m_g.graph.tensors.size();
+        std::vector<int> consumers(nt, 0);
+        std::vector<char> allOnRows(nt, 1), meetsNorm(nt, 0);
+        for (int ni = static_cast<int>(m_g.graph.nodes.size()) - 1; ni >= 0; --ni) {
+            const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(ni)];
+            for (int t : n.outputs) {
+                const auto i = static_cast<std::size_t>(t);
+                m_rows[i] = consumers[i] > 0 && allOnRows[i] && meetsNorm[i];
+                if (consumers[i] != 1 || !allOnRows[i])
+                    m_soleAdd[i] = -1;
+            }
+            const bool norm = sequenceNorm(ni);
+            const bool add = n.kind == OpKind::Add && !m_g.nodes[static_cast<std::size_t>(ni)].lastPositions;
+            for (int t : n.inputs) {
+                const auto i = static_cast<std::size_t>(t);
+                ++consumers[i];
+                allOnRows[i] = allOnRows[i] && (norm || add);
+                meetsNorm[i] = meetsNorm[i] || norm || (add && m_rows[static_cast<std::size_t>(n.outputs[0])]);
+                if (add)
+                    m_soleAdd[i] = ni;
+            }
+        }
+        // What Transformers does with the same plan (hf-tp-semantics.md §1.1, §1.2).
+        if (m_plan.profile != VersionProfile::G2)
+            report(Severity::Warning, m_sequenceStyle->name,
+                   fmt::format("Transformers does not run '{}' as this preview does: its SequenceParallel (torch's "
+                               "in 4.5x, its own in 5.24) takes "
+                               "each rank's whole input as that rank's sequence shard (DTensor.from_local), so the "
+                               "norm runs on every row on every rank and the projections around it still all-reduce "
+                               "(the same logits, no saving); the engine runs Megatron's TP+SP shown here",
+                               m_sequenceStyle->name),
+                   "measure sequence parallelism on the engine; loaded by from_pretrained, the plan runs as plain TP");
+        else
+            report(Severity::Warning, m_sequenceStyle->name,
+                   fmt::format("Transformers 5.0–5.15 does not run '{}' as this preview does: its "
+                               "SequenceParallel all-gathers the input and reduce-scatters the output along the last "
+                               "dim, which gives a norm T times its features",
+                               m_sequenceStyle->name),
+                   "measure sequence parallelism on the engine; do not load this plan with from_pretrained");
+    }
+
+    // Node `ni` computes `out` on its rank's token rows; gathered at once unless every consumer
+    // takes rows.
+    void onRows(int ni, int out)
+    {
+        const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(ni)];
+        m_g.nodes[static_cast<std::size_t>(ni)].sequenceRows = true;
+        setWhole(out, gt(out).features);
+        lay(out).layout = Layout::ShardSeq;
+        if (!m_rows[static_cast<std::size_t>(out)]) {
+            collective(CollectiveKind::AllGather, n, gt(out).features, m_sequenceStyle, 1, {}, nullptr, true);
+            setWhole(out, gt(out).features);
+        }
+    }
+
+    // Sums a partial output: a reduce-scatter of token rows where it stays split (sequence
+    // parallelism) or its one consumer is a residual add whose other input is split already (the
+    // last layer's, when the stream is gathered after it), else an all-reduce. `bias`: added once,
+    // after the sum.
+    void reduce(const GraphNode& n, int out, const Style* s, const ParamShard* bias = nullptr)
+    {
+        const std::int64_t features = gt(out).features;
+        bool rows = m_rows[static_cast<std::size_t>(out)] != 0;
+        if (const int add = m_soleAdd[static_cast<std::size_t>(out)]; !rows && add >= 0) {
+            const GraphNode& a = m_g.graph.nodes[static_cast<std::size_t>(add)];
+            rows = lay(a.inputs[a.inputs[0] == out ? 1 : 0]).layout == Layout::ShardSeq;
+        }
+        collective(rows ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, n, features, s, 1, {}, bias, rows);
+        setWhole(out, features);
+        if (rows)
+            lay(out).layout = Layout::ShardSeq;
     }
 
     // --- memory -------------------------------------------------------------------------------
@@ -768,15 +899,18 @@ private:
                     }
                 }
             }
-            // Live at a node: the residual stream, its inputs and outputs (experts: routed rows too).
+            // Live at a node: the residual stream, its inputs and outputs (experts: routed rows too);
+            // a tensor split by token rows holds the rank's rows only.
             for (std::size_t r = 0; r < nT; ++r) {
-                std::int64_t w = m_spec.config.hiddenSize;
+                const std::int64_t mine = sequenceRows(rows, m_T, static_cast<int>(r)).size;
+                auto rowsOf = [&](int t) { return lay(t).layout == Layout::ShardSeq ? mine : rows; };
+                std::int64_t elements = m_spec.config.hiddenSize * (m_g.nodes[ni].sequenceRows ? mine : rows);
                 for (int t : n.inputs)
                     if (gt(t).producer >= 0)
-                        w += lay(t).local[r];
+                        elements += lay(t).local[r] * rowsOf(t);
                 for (int t : n.outputs)
-                    w += lay(t).local[r];
-                std::int64_t bytes = w * rows * e;
+                    elements += lay(t).local[r] * rowsOf(t);
+                std::int64_t bytes = elements * e;
                 if (n.kind == OpKind::Experts)
                     if (const ParamShard* gu = param(n.module, "gate_up_proj")) {
                         // Routed rows hold gate‖up, then act·up: 3/2 of the local packed width.
@@ -814,6 +948,9 @@ private:
     const int m_T;
     std::unordered_set<std::string> m_reported; // reportKey of every diagnostic
     bool m_headDivisibilityError = false;
+    std::vector<char> m_rows;                    // per tensor: stays split by token rows (sequenceTensors)
+    std::vector<int> m_soleAdd;                  // per tensor: the residual add that is its one consumer, or -1
+    const Style* m_sequenceStyle = nullptr;      // the sequence-parallel style of the first such norm
 };
 
 DType defaultActivationDtype(const ModelConfig& c)
@@ -827,6 +964,11 @@ DType defaultActivationDtype(const ModelConfig& c)
 }
 
 } // namespace
+
+Interval sequenceRows(std::int64_t rows, int tp, int rank)
+{
+    return chunkSizes(rows, tp)[static_cast<std::size_t>(rank)];
+}
 
 std::vector<bool> lastPositionNodes(const LayerGraph& graph)
 {

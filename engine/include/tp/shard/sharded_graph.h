@@ -6,6 +6,12 @@
 // only where a style says so; colwise leaves the output sharded on its last dim; rowwise expects
 // exactly that shard and all-reduces; *_gather_output all-gathers; nothing else moves data.
 //
+// Sequence parallelism (a style whose input is Shard(seq) on a norm: `sequence_parallel`) is
+// Megatron's TP+SP, the Ultra-Scale Playbook's: the residual stream between the norms is split by
+// token rows; a reduction whose result only meets sequence-sharded consumers (the residual add, the
+// norm) is a reduce-scatter of rows instead of an all-reduce; norms and adds run on the rank's rows;
+// where a consumer needs every row (the projections after a norm) the rows are all-gathered.
+//
 //   ShardedGraph g = shardModel(spec, plan, {.batch = 1, .seq = 512});
 //   for (const Collective& c : g.collectives) c.bytes(1, 512, 2);
 #pragma once
@@ -41,8 +47,9 @@ struct ParamShard
 // An activation on every rank: its layout and per-rank width of the last dim.
 struct TensorLayout
 {
-    Layout layout = Layout::Replicate;             // Replicate, ShardLast or Partial
-    std::vector<std::int64_t> local;               // per rank features
+    Layout layout = Layout::Replicate;             // Replicate, ShardLast, ShardSeq or Partial
+    // Per rank features. ShardSeq: every rank has all of them for its rows (sequenceRows).
+    std::vector<std::int64_t> local;
     int packedBlocks = 1;                          // >1: a strided shard of a packed [gate; up] output
 };
 
@@ -57,8 +64,11 @@ struct Collective
     std::string style;                             // the style that issues it
     // Per rank, the columns of the full tensor that rank holds: all_gather, what it contributes (the
     // output is the pieces side by side in rank order); reduce_scatter, what it keeps. Empty for
-    // all_reduce (every rank holds everything) and all_to_all.
+    // all_reduce (every rank holds everything), all_to_all and the sequence's collectives.
     std::vector<Interval> pieces;
+    // The pieces are token rows, not columns (sequence parallelism): rank r contributes or keeps
+    // sequenceRows(rows, T, r) of the forward's rows, all features.
+    bool sequence = false;
     int bias = -1;                                 // index into ShardedGraph::params of a bias added after the reduction
     // After a node that runs only at each sequence's last position (ShardOptions::lastPositionLogits:
     // the head's all-gather): one row per sequence, whatever the forward's new tokens.
@@ -81,7 +91,14 @@ struct NodeSharding
     // The node runs at each sequence's last position only (ShardOptions::lastPositionLogits: the
     // final norm and the head): B rows in prefill instead of B·S.
     bool lastPositions = false;
+    // The node computes on its rank's token rows only (sequence parallelism: sequenceRows); a whole
+    // input is read at those rows.
+    bool sequenceRows = false;
 };
+
+// The token rows rank `rank` holds of a sequence-sharded tensor of `rows` rows (B·S in prefill, B in
+// a decode step): torch.chunk's split, so the last ranks may hold fewer, or none.
+Interval sequenceRows(std::int64_t rows, int tp, int rank);
 
 struct RankMemory
 {
