@@ -727,6 +727,126 @@ private slots:
         }
     }
 
+    // Transformers 5.1–5.15's expert parallelism (G2): the experts split by id (grouped_gemm, biases
+    // too), 'ep_router' on the router (the other ranks' routes masked, the ids made local) and
+    // moe_tp_experts' all-reduce: Transformers' logits at every T the experts split over, one
+    // all-reduce per MoE layer beyond the plain plan's. Without ep_router the plan is an error.
+    void maskedExpertParallelOfG2_data()
+    {
+        QTest::addColumn<QString>("family");
+        for (const char* f : {"mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3"})
+            QTest::newRow(f) << f;
+    }
+    void maskedExpertParallelOfG2()
+    {
+        QFETCH(QString, family);
+        const std::string fam = family.toStdString();
+        auto om = openModel(kModels + fam);
+        QVERIFY2(om.ok(), om.status().message().c_str());
+        const Reference ref = reference(fam);
+        RunOptions o;
+        o.batch = ref.batch;
+        o.seq = ref.seq;
+        o.tokens = ref.tokens;
+        std::set<int> ranAt;
+        for (int tp : {2, 4}) {
+            Plan p = defaultPlan(om->spec, tp, VersionProfile::G2);
+            std::set<std::string> keys; // generic keys of the routers and the experts' parameters
+            for (const ModuleSpec& m : om->spec.modules)
+                if (m.kind == ModuleKind::Router)
+                    keys.insert(genericName(m.path) + "=ep_router");
+                else if (m.kind == ModuleKind::Experts) {
+                    keys.insert(genericName(m.path) + "=moe_tp_experts");
+                    for (const ParamSpec& w : m.params)
+                        keys.insert(genericName(m.paramPath(w)) + "=grouped_gemm");
+                }
+            std::erase_if(p.entries, [&](const PlanEntry& e) { return e.key.find(".experts") != std::string::npos || e.key.ends_with(".gate") || e.key.ends_with(".router"); });
+            Plan withoutRouter = p;
+            for (const std::string& k : keys) {
+                const std::string key = k.substr(0, k.find('=')), style = k.substr(k.find('=') + 1);
+                p.entries.push_back({key, style});
+                if (style != "ep_router")
+                    withoutRouter.entries.push_back({key, style});
+            }
+            const ShardedGraph g = shardModel(om->spec, p, {.batch = ref.batch, .seq = ref.seq});
+            const ShardedGraph bad = shardModel(om->spec, withoutRouter, {.batch = ref.batch, .seq = ref.seq});
+            QVERIFY2(!bad.valid(), "grouped_gemm experts without ep_router are an error under G2");
+            if (!g.valid())
+                continue; // experts that do not split over T (deepseek_v3's 6 at T = 4)
+            const QString at = QString("%1 at T=%2").arg(family).arg(tp);
+            auto r = runModel(om->spec, g, {&*om->checkpoint}, o);
+            QVERIFY2(r.ok(), qPrintable(at + ": " + r.status().message().c_str()));
+            const double err = relError(r->logits, ref.logits);
+            QVERIFY2(err < 1e-4, qPrintable(at + QString(": relative error %1").arg(err)));
+            int expertReductions = 0;
+            for (const Collective& c : g.collectives)
+                expertReductions += c.kind == CollectiveKind::AllReduce && c.style == "moe_tp_experts";
+            QVERIFY(expertReductions > 0);
+            ranAt.insert(tp);
+        }
+        QVERIFY2(ranAt.contains(2), "the experts split over 2 ranks");
+    }
+
+    // Block styles: a block's partial output summed by the style on the block module — all_reduce
+    // (G3, over a down_proj whose weight a parameter key splits, without a module key) and G1's
+    // gather over local_rowwise projections — give Transformers' logits with one all-reduce per
+    // block; an all_reduce over a block that is reduced already is an error.
+    void blockStylesSumTheBlock()
+    {
+        auto om = openModel(kModels + "llama");
+        QVERIFY2(om.ok(), om.status().message().c_str());
+        const Reference ref = reference("llama");
+        RunOptions o;
+        o.batch = ref.batch;
+        o.seq = ref.seq;
+        o.tokens = ref.tokens;
+        const std::int64_t layers = om->spec.config.numLayers;
+        auto restyled = [&](Plan p, const std::vector<std::pair<std::string, std::string>>& edits) {
+            for (const auto& [key, style] : edits) {
+                std::erase_if(p.entries, [&](const PlanEntry& e) { return e.key == key; });
+                if (!style.empty())
+                    p.entries.push_back({key, style});
+            }
+            return p;
+        };
+        const Plan g3 = restyled(defaultPlan(om->spec, 2), {{"model.layers.*.mlp.down_proj", ""},
+                                                            {"model.layers.*.mlp.down_proj.weight", "rowwise"},
+                                                            {"model.layers.*.mlp", "all_reduce"}});
+        Plan g1; // Transformers 4.5x's names: the embedding whole, the head colwise_rep
+        g1.tpSize = 2;
+        g1.profile = VersionProfile::G1;
+        g1.entries = {{"lm_head", "colwise_rep"},
+                      {"model.layers.*.self_attn.q_proj", "local_colwise"},
+                      {"model.layers.*.self_attn.k_proj", "local_colwise"},
+                      {"model.layers.*.self_attn.v_proj", "local_colwise"},
+                      {"model.layers.*.self_attn.o_proj", "local_rowwise"},
+                      {"model.layers.*.self_attn", "gather"},
+                      {"model.layers.*.mlp.gate_proj", "local_colwise"},
+                      {"model.layers.*.mlp.up_proj", "local_colwise"},
+                      {"model.layers.*.mlp.down_proj", "local_rowwise"},
+                      {"model.layers.*.mlp", "gather"}};
+        for (const Plan* p : std::initializer_list<const Plan*>{&g3, &g1}) {
+            const ShardedGraph g = shardModel(om->spec, *p, {.batch = ref.batch, .seq = ref.seq});
+            QVERIFY2(g.valid(), g.diagnostics.empty() ? "" : g.diagnostics.front().message.c_str());
+            std::map<std::string, int> reducedBy; // generic block → all-reduces
+            for (const Collective& c : g.collectives)
+                if (c.kind == CollectiveKind::AllReduce && (c.style == "all_reduce" || c.style == "gather"))
+                    ++reducedBy[genericName(c.where)];
+            QCOMPARE(reducedBy["model.layers.*.mlp"], int(layers));
+            if (p == &g1)
+                QCOMPARE(reducedBy["model.layers.*.self_attn"], int(layers));
+            auto r = runModel(om->spec, g, {&*om->checkpoint}, o);
+            QVERIFY2(r.ok(), r.status().message().c_str());
+            const double err = relError(r->logits, ref.logits);
+            QVERIFY2(err < 1e-4, qPrintable(QString("relative error %1").arg(err)));
+        }
+        const ShardedGraph twice = shardModel(om->spec, restyled(defaultPlan(om->spec, 2), {{"model.layers.*.mlp", "all_reduce"}}));
+        QVERIFY(!twice.valid());
+        QVERIFY(std::any_of(twice.diagnostics.begin(), twice.diagnostics.end(), [](const Diagnostic& d) {
+            return d.where == "model.layers.*.mlp" && d.message.find("that output is whole: the sum would be 2× too large") != std::string::npos;
+        }));
+    }
+
     void hiddenShardedEmbeddingAndCustomReduceScatterFreeStyles()
     {
         // embedding_colwise (hidden split, all-gathered) and a custom colwise-gather head also run.

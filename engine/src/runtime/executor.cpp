@@ -46,15 +46,9 @@ std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g
                            "which the engine does not have; use ep_plan's grouped_gemm + ep_dispatch_experts"},
         {"megamoe_experts", "it needs DeepGEMM's Mega MoE kernel (dispatch, experts and combine in one CUDA kernel), "
                             "which the engine does not have; use ep_plan's grouped_gemm + ep_dispatch_experts"},
-        {"ep_router", "it is Transformers 4.5x–5.1x's masked routing (G1/G2); 5.24 routes expert parallelism through "
-                      "ep_plan (grouped_gemm + ep_dispatch_experts), which the engine runs"},
-        {"local", "G1's IsolatedParallel works with a parent module's 'gather', which the planner does not place"},
-        {"gather", "G1's GatherParallel reduces the partial output of a whole block, which the planner does not place; "
-                   "use rowwise on the block's last projection"},
-        {"local_rowwise", "it leaves partial sums for a parent 'gather', which the planner does not place; use rowwise"},
-        {"local_packed_rowwise", "it leaves partial sums for a parent 'gather', which the planner does not place"},
-        {"all_reduce", "it sums a block's partial output, and the planner places no block-level styles; use rowwise on "
-                       "the block's last projection"},
+        {"local", "G1's IsolatedParallel divides the module's parameters by tp_size at load so that a parent 'gather' "
+                  "sums T scaled copies, and only a linear map sums back to itself that way (for a gated MLP it does "
+                  "not), so the engine does not rescale weights for it"},
     };
     const Plan& plan = *g.plan;
     for (std::size_t i = 0; i < plan.entries.size(); ++i) {

@@ -144,6 +144,7 @@ public:
                 m_g.nodes[n].lastPositions = last[n];
         }
         sequenceTensors();
+        blockEnds();
         for (std::size_t n = 0; n < m_g.graph.nodes.size(); ++n)
             visit(static_cast<int>(n));
         memory();
@@ -434,6 +435,63 @@ private:
                 requireWhole(n.inputs[0], "logits", "must be whole on every rank");
             break;
         }
+        if (const int block = m_blockEnd.empty() ? -1 : m_blockEnd[static_cast<std::size_t>(ni)]; block >= 0)
+            blockReduction(n, block);
+    }
+
+    // --- block styles -------------------------------------------------------------------------
+    // A style that sums a whole block's partial output (all_reduce; G1's gather) on a block module
+    // (an attention or MLP block, not a projection or the experts, whose ops reduce themselves): its
+    // output is the output of the block's last node, found by name (every node of block P is named
+    // P.… or P:…).
+    void blockEnds()
+    {
+        std::unordered_map<std::string_view, int> blocks;
+        for (std::size_t m = 0; m < m_spec.modules.size(); ++m) {
+            const ModuleSpec& mod = m_spec.modules[m];
+            const Style* s = installed(static_cast<int>(m));
+            if (s && s->input == Layout::Partial && s->forward == CollectiveKind::AllReduce && mod.kind != ModuleKind::Linear
+                && mod.kind != ModuleKind::Embedding && mod.kind != ModuleKind::Experts && mod.kind != ModuleKind::Router)
+                blocks.emplace(mod.path, static_cast<int>(m));
+        }
+        if (blocks.empty())
+            return;
+        m_blockEnd.assign(m_g.graph.nodes.size(), -1);
+        std::vector<int> last(m_spec.modules.size(), -1);
+        for (std::size_t ni = 0; ni < m_g.graph.nodes.size(); ++ni) {
+            std::string_view name = m_g.graph.nodes[ni].name;
+            for (std::size_t cut = name.find_last_of(".:"); cut != std::string_view::npos && cut > 0;
+                 cut = name.find_last_of(".:", cut - 1))
+                if (auto it = blocks.find(name.substr(0, cut)); it != blocks.end())
+                    last[static_cast<std::size_t>(it->second)] = static_cast<int>(ni);
+        }
+        for (const auto& [path, m] : blocks)
+            if (last[static_cast<std::size_t>(m)] >= 0)
+                m_blockEnd[static_cast<std::size_t>(last[static_cast<std::size_t>(m)])] = m;
+    }
+
+    void blockReduction(const GraphNode& n, int block)
+    {
+        const Style* s = installed(block);
+        const std::string& path = m_spec.modules[static_cast<std::size_t>(block)].path;
+        const int out = n.outputs[0];
+        if (lay(out).layout != Layout::Partial) {
+            if (m_T > 1)
+                report(Severity::Error, genericName(path),
+                       fmt::format("'{}' all-reduces the output of '{}', but that output is {}: the sum would be {}× "
+                                   "too large",
+                                   s->name, genericName(path), lay(out).layout == Layout::ShardLast ? "sharded" : "whole", m_T),
+                       fmt::format("leave the block's last projection ({}) without a reduction: 'local_rowwise' (G1), or "
+                                   "a parameter key 'rowwise' without the module key",
+                                   genericNode(n.name)));
+            return;
+        }
+        // A rowwise bias of the last projection is added once, after the sum.
+        const ParamShard* w = n.kind == OpKind::Linear ? param(n.module, "weight") : nullptr;
+        const std::size_t before = m_g.collectives.size();
+        reduce(n, out, s, w && w->dim == 1 ? param(n.module, "bias") : nullptr);
+        if (m_g.collectives.size() > before)
+            m_g.collectives.back().where = path;
     }
 
 
@@ -591,6 +649,14 @@ private:
             sinks(n, block, true, localHeads);
     }
 
+    // Whether the Router node whose scores Experts node `n` reads has the 'ep_router' style.
+    bool epRouter(const GraphNode& n) const
+    {
+        const int router = gt(n.inputs[1]).producer;
+        const Style* s = router >= 0 ? installed(m_g.graph.nodes[static_cast<std::size_t>(router)].module) : nullptr;
+        return s && s->name == "ep_router";
+    }
+
     // Llama4 and gpt-oss store experts as [E, H, 2I] / [E, I, H]; the others [E, 2I, H] / [E, H, I].
     bool lastPackedExperts() const { return archTraits(m_spec.config.family).expertsLastPacked; }
 
@@ -687,6 +753,14 @@ private:
             // experts by ep_dispatch_experts alone. Without it every rank runs its local weights under
             // the global ids below E // T (measured: the Mixtral fixture's logits 6.1e-2 off,
             // Qwen3-MoE's 1.2e-2).
+            // 5.1–5.15 (G2; G1 alike): ep_router on the router masks the other ranks' routes and
+            // makes the ids local, and moe_tp_experts sums the partial outputs (masked routing with
+            // a reduction: what the engine's experts compute for an expert split).
+            if (m_T > 1 && m_g.plan->profile != VersionProfile::G3 && !epRouter(n))
+                report(Severity::Error, where,
+                       "the experts are split by id (grouped_gemm) but their router is not 'ep_router': Transformers "
+                       "then runs each rank's own experts under the global expert ids, and its output is not the model's",
+                       "give the router (the block's gate) 'ep_router' and the experts 'moe_tp_experts'");
             if (m_T > 1 && m_g.plan->profile == VersionProfile::G3 && (!s || s->name != "ep_dispatch_experts"))
                 report(Severity::Error, where,
                        fmt::format("the experts are split by id (grouped_gemm) but '{}' is not ep_dispatch_experts: "
@@ -696,6 +770,11 @@ private:
                        "put grouped_gemm and 'ep_dispatch_experts' (on the experts) in ep_plan, as "
                        "plans/mixtral/expert-parallel.json does");
         } else if (tp) {
+            if (epRouter(n))
+                report(Severity::Error, where,
+                       "the router is 'ep_router', which remaps the routes to each rank's experts, but the experts "
+                       "are not split by id",
+                       "split gate_up_proj and down_proj with 'grouped_gemm', or drop ep_router");
             if (gu->placement.kind != Placement::Kind::StridedShard)
                 report(Severity::Error, where.str() + ".gate_up_proj",
                        "a plain split of the packed gate_up_proj separates gate rows from up rows",
@@ -950,6 +1029,7 @@ private:
     bool m_headDivisibilityError = false;
     std::vector<char> m_rows;                    // per tensor: stays split by token rows (sequenceTensors)
     std::vector<int> m_soleAdd;                  // per tensor: the residual add that is its one consumer, or -1
+    std::vector<int> m_blockEnd;                 // per node: the block whose output it makes and whose style sums it, or -1
     const Style* m_sequenceStyle = nullptr;      // the sequence-parallel style of the first such norm
 };
 
