@@ -81,6 +81,16 @@ Reference reference(const std::string& family)
             j["logits_bf16"].get<std::vector<float>>()};
 }
 
+// A run over the fixture's prompt (its batch, sequence and token ids).
+RunOptions promptRun(const Reference& ref)
+{
+    RunOptions o;
+    o.batch = ref.batch;
+    o.seq = ref.seq;
+    o.tokens = ref.tokens;
+    return o;
+}
+
 // Transformers' greedy generate() on the same prompt: its tokens and each step's raw logits.
 struct Generation
 {
@@ -511,10 +521,7 @@ private slots:
         QVERIFY2(om.ok(), om.status().message().c_str());
         const Reference ref = reference(fam);
         const WeightSource weights{&*om->checkpoint};
-        RunOptions o;
-        o.batch = ref.batch;
-        o.seq = ref.seq;
-        o.tokens = ref.tokens;
+        RunOptions o = promptRun(ref);
         std::vector<float> t1;
         std::set<int> ranAt;
         for (Variant variant : kVariants)
@@ -703,10 +710,7 @@ private slots:
         auto om = openModel(kModels + fam);
         QVERIFY2(om.ok(), om.status().message().c_str());
         const Reference ref = reference(fam);
-        RunOptions o;
-        o.batch = ref.batch;
-        o.seq = ref.seq;
-        o.tokens = ref.tokens;
+        RunOptions o = promptRun(ref);
         o.dtype = DType::BF16;
         const double hfDrift = relError(ref.logitsBf16, ref.logits);
         for (int tp : {1, 2, 4}) {
@@ -744,10 +748,7 @@ private slots:
         auto om = openModel(kModels + fam);
         QVERIFY2(om.ok(), om.status().message().c_str());
         const Reference ref = reference(fam);
-        RunOptions o;
-        o.batch = ref.batch;
-        o.seq = ref.seq;
-        o.tokens = ref.tokens;
+        RunOptions o = promptRun(ref);
         std::set<int> ranAt;
         for (int tp : {2, 4}) {
             Plan p = defaultPlan(om->spec, tp, VersionProfile::G2);
@@ -796,10 +797,7 @@ private slots:
         auto om = openModel(kModels + "llama");
         QVERIFY2(om.ok(), om.status().message().c_str());
         const Reference ref = reference("llama");
-        RunOptions o;
-        o.batch = ref.batch;
-        o.seq = ref.seq;
-        o.tokens = ref.tokens;
+        RunOptions o = promptRun(ref);
         const std::int64_t layers = om->spec.config.numLayers;
         auto restyled = [&](Plan p, const std::vector<std::pair<std::string, std::string>>& edits) {
             for (const auto& [key, style] : edits) {
@@ -863,10 +861,7 @@ private slots:
         p.customStyles.push_back(*makeCustomStyle({"head_gather", "colwise", Layout::Replicate, Layout::Replicate}));
         const ShardedGraph g = shardModel(om->spec, p, {.batch = ref.batch, .seq = ref.seq});
         QVERIFY(g.valid());
-        RunOptions o;
-        o.batch = ref.batch;
-        o.seq = ref.seq;
-        o.tokens = ref.tokens;
+        RunOptions o = promptRun(ref);
         auto r = runModel(om->spec, g, {&*om->checkpoint}, o);
         QVERIFY2(r.ok(), r.status().message().c_str());
         QVERIFY(relError(r->logits, ref.logits) < 1e-4);
