@@ -69,6 +69,16 @@ template<typename Fn> Status withStorage(DType t, Fn&& fn)
 
 template<typename S> typename S::T* rowOf(const Tensor& t, std::int64_t r) { return t.as<typename S::T>() + r * t.stride; }
 
+// Element i of a tensor in a storage dtype (F32, BF16 or F16: isStorageDtype), as fp32.
+float storedValue(const Tensor& t, std::int64_t i)
+{
+    switch (t.dtype) {
+    case DType::BF16: return BF16::get(t.as<BF16::T>(), i);
+    case DType::F16: return F16::get(t.as<F16::T>(), i);
+    default: return F32::get(t.as<F32::T>(), i);
+    }
+}
+
 // Row `r` of `bias` (storage type S) added to each of the n rows of fp32 y [n, w].
 template<typename S> void addRow(float* y, std::int64_t n, std::int64_t w, const Tensor& bias, std::int64_t r)
 {
@@ -708,11 +718,8 @@ protected:
             const float* row = scores.as<float>() + t * E;
             const float* pick = row;
             if (scoreBias || G > 1) {
-                withStorage(storage(), [&](auto st) {
-                    using St = decltype(st);
-                    for (std::int64_t e = 0; e < E; ++e)
-                        choice[e] = row[e] + (scoreBias ? St::get(scoreBias->as<typename St::T>(), e) : 0.0f);
-                });
+                for (std::int64_t e = 0; e < E; ++e)
+                    choice[e] = row[e] + (scoreBias ? storedValue(*scoreBias, e) : 0.0f);
                 if (G > 1) { // a group's score: the sum of its two best choices
                     for (std::int64_t g = 0; g < G; ++g) {
                         const float* c = choice + g * perGroup;
