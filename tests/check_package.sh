@@ -14,7 +14,8 @@ files="$(dpkg-deb -c "$deb" | awk '{print $6}')"
 for f in ./usr/bin/tpstudio ./usr/bin/tpstudio-cli ./usr/share/applications/tpstudio.desktop \
          ./usr/share/metainfo/io.github.tpstudio.TPStudio.metainfo.xml \
          ./usr/share/icons/hicolor/scalable/apps/tpstudio.svg ./usr/share/man/man1/tpstudio-cli.1.gz \
-         ./usr/share/tpstudio/plans/index.json ./usr/share/tpstudio/plans/hardware/h100-sxm-8.json; do
+         ./usr/share/tpstudio/plans/index.json ./usr/share/tpstudio/plans/hardware/h100-sxm-8.json \
+         ./usr/share/doc/tpstudio/copyright; do
   check "contains $f" "grep -qx '$f' <<< \"\$files\""
 done
 depends="$(dpkg-deb -f "$deb" Depends)"
@@ -37,6 +38,8 @@ fi
 if command -v appstreamcli > /dev/null; then
   check "appstreamcli validate" "appstreamcli validate --no-net --pedantic '$scratch/usr/share/metainfo/io.github.tpstudio.TPStudio.metainfo.xml' > '$scratch/as.log' 2>&1 || { cat '$scratch/as.log'; false; }"
 fi
+check "copyright names GPL-3+" "grep -q '^License: GPL-3+' '$scratch/usr/share/doc/tpstudio/copyright'"
+check "AppStream license is GPL-3.0-or-later" "grep -q '<project_license>GPL-3.0-or-later</project_license>' '$scratch/usr/share/metainfo/io.github.tpstudio.TPStudio.metainfo.xml'"
 check "man page renders" "zcat '$scratch/usr/share/man/man1/tpstudio-cli.1.gz' | grep -q '^.SS plan preview'"
 check "packaged tpstudio-cli runs" "'$scratch/usr/bin/tpstudio-cli' plan validate llama-3.1-8b --tp 8 > /dev/null"
 check "packaged tpstudio runs" "QT_QPA_PLATFORM=offscreen '$scratch/usr/bin/tpstudio' example --screenshot '$scratch/shot.png' > /dev/null 2>&1 && test -s '$scratch/shot.png'"

@@ -659,7 +659,9 @@ void MainWindow::setupActions()
         QMessageBox::about(this, tr("About TP Studio"),
                            tr("<b>TP Studio</b> %1<br>Plan and profile tensor parallelism for Transformer language "
                               "models.<br>Models open as Hugging Face Transformers builds them; weights are never "
-                              "loaded to inspect a model and never downloaded.")
+                              "loaded to inspect a model and never downloaded.<br><br>Free software under the GNU "
+                              "General Public License, version 3 or later (GPL-3.0-or-later); it comes with no "
+                              "warranty. It uses Qt and QCustomPlot (GPL-3.0).")
                                .arg(QApplication::applicationVersion()));
     });
 
