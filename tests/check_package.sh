@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the .deb from a build folder and checks it: file list, dependencies, desktop entry and
-# AppStream metadata (validated when the Debian validators are installed), the man page, and that
-# the packaged programs run from an unpacked copy.
+# AppStream metadata (validated when the Debian validators are installed), the man pages, the
+# license, lintian, that the packaged programs run from an unpacked copy, and (as root) that the
+# package installs with apt-get, runs from /usr/bin and removes cleanly.
 #   check_package.sh BUILD_DIR
 set -euo pipefail
 build="$1"
@@ -43,5 +44,30 @@ check "AppStream license is GPL-3.0-or-later" "grep -q '<project_license>GPL-3.0
 check "man page renders" "zcat '$scratch/usr/share/man/man1/tpstudio-cli.1.gz' | grep -q '^.SS plan preview'"
 check "packaged tpstudio-cli runs" "'$scratch/usr/bin/tpstudio-cli' plan validate llama-3.1-8b --tp 8 > /dev/null"
 check "packaged tpstudio runs" "QT_QPA_PLATFORM=offscreen '$scratch/usr/bin/tpstudio' example --screenshot '$scratch/shot.png' > /dev/null 2>&1 && test -s '$scratch/shot.png'"
+if command -v lintian > /dev/null; then
+  check "lintian: no errors or warnings" "lintian --fail-on error,warning '$deb' > '$scratch/lintian.log' 2>&1 || { cat '$scratch/lintian.log'; false; }"
+else
+  echo "FAIL lintian is not installed (scripts/install-deps.sh installs it)"; fail=1
+fi
+# Installed for real, as a user installs it, then removed: only as root, and never over a tpstudio
+# this test did not install.
+if [ "$(id -u)" -ne 0 ]; then
+  echo "skip install: needs root (apt-get install ./$deb)"
+elif dpkg-query -W -f='${Status}' tpstudio 2>/dev/null | grep -q 'install ok installed'; then
+  echo "skip install: a tpstudio package is installed already; this test does not replace it"
+else
+  remove() { DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq --purge tpstudio > /dev/null 2>&1 || true; }
+  trap 'remove; rm -rf "$scratch"' EXIT
+  # Its dependencies are installed already (scripts/install-deps.sh), so apt fetches nothing: the
+  # simulation must install tpstudio alone. (apt's --no-download refuses a local .deb.)
+  check "apt-get would install tpstudio alone" "test \"\$(apt-get install -s '$PWD/$deb' 2>/dev/null | grep '^Inst ' | cut -d' ' -f2 | tr '\n' ' ')\" = 'tpstudio '"
+  check "apt-get install ./$deb" "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq '$PWD/$deb' > '$scratch/apt.log' 2>&1 || { cat '$scratch/apt.log'; false; }"
+  check "installed tpstudio-cli runs" "/usr/bin/tpstudio-cli plan validate llama-3.1-8b --tp 8 > /dev/null"
+  check "installed plans preview" "/usr/bin/tpstudio-cli plan preview example --plan /usr/share/tpstudio/plans/llama/sequence-parallel.json --tp 2 > /dev/null"
+  check "installed tpstudio runs" "QT_QPA_PLATFORM=offscreen /usr/bin/tpstudio example --screenshot '$scratch/installed.png' > /dev/null 2>&1 && test -s '$scratch/installed.png'"
+  check "man pages installed" "man -w tpstudio > /dev/null && man -w tpstudio-cli > /dev/null"
+  remove
+  check "removed cleanly" "! test -e /usr/bin/tpstudio-cli && ! test -e /usr/bin/tpstudio && ! test -e /usr/share/tpstudio"
+fi
 echo "package: $deb ($(du -h "$deb" | cut -f1))"
 exit $fail
