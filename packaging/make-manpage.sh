@@ -8,7 +8,7 @@ include="$(mktemp)"
 trap 'rm -f "$include"' EXIT
 {
   echo "[COMMANDS]"
-  for verb in "inspect" "catalog" "plan show" "plan validate" "plan preview" "plan export" "run" "report" \
+  for verb in "inspect" "catalog" "plan show" "plan validate" "plan preview" "plan search" "plan export" "run" "report" \
               "devices" "bench load" "bench plan" "bench comm" "bench gemm"; do
     echo ".SS $verb"
     echo ".nf"

@@ -329,6 +329,10 @@ class Corpus:
         self.add(0, ["plan", "validate", f"{F}/llama"], must_pass=True)
         self.add(0, ["plan", "preview", "llama-3.1-70b", "--tp", "8"], must_pass=True)
         self.add(0, ["plan", "preview", "deepseek-v3", "--tp", "8", "--json"], must_pass=True, stdout_json=True)
+        self.add(0, ["plan", "search", f"{F}/mixtral", "--hardware", "local-cpu", "--seq", "8", "--json"],
+                 must_pass=True, stdout_json=True)
+        self.add(0, ["plan", "search", "deepseek-v3", "--hardware", "h200-sxm-8", "--json"], must_pass=True,
+                 stdout_json=True)
         self.add(0, ["plan", "export", f"{F}/llama", "--format", "python", "-o", "out.py"], must_pass=True,
                  python_outputs=["out.py"])
         self.add(0, ["plan", "export", f"{F}/llama", "-o", "out.json"], must_pass=True, json_outputs=["out.json"])
@@ -398,6 +402,7 @@ class Corpus:
             self.add(1, ["plan", "preview", model, "--tp", "8", "--batch", "4096", "--seq", "65536", "--json"],
                      stdout_json=True)
             self.add(1, ["plan", "preview", model, "--tp", "8", "--batch", "1", "--seq", "16777216"])
+        self.add(1, ["plan", "search", f"{F}/llama", "--batch", "1048576", "--seq", "16777216"], must_fail=True)
         self.add(1, ["plan", "preview", f"{F}/llama", "--batch", "1048576", "--seq", "16777216",
                      "--context", "16777216"], must_fail=True)
 

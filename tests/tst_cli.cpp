@@ -62,6 +62,7 @@ private slots:
         QTest::addRow("plan validate") << QStringList{"plan", "validate", "--help"};
         QTest::addRow("plan export") << QStringList{"plan", "export", "--help"};
         QTest::addRow("plan preview") << QStringList{"plan", "preview", "--help"};
+        QTest::addRow("plan search") << QStringList{"plan", "search", "--help"};
         QTest::addRow("bench plan") << QStringList{"bench", "plan", "--help"};
         QTest::addRow("run") << QStringList{"run", "--help"};
         QTest::addRow("bench comm") << QStringList{"bench", "comm", "--help"};
@@ -89,6 +90,8 @@ private slots:
         QTest::addRow("bad run --logits") << QStringList{"run", "--model", "example", "--logits", "first"};
         QTest::addRow("empty run --logits") << QStringList{"run", "--model", "example", "--logits", ""};
         QTest::addRow("bad preview --logits") << QStringList{"plan", "preview", "example", "--logits", "some"};
+        QTest::addRow("bad search --objective") << QStringList{"plan", "search", "example", "--objective", "speed"};
+        QTest::addRow("bad search --max-tp") << QStringList{"plan", "search", "example", "--max-tp", "0"};
     }
     void usageErrorsExit2()
     {
@@ -172,6 +175,46 @@ private slots:
         QCOMPARE(show.code, 0);
         QVERIFY(show.out.contains("LlamaForCausalLM at tp_size 8"));
         QCOMPARE(cli({"plan", "export", "qwen3-30b-a3b", "--tp", "8"}).code, 1); // refuses an invalid plan
+    }
+
+    // plan search: the candidates as JSON, the front's plans written into a new folder, each of which
+    // validates at its T; a folder that holds something is refused before any work.
+    void planSearch()
+    {
+        QTemporaryDir tmp;
+        const QString dir = tmp.filePath("front");
+        const Run r = cli({"plan", "search", "qwen3-30b-a3b", "--hardware", "h200-sxm-8", "--batch", "4", "--seq", "1024",
+                           "--context", "2048", "--objective", "throughput", "--write", dir, "--json"});
+        QCOMPARE(r.code, 0);
+        const auto j = nlohmann::json::parse(r.out.toStdString());
+        QCOMPARE(j["schema"], "tpstudio.search/1");
+        QVERIFY(!j["candidates"].empty());
+        double previous = 1e300;
+        int written = 0;
+        for (const auto& c : j["candidates"]) {
+            const double tps = c["tokens_per_s_per_gpu"].get<double>();
+            QVERIFY(tps <= previous); // sorted by the objective
+            previous = tps;
+            QVERIFY(c["headroom_bytes"].get<std::int64_t>() >= 0);
+            QCOMPARE(c["plan"]["tp_size"], c["tp"]);
+            if (!c["pareto"].get<bool>())
+                continue;
+            const QString file = QDir(dir).filePath(QString::fromStdString(c["file"].get<std::string>()));
+            QVERIFY2(QFileInfo::exists(file), qPrintable(file));
+            const Run v = cli({"plan", "validate", "qwen3-30b-a3b", "--plan", file});
+            QVERIFY2(v.code == 0, qPrintable(file + ": " + v.out + v.err));
+            ++written;
+        }
+        QVERIFY(written > 0);
+        QCOMPARE(int(QDir(dir).entryList(QDir::Files).size()), written);
+        const Run again = cli({"plan", "search", "qwen3-30b-a3b", "--write", dir});
+        QCOMPARE(again.code, 1);
+        QVERIFY2(again.err.contains("exists and is not an empty folder"), qPrintable(again.err));
+        QCOMPARE(int(QDir(dir).entryList(QDir::Files).size()), written);
+        // Nothing fits: said, with the least demanding candidate.
+        const Run big = cli({"plan", "search", "deepseek-v3", "--hardware", "h200-sxm-8"});
+        QCOMPARE(big.code, 0);
+        QVERIFY2(big.out.contains("0 candidates fit") && big.out.contains("nothing fits: the smallest need is"), qPrintable(big.out));
     }
 
     void planPreview()

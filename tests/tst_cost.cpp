@@ -1,11 +1,14 @@
 // tst_cost — hardware profiles and the cost model (formulas in docs/metrics.md; anchors from
 // peer-tools-and-numbers.md B1–B4).
 #include "tp/cost/cost_model.h"
+#include "tp/cost/plan_search.h"
 #include "tp/model/loader.h"
 
 #include "testutils.h"
 
 #include <QtTest>
+
+#include <set>
 
 using namespace tp;
 
@@ -433,6 +436,58 @@ private slots:
         QVERIFY(pts[1].valid && pts[1].seconds > 0);
         QCOMPARE(pts[1].decodeStepSeconds, 0.0);
         QCOMPARE(pts[1].kvCacheBytes, std::int64_t(0));
+    }
+
+    // plan search: every candidate kept is valid at its T and fits the device; the front is exactly
+    // the candidates no other one dominates (TTFT, ITL lower, tokens/s per GPU higher); the
+    // candidate kinds that apply appear; at T = 1 only the default.
+    void planSearchKeepsValidFittingCandidatesAndTheirFront()
+    {
+        const ModelSpec s = tptest::openSpec("mixtral-8x7b");
+        const HardwareProfile hw = findHardware("h200-sxm-8").value();
+        auto r = searchPlans(s, hw, {.batch = 8, .seq = 2048, .context = 4096});
+        QVERIFY2(r.ok(), r.status().message().c_str());
+        QVERIFY(!r->candidates.empty());
+        QVERIFY(r->invalid > 0); // T = 3, 5, 6, 7: 8 KV heads do not split
+        std::set<std::string> names;
+        int front = 0;
+        const auto device = static_cast<std::int64_t>(hw.memoryGiB * double(std::int64_t(1) << 30));
+        for (const PlanCandidate& c : r->candidates) {
+            names.insert(c.name);
+            QCOMPARE(c.plan.tpSize, c.tp);
+            QVERIFY(c.tp > 1 || c.name == "default");
+            const ShardedGraph g = shardModel(s, c.plan, {.batch = 8, .seq = 2048, .lastPositionLogits = true});
+            QVERIFY2(g.valid(), qPrintable(QString::fromStdString(c.name) + QString(" at T=%1").arg(c.tp)));
+            QVERIFY(c.memoryBytes > 0 && c.headroomBytes >= 0 && c.memoryBytes + c.headroomBytes == device);
+            QVERIFY(c.ttftSeconds > 0 && c.itlSeconds > 0);
+            QCOMPARE(c.tokensPerSecondPerGpu, 8.0 / c.itlSeconds / c.tp);
+            QCOMPARE(c.itlSeconds, decodeStepSeconds(s, g, hw, 8, 4096).value());
+            bool dominated = false;
+            for (const PlanCandidate& o : r->candidates)
+                dominated = dominated
+                    || (o.ttftSeconds <= c.ttftSeconds && o.itlSeconds <= c.itlSeconds
+                        && o.tokensPerSecondPerGpu >= c.tokensPerSecondPerGpu
+                        && (o.ttftSeconds < c.ttftSeconds || o.itlSeconds < c.itlSeconds
+                            || o.tokensPerSecondPerGpu > c.tokensPerSecondPerGpu));
+            QCOMPARE(c.pareto, !dominated);
+            front += c.pareto;
+        }
+        QVERIFY(front > 0);
+        for (const char* n : {"default", "attention replicated", "sequence parallel", "expert parallel", "head replicated"})
+            QVERIFY2(names.contains(n), n);
+
+        // A device too small for any candidate: nothing kept, the least demanding one reported.
+        HardwareProfile tiny = hw;
+        tiny.memoryGiB = 1;
+        auto none = searchPlans(s, tiny, {.batch = 8, .seq = 2048, .context = 4096});
+        QVERIFY(none.ok());
+        QVERIFY(none->candidates.empty());
+        QVERIFY(none->tooLarge > 0 && none->smallestTooLarge);
+        QCOMPARE(none->smallestTooLarge->tp, 8);
+        // Workloads the cost model does not take are refused, naming the phase.
+        auto bad = searchPlans(s, hw, {.batch = 0});
+        QVERIFY(!bad.ok());
+        QVERIFY2(bad.status().message().find("prefill") != std::string::npos, bad.status().message().c_str());
     }
 };
 

@@ -5,6 +5,7 @@
 
 #include "tp/core/units.h"
 #include "tp/cost/cost_model.h"
+#include "tp/cost/plan_search.h"
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
 #include "tp/runtime/backend.h"
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -38,6 +40,10 @@ struct PlanOpts
     int tp = 2;
     int maxTp = 8;
     bool json = false;
+    // plan search
+    std::vector<std::string> alsoPlans;
+    std::string objective = "itl";
+    std::string writeDir;
 };
 
 enum class Mode { Show, Validate, Preview, Export };
@@ -466,6 +472,125 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
     return errors ? kBadInput : kOk;
 }
 
+// `plan search`: every candidate that is valid and fits, sorted by the objective, the Pareto front
+// marked; --write puts the front's plans in a new folder.
+int search(const PlanOpts& o, bool maxTpGiven)
+{
+    const char* verb = "plan search";
+    auto fail = [&](const std::string& why) {
+        fmt::print(stderr, "tpstudio-cli {}: {}\n", verb, why);
+        return kBadInput;
+    };
+    namespace fs = std::filesystem;
+    if (!o.writeDir.empty()) { // checked before any work: a new folder, or an empty one
+        std::error_code ec;
+        const fs::path dir(o.writeDir);
+        if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
+            return fail(fmt::format("--write {}: exists and is not an empty folder; nothing is overwritten", o.writeDir));
+        if (!dir.parent_path().empty() && !fs::is_directory(dir.parent_path(), ec))
+            return fail(fmt::format("--write {}: the folder {} does not exist", o.writeDir, dir.parent_path().string()));
+    }
+    if (o.contextGiven && (o.context < 1 || o.context > tp::kMaxWorkloadContext))
+        return fail(fmt::format("--context must be from 1 to {} tokens, found {}", tp::kMaxWorkloadContext, o.context));
+    auto hw = tp::findHardware(o.hardware);
+    if (!hw)
+        return fail(hw.status().message());
+    auto om = tp::openModel(o.model);
+    if (!om)
+        return fail(om.status().message());
+    tp::SearchOptions so;
+    so.batch = o.batch;
+    so.seq = o.seq;
+    so.context = o.contextGiven ? o.context : 0;
+    so.maxTp = maxTpGiven ? o.maxTp : 0;
+    so.activationDtype = dtypeOption(o.dtype);
+    for (const std::string& file : o.alsoPlans) {
+        auto p = tp::loadPlanFile(file, tp::VersionProfile::G3);
+        if (!p)
+            return fail(p.status().message());
+        so.plans.emplace_back(fs::path(file).stem().string(), tp::resolveOverrides(om->spec, *p));
+    }
+    auto r = tp::searchPlans(om->spec, *hw, so);
+    if (!r)
+        return fail(fmt::format("--batch {} --seq {} --context {}: {}", o.batch, o.seq, o.contextGiven ? o.context : o.seq,
+                                r.status().message()));
+    std::vector<const tp::PlanCandidate*> order;
+    for (const auto& c : r->candidates)
+        order.push_back(&c);
+    auto key = [&](const tp::PlanCandidate* c) {
+        return o.objective == "ttft" ? c->ttftSeconds : o.objective == "itl" ? c->itlSeconds : -c->tokensPerSecondPerGpu;
+    };
+    std::stable_sort(order.begin(), order.end(), [&](auto* a, auto* b) { return key(a) < key(b); });
+    auto fileName = [](const tp::PlanCandidate& c) {
+        std::string n = fmt::format("T{}-{}", c.tp, c.name);
+        for (char& ch : n)
+            if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.')
+                ch = '-';
+        return n + ".json";
+    };
+    if (!o.writeDir.empty()) {
+        std::error_code ec;
+        fs::create_directory(o.writeDir, ec);
+        if (ec)
+            return fail(fmt::format("--write {}: {}", o.writeDir, ec.message()));
+        for (const auto* c : order)
+            if (c->pareto) {
+                const std::string text = tp::planToJson(c->plan, &om->spec);
+                if (const std::string bad = writeOutput((fs::path(o.writeDir) / fileName(*c)).string(),
+                                                        [&](std::ostream& out) { out << text; });
+                    !bad.empty())
+                    return fail(bad);
+            }
+    }
+    const std::int64_t context = o.contextGiven ? o.context : o.seq;
+    if (o.json) {
+        nlohmann::ordered_json j;
+        j["schema"] = "tpstudio.search/1";
+        j["model"] = om->spec.source;
+        j["class"] = om->spec.className;
+        j["hardware"] = hw->id;
+        j["batch"] = o.batch;
+        j["seq"] = o.seq;
+        j["context"] = context;
+        j["objective"] = o.objective;
+        j["invalid"] = r->invalid;
+        j["too_large"] = r->tooLarge;
+        if (const auto& m = r->smallestTooLarge)
+            j["smallest_too_large"] = {{"name", m->name}, {"tp", m->tp}, {"memory_bytes", m->memoryBytes}};
+        auto cs = nlohmann::ordered_json::array();
+        for (const auto* c : order)
+            cs.push_back({{"name", c->name},
+                          {"tp", c->tp},
+                          {"pareto", c->pareto},
+                          {"ttft_s", c->ttftSeconds},
+                          {"itl_s", c->itlSeconds},
+                          {"tokens_per_s_per_gpu", c->tokensPerSecondPerGpu},
+                          {"memory_bytes", c->memoryBytes},
+                          {"headroom_bytes", c->headroomBytes},
+                          {"file", c->pareto && !o.writeDir.empty() ? fileName(*c) : std::string()},
+                          {"plan", nlohmann::ordered_json::parse(tp::planToJson(c->plan, &om->spec))}});
+        j["candidates"] = cs;
+        std::cout << j.dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
+        return kOk;
+    }
+    fmt::print("{} on {} · batch {} · prompt {} · decode context {} · sorted by {}\n", om->spec.className, hw->name,
+               o.batch, o.seq, context, o.objective == "throughput" ? "tokens/s per GPU" : o.objective);
+    fmt::print("{} candidates fit; {} invalid, {} do not fit {} per device\n\n", r->candidates.size(), r->invalid,
+               r->tooLarge, tp::humanBytes(hw->memoryGiB * double(std::int64_t(1) << 30)));
+    if (const auto& m = r->smallestTooLarge; m && r->candidates.empty())
+        fmt::print("nothing fits: the smallest need is {} per device ('{}' at T={}), {} over the device's memory\n\n",
+                   tp::humanBytes(double(m->memoryBytes)), m->name, m->tp, tp::humanBytes(double(-m->headroomBytes)));
+    fmt::print("  front  {:>3}  {:<28} {:>10} {:>10} {:>12} {:>13} {:>11}\n", "T", "plan", "TTFT", "ITL", "tok/s/GPU",
+               "memory/rank", "headroom");
+    for (const auto* c : order)
+        fmt::print("  {:^5}  {:>3}  {:<28} {:>10} {:>10} {:>12.1f} {:>13} {:>11}\n", c->pareto ? "*" : "", c->tp, c->name,
+                   humanSeconds(c->ttftSeconds), humanSeconds(c->itlSeconds), c->tokensPerSecondPerGpu,
+                   tp::humanBytes(double(c->memoryBytes)), tp::humanBytes(double(c->headroomBytes)));
+    if (!o.writeDir.empty())
+        fmt::print("\nthe front's plans are in {}/\n", o.writeDir);
+    return kOk;
+}
+
 } // namespace
 
 std::function<int()> addPlan(CLI::App& app)
@@ -503,13 +628,39 @@ std::function<int()> addPlan(CLI::App& app)
     prev->add_option("--max-tp", o->maxTp, "Largest T in the predicted scaling table")
         ->check(CLI::Range(1, 64))
         ->capture_default_str();
-    for (auto* c : {show, validate, prev})
+    auto* srch = plan->add_subcommand(
+        "search", "Candidate plans at every valid T (the default, attention replicated, sequence-parallel norms, experts "
+                  "split by id, the head replicated, and --plan files), each predicted on the hardware: TTFT of the "
+                  "prompt, ITL at the context, tokens/s per GPU and memory per rank; those that do not fit dropped, "
+                  "the Pareto front marked");
+    srch->add_option("MODEL", o->model, "Folder, config.json, .safetensors, HF cache repo id or catalog id")
+        ->required()
+        ->check(kNonEmpty);
+    addShape(srch, *o);
+    srch->add_option("--hardware", o->hardware,
+                     "Hardware profile: a built-in id (" + fmt::format("{}", fmt::join(tp::builtinHardwareIds(), ", "))
+                         + ") or a profile JSON file")
+        ->capture_default_str();
+    srch->add_option("--context", o->context, "Decode context per sequence: the KV cache it needs and the step ITL times "
+                                              "(1 to 2^24; default: --seq)");
+    srch->add_option("--max-tp", o->maxTp, "Largest T tried (default: the hardware's device count)")->check(CLI::Range(1, 64));
+    srch->add_option("--objective", o->objective, "Sort by: ttft, itl or throughput (tokens/s per GPU)")
+        ->check(CLI::IsMember({"ttft", "itl", "throughput"}))
+        ->capture_default_str();
+    srch->add_option("--plan", o->alsoPlans, "More candidate plan files (e.g. the shipped plans/<family>/*.json), each tried at every T")
+        ->check(kNonEmpty);
+    srch->add_option("--write", o->writeDir, "Write the front's plans (plan export's JSON) into this new or empty folder");
+    for (auto* c : {show, validate, prev, srch})
         c->add_flag("--json", o->json, "Print JSON");
     exp->add_option("-o,--output", o->output, "Write to this file instead of standard output");
     exp->add_option("--format", o->format, "json (DistributedConfig form) or python (a runnable script)")
         ->check(CLI::IsMember({"json", "python"}))
         ->capture_default_str();
-    return [o, show, validate, prev, exp] {
+    return [o, show, validate, prev, exp, srch] {
+        if (srch->parsed()) {
+            o->contextGiven = srch->count("--context") > 0;
+            return search(*o, srch->count("--max-tp") > 0);
+        }
         auto* sub = show->parsed() ? show : validate->parsed() ? validate : prev->parsed() ? prev : exp;
         const Mode mode = sub == show ? Mode::Show : sub == validate ? Mode::Validate : sub == prev ? Mode::Preview
                                                                                                      : Mode::Export;

@@ -1,0 +1,64 @@
+// plan_search.h — the planner as an advisor: candidate plans for a model on a machine, each sharded
+// and costed at every valid tp size, those that do not fit the device memory dropped, and the
+// Pareto front over time to first token, inter-token latency and decode tokens/s per GPU.
+//
+//   SearchOptions o{.batch = 8, .seq = 2048, .context = 4096};
+//   Result<SearchResult> r = searchPlans(spec, findHardware("h200-sxm-8").value(), o);
+//   for (const PlanCandidate& c : r->candidates) if (c.pareto) planToJson(c.plan, &spec);
+#pragma once
+
+#include "tp/core/status.h"
+#include "tp/cost/hardware.h"
+#include "tp/model/model_spec.h"
+#include "tp/plan/plan.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tp {
+
+struct SearchOptions
+{
+    std::int64_t batch = 1;     // sequences decoded together
+    std::int64_t seq = 2048;    // prompt tokens per sequence (the prefill that gives the first token)
+    std::int64_t context = 0;   // decode context per sequence (the KV cache it needs, the step it times); 0: seq
+    int maxTp = 0;              // largest T tried; 0: the hardware's device count (at most 64)
+    std::optional<DType> activationDtype; // default: the model's
+    // More candidates, each tried at every T (its tpSize is overridden): shipped or user plans.
+    std::vector<std::pair<std::string, Plan>> plans;
+};
+
+struct PlanCandidate
+{
+    std::string name;                 // "default", "attention replicated", "sequence parallel", … or a plan's name
+    Plan plan;                        // at its tp size
+    int tp = 1;
+    double ttftSeconds = 0;           // prefill of batch × seq, the head at the last positions (as generate())
+    double itlSeconds = 0;            // one decode step of batch tokens at the context
+    double tokensPerSecondPerGpu = 0; // batch / ITL / T
+    std::int64_t memoryBytes = 0;     // the largest rank: weights + KV cache at batch × context + activation peak
+    std::int64_t headroomBytes = 0;   // device memory − memoryBytes (≥ 0 for every candidate kept)
+    bool pareto = false;              // no other candidate is at least as good on all three and better on one
+};
+
+struct SearchResult
+{
+    std::vector<PlanCandidate> candidates; // valid and fitting, by T then name
+    int invalid = 0;                       // (candidate, T) pairs the planner rejects
+    int tooLarge = 0;                      // valid ones that do not fit the device memory
+    // Of those, the one that needs the least (memoryBytes; its plan left empty): how far off the
+    // machine is when nothing fits.
+    std::optional<PlanCandidate> smallestTooLarge;
+};
+
+// Candidates: the default plan; attention replicated; the residual stream's norms sequence-parallel;
+// the experts split by id (ep_plan: grouped_gemm + ep_dispatch_experts) where the model has experts;
+// the head replicated; and `options.plans` — each at T = 1 … maxTp. InvalidArgument for a workload
+// the cost model does not take (checkWorkload) or a profile without device memory.
+//
+// Cost: (candidates × maxTp) shardings and three cost estimates each, linear in the model's graph.
+Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& hw, const SearchOptions& options);
+
+} // namespace tp

@@ -1,0 +1,160 @@
+// plan_search.cpp — candidate plans, costed and filtered (see plan_search.h).
+#include "tp/cost/plan_search.h"
+
+#include "tp/cost/cost_model.h"
+#include "tp/shard/sharded_graph.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+namespace tp {
+
+namespace {
+
+bool hasKey(const Plan& p, const std::string& key)
+{
+    return std::any_of(p.entries.begin(), p.entries.end(), [&](const PlanEntry& e) { return e.key == key; });
+}
+
+// The default plan with every attention key replicated; nullopt when it has none.
+std::optional<Plan> attentionReplicated(Plan p)
+{
+    bool changed = false;
+    for (auto& e : p.entries)
+        if (e.key.find(".self_attn.") != std::string::npos && e.style != "replicate") {
+            e.style = "replicate";
+            changed = true;
+        }
+    return changed ? std::optional<Plan>(std::move(p)) : std::nullopt;
+}
+
+// The norms of the residual stream (each layer's outside the attention, and the final one)
+// sequence-parallel; nullopt without such norms.
+std::optional<Plan> sequenceParallel(const ModelSpec& spec, Plan p)
+{
+    std::set<std::string> keys;
+    for (const ModuleSpec& m : spec.modules)
+        if (m.kind == ModuleKind::RmsNorm && m.path.find(".self_attn.") == std::string::npos
+            && (m.path == "model.norm" || m.path.ends_with("layernorm")))
+            keys.insert(wildcardName(m.path, p.profile));
+    if (keys.empty())
+        return std::nullopt;
+    for (const std::string& k : keys)
+        if (!hasKey(p, k))
+            p.entries.push_back({k, "sequence_parallel"});
+    return p;
+}
+
+// The experts split by id as Transformers 5.24's ep_plan runs them (grouped_gemm on every expert
+// parameter, ep_dispatch_experts on the experts module), the rest as the default; nullopt without experts.
+std::optional<Plan> expertParallel(const ModelSpec& spec, Plan p)
+{
+    std::set<std::string> modules, params;
+    for (const ModuleSpec& m : spec.modules)
+        if (m.kind == ModuleKind::Experts) {
+            modules.insert(wildcardName(m.path, p.profile));
+            for (const ParamSpec& w : m.params)
+                params.insert(wildcardName(m.paramPath(w), p.profile));
+        }
+    if (modules.empty())
+        return std::nullopt;
+    std::erase_if(p.entries, [&](const PlanEntry& e) { return modules.contains(e.key) || params.contains(e.key); });
+    for (const std::string& k : params)
+        p.entries.push_back({k, "grouped_gemm"});
+    for (const std::string& k : modules)
+        p.entries.push_back({k, "ep_dispatch_experts"});
+    return p;
+}
+
+// The head replicated: every rank computes all logits, no gather; nullopt when the plan does not shard it.
+std::optional<Plan> headReplicated(Plan p)
+{
+    for (auto& e : p.entries)
+        if (e.key == "lm_head" && e.style != "replicate") {
+            e.style = "replicate";
+            return p;
+        }
+    return std::nullopt;
+}
+
+// a is at least as good as b on every objective and better on one.
+bool dominates(const PlanCandidate& a, const PlanCandidate& b)
+{
+    const bool noWorse = a.ttftSeconds <= b.ttftSeconds && a.itlSeconds <= b.itlSeconds
+        && a.tokensPerSecondPerGpu >= b.tokensPerSecondPerGpu;
+    const bool better = a.ttftSeconds < b.ttftSeconds || a.itlSeconds < b.itlSeconds
+        || a.tokensPerSecondPerGpu > b.tokensPerSecondPerGpu;
+    return noWorse && better;
+}
+
+} // namespace
+
+Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& hw, const SearchOptions& o)
+{
+    const std::int64_t context = o.context > 0 ? o.context : o.seq;
+    TP_RETURN_IF_ERROR(checkWorkload({o.batch, o.seq, 0}).withContext("prefill"));
+    TP_RETURN_IF_ERROR(checkWorkload(Workload::decodeStep(o.batch, context)).withContext("decode"));
+    if (!(hw.memoryGiB > 0))
+        return invalidArgument(fmt::format("hardware profile '{}' gives no device memory (memory_gib)", hw.id));
+    const int maxTp = o.maxTp > 0 ? o.maxTp : std::clamp(hw.devices, 1, 64);
+    const auto deviceBytes = static_cast<std::int64_t>(hw.memoryGiB * double(std::int64_t(1) << 30));
+
+    SearchResult out;
+    LayerGraph graph = buildLayerGraph(spec); // the model's alone: moved into each sharding and back
+    ShardOptions so;
+    so.batch = o.batch;
+    so.seq = o.seq;
+    so.activationDtype = o.activationDtype;
+    so.lastPositionLogits = true; // as generate() computes the prompt
+    for (int t = 1; t <= maxTp; ++t) {
+        const Plan base = defaultPlan(spec, t);
+        std::vector<std::pair<std::string, std::optional<Plan>>> plans;
+        plans.emplace_back("default", base);
+        plans.emplace_back("attention replicated", attentionReplicated(base));
+        plans.emplace_back("sequence parallel", sequenceParallel(spec, base));
+        plans.emplace_back("expert parallel", expertParallel(spec, base));
+        plans.emplace_back("head replicated", headReplicated(base));
+        for (const auto& [name, p] : o.plans)
+            plans.emplace_back(name, p);
+        for (auto& [name, plan] : plans) {
+            if (!plan || (t == 1 && name != "default"))
+                continue; // at T = 1 nothing is split: every candidate is the default
+            plan->tpSize = t;
+            ShardedGraph g = shardModel(spec, *plan, so, std::move(graph));
+            if (!g.valid()) {
+                ++out.invalid;
+                graph = std::move(g.graph);
+                continue;
+            }
+            PlanCandidate c;
+            c.name = name;
+            c.tp = t;
+            c.ttftSeconds = estimateCost(spec, g, hw).totalSeconds();
+            TP_ASSIGN_OR_RETURN(c.itlSeconds, decodeStepSeconds(spec, g, hw, o.batch, context));
+            c.tokensPerSecondPerGpu = c.itlSeconds > 0 ? static_cast<double>(o.batch) / c.itlSeconds / t : 0;
+            // The largest rank's weights, its KV cache at batch × context and the prefill's activation peak.
+            TP_ASSIGN_OR_RETURN(const std::int64_t kv, kvCacheBytes(g, o.batch, context));
+            for (const RankMemory& m : g.memory)
+                c.memoryBytes = std::max(c.memoryBytes, m.weightBytes + m.activationPeakBytes);
+            c.memoryBytes += kv;
+            c.headroomBytes = deviceBytes - c.memoryBytes;
+            graph = std::move(g.graph);
+            if (c.headroomBytes < 0) {
+                ++out.tooLarge;
+                if (!out.smallestTooLarge || c.memoryBytes < out.smallestTooLarge->memoryBytes)
+                    out.smallestTooLarge = std::move(c);
+                continue;
+            }
+            c.plan = std::move(*plan);
+            out.candidates.push_back(std::move(c));
+        }
+    }
+    for (PlanCandidate& c : out.candidates)
+        c.pareto = std::none_of(out.candidates.begin(), out.candidates.end(),
+                                [&](const PlanCandidate& other) { return dominates(other, c); });
+    return out;
+}
+
+} // namespace tp
