@@ -367,6 +367,21 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
     return kOk;
 }
 
+// The sharded graph (and for a preview or a search the graphs of other sizes) grow with the module
+// tree: measured 1.3 KiB per module for the graph, 3 KiB with the preview's, on a 20,000-layer
+// Llama. Why a tree would not fit, before it is built; empty when it fits.
+std::string treeTooLarge(const tp::OpenedModel& om, const std::string& model, bool manyGraphs)
+{
+    const auto modules = static_cast<std::int64_t>(om.spec.modules.size());
+    const std::int64_t need = modules * (manyGraphs ? 3584 : 1664);
+    const std::int64_t have = tp::hostMemoryAvailable();
+    if (need <= have)
+        return {};
+    return fmt::format("{}: {} of {} modules needs about {} of memory, and {} is available", model,
+                       manyGraphs ? "a preview" : "the sharded graph", tp::withCommas(modules),
+                       tp::humanBytes(static_cast<double>(need)), tp::humanBytes(static_cast<double>(have)));
+}
+
 int run(Mode mode, const PlanOpts& o, bool tpGiven)
 {
     const char* verb = verbName(mode);
@@ -392,18 +407,9 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
         if (tpGiven || plan.tpSize == 1)
             plan.tpSize = o.tp;
     }
-    // The sharded graph (and for preview the scaling table's graphs) grow with the module tree:
-    // measured 1.3 KiB per module for the graph, 3 KiB with the preview's, on a 20,000-layer Llama.
-    // A tree that would not fit is refused before it is built.
-    {
-        const auto modules = static_cast<std::int64_t>(om->spec.modules.size());
-        const std::int64_t need = modules * (mode == Mode::Preview ? 3584 : 1664);
-        if (const std::int64_t have = tp::hostMemoryAvailable(); need > have) {
-            fmt::print(stderr, "tpstudio-cli {}: {}: {} of {} modules needs about {} of memory, and {} is available\n", verb,
-                       o.model, mode == Mode::Preview ? "a preview" : "the sharded graph", tp::withCommas(modules),
-                       tp::humanBytes(static_cast<double>(need)), tp::humanBytes(static_cast<double>(have)));
-            return kBadInput;
-        }
+    if (const std::string big = treeTooLarge(*om, o.model, mode == Mode::Preview); !big.empty()) {
+        fmt::print(stderr, "tpstudio-cli {}: {}\n", verb, big);
+        return kBadInput;
     }
     tp::ShardOptions so;
     so.batch = o.batch;
@@ -498,6 +504,8 @@ int search(const PlanOpts& o, bool maxTpGiven)
     auto om = tp::openModel(o.model);
     if (!om)
         return fail(om.status().message());
+    if (const std::string big = treeTooLarge(*om, o.model, true); !big.empty())
+        return fail(big);
     tp::SearchOptions so;
     so.batch = o.batch;
     so.seq = o.seq;
