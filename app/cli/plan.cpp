@@ -483,18 +483,25 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
 int search(const PlanOpts& o, bool maxTpGiven)
 {
     const char* verb = "plan search";
+    namespace fs = std::filesystem;
+    bool madeDir = false; // --write's folder, made here: removed again (it is empty) when the verb fails
     auto fail = [&](const std::string& why) {
         fmt::print(stderr, "tpstudio-cli {}: {}\n", verb, why);
+        std::error_code ec;
+        if (madeDir)
+            fs::remove(o.writeDir, ec);
         return kBadInput;
     };
-    namespace fs = std::filesystem;
-    if (!o.writeDir.empty()) { // checked before any work: a new folder, or an empty one
+    if (!o.writeDir.empty()) { // made before any work: a new folder, or an empty one
         std::error_code ec;
         const fs::path dir(o.writeDir);
         if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
             return fail(fmt::format("--write {}: exists and is not an empty folder; nothing is overwritten", o.writeDir));
         if (!dir.parent_path().empty() && !fs::is_directory(dir.parent_path(), ec))
             return fail(fmt::format("--write {}: the folder {} does not exist", o.writeDir, dir.parent_path().string()));
+        madeDir = fs::create_directory(dir, ec);
+        if (ec)
+            return fail(fmt::format("--write {}: cannot make the folder: {}", o.writeDir, ec.message()));
     }
     if (o.contextGiven && (o.context < 1 || o.context > tp::kMaxWorkloadContext))
         return fail(fmt::format("--context must be from 1 to {} tokens, found {}", tp::kMaxWorkloadContext, o.context));
@@ -537,10 +544,6 @@ int search(const PlanOpts& o, bool maxTpGiven)
         return n + ".json";
     };
     if (!o.writeDir.empty()) {
-        std::error_code ec;
-        fs::create_directory(o.writeDir, ec);
-        if (ec)
-            return fail(fmt::format("--write {}: {}", o.writeDir, ec.message()));
         for (const auto* c : order)
             if (c->pareto) {
                 const std::string text = tp::planToJson(c->plan, &om->spec);
