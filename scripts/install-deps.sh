@@ -11,7 +11,7 @@ pkgs=(
   libopenblas-dev libopenmpi-dev openmpi-bin
   qt6-qpa-plugins xvfb xauth adwaita-icon-theme
   clang libclang-rt-14-dev
-  python3 help2man appstream desktop-file-utils lintian man-db
+  python3 python3-venv help2man appstream desktop-file-utils lintian man-db
 )
 
 missing=()

@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
-# Installs what is missing (Debian 12), builds everything and runs the whole test suite.
+# Installs what is missing (Debian 12), makes the pinned Python the Transformers checks run in
+# (scripts/python-env.sh: about 5.6 GB and 5-10 minutes the first time, reused after), builds
+# everything and runs the whole test suite. TP_SKIP_TRANSFORMERS=1 leaves the Python out: the
+# Transformers checks are then reported Skipped, with the reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-cmake --preset dev
+if [ "${TP_SKIP_TRANSFORMERS:-0}" = 1 ]; then
+  echo "test: TP_SKIP_TRANSFORMERS=1: transformers_accepts_export, transformers_tp_matches_engine and" \
+       "fixtures_are_transformers_own run without torch and transformers, and are skipped"
+  python="$(command -v python3)"
+else
+  python="$(bash scripts/python-env.sh)"
+fi
+cmake --preset dev -DTP_TRANSFORMERS_PYTHON="$python"
 cmake --build --preset dev
 ctest --preset dev -j "$(nproc)"

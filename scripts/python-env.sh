@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Prints the path of a Python with the pinned torch, transformers, safetensors and accelerate
+# (scripts/python-requirements.txt), making it first when it is not there: a venv in a cache folder
+# outside the clone, keyed by the requirements' hash, so that a clone, a CI run and the next
+# version of the file each find theirs. The first run downloads about 5.6 GB (torch's CUDA build
+# with its nvidia-* wheels) and takes 5-10 minutes; later runs reuse it in a second.
+#
+#   TP_PYTHON_CACHE   where the environments go (default ${XDG_CACHE_HOME:-~/.cache}/tpstudio)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+req="$here/python-requirements.txt"
+hash="$(sha256sum "$req" | cut -c1-16)"
+root="${TP_PYTHON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tpstudio}"
+env="$root/python-$hash"
+if [ ! -f "$env/.complete" ]; then
+  # A half-made environment (an interrupted download) is made again from nothing.
+  rm -rf "$env"
+  mkdir -p "$root"
+  echo "python-env: making $env from $(basename "$req") (about 5.6 GB the first time)" >&2
+  python3 -m venv "$env" >&2
+  "$env/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -r "$req" >&2
+  "$env/bin/python" -c "import torch, transformers, safetensors, accelerate" >&2
+  cp "$req" "$env/.complete"
+fi
+echo "$env/bin/python"
