@@ -2,12 +2,14 @@
 #pragma once
 
 #include "tp/model/loader.h"
+#include "tp/plan/plan.h"
 
 #include <QByteArray>
 #include <QtGlobal>
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,6 +75,24 @@ inline tp::ModelSpec specFromConfig(const std::string& json)
     if (!spec.ok())
         qFatal("cannot build: %s", spec.status().message().c_str());
     return std::move(spec).value();
+}
+
+// The class's default ep_plan over its default tp_plan (ep_size = tp_size), the tokens dispatched
+// with all-to-all (Transformers' AllToAllEP); none for a class without an ep_plan.
+inline std::optional<tp::Plan> allToAllExperts(const tp::ModelSpec& s, int tp)
+{
+    if (s.defaultEpPlan.empty())
+        return std::nullopt;
+    tp::Plan p = tp::defaultPlan(s, tp);
+    for (const tp::PlanEntry& e : s.defaultEpPlan) {
+        auto it = std::find_if(p.entries.begin(), p.entries.end(), [&](const tp::PlanEntry& x) { return x.key == e.key; });
+        if (it == p.entries.end())
+            p.entries.push_back(e);
+        else
+            it->style = e.style;
+    }
+    p.epImplementation = tp::EpImplementation::AllToAll;
+    return p;
 }
 
 } // namespace tptest

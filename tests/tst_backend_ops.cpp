@@ -187,6 +187,82 @@ double act(Activation a, double v)
     return a == Activation::Silu ? v / (1 + std::exp(-v)) : 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
 }
 
+// DeepSeek's routing on a shape: the top-k among the best half of the groups (when E splits into
+// groups of 2 or more), scaled.
+void groupLimited(ExpertsShape& s)
+{
+    const std::int64_t E = s.experts;
+    s.groups = E % 4 == 0 && E >= 8 ? 4 : E % 2 == 0 && E >= 4 ? 2 : 1;
+    s.topkGroup = std::max<std::int64_t>(1, s.groups / 2);
+    while (s.topK > s.topkGroup * (E / s.groups))
+        ++s.topkGroup;
+    s.routedScale = 2.5;
+}
+
+// The experts op in double: each token's top-k (ties to the lower id; DeepSeek's groups and score
+// bias), the local experts' SwiGLU outputs weighted (or, Llama 4, their inputs).
+std::vector<double> refExperts(const std::vector<float>& x, const std::vector<float>& scores, const std::vector<float>* bias,
+                               const std::vector<float>& gu, const std::vector<float>& dn, const ExpertsShape& s,
+                               std::int64_t N, std::int64_t H, DType dt)
+{
+    const std::int64_t E = s.experts, I = s.intermediate;
+    std::vector<double> ref(static_cast<std::size_t>(N * H), 0.0);
+    for (std::int64_t t = 0; t < N; ++t) {
+        std::vector<std::int64_t> order(static_cast<std::size_t>(E));
+        std::iota(order.begin(), order.end(), 0);
+        const float* row = scores.data() + t * E;
+        // The choice: score + bias (in fp32, as the backends add it), −∞ outside the
+        // chosen groups (DeepseekV3TopkRouter).
+        std::vector<float> choice(row, row + E);
+        if (bias) {
+            for (std::int64_t e = 0; e < E; ++e)
+                choice[static_cast<std::size_t>(e)] += (*bias)[static_cast<std::size_t>(e)];
+            const std::int64_t per = E / s.groups;
+            std::vector<std::pair<double, std::int64_t>> groups;
+            for (std::int64_t g = 0; g < s.groups; ++g) {
+                std::vector<float> c(choice.begin() + g * per, choice.begin() + (g + 1) * per);
+                std::sort(c.rbegin(), c.rend());
+                groups.push_back({s.groups > 1 ? double(c[0]) + c[1] : 0.0, g});
+            }
+            std::stable_sort(groups.begin(), groups.end(), [](auto p, auto q) { return p.first > q.first; });
+            for (std::size_t j = static_cast<std::size_t>(s.topkGroup); j < groups.size(); ++j)
+                std::fill_n(choice.begin() + groups[j].second * per, per, -INFINITY);
+        }
+        std::stable_sort(order.begin(), order.end(), [&](auto p, auto q) { return choice[p] > choice[q]; });
+        double sum = 0;
+        for (std::int64_t j = 0; j < s.topK; ++j)
+            sum += row[order[static_cast<std::size_t>(j)]];
+        for (std::int64_t j = 0; j < s.topK; ++j) {
+            const std::int64_t e = order[static_cast<std::size_t>(j)] - s.firstExpert;
+            if (e < 0 || e >= s.localExperts)
+                continue;
+            const double wgt = (s.normalize ? row[e + s.firstExpert] / sum : row[e + s.firstExpert]) * s.routedScale;
+            // Llama 4: the input times the weight, as the storage dtype holds them.
+            const float wIn = roundedTo(dt, float(wgt));
+            auto xin = [&](std::int64_t k) {
+                const float v = x[static_cast<std::size_t>(t * H + k)];
+                return s.weightInputs ? double(roundedTo(dt, wIn * v)) : double(v);
+            };
+            std::vector<double> a(static_cast<std::size_t>(I));
+            for (std::int64_t i = 0; i < I; ++i) {
+                double g = 0, u = 0;
+                for (std::int64_t k = 0; k < H; ++k) {
+                    g += xin(k) * gu[static_cast<std::size_t>((e * 2 * I + i) * H + k)];
+                    u += xin(k) * gu[static_cast<std::size_t>((e * 2 * I + I + i) * H + k)];
+                }
+                a[static_cast<std::size_t>(i)] = act(Activation::Silu, g) * u;
+            }
+            for (std::int64_t j2 = 0; j2 < H; ++j2) {
+                double o = 0;
+                for (std::int64_t i = 0; i < I; ++i)
+                    o += a[static_cast<std::size_t>(i)] * dn[static_cast<std::size_t>((e * H + j2) * I + i)];
+                ref[static_cast<std::size_t>(t * H + j2)] += (s.weightInputs ? 1.0 : wgt) * o;
+            }
+        }
+    }
+    return ref;
+}
+
 } // namespace
 
 class TestBackendOps : public QObject
@@ -801,13 +877,8 @@ private slots:
                 const std::int64_t N = d.tokens, H = d.hidden, E = d.experts, El = d.localExperts, I = d.expertInter;
                 const std::int64_t first = E - El;
                 ExpertsShape s{E, d.topK, first, El, I, normalize, Activation::Silu};
-                if (deepseek) {
-                    s.groups = E % 4 == 0 && E >= 8 ? 4 : E % 2 == 0 && E >= 4 ? 2 : 1;
-                    s.topkGroup = std::max<std::int64_t>(1, s.groups / 2);
-                    while (s.topK > s.topkGroup * (E / s.groups))
-                        ++s.topkGroup;
-                    s.routedScale = 2.5;
-                }
+                if (deepseek)
+                    groupLimited(s);
                 s.weightInputs = llama4;
                 const auto x = randomValues(N * H, dt), scores = randomValues(N * E, DType::F32);
                 const auto bias = randomValues(E, dt, 0.3f);
@@ -817,61 +888,61 @@ private slots:
                 Bench::check(be(dt).experts(b.put(x, N, H), b.put(scores, N, E, DType::F32), b.put(gu, El * 2 * I, H),
                                             b.put(dn, El * H, I), Y, s, b.scratch(be(dt).expertsScratchBytes(N, H, s)), nullptr,
                                             nullptr, deepseek ? &biasT : nullptr));
-                std::vector<double> ref(static_cast<std::size_t>(N * H), 0.0);
-                for (std::int64_t t = 0; t < N; ++t) {
-                    std::vector<std::int64_t> order(static_cast<std::size_t>(E));
-                    std::iota(order.begin(), order.end(), 0);
-                    const float* row = scores.data() + t * E;
-                    // The choice: score + bias (in fp32, as the backends add it), −∞ outside the
-                    // chosen groups (DeepseekV3TopkRouter).
-                    std::vector<float> choice(row, row + E);
-                    if (deepseek) {
-                        for (std::int64_t e = 0; e < E; ++e)
-                            choice[static_cast<std::size_t>(e)] += bias[static_cast<std::size_t>(e)];
-                        const std::int64_t per = E / s.groups;
-                        std::vector<std::pair<double, std::int64_t>> groups;
-                        for (std::int64_t g = 0; g < s.groups; ++g) {
-                            std::vector<float> c(choice.begin() + g * per, choice.begin() + (g + 1) * per);
-                            std::sort(c.rbegin(), c.rend());
-                            groups.push_back({s.groups > 1 ? double(c[0]) + c[1] : 0.0, g});
-                        }
-                        std::stable_sort(groups.begin(), groups.end(), [](auto p, auto q) { return p.first > q.first; });
-                        for (std::size_t j = static_cast<std::size_t>(s.topkGroup); j < groups.size(); ++j)
-                            std::fill_n(choice.begin() + groups[j].second * per, per, -INFINITY);
-                    }
-                    std::stable_sort(order.begin(), order.end(), [&](auto p, auto q) { return choice[p] > choice[q]; });
-                    double sum = 0;
-                    for (std::int64_t j = 0; j < s.topK; ++j)
-                        sum += row[order[static_cast<std::size_t>(j)]];
-                    for (std::int64_t j = 0; j < s.topK; ++j) {
-                        const std::int64_t e = order[static_cast<std::size_t>(j)] - first;
-                        if (e < 0 || e >= El)
-                            continue;
-                        const double wgt = (normalize ? row[e + first] / sum : row[e + first]) * s.routedScale;
-                        // Llama 4: the input times the weight, as the storage dtype holds them.
-                        const float wIn = roundedTo(dt, float(wgt));
-                        auto xin = [&](std::int64_t k) {
-                            const float v = x[static_cast<std::size_t>(t * H + k)];
-                            return llama4 ? double(roundedTo(dt, wIn * v)) : double(v);
-                        };
-                        std::vector<double> a(static_cast<std::size_t>(I));
-                        for (std::int64_t i = 0; i < I; ++i) {
-                            double g = 0, u = 0;
-                            for (std::int64_t k = 0; k < H; ++k) {
-                                g += xin(k) * gu[static_cast<std::size_t>((e * 2 * I + i) * H + k)];
-                                u += xin(k) * gu[static_cast<std::size_t>((e * 2 * I + I + i) * H + k)];
-                            }
-                            a[static_cast<std::size_t>(i)] = act(Activation::Silu, g) * u;
-                        }
-                        for (std::int64_t j2 = 0; j2 < H; ++j2) {
-                            double o = 0;
-                            for (std::int64_t i = 0; i < I; ++i)
-                                o += a[static_cast<std::size_t>(i)] * dn[static_cast<std::size_t>((e * H + j2) * I + i)];
-                            ref[static_cast<std::size_t>(t * H + j2)] += (llama4 ? 1.0 : wgt) * o;
-                        }
-                    }
-                }
+                const std::vector<double> ref = refExperts(x, scores, deepseek ? &bias : nullptr, gu, dn, s, N, H, dt);
                 worst = std::max(worst, nmse(b.get(Y), ref));
+            }
+            return worst;
+        });
+    }
+
+    // An all-to-all dispatch's ops on one rank holding every expert: route() picks, the picked rows
+    // gathered (embedding) in reverse pick order, experts() on them with given experts (top-1,
+    // weight 1), combine() back by slot with the weights: the experts op's result.
+    void expertsDispatched_data() { rows(); }
+    void expertsDispatched()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            if (d.experts == 0)
+                return 0.0;
+            double worst = 0;
+            for (int variant : {0, 1, 2}) {
+                const bool normalize = variant >= 1, deepseek = variant == 2;
+                Bench b(be(dt));
+                const std::int64_t N = d.tokens, H = d.hidden, E = d.experts, K = d.topK, I = d.expertInter, M = N * K;
+                ExpertsShape s{E, K, 0, E, I, normalize, Activation::Silu};
+                if (deepseek)
+                    groupLimited(s);
+                const auto x = randomValues(N * H, dt), scores = randomValues(N * E, DType::F32);
+                const auto bias = randomValues(E, dt, 0.3f);
+                const Tensor biasT = b.put(bias, 1, E);
+                const auto gu = randomValues(E * 2 * I * H, dt, 0.3f), dn = randomValues(E * H * I, dt, 0.3f);
+                const Tensor X = b.put(x, N, H), GU = b.put(gu, E * 2 * I, H), DN = b.put(dn, E * H, I);
+                const Tensor ids = b.make(N, K, DType::I32), weights = b.make(N, K, DType::F32);
+                Bench::check(be(dt).route(b.put(scores, N, E, DType::F32), s, ids, weights, b.scratch(be(dt).routeScratchBytes(s)),
+                                          deepseek ? &biasT : nullptr));
+                Bench::check(be(dt).synchronize());
+                std::vector<std::int32_t> picked(static_cast<std::size_t>(M)), sendIndex(picked.size()), slotOf(picked.size()),
+                    given(picked.size());
+                Bench::check(be(dt).download(ids, picked.data()));
+                for (std::int64_t i = 0; i < M; ++i) {
+                    const auto at = static_cast<std::size_t>(M - 1 - i);
+                    sendIndex[at] = static_cast<std::int32_t>(i / K);
+                    given[at] = picked[static_cast<std::size_t>(i)];
+                    slotOf[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(at);
+                }
+                const Tensor sent = b.poisoned(M, H), out = b.poisoned(M, H), Y = b.poisoned(N, H);
+                Bench::check(be(dt).embedding(b.ints(sendIndex), X, sent, 0));
+                ExpertsShape one = s;
+                one.givenExperts = true;
+                one.topK = 1;
+                one.groups = one.topkGroup = 1;
+                one.routedScale = 1;
+                Bench::check(be(dt).experts(sent, b.ints(given).reshaped(M, 1), GU, DN, out, one,
+                                            b.scratch(be(dt).expertsScratchBytes(M, H, one))));
+                Bench::check(be(dt).combine(out, b.ints(slotOf), weights, Y));
+                worst = std::max(worst, nmse(b.get(Y), refExperts(x, scores, deepseek ? &bias : nullptr, gu, dn, s, N, H, dt)));
             }
             return worst;
         });
@@ -913,6 +984,19 @@ private slots:
         QVERIFY2(st.message().starts_with("gemm: "), st.message().c_str());
         const Status dt = b32.add(x, b.make(4, 8, DType::BF16), x);
         QCOMPARE(dt.code(), StatusCode::InvalidArgument);
+        // A dispatch's ops: picks that do not fit the top-k, slots that do not cover every pick,
+        // given experts with top-2.
+        const ExpertsShape s{8, 2, 0, 8, 4, true, Activation::Silu};
+        const Status route = b32.route(b.make(4, 8, DType::F32), s, b.make(4, 3, DType::I32), b.make(4, 2, DType::F32), b.scratch(256));
+        QVERIFY2(route.code() == StatusCode::InvalidArgument && route.message().starts_with("route: "), route.message().c_str());
+        const Status combine = b32.combine(x, b.make(1, 7, DType::I32), b.make(4, 2, DType::F32), x);
+        QVERIFY2(combine.code() == StatusCode::InvalidArgument && combine.message().starts_with("combine: "), combine.message().c_str());
+        ExpertsShape given = s;
+        given.givenExperts = true;
+        const Status experts = b32.experts(x, b.make(4, 1, DType::I32), b.make(8 * 8, 8, DType::F32), b.make(8 * 8, 4, DType::F32), x,
+                                           given, b.scratch(b32.expertsScratchBytes(4, 8, given)));
+        QVERIFY2(experts.code() == StatusCode::InvalidArgument && experts.message().find("given experts with top-2") != std::string::npos,
+                 experts.message().c_str());
     }
 };
 

@@ -163,18 +163,26 @@ Plan sequenceParallel(const ModelSpec& s, int tp)
     return p;
 }
 
-// The plans every family runs at every valid T against Transformers.
-enum class Variant { Default, AttentionReplicated, SequenceParallel };
-constexpr Variant kVariants[] = {Variant::Default, Variant::AttentionReplicated, Variant::SequenceParallel};
-Plan planOf(Variant v, const ModelSpec& s, int tp)
+using tptest::allToAllExperts;
+
+// The plans every family runs at every valid T against Transformers (all-to-all expert dispatch:
+// the families with an ep_plan).
+enum class Variant { Default, AttentionReplicated, SequenceParallel, AllToAllExperts };
+constexpr Variant kVariants[] = {Variant::Default, Variant::AttentionReplicated, Variant::SequenceParallel,
+                                 Variant::AllToAllExperts};
+std::optional<Plan> planOf(Variant v, const ModelSpec& s, int tp)
 {
     return v == Variant::AttentionReplicated ? attentionReplicated(s, tp)
          : v == Variant::SequenceParallel    ? sequenceParallel(s, tp)
+         : v == Variant::AllToAllExperts     ? allToAllExperts(s, tp)
                                              : defaultPlan(s, tp);
 }
 const char* variantText(Variant v)
 {
-    return v == Variant::AttentionReplicated ? " (attention replicated)" : v == Variant::SequenceParallel ? " (sequence parallel)" : "";
+    return v == Variant::AttentionReplicated ? " (attention replicated)"
+         : v == Variant::SequenceParallel    ? " (sequence parallel)"
+         : v == Variant::AllToAllExperts     ? " (experts dispatched all-to-all)"
+                                             : "";
 }
 
 // Runs f(rank) on `size` threads at once; the first failure (a message) of any rank, or empty.
@@ -523,11 +531,13 @@ private slots:
         const WeightSource weights{&*om->checkpoint};
         RunOptions o = promptRun(ref);
         std::vector<float> t1;
-        std::set<int> ranAt;
+        std::set<int> ranAt, dispatchedAt;
         for (Variant variant : kVariants)
             for (int tp : {1, 2, 4}) {
-                const Plan plan = planOf(variant, om->spec, tp);
-                const ShardedGraph g = shardModel(om->spec, plan, {.batch = ref.batch, .seq = ref.seq});
+                const std::optional<Plan> plan = planOf(variant, om->spec, tp);
+                if (!plan)
+                    continue;
+                const ShardedGraph g = shardModel(om->spec, *plan, {.batch = ref.batch, .seq = ref.seq});
                 if (!g.valid())
                     continue; // e.g. 2 KV heads at T=4 under the default plan
                 auto r = runModel(om->spec, g, weights, o);
@@ -540,9 +550,20 @@ private slots:
                     QVERIFY(relError(r->logits, t1) < 1e-5);
                 if (tp > 1)
                     QVERIFY(!r->spans.empty());
+                if (variant == Variant::AllToAllExperts && tp > 1) {
+                    // Each dispatched experts layer: its three all-to-alls (counts, rows, rows back) on every rank.
+                    const auto isA2a = [&](const Span& sp) {
+                        return sp.collective >= 0 && g.collectives[std::size_t(sp.collective)].kind == CollectiveKind::AllToAll;
+                    };
+                    const auto dispatchedLayers = std::count_if(g.nodes.begin(), g.nodes.end(), [](const NodeSharding& n) { return n.dispatch >= 0; });
+                    QVERIFY(dispatchedLayers > 0);
+                    QCOMPARE(std::count_if(r->spans.begin(), r->spans.end(), isA2a), 3 * tp * dispatchedLayers);
+                    dispatchedAt.insert(tp);
+                }
                 ranAt.insert(tp);
             }
         QVERIFY2(ranAt == (std::set<int>{1, 2, 4}), "every family runs at T = 1, 2 and 4");
+        QVERIFY2(om->spec.defaultEpPlan.empty() || dispatchedAt.contains(2), "a class with an ep_plan dispatches its experts all-to-all at T = 2");
     }
 
     // Every shipped plan (plans/index.json) of an architecture the engine runs, on that
@@ -634,8 +655,10 @@ private slots:
         std::vector<float> t1;
         for (Variant variant : kVariants)
             for (int tp : {1, 2, 4}) {
-                const Plan plan = planOf(variant, om->spec, tp);
-                const ShardedGraph g = shardModel(om->spec, plan, {.batch = ref.batch, .seq = ref.prompt});
+                const std::optional<Plan> plan = planOf(variant, om->spec, tp);
+                if (!plan)
+                    continue;
+                const ShardedGraph g = shardModel(om->spec, *plan, {.batch = ref.batch, .seq = ref.prompt});
                 if (!g.valid())
                     continue;
                 auto r = runModel(om->spec, g, {&*om->checkpoint}, o);

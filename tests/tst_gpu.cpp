@@ -213,6 +213,43 @@ private slots:
         }
     }
 
+    void expertsDispatchedAllToAll_data()
+    {
+        QTest::addColumn<QString>("family");
+        QTest::addColumn<int>("tp");
+        for (const char* f : {"mixtral", "qwen3_moe", "deepseek_v3", "gpt_oss"})
+            for (int tp : {2, 4})
+                QTest::addRow("%s T=%d", f, tp) << f << tp;
+    }
+    void expertsDispatchedAllToAll()
+    {
+        // The class's ep_plan with its tokens dispatched all-to-all (AllToAllEP) on the GPU in fp32:
+        // route and combine kernels, the experts on received rows, the all-to-alls and the row
+        // all-gather (NCCL, or emulated on one GPU), against the CPU engine and Transformers.
+        QFETCH(QString, family);
+        QFETCH(int, tp);
+        auto om = openModel(kModels + family.toStdString());
+        QVERIFY2(om.ok(), om.status().message().c_str());
+        const Reference ref = reference(family.toStdString());
+        const std::optional<Plan> plan = tptest::allToAllExperts(om->spec, tp);
+        QVERIFY(plan.has_value());
+        const ShardedGraph g = shardModel(om->spec, *plan, {.batch = ref.batch, .seq = ref.seq, .activationDtype = DType::F32});
+        if (!g.valid())
+            QSKIP("the plan is not valid at this tp size");
+        RunOptions o;
+        o.batch = ref.batch;
+        o.seq = ref.seq;
+        o.tokens = ref.tokens;
+        o.dtype = DType::F32;
+        auto [cpu, gpu] = cpuThenGpu(om->spec, g, {&*om->checkpoint}, o);
+        QVERIFY2(cpu.ok(), cpu.status().message().c_str());
+        QVERIFY2(gpu.ok(), gpu.status().message().c_str());
+        const double vsCpu = relError(gpu->logits, cpu->logits), vsHf = relError(gpu->logits, ref.logits);
+        qInfo("%s all-to-all experts: %.2e from the CPU engine, %.2e from Transformers%s", qPrintable(QTest::currentDataTag()),
+              vsCpu, vsHf, gpu->emulated ? " (emulated)" : "");
+        QVERIFY2(vsCpu < 1e-4 && vsHf < 1e-4, qPrintable(QString("%1 / %2").arg(vsCpu).arg(vsHf)));
+    }
+
     void ncclCollectives()
     {
         if (g_gpus < 2)

@@ -409,6 +409,24 @@ private slots:
         QVERIFY(w.dataflowView()->sizeHint().height() > 400);
     }
 
+    void importKeepsTheEpImplementation()
+    {
+        // A plan's ep_implementation (all-to-all dispatch) survives import and export: the editor has
+        // no control for it, and loses nothing.
+        QTemporaryDir dir;
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QVERIFY(openAndPreview(w, QStringLiteral("mixtral-8x7b")));
+        PlanDocument* doc = w.document();
+        QVERIFY(doc->importPlan(QStringLiteral(TP_SOURCE_DIR "/plans/mixtral/expert-parallel-all-to-all.json")).ok());
+        QCOMPARE(doc->plan().epImplementation, tp::EpImplementation::AllToAll);
+        const QString json = dir.filePath(QStringLiteral("plan.json"));
+        QVERIFY(doc->exportJson(json).ok());
+        auto reread = tp::loadPlanFile(json.toStdString(), tp::VersionProfile::G3);
+        QVERIFY2(reread.ok(), reread.status().message().c_str());
+        QCOMPARE(reread->epImplementation, tp::EpImplementation::AllToAll);
+    }
+
     void importExportAndSession()
     {
         QTemporaryDir dir;

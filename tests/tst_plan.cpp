@@ -322,6 +322,16 @@ private slots:
                                                           {"model.layers.*.mlp.experts.down_proj", "grouped_gemm"},
                                                           {"model.layers.*.mlp.experts", "ep_dispatch_experts"}}));
         QVERIFY(planToPython(e, s).find("ep_size=TP_SIZE, ep_plan=dict(EP_PLAN)") != std::string::npos);
+        QVERIFY(!ej.contains("ep_implementation")); // "auto": Transformers' default, not written
+        QVERIFY(planToPython(e, s).find("EP_IMPLEMENTATION = \"auto\"") != std::string::npos);
+        // All-to-all dispatch (AllToAllEP) is written, read back, and handed to DistributedConfig.
+        e.epImplementation = EpImplementation::AllToAll;
+        QCOMPARE(nlohmann::json::parse(planToJson(e))["ep_implementation"].get<std::string>(), std::string("all_to_all"));
+        auto a2a = parsePlanJson(planToJson(e), "ep.json", VersionProfile::G3);
+        QVERIFY2(a2a.ok(), a2a.status().message().c_str());
+        QCOMPARE(a2a->epImplementation, EpImplementation::AllToAll);
+        QVERIFY(planToPython(e, s).find("EP_IMPLEMENTATION = \"all_to_all\"") != std::string::npos);
+        QVERIFY(planToPython(e, s).find("ep_implementation=EP_IMPLEMENTATION") != std::string::npos);
         // A bare dict imports too.
         auto bare = parsePlanJson(R"({"lm_head": "colwise_rep"})", "bare.json", VersionProfile::G1);
         QVERIFY(bare.ok());
@@ -339,6 +349,13 @@ private slots:
         QTest::addRow("bad tp_size") << R"({"tp_size": 0, "tp_plan": {}})" << "plan.json: key 'tp_size' must be a positive integer, found 0";
         QTest::addRow("ep_size not tp_size") << R"({"tp_size": 4, "tp_plan": {}, "ep_size": 2, "ep_plan": {}})"
                                              << "plan.json: key 'ep_size' is 2 but tp_size is 4";
+        QTest::addRow("ep_implementation unknown") << R"({"tp_size": 2, "tp_plan": {}, "ep_implementation": "ring"})"
+                                                   << "plan.json: key 'ep_implementation' must be \"auto\", \"all_reduce\" or \"all_to_all\", found \"ring\"";
+        QTest::addRow("ep_implementation not a string") << R"({"tp_size": 2, "tp_plan": {}, "ep_implementation": 3})"
+                                                        << "plan.json: key 'ep_implementation' must be \"auto\", \"all_reduce\" or \"all_to_all\", found 3";
+        QTest::addRow("ep_implementation needs a vendor kernel")
+            << R"({"tp_size": 2, "tp_plan": {}, "ep_implementation": "deepgemm_megamoe"})"
+            << "plan.json: key 'ep_implementation' is \"deepgemm_megamoe\", which needs DeepGEMM's Mega MoE CUDA kernel";
         QTest::addRow("ep_plan not an object") << R"({"tp_size": 2, "tp_plan": {}, "ep_plan": [1]})"
                                                << "plan.json: key 'ep_plan' must be an object of key → style";
         QTest::addRow("ep_plan style not a string") << R"({"tp_size": 2, "tp_plan": {}, "ep_plan": {"a": 1}})"

@@ -293,7 +293,15 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
         j["scaling"] = sj;
         j["diagnostics"] = diagnosticsJson(g.diagnostics);
         std::cout << j.dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
-        return g.valid() ? kOk : kBadInput;
+        if (g.valid())
+            return kOk;
+        // The exit status says the plan is bad; stderr says why (the JSON has every finding).
+        const auto first = std::find_if(g.diagnostics.begin(), g.diagnostics.end(),
+                                        [](const tp::Diagnostic& d) { return d.severity == tp::Severity::Error; });
+        fmt::print(stderr, "tpstudio-cli plan preview: the plan has errors at tp_size {}: {}: {} (every finding is under "
+                           "'diagnostics')\n",
+                   g.tpSize, first->where, first->message);
+        return kBadInput;
     }
 
     fmt::print("{} · tp_size {} · batch {} · seq {}{} · {} · {}\n\n", om.spec.className, g.tpSize, g.options.batch,

@@ -144,6 +144,7 @@ tp::Status PlanDocument::importPlan(const QString& path)
     if (!p.ok())
         return p.status();
     const tp::Plan merged = tp::resolveOverrides(*m_spec, *p);
+    m_plan.epImplementation = merged.epImplementation; // no control for it yet: kept as the file has it
     pushState(tr("Import %1").arg(path), merged.entries, merged.customStyles, -1, {});
     if (p->tpSize > 1 && p->tpSize != m_settings.tpSize) {
         PreviewSettings s = m_settings;
@@ -228,6 +229,7 @@ tp::Status PlanDocument::restoreSession(const QByteArray& json, QString* modelSo
     const tp::Plan merged = tp::resolveOverrides(*m_spec, *p);
     m_plan.entries = merged.entries;
     m_plan.customStyles = merged.customStyles;
+    m_plan.epImplementation = merged.epImplementation;
     m_undo.clear();
     PreviewSettings s = m_settings;
     s.tpSize = std::max(1, p->tpSize);

@@ -204,6 +204,25 @@ Result<Plan> parsePlanJson(std::string_view text, const std::string& source, Ver
                                                source, jsonExcerpt(j["ep_size"]), plan.tpSize));
         TP_RETURN_IF_ERROR(read(j["ep_plan"], "ep_plan"));
     }
+    if (map != &j && j.contains("ep_implementation") && !j["ep_implementation"].is_null()) {
+        const auto& v = j["ep_implementation"];
+        const std::string name = v.is_string() ? v.get<std::string>() : std::string();
+        if (name == "deepgemm_megamoe")
+            return invalidArgument(fmt::format("{}: key 'ep_implementation' is \"deepgemm_megamoe\", which needs DeepGEMM's "
+                                               "Mega MoE CUDA kernel (dispatch, experts and combine in one kernel); the "
+                                               "engine runs \"all_to_all\" or \"all_reduce\"",
+                                               source));
+        if (name == "auto")
+            plan.epImplementation = EpImplementation::Auto;
+        else if (name == "all_reduce")
+            plan.epImplementation = EpImplementation::AllReduce;
+        else if (name == "all_to_all")
+            plan.epImplementation = EpImplementation::AllToAll;
+        else
+            return invalidArgument(fmt::format("{}: key 'ep_implementation' must be \"auto\", \"all_reduce\" or "
+                                               "\"all_to_all\", found {}",
+                                               source, jsonExcerpt(v)));
+    }
     return plan;
 }
 
@@ -266,6 +285,16 @@ std::vector<PlanEntry> exportOrder(const std::vector<PlanEntry>& entries)
     for (std::size_t i = 0; i < entries.size(); ++i)
         place(i);
     return out;
+}
+
+const char* epImplementationName(EpImplementation e)
+{
+    switch (e) {
+    case EpImplementation::AllReduce: return "all_reduce";
+    case EpImplementation::AllToAll: return "all_to_all";
+    case EpImplementation::Auto: break;
+    }
+    return "auto";
 }
 
 namespace {
@@ -360,6 +389,8 @@ std::string planToJson(const Plan& plan, const ModelSpec* spec)
     if (!epMap.empty()) {
         j["ep_size"] = plan.tpSize;
         j["ep_plan"] = epMap;
+        if (plan.epImplementation != EpImplementation::Auto)
+            j["ep_implementation"] = epImplementationName(plan.epImplementation);
     }
     if (!plan.customStyles.empty())
         j["custom_styles"] = customStylesJson(plan);
@@ -405,9 +436,11 @@ import sys
 TP_SIZE = {tp}
 TP_PLAN = {{
 {plan}}}
-# Expert parallelism on the same ranks (ep_size = tp_size), empty when the plan has none.
+# Expert parallelism on the same ranks (ep_size = tp_size), empty when the plan has none, and how
+# the tokens reach the experts ("auto": all_reduce at inference).
 EP_PLAN = {{
 {ep_plan}}}
+EP_IMPLEMENTATION = {ep_impl}
 
 
 def register_custom_styles():
@@ -425,7 +458,9 @@ def distributed_config():
 
     register_custom_styles()
     if EP_PLAN:
-        return DistributedConfig(tp_size=TP_SIZE, tp_plan=dict(TP_PLAN), ep_size=TP_SIZE, ep_plan=dict(EP_PLAN))
+        return DistributedConfig(
+            tp_size=TP_SIZE, tp_plan=dict(TP_PLAN), ep_size=TP_SIZE, ep_plan=dict(EP_PLAN), ep_implementation=EP_IMPLEMENTATION
+        )
     return DistributedConfig(tp_size=TP_SIZE, tp_plan=dict(TP_PLAN))
 
 
@@ -464,7 +499,8 @@ if __name__ == "__main__":
 )py",
         fmt::arg("cls", docstringText(spec.className)), fmt::arg("tp", plan.tpSize), fmt::arg("repo_doc", docstringText(repo)),
         fmt::arg("repo", pyString(repo)),
-        fmt::arg("plan", planLines), fmt::arg("ep_plan", epLines), fmt::arg("registrations", registrations));
+        fmt::arg("plan", planLines), fmt::arg("ep_plan", epLines),
+        fmt::arg("ep_impl", pyString(epImplementationName(plan.epImplementation))), fmt::arg("registrations", registrations));
 }
 
 } // namespace tp

@@ -240,36 +240,15 @@ Status Backend::sigmoid(const Tensor& x, const Tensor& y)
     return y.empty() ? Status() : doSigmoid(x, y);
 }
 
-Status Backend::experts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down, const Tensor& y,
-                        const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias, const Tensor* downBias,
-                        const Tensor* scoreBias)
+namespace {
+
+// What experts() and route() both take: the top-k over E experts in groups, a score bias [1, E].
+void checkRouting(OpCheck& c, const ExpertsShape& s, const Tensor* scoreBias)
 {
-    OpCheck c("experts", *this);
-    c.on("x", x).dense("x", x).on("scores", scores, DType::F32).dense("scores", scores).on("gate_up", gateUp).dense("gate_up", gateUp);
-    c.on("down", down).dense("down", down).on("y", y).dense("y", y);
-    const std::int64_t H = x.cols;
     c.require(s.experts > 0 && s.topK > 0 && s.topK <= s.experts && s.firstExpert >= 0 && s.localExperts >= 0
                   && s.firstExpert + s.localExperts <= s.experts && s.intermediate >= 0,
               [&] { return fmt::format("top-{} of {} experts, local [{}, +{}), {} intermediate rows", s.topK, s.experts,
                                        s.firstExpert, s.localExperts, s.intermediate); });
-    const std::int64_t I2 = 2 * s.intermediate;
-    const bool weightsFit = s.transposed
-        ? gateUp.rows == s.localExperts * H && gateUp.cols == I2 && down.rows == s.localExperts * s.intermediate && down.cols == H
-        : gateUp.rows == s.localExperts * I2 && gateUp.cols == H && down.rows == s.localExperts * H && down.cols == s.intermediate;
-    c.require(scores.rows == x.rows && scores.cols == s.experts && y.rows == x.rows && y.cols == H && weightsFit,
-              [&] { return fmt::format("x {}, scores {}, gate_up {}, down {}, y {} for {} local experts of {} rows",
-                                       shape(x), shape(scores), shape(gateUp), shape(down), shape(y), s.localExperts,
-                                       s.intermediate); });
-    if (gateUpBias)
-        c.on("gate_up_bias", *gateUpBias).dense("gate_up_bias", *gateUpBias).require(
-            gateUpBias->rows == s.localExperts && gateUpBias->cols == I2,
-            [&] { return fmt::format("gate_up bias {} for {} local experts of {}", shape(*gateUpBias), s.localExperts, I2); });
-    if (downBias)
-        c.on("down_bias", *downBias).dense("down_bias", *downBias).require(
-            downBias->rows == s.localExperts && downBias->cols == H,
-            [&] { return fmt::format("down bias {} for {} local experts of {}", shape(*downBias), s.localExperts, H); });
-    c.require(std::isfinite(s.swigluAlpha) && std::isfinite(s.swigluLimit) && s.swigluLimit >= 0,
-              [&] { return fmt::format("swiglu alpha {}, limit {}", s.swigluAlpha, s.swigluLimit); });
     // Each group needs two experts to score it; the top-k must fit in the chosen groups.
     c.require(s.groups >= 1 && s.groups <= kMaxExpertGroups && s.experts % s.groups == 0
                   && (s.groups == 1 || s.experts / s.groups >= 2) && s.topkGroup >= 1 && s.topkGroup <= s.groups
@@ -280,9 +259,71 @@ Status Backend::experts(const Tensor& x, const Tensor& scores, const Tensor& gat
         c.on("score_bias", *scoreBias).dense("score_bias", *scoreBias).require(
             scoreBias->rows == 1 && scoreBias->cols == s.experts,
             [&] { return fmt::format("score bias {} for {} experts", shape(*scoreBias), s.experts); });
+}
+
+} // namespace
+
+Status Backend::experts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down, const Tensor& y,
+                        const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias, const Tensor* downBias,
+                        const Tensor* scoreBias)
+{
+    OpCheck c("experts", *this);
+    c.on("x", x).dense("x", x).on("scores", scores, s.givenExperts ? DType::I32 : DType::F32).dense("scores", scores);
+    c.on("gate_up", gateUp).dense("gate_up", gateUp).on("down", down).dense("down", down).on("y", y).dense("y", y);
+    const std::int64_t H = x.cols;
+    checkRouting(c, s, scoreBias);
+    const std::int64_t I2 = 2 * s.intermediate;
+    const bool weightsFit = s.transposed
+        ? gateUp.rows == s.localExperts * H && gateUp.cols == I2 && down.rows == s.localExperts * s.intermediate && down.cols == H
+        : gateUp.rows == s.localExperts * I2 && gateUp.cols == H && down.rows == s.localExperts * H && down.cols == s.intermediate;
+    c.require(scores.rows == x.rows && scores.cols == (s.givenExperts ? 1 : s.experts) && y.rows == x.rows && y.cols == H && weightsFit,
+              [&] { return fmt::format("x {}, scores {}, gate_up {}, down {}, y {} for {} local experts of {} rows",
+                                       shape(x), shape(scores), shape(gateUp), shape(down), shape(y), s.localExperts,
+                                       s.intermediate); });
+    // Given experts: one per row, weight 1, nothing to choose by.
+    c.require(!s.givenExperts || (s.topK == 1 && !scoreBias && !s.weightInputs),
+              [&] { return fmt::format("given experts with top-{}{}", s.topK, scoreBias ? " and a score bias" : ""); });
+    if (gateUpBias)
+        c.on("gate_up_bias", *gateUpBias).dense("gate_up_bias", *gateUpBias).require(
+            gateUpBias->rows == s.localExperts && gateUpBias->cols == I2,
+            [&] { return fmt::format("gate_up bias {} for {} local experts of {}", shape(*gateUpBias), s.localExperts, I2); });
+    if (downBias)
+        c.on("down_bias", *downBias).dense("down_bias", *downBias).require(
+            downBias->rows == s.localExperts && downBias->cols == H,
+            [&] { return fmt::format("down bias {} for {} local experts of {}", shape(*downBias), s.localExperts, H); });
+    c.require(std::isfinite(s.swigluAlpha) && std::isfinite(s.swigluLimit) && s.swigluLimit >= 0,
+              [&] { return fmt::format("swiglu alpha {}, limit {}", s.swigluAlpha, s.swigluLimit); });
     c.require(scratch.bytes() >= expertsScratchBytes(x.rows, H, s), [&] { return fmt::format("scratch of {} bytes", scratch.bytes()); });
     TP_RETURN_IF_ERROR(c.status());
     return y.empty() ? Status() : doExperts(x, scores, gateUp, down, y, s, scratch, gateUpBias, downBias, scoreBias);
+}
+
+Status Backend::route(const Tensor& scores, const ExpertsShape& s, const Tensor& ids, const Tensor& weights,
+                      const Tensor& scratch, const Tensor* scoreBias)
+{
+    OpCheck c("route", *this);
+    c.on("scores", scores, DType::F32).dense("scores", scores).on("ids", ids, DType::I32).dense("ids", ids);
+    c.on("weights", weights, DType::F32).dense("weights", weights);
+    checkRouting(c, s, scoreBias);
+    c.require(!s.givenExperts && scores.cols == s.experts && ids.rows == scores.rows && ids.cols == s.topK
+                  && weights.rows == scores.rows && weights.cols == s.topK,
+              [&] { return fmt::format("top-{} of scores {} into ids {} and weights {}", s.topK, shape(scores), shape(ids),
+                                       shape(weights)); });
+    c.require(scratch.bytes() >= routeScratchBytes(s), [&] { return fmt::format("scratch of {} bytes", scratch.bytes()); });
+    TP_RETURN_IF_ERROR(c.status());
+    return ids.empty() ? Status() : doRoute(scores, s, ids, weights, scratch, scoreBias);
+}
+
+Status Backend::combine(const Tensor& z, const Tensor& slots, const Tensor& weights, const Tensor& y)
+{
+    OpCheck c("combine", *this);
+    c.on("z", z).dense("z", z).on("slots", slots, DType::I32).dense("slots", slots);
+    c.on("weights", weights, DType::F32).dense("weights", weights).on("y", y).dense("y", y);
+    c.require(y.rows == weights.rows && slots.rows == 1 && slots.cols == weights.rows * weights.cols && z.cols == y.cols,
+              [&] { return fmt::format("z {} at slots {} weighted by {} into y {}", shape(z), shape(slots), shape(weights),
+                                       shape(y)); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doCombine(z, slots, weights, y);
 }
 
 Status Backend::argmax(const Tensor& x, const Tensor& ids)

@@ -79,11 +79,13 @@ using detail::RankProgram;
 // Event slots of one iteration: its start, two per node, four per collective.
 struct EventMap
 {
-    int nodes = 0;
+    int nodes = 0, collectives = 0;
     int begin(int node) const { return 1 + 2 * node; }
     int end(int node) const { return 2 + 2 * node; }
     int collective(int c, int point) const { return 1 + 2 * nodes + 4 * c + point; } // 0 begin, 1 ready, 2 done, 3 end
-    int count(int collectives) const { return 1 + 2 * nodes + 4 * collectives; }
+    // The d-th dispatched experts node's later compute: 0, 1 its experts, 2, 3 its combine.
+    int part(int d, int point) const { return 1 + 2 * nodes + 4 * collectives + 4 * d + point; }
+    int count(int dispatched) const { return 1 + 2 * nodes + 4 * collectives + 4 * dispatched; }
 };
 
 // A rank's heartbeat for the progress watchdog: bumped at every node and every weight loaded.
@@ -129,6 +131,12 @@ struct Rank
     std::vector<double> iterations, steps;     // timed prefills and decode steps
     // Per phase, per collective: the elements each rank contributes or keeps (rows · piece width).
     std::vector<std::vector<std::vector<std::int64_t>>> counts;
+    // An all-to-all dispatch's host side: the picks, the rows sorted by expert, each rank's counts.
+    struct Dispatch
+    {
+        std::vector<std::int32_t> ids, sendIndex, slots, recvExperts, counts, received;
+        std::vector<std::int64_t> perExpert, cursor, split, sendCounts, recvCounts;
+    } dispatch;
     std::vector<unsigned char> staging;        // 16-bit logits on their way to fp32 (rank 0)
     std::vector<float> row;                    // one row of logits (rank 0, logits not kept)
     double loadSeconds = 0;
@@ -153,6 +161,9 @@ public:
         , m_context(o.seq + o.decodeSteps)
     {
         m_events.nodes = static_cast<int>(g.graph.nodes.size());
+        m_events.collectives = static_cast<int>(g.collectives.size());
+        for (const NodeSharding& ns : g.nodes)
+            m_dispatchOrdinal.push_back(ns.dispatch >= 0 ? m_dispatched++ : -1);
         for (const auto& n : g.graph.nodes)
             m_nvtx.push_back(nvtxName(n.name, n.layer));
         m_tokens = o.tokens;
@@ -572,7 +583,7 @@ private:
             TP_RETURN_IF_ERROR(be.upload(m_ropeTables[i].data(), k.ropes.back()));
         }
         TP_RETURN_IF_ERROR(loadWeights(k));
-        TP_RETURN_IF_ERROR(be.reserveEvents(m_events.count(static_cast<int>(m_g.collectives.size()))));
+        TP_RETURN_IF_ERROR(be.reserveEvents(m_events.count(m_dispatched)));
         prepareIterations(k);
         TP_RETURN_IF_ERROR(be.synchronize());
         k.loadSeconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -597,6 +608,29 @@ private:
                 for (const Interval& iv : c.pieces)
                     counts.push_back(rows * iv.size);
             }
+        // A dispatch's tables at their largest: this rank's picks, every rank's received.
+        std::size_t picks = 0, received = 0;
+        for (const detail::PhaseProgram& ph : p.phases)
+            for (const detail::DispatchProgram& d : ph.dispatch)
+                if (d.dispatch >= 0) {
+                    picks = std::max(picks, static_cast<std::size_t>(ph.tensors[static_cast<std::size_t>(d.slots)].cols));
+                    received = std::max(received, static_cast<std::size_t>(ph.tensors[static_cast<std::size_t>(d.recv)].rows));
+                }
+        if (m_dispatched > 0) {
+            const auto E = static_cast<std::size_t>(p.phases[0].experts[static_cast<std::size_t>(firstDispatched())].experts);
+            Rank::Dispatch& d = k.dispatch;
+            d.ids.assign(picks, 0);
+            d.sendIndex.assign(picks, 0);
+            d.slots.assign(picks, 0);
+            d.recvExperts.assign(received, 0);
+            d.perExpert.assign(E, 0);
+            d.cursor.assign(E + 1, 0);
+            d.counts.assign(E, 0);
+            d.received.assign(E, 0); // T ranks' counts of El = E / T experts
+            d.split.assign(static_cast<std::size_t>(m_T), static_cast<std::int64_t>(E) / m_T);
+            d.sendCounts.assign(static_cast<std::size_t>(m_T), 0);
+            d.recvCounts.assign(static_cast<std::size_t>(m_T), 0);
+        }
         // The communicator's label holds the longest one from now on.
         std::size_t longest = 0;
         for (const std::string& l : m_labels)
@@ -640,8 +674,17 @@ private:
         m_generatedCount = 0;
     }
 
-    // Spans of one forward: one per node, one per collective.
-    std::size_t spansPerForward() const { return m_g.graph.nodes.size() + m_g.collectives.size(); }
+    // Spans of one forward: one per node, one per collective, two more per dispatched experts node
+    // (its experts and its combine, between its all-to-alls).
+    std::size_t spansPerForward() const
+    {
+        return m_g.graph.nodes.size() + m_g.collectives.size() + 2 * static_cast<std::size_t>(m_dispatched);
+    }
+    int firstDispatched() const
+    {
+        return static_cast<int>(std::find_if(m_dispatchOrdinal.begin(), m_dispatchOrdinal.end(), [](int d) { return d >= 0; })
+                                - m_dispatchOrdinal.begin());
+    }
 
     Status loadWeights(Rank& k)
     {
@@ -877,6 +920,26 @@ private:
             TP_ASSIGN_OR_RETURN(const double s, k.be->elapsedUs(0, m_events.begin(n)));
             TP_ASSIGN_OR_RETURN(const double e, k.be->elapsedUs(0, m_events.end(n)));
             k.lastSpans.push_back({k.r, n, -1, gn.layer, s, e, 0});
+            if (const int d = m_dispatchOrdinal[ni]; d >= 0) { // the all-to-alls and the compute between them
+                auto collectiveSpan = [&](int c) -> Status {
+                    TP_ASSIGN_OR_RETURN(const double cs, k.be->elapsedUs(0, m_events.collective(c, 0)));
+                    TP_ASSIGN_OR_RETURN(const double ce, k.be->elapsedUs(0, m_events.collective(c, 3)));
+                    k.lastSpans.push_back({k.r, n, c, gn.layer, cs, ce, collectiveBytes(c, k.pp().seq)});
+                    return {};
+                };
+                auto computeSpan = [&](int part) -> Status {
+                    TP_ASSIGN_OR_RETURN(const double ps, k.be->elapsedUs(0, m_events.part(d, 2 * part)));
+                    TP_ASSIGN_OR_RETURN(const double pe, k.be->elapsedUs(0, m_events.part(d, 2 * part + 1)));
+                    k.lastSpans.push_back({k.r, n, -1, gn.layer, ps, pe, 0});
+                    return {};
+                };
+                const int c = m_g.nodes[ni].dispatch; // counts, rows, experts, rows back, combine
+                TP_RETURN_IF_ERROR(collectiveSpan(c));
+                TP_RETURN_IF_ERROR(collectiveSpan(c + 1));
+                TP_RETURN_IF_ERROR(computeSpan(0));
+                TP_RETURN_IF_ERROR(collectiveSpan(c + 2));
+                TP_RETURN_IF_ERROR(computeSpan(1));
+            }
             if (const int c = k.prog->collectiveOf[ni]; c >= 0) {
                 TP_ASSIGN_OR_RETURN(const double cs, k.be->elapsedUs(0, m_events.collective(c, 0)));
                 TP_ASSIGN_OR_RETURN(const double ce, k.be->elapsedUs(0, m_events.collective(c, 3)));
@@ -923,26 +986,136 @@ private:
         const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(ni)];
         if (k.r == m_o.failRank && n.name == m_o.failNode)
             return injectFault(k, n);
-        Backend& be = *k.be;
-        {
-            // Emulation: one rank's op at a time, finished before the next, so that each is timed alone.
-            std::unique_lock<std::mutex> turn;
-            if (m_o.emulate)
-                turn = std::unique_lock(m_turnstile);
-            const NvtxRange range(m_nvtx[static_cast<std::size_t>(ni)]);
-            TP_RETURN_IF_ERROR(be.record(m_events.begin(ni), Stream::Compute));
-            if (Status st = op(k, n, ni); !st.ok())
-                return st.withContext(fmt::format("rank {}, node {}", k.r, n.name));
-            TP_RETURN_IF_ERROR(be.record(m_events.end(ni), Stream::Compute));
-            if (m_o.emulate)
-                TP_RETURN_IF_ERROR(be.synchronize());
-        }
+        const int d = m_dispatchOrdinal[static_cast<std::size_t>(ni)];
+        if (Status st = d >= 0 ? dispatchedExperts(k, n, ni, d)
+                               : compute(k, m_events.begin(ni), m_events.end(ni), ni, [&] { return op(k, n, ni); });
+            !st.ok())
+            return st.withContext(fmt::format("rank {}, node {}", k.r, n.name));
         if (const int c = k.prog->collectiveOf[static_cast<std::size_t>(ni)]; c >= 0)
             if (Status st = collective(k, c); !st.ok())
                 return st.withContext(fmt::format("node {}", n.name)); // the communicator names the rank
         if (m_o.checkFinite)
             return checkNodeFinite(k, n);
         return {};
+    }
+
+    // A node's compute between events `begin` and `end`. Emulation: one rank's op at a time,
+    // finished before the next, so that each is timed alone.
+    template<typename Op>
+    Status compute(Rank& k, int begin, int end, int ni, Op&& op)
+    {
+        Backend& be = *k.be;
+        std::unique_lock<std::mutex> turn;
+        if (m_o.emulate)
+            turn = std::unique_lock(m_turnstile);
+        const NvtxRange range(m_nvtx[static_cast<std::size_t>(ni)]);
+        TP_RETURN_IF_ERROR(be.record(begin, Stream::Compute));
+        TP_RETURN_IF_ERROR(op());
+        TP_RETURN_IF_ERROR(be.record(end, Stream::Compute));
+        return m_o.emulate ? be.synchronize() : Status();
+    }
+
+    // Experts whose tokens an all-to-all dispatches, as Transformers' AllToAllEP: this rank's token
+    // rows pick their experts; the (token, expert) pairs, sorted by expert (so by owner), go to the
+    // experts' ranks, with every rank's per-expert counts exchanged first (the layer's host sync);
+    // each rank runs its experts on what it received, top-1 with weight 1; a second all-to-all brings
+    // the outputs back, and the sender weights and sums them into its rows of the output (the node's
+    // all-gather, after this, joins the rows).
+    Status dispatchedExperts(Rank& k, const GraphNode& n, int ni, int d)
+    {
+        Backend& be = *k.be;
+        Communicator& comm = *k.comm;
+        const detail::DispatchProgram& p = k.pp().dispatch[static_cast<std::size_t>(ni)];
+        const ExpertsShape& s = k.pp().experts[static_cast<std::size_t>(ni)];
+        const Interval& mine = k.pp().rows;
+        auto T = [&](int i) -> const Tensor& { return k.t()[static_cast<std::size_t>(i)]; };
+        const std::int64_t K = s.topK, E = s.experts, El = s.localExperts, H = T(p.send).cols, picks = mine.size * K;
+        Rank::Dispatch& h = k.dispatch;
+        std::int64_t sent = 0, received = 0;
+        // The picks, and the rows to send sorted by expert (a counting sort on the host).
+        TP_RETURN_IF_ERROR(compute(k, m_events.begin(ni), m_events.end(ni), ni, [&]() -> Status {
+            TP_RETURN_IF_ERROR(be.route(in(k, n, 1).rowRange(mine.offset, mine.size), s, T(p.ids), T(p.weights), scratch(k, ni),
+                                        weight(k, routerOf(n).module, "e_score_correction_bias")));
+            TP_RETURN_IF_ERROR(be.download(T(p.ids), h.ids.data()));
+            std::fill(h.perExpert.begin(), h.perExpert.end(), 0);
+            for (std::int64_t i = 0; i < picks; ++i)
+                if (const std::int32_t e = h.ids[static_cast<std::size_t>(i)]; e >= 0 && e < E) // −1: only NaN scores
+                    ++h.perExpert[static_cast<std::size_t>(e)];
+            h.cursor[0] = 0; // where each expert's rows start, then the next free one
+            for (std::int64_t e = 0; e < E; ++e)
+                h.cursor[static_cast<std::size_t>(e + 1)] = h.cursor[static_cast<std::size_t>(e)] + h.perExpert[static_cast<std::size_t>(e)];
+            sent = h.cursor[static_cast<std::size_t>(E)];
+            for (std::int64_t i = 0; i < picks; ++i) {
+                const std::int32_t e = h.ids[static_cast<std::size_t>(i)];
+                const std::int64_t at = e >= 0 && e < E ? h.cursor[static_cast<std::size_t>(e)]++ : -1;
+                if (at >= 0)
+                    h.sendIndex[static_cast<std::size_t>(at)] = static_cast<std::int32_t>(i / K);
+                h.slots[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(at);
+            }
+            for (std::int64_t e = 0; e < E; ++e)
+                h.counts[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(h.perExpert[static_cast<std::size_t>(e)]);
+            TP_RETURN_IF_ERROR(be.upload(h.counts.data(), T(p.counts)));
+            TP_RETURN_IF_ERROR(be.upload(h.sendIndex.data(), T(p.sendIndex)));
+            TP_RETURN_IF_ERROR(be.upload(h.slots.data(), T(p.slots)));
+            return be.embedding(T(p.sendIndex).columns(0, sent), in(k, n, 0).rowRange(mine.offset, mine.size),
+                                T(p.send).rowRange(0, sent), 0);
+        }));
+        // Every rank's picks of this rank's experts (its El counts from each), read back: the
+        // layer's one host sync, the rows' split sizes.
+        TP_RETURN_IF_ERROR(exchangeRows(k, p.dispatch, [&] { return comm.allToAll(T(p.counts), h.split, T(p.received), h.split); }));
+        TP_RETURN_IF_ERROR(be.download(T(p.received), h.received.data()));
+        for (int r = 0; r < m_T; ++r) {
+            std::int64_t out = 0, in = 0;
+            for (std::int64_t e = r * El; e < (r + 1) * El; ++e) // rank r's experts
+                out += h.perExpert[static_cast<std::size_t>(e)];
+            for (std::int64_t e = 0; e < El; ++e) { // what rank r sends this rank's experts, by expert
+                const std::int64_t count = h.received[static_cast<std::size_t>(r * El + e)];
+                if (count < 0 || received + in + count > static_cast<std::int64_t>(h.recvExperts.size()))
+                    return Status(StatusCode::Internal, fmt::format("rank {}: rank {} sends {} rows for expert {}, beyond the {} "
+                                                                    "picks of the whole batch",
+                                                                    k.r, r, count, s.firstExpert + e, h.recvExperts.size()));
+                for (std::int64_t j = 0; j < count; ++j)
+                    h.recvExperts[static_cast<std::size_t>(received + in++)] = static_cast<std::int32_t>(e);
+            }
+            h.sendCounts[static_cast<std::size_t>(r)] = out * H;
+            h.recvCounts[static_cast<std::size_t>(r)] = in * H;
+            received += in;
+        }
+        // The rows, sorted by expert: each owner's in one piece.
+        TP_RETURN_IF_ERROR(exchangeRows(k, p.dispatch + 1, [&] {
+            return comm.allToAll(T(p.send).rowRange(0, sent), h.sendCounts, T(p.recv).rowRange(0, received), h.recvCounts);
+        }));
+        // This rank's experts on what it received.
+        TP_RETURN_IF_ERROR(compute(k, m_events.part(d, 0), m_events.part(d, 1), ni, [&]() -> Status {
+            TP_RETURN_IF_ERROR(be.upload(h.recvExperts.data(), T(p.recvExperts).rowRange(0, received)));
+            return be.experts(T(p.recv).rowRange(0, received), T(p.recvExperts).rowRange(0, received), *weight(k, n, "gate_up_proj"),
+                              *weight(k, n, "down_proj"), T(p.out).rowRange(0, received), p.given, scratch(k, ni),
+                              weight(k, n, "gate_up_proj_bias"), weight(k, n, "down_proj_bias"));
+        }));
+        // Combine: the outputs back in the order sent, weighted and summed per row.
+        TP_RETURN_IF_ERROR(exchangeRows(k, p.dispatch + 2, [&] {
+            return comm.allToAll(T(p.out).rowRange(0, received), h.recvCounts, T(p.back).rowRange(0, sent), h.sendCounts);
+        }));
+        const Tensor& y = k.t()[static_cast<std::size_t>(k.pp().opOutput[static_cast<std::size_t>(ni)])];
+        return compute(k, m_events.part(d, 2), m_events.part(d, 3), ni,
+                       [&] { return be.combine(T(p.back), T(p.slots), T(p.weights), y); });
+    }
+
+    // An all-to-all of a dispatch, timed as a collective (its events, its label).
+    template<typename Exchange>
+    Status exchangeRows(Rank& k, int ci, Exchange&& exchange)
+    {
+        Backend& be = *k.be;
+        const NvtxRange range(m_labels[static_cast<std::size_t>(ci)]);
+        k.comm->setLabel(m_labels[static_cast<std::size_t>(ci)]);
+        TP_RETURN_IF_ERROR(be.record(m_events.collective(ci, 0), Stream::Compute));
+        TP_RETURN_IF_ERROR(be.record(m_events.collective(ci, 1), Stream::Compute));
+        TP_RETURN_IF_ERROR(be.wait(Stream::Comm, m_events.collective(ci, 1)));
+        if (Status st = exchange(); !st.ok())
+            return st.withContext(m_labels[static_cast<std::size_t>(ci)]);
+        TP_RETURN_IF_ERROR(be.record(m_events.collective(ci, 2), Stream::Comm));
+        TP_RETURN_IF_ERROR(be.wait(Stream::Compute, m_events.collective(ci, 2)));
+        return be.record(m_events.collective(ci, 3), Stream::Compute);
     }
 
     const Tensor& in(const Rank& k, const GraphNode& n, std::size_t i) const { return k.t()[static_cast<std::size_t>(n.inputs[i])]; }
@@ -1140,6 +1313,8 @@ private:
     const int m_T;
     const std::int64_t m_N;
     EventMap m_events;
+    std::vector<int> m_dispatchOrdinal;    // per node: its place among the dispatched experts nodes, -1: not one
+    int m_dispatched = 0;
     std::vector<std::string> m_nvtx;
     std::vector<std::string> m_labels;                    // per collective: "layer 3/self_attn.o_proj/all_reduce"
     std::vector<std::vector<std::int64_t>> m_offsets;     // per collective: 0, then where each rank's columns end

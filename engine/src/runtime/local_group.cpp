@@ -95,7 +95,8 @@ public:
     bool aborted() const override;
 
 private:
-    Status check(const char* what, const Tensor& t) const;
+    // `ints`: I32 too (an all-to-all moves them: an expert dispatch's counts).
+    Status check(const char* what, const Tensor& t, bool ints = false) const;
     // m_sum[i] = Σ over ranks of rank p's buffer at element `from + i`, for n elements, in fp32;
     // then rounded into `out` unless it is null.
     void sumInto(DType t, std::int64_t from, std::int64_t n, void* out);
@@ -249,9 +250,9 @@ bool LocalCommunicator::aborted() const { return m_g.isAborted(); }
 
 Status LocalCommunicator::barrier() { return m_g.wait(m_rank, "barrier"); }
 
-Status LocalCommunicator::check(const char* what, const Tensor& t) const
+Status LocalCommunicator::check(const char* what, const Tensor& t, bool ints) const
 {
-    if (t.device != DeviceKind::Cpu || !t.isContiguous() || !isStorageDtype(t.dtype))
+    if (t.device != DeviceKind::Cpu || !t.isContiguous() || !(isStorageDtype(t.dtype) || (ints && t.dtype == DType::I32)))
         return invalidArgument(fmt::format("{}: rank {}: the local communicator moves contiguous host tensors of "
                                            "f32/bf16/f16, not [{}, {}] {} on {}",
                                            what, m_rank, t.rows, t.cols, dtypeName(t.dtype), deviceKindName(t.device)));
@@ -440,8 +441,8 @@ Status LocalCommunicator::broadcast(const Tensor& data, int root)
 Status LocalCommunicator::allToAll(const Tensor& in, std::span<const std::int64_t> sendCounts, const Tensor& out,
                                    std::span<const std::int64_t> recvCounts)
 {
-    TP_RETURN_IF_ERROR(check("all_to_all", in));
-    TP_RETURN_IF_ERROR(check("all_to_all", out));
+    TP_RETURN_IF_ERROR(check("all_to_all", in, true));
+    TP_RETURN_IF_ERROR(check("all_to_all", out, true));
     const auto recvOff = pieceOffsets(recvCounts);
     if (static_cast<int>(sendCounts.size()) != m_g.m_n || static_cast<int>(recvCounts.size()) != m_g.m_n
         || pieceOffsets(sendCounts).back() != in.numel() || recvOff.back() != out.numel() || in.dtype != out.dtype)

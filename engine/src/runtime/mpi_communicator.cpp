@@ -105,8 +105,8 @@ public:
     Status allToAll(const Tensor& in, std::span<const std::int64_t> sendCounts, const Tensor& out,
                     std::span<const std::int64_t> recvCounts) override
     {
-        TP_RETURN_IF_ERROR(check("all_to_all", in));
-        TP_RETURN_IF_ERROR(check("all_to_all", out));
+        TP_RETURN_IF_ERROR(check("all_to_all", in, true));
+        TP_RETURN_IF_ERROR(check("all_to_all", out, true));
         if (static_cast<int>(sendCounts.size()) != m_size || static_cast<int>(recvCounts.size()) != m_size
             || pieceOffsets(sendCounts).back() != in.numel() || pieceOffsets(recvCounts).back() != out.numel()
             || in.dtype != out.dtype)
@@ -148,9 +148,10 @@ public:
     bool aborted() const override { return !m_why.empty(); }
 
 private:
-    Status check(const char* what, const Tensor& t) const
+    // `ints`: I32 too (an all-to-all moves them: an expert dispatch's counts).
+    Status check(const char* what, const Tensor& t, bool ints = false) const
     {
-        if (t.device != DeviceKind::Cpu || !t.isContiguous() || !isStorageDtype(t.dtype))
+        if (t.device != DeviceKind::Cpu || !t.isContiguous() || !(isStorageDtype(t.dtype) || (ints && t.dtype == DType::I32)))
             return invalidArgument(fmt::format("{}: rank {}: the MPI communicator moves contiguous host tensors", what, m_rank));
         return {};
     }

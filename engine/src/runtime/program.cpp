@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 
 #include <numeric>
 
@@ -43,6 +44,8 @@ public:
         m_p.collectiveOf.assign(nodes.size(), -1);
         for (std::size_t c = 0; c < m_g.collectives.size(); ++c) {
             const int node = m_g.collectives[c].node;
+            if (const int d = m_g.nodes[static_cast<std::size_t>(node)].dispatch; d >= 0 && static_cast<int>(c) >= d && static_cast<int>(c) < d + 3)
+                continue; // the counts', dispatch and combine all-to-alls, inside the experts node's op
             if (m_p.collectiveOf[static_cast<std::size_t>(node)] >= 0)
                 return fail(nodes[static_cast<std::size_t>(node)],
                             "issues more than one collective (expert dispatch), which the engine does not execute");
@@ -110,6 +113,7 @@ private:
         m_ph->collectives.assign(m_g.collectives.size(), {});
         m_ph->attention.assign(nodes, {});
         m_ph->experts.assign(nodes, {});
+        m_ph->dispatch.assign(nodes, {});
         graphTensors();
         for (std::size_t i = 0; i < nodes; ++i)
             TP_RETURN_IF_ERROR(node(static_cast<int>(i)));
@@ -289,8 +293,10 @@ private:
             return in(0);
         case OpKind::Experts: {
             TP_ASSIGN_OR_RETURN(const ExpertsShape s, expertsShape(n));
-            addScratch(ni, m_be.expertsScratchBytes(m_n, in(0), s));
             m_ph->experts[static_cast<std::size_t>(ni)] = s;
+            if (const int d = m_g.nodes[static_cast<std::size_t>(ni)].dispatch; d >= 0)
+                return dispatched(n, ni, d, s, in(0));
+            addScratch(ni, m_be.expertsScratchBytes(m_n, in(0), s));
             return in(0);
         }
         case OpKind::Add:
@@ -299,6 +305,43 @@ private:
         case OpKind::Logits: return in(0);
         }
         return 0;
+    }
+
+    // The buffers of an experts node dispatched with all-to-all (DispatchProgram), live within it.
+    Result<std::int64_t> dispatched(const GraphNode& n, int ni, int d, const ExpertsShape& s, std::int64_t H)
+    {
+        TP_RETURN_IF_ERROR(need(n, !s.weightInputs && m_g.collectives[static_cast<std::size_t>(d)].kind == CollectiveKind::AllToAll, [] {
+            return std::string("an all-to-all dispatch of experts that take pre-scaled inputs");
+        }));
+        DispatchProgram& p = m_ph->dispatch[static_cast<std::size_t>(ni)];
+        p.dispatch = d;
+        p.given = s;
+        p.given.givenExperts = true;
+        p.given.topK = 1;
+        p.given.normalize = false;
+        p.given.groups = p.given.topkGroup = 1;
+        p.given.routedScale = 1;
+        const std::int64_t rows = m_ph->rows.size, K = s.topK, picks = m_n * K;
+        const DType dt = m_be.storage();
+        auto buffer = [&](std::int64_t rows, std::int64_t cols, DType t) {
+            return tensor(block(dtypeBytes(t, rows * cols), ni, ni), rows, cols, t);
+        };
+        TP_RETURN_IF_ERROR(need(n, picks <= std::numeric_limits<std::int32_t>::max(), [&] {
+            return fmt::format("{} picks do not fit the dispatch's 32-bit row indices", picks);
+        }));
+        p.counts = buffer(1, s.experts, DType::I32);
+        p.received = buffer(1, m_g.tpSize * s.localExperts, DType::I32);
+        p.ids = buffer(rows, K, DType::I32);
+        p.weights = buffer(rows, K, DType::F32);
+        p.sendIndex = buffer(1, rows * K, DType::I32);
+        p.slots = buffer(1, rows * K, DType::I32);
+        p.send = buffer(rows * K, H, dt);
+        p.back = buffer(rows * K, H, dt);
+        p.recvExperts = buffer(picks, 1, DType::I32);
+        p.recv = buffer(picks, H, dt);
+        p.out = buffer(picks, H, dt);
+        addScratch(ni, std::max(m_be.expertsScratchBytes(picks, H, p.given), m_be.routeScratchBytes(s)));
+        return H;
     }
 
     Status node(int ni)

@@ -35,6 +35,24 @@ struct CollectivePlan
     int output = -1;              // the graph tensor after the collective
 };
 
+// An experts node whose tokens an all-to-all dispatches (NodeSharding::dispatch, Transformers'
+// AllToAllEP): the buffers of its steps, on this rank's token rows (PhaseProgram::rows, n of them)
+// of the forward's N. The op itself writes those rows of the output; the node's collective (the
+// all-gather) fills in the others.
+struct DispatchProgram
+{
+    int dispatch = -1;           // the counts' all-to-all in ShardedGraph::collectives; the rows' dispatch and combine follow
+    int counts = -1;             // I32 [1, E]: this rank's picks per expert (sent to the experts' owners)
+    int received = -1;           // I32 [1, T·El]: every rank's picks of this rank's experts
+    int ids = -1, weights = -1;  // I32 / F32 [n, K]: each row's picks (global expert ids) and their weights
+    int sendIndex = -1;          // I32 [1, n·K]: the row (of this rank's n) each sent row is
+    int slots = -1;              // I32 [1, n·K]: where each pick's output comes back in `back`
+    int send = -1, back = -1;    // [n·K, H]: the rows sent (sorted by expert, so by owner), their outputs returned
+    int recvExperts = -1;        // I32 [N·K, 1]: each received row's local expert
+    int recv = -1, out = -1;     // [N·K, H]: the rows received (at most every rank's picks), the expert outputs
+    ExpertsShape given;          // the experts on the received rows: each its one expert, weight 1
+};
+
 // One forward of the rank: prefill over B·S tokens, or a decode step over B (one per sequence).
 struct PhaseProgram
 {
@@ -55,6 +73,7 @@ struct PhaseProgram
     std::vector<AttentionShape> attention;   // per node (Attention nodes): this rank's heads over the KV cache
                                              // (past = 0; a decode step sets it)
     std::vector<ExpertsShape> experts;       // per node (Experts nodes): this rank's experts and rows
+    std::vector<DispatchProgram> dispatch;   // per node (dispatched Experts nodes; dispatch = -1 elsewhere)
 };
 
 struct RankProgram
@@ -69,7 +88,8 @@ struct RankProgram
     std::int64_t cacheBytes = 0;
     std::vector<ArenaBlock> blocks;          // both phases' tensors and the caches, in one arena
     std::int64_t arenaBytes = 0;
-    std::vector<int> collectiveOf;           // per node: the collective after it, -1: none
+    std::vector<int> collectiveOf;           // per node: the collective after it, -1: none (a dispatched
+                                             // experts node: the all-gather; its all-to-alls run within)
     // Weights: per parameter its local 2-D shape ([n] → [1, n], [E, R, C] → [E·R, C]) and byte
     // offset in the weight buffer (a tied parameter shares its owner's).
     std::vector<std::pair<std::int64_t, std::int64_t>> weightShapes;

@@ -804,7 +804,24 @@ private:
             setWhole(out, H);
             return;
         }
-        if (s->forward == CollectiveKind::AllToAll) {
+        if (ep && m_T > 1 && s->name == "ep_dispatch_experts" && m_g.plan->epImplementation == EpImplementation::AllToAll) {
+            // AllToAllEP: each rank takes its torch.chunk slice of the token rows; an all-to-all of
+            // the per-expert counts (E int32 per rank), then each (token, expert) pair goes to the
+            // expert's owner and its output comes back (two all-to-alls; size: the whole exchange,
+            // every pair once); the sender weights and sums them, and the slices are all-gathered.
+            if (n.weightInputs)
+                report(Severity::Error, where,
+                       "these experts take every token pre-scaled by its router score (Llama 4), so there is nothing "
+                       "to dispatch: Transformers has no ep_plan for them",
+                       "shard the experts with the tensor-parallel plan (packed_colwise + rowwise, moe_tp_experts)");
+            m_g.nodes[static_cast<std::size_t>(&n - m_g.graph.nodes.data())].dispatch = static_cast<int>(m_g.collectives.size());
+            collective(CollectiveKind::AllToAll, n, n.experts, s);
+            m_g.collectives.back().fixedBytes = 4 * n.experts;
+            collective(CollectiveKind::AllToAll, n, H, s, n.topK);
+            collective(CollectiveKind::AllToAll, n, H, s, n.topK);
+            collective(CollectiveKind::AllGather, n, H, s, 1, {}, nullptr, true);
+            setWhole(out, H);
+        } else if (s->forward == CollectiveKind::AllToAll) {
             // Token dispatch: each rank sends its tokens' top-k rows out and gets the results back.
             collective(CollectiveKind::AllToAll, n, H, s, n.topK);
             collective(CollectiveKind::AllToAll, n, H, s, n.topK);
@@ -995,6 +1012,10 @@ private:
                         // Routed rows hold gate‖up, then act·up: 3/2 of the local packed width.
                         const std::int64_t packed = gu->shapes[r][lastPackedExperts() ? 2 : 1];
                         bytes += tokens * n.topK * (packed + packed / 2) * e;
+                        // An all-to-all dispatch's buffers: its rows' picks sent and returned, and
+                        // received and computed as many as every rank's picks (the worst case).
+                        if (m_g.nodes[ni].dispatch >= 0)
+                            bytes += (2 * mine + 2 * rows) * n.topK * m_spec.config.hiddenSize * e;
                     }
                 m_g.memory[r].activationPeakBytes = std::max(m_g.memory[r].activationPeakBytes, bytes);
             }

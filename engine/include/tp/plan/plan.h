@@ -17,9 +17,21 @@
 
 namespace tp {
 
+// How ep_dispatch_experts brings the tokens to the experts (Transformers' DistributedConfig.
+// ep_implementation, expert_parallel.py): "auto" is "all_reduce" at inference when the EP group is
+// the TP group (ep_size = tp_size, the one mesh here).
+enum class EpImplementation
+{
+    Auto,      // every rank its own experts on the whole batch, other routes masked, all-reduced (AllReduceEP)
+    AllReduce, // the same, named
+    AllToAll,  // each rank's token-row slice: (token, expert) pairs to their owners and back, then all-gathered (AllToAllEP)
+};
+const char* epImplementationName(EpImplementation e);
+
 struct Plan
 {
     int tpSize = 1;
+    EpImplementation epImplementation = EpImplementation::Auto;
     VersionProfile profile = VersionProfile::G3;
     std::vector<PlanEntry> entries;    // in file order (parameter keys before module keys)
     std::vector<Style> customStyles;   // user-defined, saved with the plan

@@ -116,6 +116,10 @@ struct ExpertsShape
     // Llama 4: each pick's weight scales the expert's input (the expert computes on weight · x,
     // rounded to the storage dtype), and the outputs add up unweighted.
     bool weightInputs = false;
+    // Rows an all-to-all dispatch brought (Transformers' AllToAllEP): scores is I32 [n, 1], each
+    // row's local expert, and every row runs that one expert with weight 1 (topK = 1); the router
+    // weights are the sender's, applied by combine().
+    bool givenExperts = false;
 };
 
 // Seeded random weights that do not depend on the device or the tp size: local element
@@ -225,6 +229,17 @@ public:
                    const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias = nullptr,
                    const Tensor* downBias = nullptr, const Tensor* scoreBias = nullptr);
     virtual std::int64_t expertsScratchBytes(std::int64_t tokens, std::int64_t hidden, const ExpertsShape& s) const = 0;
+    // The picks experts() makes, every expert taken as local: ids I32 [n, K] (global expert ids; −1
+    // where only NaN scores were left) and weights F32 [n, K] (renormalised, times the routed scale),
+    // from scores F32 [n, E] and scoreBias as experts() takes them. What an all-to-all dispatch
+    // sends each token by.
+    Status route(const Tensor& scores, const ExpertsShape& s, const Tensor& ids, const Tensor& weights,
+                 const Tensor& scratch, const Tensor* scoreBias = nullptr);
+    virtual std::int64_t routeScratchBytes(const ExpertsShape& s) const = 0;
+    // The sender's combine after an all-to-all dispatch: y[t] = Σ_j weights[t, j] · z[slots[0, t·K + j]]
+    // in fp32, in pick order (K = weights.cols; slot −1 adds nothing). z [m, H] and y [n, H] in the
+    // storage dtype, slots I32 [1, n·K], weights F32 [n, K].
+    Status combine(const Tensor& z, const Tensor& slots, const Tensor& weights, const Tensor& y);
     // Greedy sampling: ids[0, t] = the column of row t's largest value (the first of equal ones;
     // NaN never wins). x [n, V] in the storage dtype or F32, may have a row stride (every S-th row
     // of prefill logits); ids I32 [1, n].
@@ -260,6 +275,9 @@ protected:
     virtual Status doExperts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down,
                              const Tensor& y, const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias,
                              const Tensor* downBias, const Tensor* scoreBias) = 0;
+    virtual Status doRoute(const Tensor& scores, const ExpertsShape& s, const Tensor& ids, const Tensor& weights,
+                           const Tensor& scratch, const Tensor* scoreBias) = 0;
+    virtual Status doCombine(const Tensor& z, const Tensor& slots, const Tensor& weights, const Tensor& y) = 0;
     virtual Status doArgmax(const Tensor& x, const Tensor& ids) = 0;
     virtual Status doFillUniform(const Tensor& dst, const UniformFill& f) = 0;
 

@@ -73,12 +73,15 @@ struct Collective
     // After a node that runs only at each sequence's last position (ShardOptions::lastPositionLogits:
     // the head's all-gather): one row per sequence, whatever the forward's new tokens.
     bool lastPositions = false;
+    // > 0: a size that does not grow with the tokens (an expert dispatch's all-to-all of the
+    // per-expert counts: E int32 per rank).
+    std::int64_t fixedBytes = 0;
 
     // Bytes of the full tensor (nccl-tests' "size"): B·S·rows·features·elementBytes (B·1·… at the
-    // last positions only).
+    // last positions only), or the fixed size.
     std::int64_t bytes(std::int64_t batch, std::int64_t seq, std::int64_t elementBytes) const
     {
-        return batch * (lastPositions ? 1 : seq) * tokensPerToken * featuresPerToken * elementBytes;
+        return fixedBytes > 0 ? fixedBytes : batch * (lastPositions ? 1 : seq) * tokensPerToken * featuresPerToken * elementBytes;
     }
 };
 
@@ -94,6 +97,11 @@ struct NodeSharding
     // The node computes on its rank's token rows only (sequence parallelism: sequenceRows); a whole
     // input is read at those rows.
     bool sequenceRows = false;
+    // Experts dispatched with all-to-all (ep_dispatch_experts under ep_implementation "all_to_all":
+    // Transformers' AllToAllEP): the index in ShardedGraph::collectives of the all-to-all of the
+    // per-expert counts; the rows' dispatch and combine all-to-alls and the all-gather of the
+    // token-row slices follow it. -1: none.
+    int dispatch = -1;
 };
 
 // The token rows rank `rank` holds of a sequence-sharded tensor of `rows` rows (B·S in prefill, B in

@@ -273,6 +273,11 @@ public:
             + alignUp(8 * (s.localExperts + 1) + 8 * s.experts + 12 * routed + 4 * s.experts + 4 * s.groups, 64);
     }
 
+    std::int64_t routeScratchBytes(const ExpertsShape& s) const override
+    {
+        return 8 * s.experts + 4 * s.experts + 4 * s.groups; // the experts by score, one token's choice and group scores
+    }
+
 protected:
     Status doUpload(const void* host, const Tensor& dst) override
     {
@@ -707,51 +712,19 @@ protected:
         float* groupScore = choice + E;                                    // [groups]
 
         // Top-k per token (ties to the lower expert id, as torch.topk on CPU), bucketed by local
-        // expert. The choice is over score + bias, the experts outside the best groups at −∞; the
-        // weight is the score.
+        // expert; or the one expert a dispatched row was sent to, weight 1.
         std::fill_n(counts, El + 1, 0);
-        const std::int64_t G = s.groups, perGroup = E / G;
-        auto byValue = [](const float* v) {
-            return [v](std::int64_t p, std::int64_t q) { return v[p] > v[q] || (v[p] == v[q] && p < q); };
-        };
         auto topK = [&](std::int64_t t, auto&& visit) {
-            const float* row = scores.as<float>() + t * E;
-            const float* pick = row;
-            if (scoreBias || G > 1) {
-                for (std::int64_t e = 0; e < E; ++e)
-                    choice[e] = row[e] + (scoreBias ? storedValue(*scoreBias, e) : 0.0f);
-                if (G > 1) { // a group's score: the sum of its two best choices
-                    for (std::int64_t g = 0; g < G; ++g) {
-                        const float* c = choice + g * perGroup;
-                        float a = -std::numeric_limits<float>::infinity(), b = a;
-                        for (std::int64_t e = 0; e < perGroup; ++e)
-                            if (c[e] > a) {
-                                b = a;
-                                a = c[e];
-                            } else if (c[e] > b) {
-                                b = c[e];
-                            }
-                        groupScore[g] = a + b;
-                    }
-                    std::iota(order, order + G, std::int64_t(0));
-                    std::partial_sort(order, order + s.topkGroup, order + G, byValue(groupScore));
-                    for (std::int64_t j = s.topkGroup; j < G; ++j)
-                        std::fill_n(choice + order[j] * perGroup, perGroup, -std::numeric_limits<float>::infinity());
-                }
-                pick = choice;
+            if (s.givenExperts) {
+                const std::int64_t e = scores.as<std::int32_t>()[t];
+                if (e >= 0 && e < El)
+                    visit(e, 1.0f);
+                return;
             }
-            std::iota(order, order + E, std::int64_t(0));
-            std::partial_sort(order, order + s.topK, order + E, byValue(pick));
-            double sum = 0;
-            for (std::int64_t j = 0; j < s.topK; ++j)
-                sum += row[order[j]];
-            for (std::int64_t j = 0; j < s.topK; ++j) {
-                const std::int64_t e = order[j] - s.firstExpert;
-                if (e >= 0 && e < El) {
-                    const double w = s.normalize ? row[order[j]] / sum : row[order[j]];
-                    visit(e, static_cast<float>(w * s.routedScale));
-                }
-            }
+            pickTopK(scores.as<float>() + t * E, s, scoreBias, choice, groupScore, order, [&](std::int64_t g, float w) {
+                if (g - s.firstExpert >= 0 && g - s.firstExpert < El)
+                    visit(g - s.firstExpert, w);
+            });
         };
         for (std::int64_t t = 0; t < N; ++t)
             topK(t, [&](std::int64_t e, float) { ++counts[e + 1]; });
@@ -835,6 +808,85 @@ protected:
             }
             for (std::int64_t i = 0; i < N * H; ++i)
                 S::put(y.as<typename S::T>(), i, acc[i]);
+        });
+    }
+
+    // One token's top-k from its scores row (ties to the lower expert id, as torch.topk on CPU):
+    // visit(expert, weight) for each pick in order. The choice is over score + bias, the experts
+    // outside the best groups at −∞; the weight is the score (renormalised, times the routed scale).
+    // choice [E], groupScore [groups], order [E]: work space.
+    template<typename Visit>
+    static void pickTopK(const float* row, const ExpertsShape& s, const Tensor* scoreBias, float* choice, float* groupScore,
+                         std::int64_t* order, Visit&& visit)
+    {
+        const std::int64_t E = s.experts, G = s.groups, perGroup = E / G;
+        auto byValue = [](const float* v) {
+            return [v](std::int64_t p, std::int64_t q) { return v[p] > v[q] || (v[p] == v[q] && p < q); };
+        };
+        const float* pick = row;
+        if (scoreBias || G > 1) {
+            for (std::int64_t e = 0; e < E; ++e)
+                choice[e] = row[e] + (scoreBias ? storedValue(*scoreBias, e) : 0.0f);
+            if (G > 1) { // a group's score: the sum of its two best choices
+                for (std::int64_t g = 0; g < G; ++g) {
+                    const float* c = choice + g * perGroup;
+                    float a = -std::numeric_limits<float>::infinity(), b = a;
+                    for (std::int64_t e = 0; e < perGroup; ++e)
+                        if (c[e] > a) {
+                            b = a;
+                            a = c[e];
+                        } else if (c[e] > b) {
+                            b = c[e];
+                        }
+                    groupScore[g] = a + b;
+                }
+                std::iota(order, order + G, std::int64_t(0));
+                std::partial_sort(order, order + s.topkGroup, order + G, byValue(groupScore));
+                for (std::int64_t j = s.topkGroup; j < G; ++j)
+                    std::fill_n(choice + order[j] * perGroup, perGroup, -std::numeric_limits<float>::infinity());
+            }
+            pick = choice;
+        }
+        std::iota(order, order + E, std::int64_t(0));
+        std::partial_sort(order, order + s.topK, order + E, byValue(pick));
+        double sum = 0;
+        for (std::int64_t j = 0; j < s.topK; ++j)
+            sum += row[order[j]];
+        for (std::int64_t j = 0; j < s.topK; ++j) {
+            const double w = s.normalize ? row[order[j]] / sum : row[order[j]];
+            visit(order[j], static_cast<float>(w * s.routedScale));
+        }
+    }
+
+    Status doRoute(const Tensor& scores, const ExpertsShape& s, const Tensor& ids, const Tensor& weights,
+                   const Tensor& scratch, const Tensor* scoreBias) override
+    {
+        auto* order = reinterpret_cast<std::int64_t*>(scratch.data);
+        float* choice = reinterpret_cast<float*>(order + s.experts);
+        float* groupScore = choice + s.experts;
+        for (std::int64_t t = 0; t < scores.rows; ++t) {
+            std::int64_t j = 0;
+            pickTopK(scores.as<float>() + t * s.experts, s, scoreBias, choice, groupScore, order, [&](std::int64_t e, float w) {
+                ids.as<std::int32_t>()[t * s.topK + j] = static_cast<std::int32_t>(e);
+                weights.as<float>()[t * s.topK + j++] = w;
+            });
+        }
+        return {};
+    }
+
+    Status doCombine(const Tensor& z, const Tensor& slots, const Tensor& weights, const Tensor& y) override
+    {
+        const std::int64_t K = weights.cols, H = y.cols;
+        return withStorage(storage(), [&](auto st) {
+            using S = decltype(st);
+            for (std::int64_t t = 0; t < y.rows; ++t)
+                for (std::int64_t c = 0; c < H; ++c) {
+                    float acc = 0.0f;
+                    for (std::int64_t j = 0; j < K; ++j)
+                        if (const std::int32_t slot = slots.as<std::int32_t>()[t * K + j]; slot >= 0 && slot < z.rows)
+                            acc += weights.as<float>()[t * K + j] * S::get(rowOf<S>(z, slot), c);
+                    S::put(y.as<typename S::T>(), t * H + c, acc);
+                }
         });
     }
 

@@ -377,6 +377,8 @@ public:
         return kAlign + alignUp(4 * p.scoreElems) + (pb > 0 ? alignUp(pb * p.scoreElems) : 0);
     }
 
+    std::int64_t routeScratchBytes(const ExpertsShape&) const override { return 0; }
+
     std::int64_t expertsScratchBytes(std::int64_t tokens, std::int64_t hidden, const ExpertsShape& s) const override
     {
         const std::int64_t eb = dtypeBytes(storage(), 1);
@@ -748,10 +750,14 @@ protected:
                 const std::int64_t nt = std::min(p.chunkTokens, N - t0);
                 // Routing and buckets, on the device.
                 TP_CUDA(cudaMemsetAsync(counts, 0, static_cast<std::size_t>(El) * sizeof(std::int32_t), st));
-                routeTopKKernel<T><<<warpRowBlocks(nt), kThreads, 0, st>>>(
-                    scores.as<float>() + t0 * E, nt, static_cast<int>(E), static_cast<int>(K), static_cast<int>(s.firstExpert),
-                    static_cast<int>(El), s.normalize, scoreBias ? scoreBias->as<T>() : nullptr, static_cast<int>(s.groups),
-                    static_cast<int>(s.topkGroup), static_cast<float>(s.routedScale), expertOf, weightOf, counts);
+                if (s.givenExperts)
+                    givenRouteKernel<<<static_cast<unsigned>((nt + kThreads - 1) / kThreads), kThreads, 0, st>>>(
+                        scores.as<std::int32_t>() + t0, nt, static_cast<int>(El), expertOf, weightOf, counts);
+                else
+                    routeTopKKernel<T><<<warpRowBlocks(nt), kThreads, 0, st>>>(
+                        scores.as<float>() + t0 * E, nt, static_cast<int>(E), static_cast<int>(K), static_cast<int>(s.firstExpert),
+                        static_cast<int>(El), s.normalize, scoreBias ? scoreBias->as<T>() : nullptr, static_cast<int>(s.groups),
+                        static_cast<int>(s.topkGroup), static_cast<float>(s.routedScale), expertOf, weightOf, counts);
                 TP_CUDA_LAUNCHED();
                 bucketOffsetsKernel<<<1, 1, 0, st>>>(counts, offsets, cursor, static_cast<int>(El));
                 TP_CUDA_LAUNCHED();
@@ -814,10 +820,47 @@ protected:
                                            static_cast<int>(H), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
                 }
                 l = rowLaunch(nt, H);
-                combineKernel<T><<<l.grid, l.block, 0, st>>>(hOut, slotOf, weightOf, !s.weightInputs, yc, nt,
-                                                             static_cast<int>(K), H);
+                combineKernel<T, float><<<l.grid, l.block, 0, st>>>(hOut, slotOf, weightOf, !s.weightInputs, yc, nt,
+                                                                    static_cast<int>(K), H);
                 TP_CUDA_LAUNCHED();
             }
+            return {};
+        });
+    }
+
+    // --- all-to-all dispatch: the picks, and the sender's combine ------------------------------------
+
+    Status doRoute(const Tensor& scores, const ExpertsShape& s, const Tensor& ids, const Tensor& weights, const Tensor&,
+                   const Tensor* scoreBias) override
+    {
+        TP_RETURN_IF_ERROR(useDevice(m_device));
+        if (!fitsInt(s.experts) || !fitsInt(scores.rows * s.topK))
+            return invalidArgument(cat("route: ", scores.rows, " tokens, top-", s.topK, " of ", s.experts,
+                                       " experts exceed the CUDA backend's 32-bit sizes"));
+        cudaStream_t st = m_compute.get();
+        return withStorage(storage(), "route", [&](auto tag) -> Status {
+            using T = typename decltype(tag)::type;
+            // Every expert local (first 0, all E): the kernel writes global ids and counts nothing.
+            routeTopKKernel<T><<<warpRowBlocks(scores.rows), kThreads, 0, st>>>(
+                scores.as<float>(), scores.rows, static_cast<int>(s.experts), static_cast<int>(s.topK), 0,
+                static_cast<int>(s.experts), s.normalize, scoreBias ? scoreBias->as<T>() : nullptr, static_cast<int>(s.groups),
+                static_cast<int>(s.topkGroup), static_cast<float>(s.routedScale), ids.as<std::int32_t>(), weights.as<float>(),
+                nullptr);
+            TP_CUDA_LAUNCHED();
+            return {};
+        });
+    }
+
+    Status doCombine(const Tensor& z, const Tensor& slots, const Tensor& weights, const Tensor& y) override
+    {
+        TP_RETURN_IF_ERROR(useDevice(m_device));
+        cudaStream_t st = m_compute.get();
+        return withStorage(storage(), "combine", [&](auto tag) -> Status {
+            using T = typename decltype(tag)::type;
+            const Launch l = rowLaunch(y.rows, y.cols);
+            combineKernel<T, T><<<l.grid, l.block, 0, st>>>(z.as<T>(), slots.as<std::int32_t>(), weights.as<float>(), true,
+                                                            y.as<T>(), y.rows, static_cast<int>(weights.cols), y.cols);
+            TP_CUDA_LAUNCHED();
             return {};
         });
     }

@@ -496,13 +496,28 @@ __global__ void routeTopKKernel(const float* scores, std::int64_t tokens, int ex
             const bool mine = local >= 0 && local < localExperts;
             eOut[j] = mine ? local : -1;
             wOut[j] = w;
-            if (mine)
+            if (mine && counts)
                 atomicAdd(&counts[local], 1);
         }
     }
     if (lane == 0)
         for (int j = 0; j < topK; ++j)
             wOut[j] = float((normalize ? double(wOut[j]) / sum : double(wOut[j])) * routedScale);
+}
+
+// Rows an all-to-all dispatch brought: each row's local expert given (ids[t]), weight 1.
+__global__ void givenRouteKernel(const std::int32_t* ids, std::int64_t tokens, int localExperts, std::int32_t* expertOf,
+                                 float* weightOf, std::int32_t* counts)
+{
+    const std::int64_t t = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (t >= tokens)
+        return;
+    const std::int32_t e = ids[t];
+    const bool mine = e >= 0 && e < localExperts;
+    expertOf[t] = mine ? e : -1;
+    weightOf[t] = 1.0f;
+    if (mine)
+        atomicAdd(&counts[e], 1);
 }
 
 // offsets[e] = Σ counts[< e] (offsets[El] = all routed rows), and each expert's fill cursor. One
@@ -577,9 +592,9 @@ __global__ void expertActKernel(const float* h, T* a, std::int64_t rows, std::in
 }
 
 // y[t] = Σ over t's local picks, in pick order, of weight · o[slot], in fp32; zeros for a token
-// with none.
-template<typename T>
-__global__ void combineKernel(const float* o, const std::int32_t* slotOf, const float* weightOf, bool weighted, T* y,
+// with none. o: the experts' fp32 rows, or (an all-to-all's combine) the returned rows in T.
+template<typename T, typename O>
+__global__ void combineKernel(const O* o, const std::int32_t* slotOf, const float* weightOf, bool weighted, T* y,
                               std::int64_t tokens, int topK, std::int64_t cols)
 {
     const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
@@ -590,7 +605,7 @@ __global__ void combineKernel(const float* o, const std::int32_t* slotOf, const 
         for (int j = 0; j < topK; ++j) {
             const std::int32_t slot = slotOf[t * topK + j];
             if (slot >= 0)
-                acc += (weighted ? weightOf[t * topK + j] : 1.0f) * o[std::int64_t(slot) * cols + c];
+                acc += (weighted ? weightOf[t * topK + j] : 1.0f) * load(o[std::int64_t(slot) * cols + c]);
         }
         y[t * cols + c] = store<T>(acc);
     }
