@@ -12,14 +12,23 @@ req="$here/python-requirements.txt"
 hash="$(sha256sum "$req" | cut -c1-16)"
 root="${TP_PYTHON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tpstudio}"
 env="$root/python-$hash"
+fail() {
+  echo "python-env: $1 (TP_SKIP_TRANSFORMERS=1 bash scripts/test.sh runs the other checks without it)" >&2
+  exit 1
+}
 if [ ! -f "$env/.complete" ]; then
+  # Python cannot run from a folder whose name is not UTF-8: say so before downloading anything.
+  printf '%s' "$env" | iconv -f UTF-8 -t UTF-8 >/dev/null 2>&1 \
+    || fail "the cache folder $(printf '%q' "$root") is not a UTF-8 name, which a Python venv needs; set TP_PYTHON_CACHE"
+  mkdir -p "$root" 2>/dev/null && [ -w "$root" ] \
+    || fail "cannot make or write the cache folder $root; set TP_PYTHON_CACHE to a writable one"
   # A half-made environment (an interrupted download) is made again from nothing.
   rm -rf "$env"
-  mkdir -p "$root"
   echo "python-env: making $env from $(basename "$req") (about 5.6 GB the first time)" >&2
-  python3 -m venv "$env" >&2
-  "$env/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -r "$req" >&2
-  "$env/bin/python" -c "import torch, transformers, safetensors, accelerate" >&2
+  python3 -m venv "$env" >&2 || fail "python3 -m venv $env failed (on Debian it needs python3-venv)"
+  "$env/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -r "$req" >&2 \
+    || fail "pip could not install $req into $env"
+  "$env/bin/python" -c "import torch, transformers, safetensors, accelerate" >&2 || fail "$env does not import its packages"
   cp "$req" "$env/.complete"
 fi
 echo "$env/bin/python"
