@@ -7,6 +7,7 @@
 #include "widgets/main_window.h"
 #include "widgets/results_page.h"
 #include "widgets/shard_view.h"
+#include "widgets/verify_dialog.h"
 
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
@@ -28,6 +29,10 @@
 #include "testutils.h"
 
 #include <QLabel>
+#include <QPlainTextEdit>
+#include <QProcess>
+#include <QPushButton>
+#include <QTableWidget>
 #include <QStandardItemModel>
 #include <QtTest>
 
@@ -774,6 +779,59 @@ private slots:
             up = model.parent(up);
         QCOMPARE(up, last);
         QCOMPARE(model.indexForPath(QStringLiteral("model.layers.99999")), last);
+    }
+
+    // Run → Verify with Transformers… opens the dialog on the plan at the toolbar's T; a Python that
+    // does not exist is named, and the editor keeps working.
+    void verifyDialogNamesAMissingPython()
+    {
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QVERIFY(openAndPreview(w, QStringLiteral("example")));
+        w.tpBox()->setValue(2);
+        w.verifyAction()->trigger();
+        auto* dialog = w.findChild<VerifyDialog*>();
+        QVERIFY(dialog);
+        dialog->pythonEdit()->setText(m_dir.filePath(QStringLiteral("no-such-python")));
+        QSignalSpy done(dialog, &VerifyDialog::done);
+        dialog->startButton()->click();
+        QVERIFY(done.wait(60000));
+        QCOMPARE(done.at(0).at(0).toBool(), false);
+        QVERIFY2(dialog->verdict()->text().contains(QStringLiteral("cannot run the Python")), qPrintable(dialog->verdict()->text()));
+        QCOMPARE(dialog->table()->rowCount(), 0);
+        QVERIFY(dialog->startButton()->isEnabled());
+    }
+
+    // The whole way: the example at T=2 verified by Transformers from the dialog, every kind agreeing.
+    void verifyWithTransformersEndToEnd()
+    {
+        const QString python = qEnvironmentVariable("TPSTUDIO_PYTHON");
+        QProcess probe;
+        probe.start(python, {QStringLiteral("-c"), QStringLiteral("import torch, transformers, safetensors, accelerate")});
+        if (python.isEmpty() || !probe.waitForFinished(120000) || probe.exitStatus() != QProcess::NormalExit || probe.exitCode() != 0)
+            QSKIP("TPSTUDIO_PYTHON names no Python with torch, transformers, safetensors and accelerate "
+                  "(scripts/test.sh makes one)");
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QVERIFY(openAndPreview(w, QStringLiteral("example")));
+        w.tpBox()->setValue(2);
+        w.verifyAction()->trigger();
+        auto* dialog = w.findChild<VerifyDialog*>();
+        QVERIFY(dialog);
+        dialog->pythonEdit()->setText(python);
+        QSignalSpy done(dialog, &VerifyDialog::done);
+        dialog->startButton()->click();
+        QVERIFY(dialog->running());
+        QVERIFY(done.wait(600000));
+        QVERIFY2(done.at(0).at(0).toBool(), qPrintable(dialog->verdict()->text() + "\n" + dialog->log()->toPlainText()));
+        QVERIFY(dialog->verdict()->text().contains(QStringLiteral("Verified")));
+        QStringList kinds;
+        for (int r = 0; r < dialog->table()->rowCount(); ++r) {
+            kinds << dialog->table()->item(r, 0)->text();
+            QCOMPARE(dialog->table()->item(r, 1)->text(), dialog->table()->item(r, 2)->text());
+            QCOMPARE(dialog->table()->item(r, 5)->text(), QStringLiteral("agree"));
+        }
+        QCOMPARE(kinds, (QStringList{QStringLiteral("all_gather"), QStringLiteral("all_reduce")}));
     }
 
     void badModelReportsAndKeepsPrevious()

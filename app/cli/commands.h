@@ -45,6 +45,9 @@ inline const CLI::Validator kNonEmpty(
     [](std::string& v) { return v.empty() ? std::string("an empty value; name a file, folder or id") : std::string(); }, "",
     "non-empty");
 
+// `plan verify`, registered under `plan`; returns -1 when another plan verb was chosen.
+std::function<int()> addPlanVerify(CLI::App* plan);
+
 // `bench comm`, registered under `bench`; returns -1 when another bench verb was chosen.
 std::function<int()> addBenchComm(CLI::App* bench);
 

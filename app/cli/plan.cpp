@@ -671,11 +671,14 @@ std::function<int()> addPlan(CLI::App& app)
     srch->add_option("--write", o->writeDir, "Write the front's plans (plan export's JSON) into this new or empty folder");
     for (auto* c : {show, validate, prev, srch})
         c->add_flag("--json", o->json, "Print JSON");
+    auto verifyVerb = addPlanVerify(plan);
     exp->add_option("-o,--output", o->output, "Write to this file instead of standard output");
     exp->add_option("--format", o->format, "json (DistributedConfig form) or python (a runnable script)")
         ->check(CLI::IsMember({"json", "python"}))
         ->capture_default_str();
-    return [o, show, validate, prev, exp, srch] {
+    return [o, show, validate, prev, exp, srch, verifyVerb] {
+        if (const int rc = verifyVerb(); rc >= 0)
+            return rc;
         if (srch->parsed()) {
             o->contextGiven = srch->count("--context") > 0;
             return search(*o, srch->count("--max-tp") > 0);

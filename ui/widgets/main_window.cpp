@@ -9,6 +9,7 @@
 #include "widgets/results_page.h"
 #include "widgets/shard_view.h"
 #include "widgets/style_delegate.h"
+#include "widgets/verify_dialog.h"
 
 #include "tp/cost/hardware.h"
 #include "tp/model/catalog.h"
@@ -633,6 +634,15 @@ void MainWindow::setupActions()
     });
     run->setShortcut(QKeySequence(Qt::Key_F5));
     runMenu->addAction(tr("&Cancel Run"), m_runPage, &RunPage::cancel);
+    m_verifyAction = runMenu->addAction(tr("&Verify with Transformers…"), this, [this] {
+        if (!m_doc->spec())
+            return;
+        auto* dialog = new VerifyDialog(m_doc, m_tp->value(), this);
+        dialog->setAttribute(Qt::WA_DeleteOnClose);
+        dialog->show();
+    });
+    m_verifyAction->setToolTip(tr("Run the plan in Hugging Face Transformers and compare its collectives and logits "
+                                  "with the preview and the engine"));
     runMenu->addSeparator();
     runMenu->addAction(tr("Export &Chart…"), this, [this] {
         const QString f = QFileDialog::getSaveFileName(this, tr("Export chart"), QStringLiteral("chart.png"),

@@ -67,6 +67,8 @@ public:
     bool isOpening() const { return m_opening; }
     QString openingSource() const { return m_openingWhat; }
     QAction* cancelOpenAction() const { return m_cancelOpenAction; }
+    // Run → Verify with Transformers…: opens a VerifyDialog on the plan at the toolbar's T.
+    QAction* verifyAction() const { return m_verifyAction; }
     // Opens of every window inside the engine right now, superseded and abandoned ones included
     // (tp::openModel cannot be interrupted; they end on their own).
     static int opensRunning();
@@ -187,6 +189,7 @@ private:
     QProgressBar* m_busy = nullptr;
     QToolButton* m_cancelButton = nullptr;
     QAction* m_cancelOpenAction = nullptr;
+    QAction* m_verifyAction = nullptr;
     bool m_showErrorDialogs = true;
     QByteArray m_pendingSession; // restored into the model being opened, when it opens
 };

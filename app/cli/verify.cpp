@@ -1,0 +1,260 @@
+// verify.cpp — `tpstudio-cli plan verify`: a plan checked against Hugging Face Transformers' own
+// tensor parallelism. The work is tp_verify.py's (embedded in this binary, run by the Python the
+// user names): Transformers runs the exported plan under torch.distributed.run (CPU, gloo), every
+// collective it issues is counted with its bytes and compared with `plan preview`, and its logits
+// with the engine's. This verb checks what it can first (the model, the plan at T, the output path,
+// the Python and its packages), so that a mistake is named before anything slow starts.
+#include "commands.h"
+
+#include "tp/model/catalog.h"
+#include "tp/model/loader.h"
+#include "tp/plan/plan_io.h"
+#include "tp/shard/sharded_graph.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <spawn.h>
+#include <string_view>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace tp {
+const std::vector<std::pair<std::string_view, std::string_view>>& verifyFiles();
+}
+
+namespace tpcli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct VerifyOpts
+{
+    std::string model;
+    std::string planFile;
+    std::string python;
+    std::string reduce = "auto";
+    std::string json;
+    std::int64_t batch = 1;
+    std::int64_t seq = 16;
+    int tp = 2;
+};
+
+// Runs argv (argv[0] looked up in PATH), its standard output into `out` when given, else inherited.
+// The exit status, or -1 when it could not start (errno's text in `why`).
+int spawn(const std::vector<std::string>& args, std::string* out, std::string& why)
+{
+    std::vector<char*> argv;
+    for (const auto& a : args)
+        argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    int fds[2] = {-1, -1};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    if (out) {
+        if (::pipe(fds) != 0) {
+            why = "cannot create a pipe";
+            return -1;
+        }
+        posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+        posix_spawn_file_actions_addclose(&fa, fds[0]);
+    }
+    pid_t pid = 0;
+    const int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (out) {
+        ::close(fds[1]);
+        char buf[4096];
+        if (rc == 0)
+            for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) // to the end: the child never blocks
+                if (out->size() < (1 << 20))
+                    out->append(buf, static_cast<std::size_t>(n));
+        ::close(fds[0]);
+    }
+    if (rc != 0) {
+        why = std::strerror(rc);
+        return -1;
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) {
+            why = std::strerror(errno);
+            return -1;
+        }
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The interrupt goes to the whole foreground group: Python stops its ranks and cleans up, and this
+// process waits for it, removes its own folder and exits 130.
+class IgnoreInterrupt
+{
+public:
+    IgnoreInterrupt()
+    {
+        m_int = std::signal(SIGINT, SIG_IGN);
+        m_term = std::signal(SIGTERM, SIG_IGN);
+    }
+    ~IgnoreInterrupt()
+    {
+        std::signal(SIGINT, m_int);
+        std::signal(SIGTERM, m_term);
+    }
+    IgnoreInterrupt(const IgnoreInterrupt&) = delete;
+    IgnoreInterrupt& operator=(const IgnoreInterrupt&) = delete;
+
+private:
+    void (*m_int)(int) = nullptr;
+    void (*m_term)(int) = nullptr;
+};
+
+int verify(const VerifyOpts& o)
+{
+    const auto fail = [](const std::string& msg) {
+        fmt::print(stderr, "tpstudio-cli plan verify: {}\n", msg);
+        return int(kBadInput);
+    };
+    if (const std::string bad = checkOutputPaths({{"--json", o.json}}, {o.model, o.planFile}); !bad.empty())
+        return fail(bad);
+
+    // The model and the plan at T, as the planner sees them: an invalid plan is not handed to Transformers.
+    auto om = tp::openModel(o.model);
+    if (!om)
+        return fail(om.status().message());
+    tp::Plan plan = tp::defaultPlan(om->spec, o.tp, tp::VersionProfile::G3);
+    if (!o.planFile.empty()) {
+        auto p = tp::loadPlanFile(o.planFile, tp::VersionProfile::G3);
+        if (!p)
+            return fail(p.status().message());
+        plan = tp::resolveOverrides(om->spec, *p);
+        plan.tpSize = o.tp;
+    }
+    tp::ShardOptions so;
+    so.batch = o.batch;
+    so.seq = o.seq;
+    so.activationDtype = tp::DType::F32;
+    const tp::ShardedGraph g = tp::shardModel(om->spec, plan, so);
+    if (!g.valid()) {
+        std::string errors;
+        for (const auto& d : g.diagnostics)
+            if (d.severity == tp::Severity::Error)
+                errors += fmt::format("\n  {}: {}", d.where, d.message);
+        return fail(fmt::format("the plan has errors at T={}, so Transformers is not asked to run it:{}", o.tp, errors));
+    }
+
+    std::string tmpl = (fs::temp_directory_path() / "tpstudio-verify-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data()))
+        return fail("cannot create a temporary folder in " + fs::temp_directory_path().string());
+    const fs::path work(tmpl);
+    struct Cleanup
+    {
+        fs::path dir;
+        ~Cleanup()
+        {
+            std::error_code ec;
+            fs::remove_all(dir, ec);
+        }
+    } cleanup{work};
+
+    const auto& files = tp::verifyFiles();
+    const fs::path script = work / "tp_verify.py";
+    {
+        std::ofstream f(script, std::ios::binary);
+        f << files.front().second;
+        if (!f.flush())
+            return fail("cannot write " + script.string());
+    }
+    // What Transformers reads: the model's config.json (its folder's weights beside it), or the
+    // catalog's config written out.
+    std::string source = om->configPath;
+    if (source.empty()) {
+        const tp::CatalogEntry* entry = tp::findCatalogEntry(o.model);
+        if (!entry)
+            return fail(o.model + ": has no config.json that Transformers could read");
+        source = (work / "config.json").string();
+        std::ofstream f(source, std::ios::binary);
+        f << entry->configJson;
+        if (!f.flush())
+            return fail("cannot write " + source);
+    }
+
+    std::string python = o.python, where = " (--python)";
+    if (const char* env = std::getenv("TPSTUDIO_PYTHON"); python.empty() && env && *env)
+        python = env, where = " (TPSTUDIO_PYTHON)";
+    if (python.empty())
+        python = "python3", where = " (the default; --python or TPSTUDIO_PYTHON names another)";
+    std::string probe, why;
+    const int probed = spawn({python, script.string(), "probe"}, &probe, why);
+    if (probed < 0)
+        return fail(fmt::format("cannot run the Python '{}'{}: {}", python, where, why));
+    while (!probe.empty() && (probe.back() == '\n' || probe.back() == '\r'))
+        probe.pop_back();
+    if (probed != 0)
+        return fail(fmt::format("Python '{}'{}: {}", python, where, probe.empty() ? "it cannot run tp_verify.py" : probe));
+    fmt::print("Transformers side: {} ({})\n", probe, python);
+    std::fflush(stdout);
+
+    std::vector<std::string> args{python, script.string(), "verify", "--cli", fs::read_symlink("/proc/self/exe").string(),
+                                  "--model", source, "--tp", std::to_string(o.tp), "--batch", std::to_string(o.batch),
+                                  "--seq", std::to_string(o.seq), "--reduce", o.reduce, "--name",
+                                  fmt::format("{} on {}", o.planFile.empty() ? "the default plan" : o.planFile, o.model)};
+    if (!o.planFile.empty())
+        args.insert(args.end(), {"--plan", fs::absolute(o.planFile).string()});
+    if (!o.json.empty())
+        args.insert(args.end(), {"--json", fs::absolute(o.json).string()});
+    int rc = 0;
+    {
+        IgnoreInterrupt quiet;
+        rc = spawn(args, nullptr, why);
+    }
+    if (rc < 0)
+        return fail(fmt::format("cannot run the Python '{}': {}", python, why));
+    if (rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 130) {
+        fail("interrupted; nothing was written");
+        return 130;
+    }
+    return rc == 0 ? kOk : kBadInput;
+}
+
+} // namespace
+
+std::function<int()> addPlanVerify(CLI::App* plan)
+{
+    auto o = std::make_shared<VerifyOpts>();
+    auto* cmd = plan->add_subcommand(
+        "verify", "Run the plan in Hugging Face Transformers itself (torch.distributed.run, CPU, gloo; a depth-reduced "
+                  "random-weight copy of the model when its weights are absent or over 1 GiB) and compare every "
+                  "collective it issues, per kind with count and bytes, with plan preview's, and its logits with the "
+                  "engine's (1e-4). Needs a Python with torch, transformers, safetensors and accelerate");
+    cmd->add_option("MODEL", o->model, "Folder, config.json, .safetensors, HF cache repo id or catalog id")
+        ->required()
+        ->check(kNonEmpty);
+    cmd->add_option("--plan", o->planFile, "Plan JSON (overrides of the model's default plan); default: the default plan")
+        ->check(kNonEmpty);
+    cmd->add_option("--tp", o->tp, "Tensor-parallel size: one CPU process per rank")->check(CLI::Range(1, 16))->capture_default_str();
+    cmd->add_option("--batch", o->batch, "Batch size B of the compared forward")->check(CLI::Range(1, 64))->capture_default_str();
+    cmd->add_option("--seq", o->seq, "Sequence length S of the compared forward")->check(CLI::Range(1, 4096))->capture_default_str();
+    cmd->add_option("--python", o->python,
+                    "The Python that has torch, transformers, safetensors and accelerate (default: TPSTUDIO_PYTHON, "
+                    "else python3 on PATH)")
+        ->check(kNonEmpty);
+    cmd->add_option("--reduce", o->reduce,
+                    "auto: a reduced copy when the weights are absent or over 1 GiB; yes: always; no: the model's own "
+                    "weights")
+        ->check(CLI::IsMember({"auto", "yes", "no"}))
+        ->capture_default_str();
+    cmd->add_option("--json", o->json, "Write the comparison as JSON (schema tpstudio.verify/1)")->check(kNonEmpty);
+    return [o, cmd] { return cmd->parsed() ? verify(*o) : -1; };
+}
+
+} // namespace tpcli
