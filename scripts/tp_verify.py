@@ -55,9 +55,6 @@ REDUCE_ABOVE = 1 << 30  # bytes of safetensors above which --reduce auto makes a
 # reported KNOWN, not ok, and does not fail the audit; a listed one that agrees fails it (take it
 # out), and so does any other mismatch.
 KNOWN = {
-    **{(f"{family}/expert-parallel-all-to-all.json", "all_to_all"):
-       "Transformers' AllToAllEP sends its per-expert counts as int64 (E x 8 bytes per rank); the engine and "
-       "the preview as int32 (E x 4)" for family in ("mixtral", "qwen3_moe", "deepseek_v3", "gpt_oss")},
     ("llama4/default.json", "all_reduce"):
         "Transformers all-reduces Llama 4's expert outputs before their sum over the experts ([E x B x S, H], "
         "E times the bytes); the engine and the preview reduce after the sum ([B x S, H])",

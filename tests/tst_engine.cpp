@@ -287,6 +287,18 @@ private slots:
                 for (int p = 0; p < 3; ++p)
                     want.insert(want.end(), std::size_t(r + 1), float(10 * p + r));
                 check(got == want, "all_to_all value");
+                // An expert dispatch's per-expert counts travel as int64, as Transformers sends them:
+                // rank r sends rank p the value 2^40 + 10r + p.
+                std::vector<std::int64_t> counts64, got64(3, -1);
+                for (int p = 0; p < 3; ++p)
+                    counts64.push_back((std::int64_t(1) << 40) + 10 * r + p);
+                const std::vector<std::int64_t> ones(3, 1);
+                check(c.allToAll(Tensor::contiguous(counts64.data(), DType::I64, 1, 3, DeviceKind::Cpu), ones,
+                                 Tensor::contiguous(got64.data(), DType::I64, 1, 3, DeviceKind::Cpu), ones)
+                          .ok(),
+                      "all_to_all int64 status");
+                for (int p = 0; p < 3; ++p)
+                    check(got64[std::size_t(p)] == (std::int64_t(1) << 40) + 10 * p + r, "all_to_all int64 value");
                 // Column pieces of a [2, 6] tensor: ranks hold columns [0, 1), [1, 3), [3, 6).
                 std::vector<float> cols(12, -1.0f);
                 const std::vector<std::int64_t> offsets{0, 1, 3, 6};

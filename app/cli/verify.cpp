@@ -207,7 +207,7 @@ int verify(const VerifyOpts& o)
     std::vector<std::string> args{python, script.string(), "verify", "--cli", fs::read_symlink("/proc/self/exe").string(),
                                   "--model", source, "--tp", std::to_string(o.tp), "--batch", std::to_string(o.batch),
                                   "--seq", std::to_string(o.seq), "--reduce", o.reduce, "--name",
-                                  fmt::format("{} on {}", o.planFile.empty() ? "the default plan" : o.planFile, o.model)};
+                                  fmt::format("{} on {}", o.planFile.empty() ? "the default plan" : fs::path(o.planFile).filename().string(), o.model)};
     if (!o.planFile.empty())
         args.insert(args.end(), {"--plan", fs::absolute(o.planFile).string()});
     if (!o.json.empty())

@@ -3,6 +3,7 @@
 #include "widgets/main_window.h"
 #include "widgets/results_page.h"
 #include "widgets/run_page.h"
+#include "widgets/verify_dialog.h"
 
 #include "tp/model/catalog.h"
 
@@ -113,7 +114,10 @@ int main(int argc, char** argv)
                                     QStringLiteral("With --screenshot: save it MS milliseconds after MODEL starts opening, while it "
                                                    "still opens (the progress state), then quit; an error if it opened sooner."),
                                     QStringLiteral("MS"));
-    for (const auto& o : {screenshot, filter, tab, tp, select, run, chart, hardware, emulate, decode, phase, bench, shootOpening})
+    QCommandLineOption verify(QStringLiteral("verify"),
+                              QStringLiteral("With --screenshot: Run > Verify with Transformers at --tp (the Python of "
+                                             "TPSTUDIO_PYTHON), and save a PNG of the dialog when it is done."));
+    for (const auto& o : {screenshot, filter, tab, tp, select, run, chart, hardware, emulate, decode, phase, bench, shootOpening, verify})
         parser.addOption(o);
     parser.process(app);
 
@@ -144,6 +148,17 @@ int main(int argc, char** argv)
             window.tabs()->setCurrentIndex(std::max<qsizetype>(0, pages.indexOf(parser.value(tab))));
         if (parser.isSet(bench))
             return benchmarkRefresh(window);
+        if (parser.isSet(verify) && parser.isSet(screenshot)) {
+            window.verifyAction()->trigger();
+            auto* dialog = window.findChild<tpui::VerifyDialog*>();
+            QObject::connect(dialog, &tpui::VerifyDialog::done, dialog, [&, dialog](bool ok) {
+                QTimer::singleShot(300, dialog, [&, dialog, ok] {
+                    QApplication::exit(dialog->grab().save(parser.value(screenshot)) && ok ? 0 : 1);
+                });
+            });
+            dialog->start();
+            return;
+        }
         if (parser.isSet(run)) {
             window.runPage()->tpSizes()->setText(parser.value(run));
             window.runPage()->emulateBox()->setChecked(parser.isSet(emulate));

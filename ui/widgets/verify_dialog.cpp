@@ -56,6 +56,8 @@ VerifyDialog::VerifyDialog(const PlanDocument* doc, int tp, QWidget* parent) : Q
     m_table->verticalHeader()->hide();
     m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_table->horizontalHeader()->setStretchLastSection(true);
+    m_table->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     layout->addWidget(m_table, 1);
     m_log = new QPlainTextEdit(this);
     m_log->setReadOnly(true);

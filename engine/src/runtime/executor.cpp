@@ -134,7 +134,8 @@ struct Rank
     // An all-to-all dispatch's host side: the picks, the rows sorted by expert, each rank's counts.
     struct Dispatch
     {
-        std::vector<std::int32_t> ids, sendIndex, slots, recvExperts, counts, received;
+        std::vector<std::int32_t> ids, sendIndex, slots, recvExperts;
+        std::vector<std::int64_t> counts, received; // int64 on the wire, as Transformers' AllToAllEP
         std::vector<std::int64_t> perExpert, cursor, split, sendCounts, recvCounts;
     } dispatch;
     std::vector<unsigned char> staging;        // 16-bit logits on their way to fp32 (rank 0)
@@ -1053,7 +1054,7 @@ private:
                 h.slots[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(at);
             }
             for (std::int64_t e = 0; e < E; ++e)
-                h.counts[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(h.perExpert[static_cast<std::size_t>(e)]);
+                h.counts[static_cast<std::size_t>(e)] = h.perExpert[static_cast<std::size_t>(e)];
             TP_RETURN_IF_ERROR(be.upload(h.counts.data(), T(p.counts)));
             TP_RETURN_IF_ERROR(be.upload(h.sendIndex.data(), T(p.sendIndex)));
             TP_RETURN_IF_ERROR(be.upload(h.slots.data(), T(p.slots)));

@@ -95,7 +95,7 @@ public:
     bool aborted() const override;
 
 private:
-    // `ints`: I32 too (an all-to-all moves them: an expert dispatch's counts).
+    // `ints`: I64 too (an all-to-all moves them: an expert dispatch's counts).
     Status check(const char* what, const Tensor& t, bool ints = false) const;
     // m_sum[i] = Σ over ranks of rank p's buffer at element `from + i`, for n elements, in fp32;
     // then rounded into `out` unless it is null.
@@ -252,7 +252,7 @@ Status LocalCommunicator::barrier() { return m_g.wait(m_rank, "barrier"); }
 
 Status LocalCommunicator::check(const char* what, const Tensor& t, bool ints) const
 {
-    if (t.device != DeviceKind::Cpu || !t.isContiguous() || !(isStorageDtype(t.dtype) || (ints && t.dtype == DType::I32)))
+    if (t.device != DeviceKind::Cpu || !t.isContiguous() || !(isStorageDtype(t.dtype) || (ints && t.dtype == DType::I64)))
         return invalidArgument(fmt::format("{}: rank {}: the local communicator moves contiguous host tensors of "
                                            "f32/bf16/f16, not [{}, {}] {} on {}",
                                            what, m_rank, t.rows, t.cols, dtypeName(t.dtype), deviceKindName(t.device)));

@@ -148,10 +148,10 @@ public:
     bool aborted() const override { return !m_why.empty(); }
 
 private:
-    // `ints`: I32 too (an all-to-all moves them: an expert dispatch's counts).
+    // `ints`: I64 too (an all-to-all moves them: an expert dispatch's counts).
     Status check(const char* what, const Tensor& t, bool ints = false) const
     {
-        if (t.device != DeviceKind::Cpu || !t.isContiguous() || !(isStorageDtype(t.dtype) || (ints && t.dtype == DType::I32)))
+        if (t.device != DeviceKind::Cpu || !t.isContiguous() || !(isStorageDtype(t.dtype) || (ints && t.dtype == DType::I64)))
             return invalidArgument(fmt::format("{}: rank {}: the MPI communicator moves contiguous host tensors", what, m_rank));
         return {};
     }

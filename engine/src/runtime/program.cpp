@@ -329,8 +329,8 @@ private:
         TP_RETURN_IF_ERROR(need(n, picks <= std::numeric_limits<std::int32_t>::max(), [&] {
             return fmt::format("{} picks do not fit the dispatch's 32-bit row indices", picks);
         }));
-        p.counts = buffer(1, s.experts, DType::I32);
-        p.received = buffer(1, m_g.tpSize * s.localExperts, DType::I32);
+        p.counts = buffer(1, s.experts, DType::I64); // int64, as Transformers' AllToAllEP sends them
+        p.received = buffer(1, m_g.tpSize * s.localExperts, DType::I64);
         p.ids = buffer(rows, K, DType::I32);
         p.weights = buffer(rows, K, DType::F32);
         p.sendIndex = buffer(1, rows * K, DType::I32);

@@ -806,7 +806,7 @@ private:
         }
         if (ep && m_T > 1 && s->name == "ep_dispatch_experts" && m_g.plan->epImplementation == EpImplementation::AllToAll) {
             // AllToAllEP: each rank takes its torch.chunk slice of the token rows; an all-to-all of
-            // the per-expert counts (E int32 per rank), then each (token, expert) pair goes to the
+            // the per-expert counts (E int64 per rank, as Transformers), then each (token, expert) pair goes to the
             // expert's owner and its output comes back (two all-to-alls; size: the whole exchange,
             // every pair once); the sender weights and sums them, and the slices are all-gathered.
             if (n.weightInputs)
@@ -816,7 +816,7 @@ private:
                        "shard the experts with the tensor-parallel plan (packed_colwise + rowwise, moe_tp_experts)");
             m_g.nodes[static_cast<std::size_t>(&n - m_g.graph.nodes.data())].dispatch = static_cast<int>(m_g.collectives.size());
             collective(CollectiveKind::AllToAll, n, n.experts, s);
-            m_g.collectives.back().fixedBytes = 4 * n.experts;
+            m_g.collectives.back().fixedBytes = 8 * n.experts; // E int64, as Transformers sends them
             collective(CollectiveKind::AllToAll, n, H, s, n.topK);
             collective(CollectiveKind::AllToAll, n, H, s, n.topK);
             collective(CollectiveKind::AllGather, n, H, s, 1, {}, nullptr, true);

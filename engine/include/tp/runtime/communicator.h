@@ -51,7 +51,7 @@ public:
     virtual Status reduceScatter(const Tensor& in, const Tensor& out, std::span<const std::int64_t> counts) = 0;
     virtual Status broadcast(const Tensor& data, int root) = 0;
     // This rank sends sendCounts[p] consecutive elements of `in` to rank p, in rank order, and
-    // receives recvCounts[p] from rank p into `out`, in rank order. The storage dtypes or I32 (an
+    // receives recvCounts[p] from rank p into `out`, in rank order. The storage dtypes or I64 (an
     // expert dispatch's counts).
     virtual Status allToAll(const Tensor& in, std::span<const std::int64_t> sendCounts, const Tensor& out,
                             std::span<const std::int64_t> recvCounts) = 0;

@@ -74,7 +74,7 @@ struct Collective
     // the head's all-gather): one row per sequence, whatever the forward's new tokens.
     bool lastPositions = false;
     // > 0: a size that does not grow with the tokens (an expert dispatch's all-to-all of the
-    // per-expert counts: E int32 per rank).
+    // per-expert counts: E int64 per rank, as Transformers sends them).
     std::int64_t fixedBytes = 0;
 
     // Bytes of the full tensor (nccl-tests' "size"): B·S·rows·features·elementBytes (B·1·… at the

@@ -155,7 +155,7 @@ Status DeviceRank::collective(const char* what, std::initializer_list<const Tens
         return Status(StatusCode::Cancelled, cat("rank ", m_rank, ": ", what, " abandoned: the group was aborted"));
     for (const Tensor* t : tensors)
         if (t->device != DeviceKind::Cuda || !t->isContiguous()
-            || !(isStorageDtype(t->dtype) || (t->dtype == DType::I32 && std::string_view(what) == "all_to_all")))
+            || !(isStorageDtype(t->dtype) || (t->dtype == DType::I64 && std::string_view(what) == "all_to_all")))
             return invalidArgument(cat(what, ": rank ", m_rank, ": the emulated group moves contiguous device tensors"));
     TP_RETURN_IF_ERROR(cuda::useDevice(m_device));
     TP_CUDA(cudaEventRecord(m_ready.get(), m_stream));

@@ -43,7 +43,7 @@ Result<ncclDataType_t> ncclType(DType t)
     case DType::F32: return ncclFloat32;
     case DType::BF16: return ncclBfloat16;
     case DType::F16: return ncclFloat16;
-    case DType::I32: return ncclInt32; // moved, not reduced: an expert dispatch's counts
+    case DType::I64: return ncclInt64; // moved, not reduced: an expert dispatch's counts
     default: return invalidArgument(cat("NCCL: no collectives on ", dtypeName(t), " tensors"));
     }
 }
