@@ -311,6 +311,17 @@ def free_port():
         return s.getsockname()[1]
 
 
+def available_memory():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 1 << 62
+
+
 def has_weights(folder):
     files = [f for f in os.listdir(folder) if f.endswith(".safetensors")] if os.path.isdir(folder) else []
     return files, sum(os.path.getsize(os.path.join(folder, f)) for f in files)
@@ -385,6 +396,10 @@ def prepare_models(jobs, work, python):
         if not reduce:
             if not files:
                 job.error = f"{folder}: no safetensors weights, and --reduce no"
+            elif size * job.tp * 2 > available_memory():  # each rank may hold the whole model while it loads
+                job.error = (f"{folder}: {human(size)} of weights on {job.tp} CPU ranks needs about "
+                             f"{human(size * job.tp * 2)}, more than the {human(available_memory())} available; "
+                             f"--reduce auto or yes verifies a reduced copy")
             job.model, job.model_note = folder, f"its own weights ({human(size)})"
             continue
         key = os.path.abspath(config)
@@ -636,9 +651,11 @@ def main():
         except Failure as e:
             print(f"tp_verify: {e}", file=sys.stderr)
             return 1
-    if o.json:
-        with open(o.json, "w") as f:
+    if o.json:  # whole or not at all: a temporary file beside it, renamed over it
+        tmp = f"{o.json}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
             json.dump({"schema": "tpstudio.verify/1", "tolerance": TOLERANCE, "results": as_json(jobs)}, f, indent=1)
+        os.replace(tmp, o.json)
     known = sum(1 for j in jobs if not j.error and j.result["known"])
     failed = sum(1 for j in jobs if j.error or not (j.result["ok"] or j.result["known"]))
     print(f"{len(jobs) - failed - known} passed, {failed} failed" + (f", {known} known mismatches" if known else "")

@@ -419,6 +419,16 @@ private slots:
         Plan empty;
         empty.tpSize = 2;
         QVERIFY(hasDiag(shardModel(llama, empty), Severity::Error, "LlamaForCausalLM", "empty tp_plan"));
+        // Llama 4's experts: Transformers reduces per expert, before the sum (the collective audit's
+        // finding); at T=1 nothing is reduced, so nothing is said.
+        const ModelSpec scout = spec("llama-4-scout");
+        const ShardedGraph l4 = shardModel(scout, defaultPlan(scout, 4));
+        QVERIFY(l4.valid());
+        QVERIFY2(hasDiag(l4, Severity::Warning, "model.layers.*.feed_forward.experts",
+                         "all-reduces these experts' outputs per expert, before their sum ([16 x B·S, H]: 16 times"),
+                 dump(l4).c_str());
+        QVERIFY(!hasDiag(shardModel(scout, defaultPlan(scout, 1)), Severity::Warning, "model.layers.*.feed_forward.experts",
+                         "all-reduces these experts' outputs per expert"));
     }
 
     void memoryPerRank()

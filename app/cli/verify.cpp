@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <fcntl.h>
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
@@ -60,6 +61,7 @@ int spawn(const std::vector<std::string>& args, std::string* out, std::string& w
     int fds[2] = {-1, -1};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0); // nothing waits for input
     if (out) {
         if (::pipe(fds) != 0) {
             why = "cannot create a pipe";

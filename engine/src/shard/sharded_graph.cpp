@@ -828,6 +828,13 @@ private:
             setWhole(out, H);
         } else if (s->forward == CollectiveKind::AllReduce) {
             reduce(n, out, s);
+            if (n.weightInputs && m_T > 1) // found by the collective audit (scripts/tp_verify.py)
+                report(Severity::Warning, where,
+                       fmt::format("Transformers 5.24 all-reduces these experts' outputs per expert, before their sum "
+                                   "([{} x B·S, H]: {} times the bytes shown, which are what the engine moves: it "
+                                   "reduces after the sum)",
+                                   n.experts, n.experts),
+                       "expect this all-reduce to move E times its bytes when Transformers runs the plan");
         }
     }
 
