@@ -664,4 +664,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C: the temporary folders are gone, nothing was written
+        print("tp_verify: interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -50,9 +50,21 @@ struct VerifyOpts
     int tp = 2;
 };
 
+// The process group of the running verification, which an interrupt of this process is passed to.
+volatile std::sig_atomic_t g_group = 0;
+
+void forwardInterrupt(int)
+{
+    if (g_group > 0)
+        ::kill(-static_cast<pid_t>(g_group), SIGINT);
+}
+
 // Runs argv (argv[0] looked up in PATH), its standard output into `out` when given, else inherited.
-// The exit status, or -1 when it could not start (errno's text in `why`).
-int spawn(const std::vector<std::string>& args, std::string* out, std::string& why)
+// `ownGroup`: in a process group of its own, to which SIGINT and SIGTERM of this process are passed
+// on as SIGINT while it runs (Ctrl-C in a terminal, the GUI's Stop): Python then stops torchrun and
+// its ranks and removes its temporary folders. The exit status, or -1 when it could not start
+// (errno's text in `why`).
+int spawn(const std::vector<std::string>& args, std::string* out, std::string& why, bool ownGroup = false)
 {
     std::vector<char*> argv;
     for (const auto& a : args)
@@ -70,9 +82,43 @@ int spawn(const std::vector<std::string>& args, std::string* out, std::string& w
         posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
         posix_spawn_file_actions_addclose(&fa, fds[0]);
     }
+    // The child starts with the default SIGINT and SIGTERM, whatever this process ignores while it
+    // waits (an ignored signal would stay ignored across exec, and Python would never stop).
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGINT);
+    sigaddset(&defaults, SIGTERM);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | (ownGroup ? POSIX_SPAWN_SETPGROUP : 0));
+    posix_spawnattr_setpgroup(&attr, 0);
+    struct sigaction forward = {}, oldInt = {}, oldTerm = {};
+    if (ownGroup) {
+        forward.sa_handler = forwardInterrupt;
+        sigemptyset(&forward.sa_mask);
+        ::sigaction(SIGINT, &forward, &oldInt);
+        ::sigaction(SIGTERM, &forward, &oldTerm);
+    }
     pid_t pid = 0;
-    const int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+    const int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
+    if (ownGroup && rc == 0)
+        g_group = pid;
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
+    struct Restore
+    {
+        bool on;
+        struct sigaction i, t;
+        ~Restore()
+        {
+            if (!on)
+                return;
+            g_group = 0;
+            ::sigaction(SIGINT, &i, nullptr);
+            ::sigaction(SIGTERM, &t, nullptr);
+        }
+    } restore{ownGroup, oldInt, oldTerm};
     if (out) {
         ::close(fds[1]);
         char buf[4096];
@@ -96,29 +142,6 @@ int spawn(const std::vector<std::string>& args, std::string* out, std::string& w
         return 128 + WTERMSIG(status);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
-
-// The interrupt goes to the whole foreground group: Python stops its ranks and cleans up, and this
-// process waits for it, removes its own folder and exits 130.
-class IgnoreInterrupt
-{
-public:
-    IgnoreInterrupt()
-    {
-        m_int = std::signal(SIGINT, SIG_IGN);
-        m_term = std::signal(SIGTERM, SIG_IGN);
-    }
-    ~IgnoreInterrupt()
-    {
-        std::signal(SIGINT, m_int);
-        std::signal(SIGTERM, m_term);
-    }
-    IgnoreInterrupt(const IgnoreInterrupt&) = delete;
-    IgnoreInterrupt& operator=(const IgnoreInterrupt&) = delete;
-
-private:
-    void (*m_int)(int) = nullptr;
-    void (*m_term)(int) = nullptr;
-};
 
 int verify(const VerifyOpts& o)
 {
@@ -214,11 +237,7 @@ int verify(const VerifyOpts& o)
         args.insert(args.end(), {"--plan", fs::absolute(o.planFile).string()});
     if (!o.json.empty())
         args.insert(args.end(), {"--json", fs::absolute(o.json).string()});
-    int rc = 0;
-    {
-        IgnoreInterrupt quiet;
-        rc = spawn(args, nullptr, why);
-    }
+    const int rc = spawn(args, nullptr, why, true);
     if (rc < 0)
         return fail(fmt::format("cannot run the Python '{}': {}", python, why));
     if (rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 130) {
