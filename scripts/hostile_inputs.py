@@ -596,6 +596,9 @@ class Corpus:
                      setup=[_copy(self.src / "plans/llama/default.json", os.fsdecode(nb) + ".json")])
             self.add(5, [b"report", nb + b".json"], setup=[_w(os.fsdecode(nb) + ".json", self.record)],
                      no_control=True)
+            # plan verify: a model folder and a Python of such names (the Python is not there).
+            self.add(5, [b"plan", b"verify", nb, b"--tp", b"2", b"--python", nb + b"-python"], setup=steps,
+                     must_fail=True)
         bad = [b"\xff\xfe", b"\xc3\x28", b"\xed\xa0\x80", b"\xc0\xaf"]
         for bb in bad:
             c = self.cfg()
@@ -844,6 +847,10 @@ class Corpus:
                      ["bench", "comm", "-t", "2", "-b", "8", "-e", "64", "-n", "1", "-w", "0"]):
             self.add(10, argv, stdout_path="/dev/full", must_fail=True)
         self.add(10, ["report", "r.json"], setup=rec, stdout_path="/dev/full", must_fail=True)
+        # plan verify: refused before Python is asked (an output that cannot be written, no Python)
+        self.add(10, ["plan", "verify", L, "--tp", "2", "--json", "/dev/full"], must_fail=True)
+        self.add(10, ["plan", "verify", L, "--tp", "2", "--json", "out/v.json"], must_fail=True)
+        self.add(10, ["plan", "verify", L, "--tp", "2", "--python", "/nonexistent/python3"], must_fail=True)
         self.add(10, ["report", "r.json", "--trace", "/dev/full"], setup=rec, must_fail=True)
         self.add(10, ["report", "r.json", "--csv", "/dev/full"], setup=rec, must_fail=True)
 
