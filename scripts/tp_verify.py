@@ -41,7 +41,6 @@ only) without torch, transformers, safetensors and accelerate.
 import argparse
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -51,14 +50,6 @@ import time
 PACKAGES = ("torch", "transformers", "safetensors", "accelerate")
 TOLERANCE = 1e-4
 REDUCE_ABOVE = 1 << 30  # bytes of safetensors above which --reduce auto makes a copy
-# Mismatches the audit found and that are not fixed yet: (plan file, kind) → why. Such a job is
-# reported KNOWN, not ok, and does not fail the audit; a listed one that agrees fails it (take it
-# out), and so does any other mismatch.
-KNOWN = {
-    ("llama4/default.json", "all_reduce"):
-        "Transformers all-reduces Llama 4's expert outputs before their sum over the experts ([E x B x S, H], "
-        "E times the bytes); the engine and the preview reduce after the sum ([B x S, H])",
-}
 
 
 class Failure(Exception):
@@ -381,7 +372,6 @@ class Job:
         self.model_note = ""
         self.error = None
         self.result = None
-        self.known_allowed = False  # the audit of a shipped plan: KNOWN applies
 
 
 def prepare_models(jobs, work, python):
@@ -504,16 +494,8 @@ def judge(job):
     obs = observed(job.ranks, job.tp)
     rows = compare(job.predicted, obs, job.tp)
     err = rel(job.engine_logits, job.ranks[0]["logits"])
-    plan = os.path.relpath(job.plan, os.path.join(os.path.dirname(job.plan), "..")) if job.plan else ""
-    known = {r["kind"]: KNOWN[(plan, r["kind"])] for r in rows if (plan, r["kind"]) in KNOWN and job.known_allowed}
-    for r in rows:
-        r["known"] = known.get(r["kind"]) if not r["ok"] else None
-        if r["ok"] and r["kind"] in known:
-            r["known_but_agrees"] = True
     job.result = {"collectives": rows, "logits_rel_error": err,
-                  "ok": all(r["ok"] for r in rows) and err <= TOLERANCE and not known,
-                  "known": err <= TOLERANCE and bool(known) and all(r["ok"] or r["known"] for r in rows)
-                  and all(not r["ok"] for r in rows if r["kind"] in known)}
+                  "ok": all(r["ok"] for r in rows) and err <= TOLERANCE}
 
 
 def report(job, out):
@@ -522,7 +504,7 @@ def report(job, out):
         print(f"FAIL {head}: {job.error}", file=out)
         return
     res = job.result
-    print(f"{'ok  ' if res['ok'] else 'KNOWN' if res['known'] else 'FAIL'} {head}: {job.model_note}", file=out)
+    print(f"{'ok  ' if res['ok'] else 'FAIL'} {head}: {job.model_note}", file=out)
     if job.sequence_parallel:
         print(f"     sequence_parallel on {', '.join(job.sequence_parallel)}: Transformers runs it as plain TP, so its "
               f"collectives are compared with the preview of the plan without those keys", file=out)
@@ -532,10 +514,6 @@ def report(job, out):
         oc = str(counts[0]) if len(set(counts)) == 1 else "/".join(map(str, counts))
         print(f"     {r['kind']:<15} {r['predicted_count']:>9} {oc:>9}  {human(r['predicted_bytes']):>16} "
               f"{human(r['observed_bytes']):>16}  {'ok' if r['ok'] else 'MISMATCH'}", file=out)
-        if r["known"]:
-            print(f"       known: {r['known']}", file=out)
-        if r.get("known_but_agrees"):
-            print("       listed in tp_verify.py's KNOWN mismatches but agrees now: take it out", file=out)
     if not res["collectives"]:
         print("     no collectives, predicted or observed", file=out)
     print(f"     logits, engine vs Transformers: {res['logits_rel_error']:.1e} relative "
@@ -567,7 +545,7 @@ def run_jobs(jobs, cli_path, python, work):
     for job in jobs:
         report(job, sys.stdout)
         sys.stdout.flush()
-    return all(not j.error and (j.result["ok"] or j.result["known"]) for j in jobs)
+    return all(not j.error and j.result["ok"] for j in jobs)
 
 
 def as_json(jobs):
@@ -640,7 +618,6 @@ def main():
                 src = os.path.join(o.repo, "resources", "catalog", entry["model"] + ".json")
                 jobs.append(Job(f"plans/{entry['file']} on {entry['model']}", src,
                                 os.path.join(o.repo, "plans", entry["file"]), tp, "yes", o.batch, o.seq))
-                jobs[-1].known_allowed = True
         if only and len(jobs) != len(only):
             print(f"tp_verify: --only names {len(only)} entries, plans/index.json has {len(jobs)} of them", file=sys.stderr)
             return 1
@@ -656,10 +633,8 @@ def main():
         with open(tmp, "w") as f:
             json.dump({"schema": "tpstudio.verify/1", "tolerance": TOLERANCE, "results": as_json(jobs)}, f, indent=1)
         os.replace(tmp, o.json)
-    known = sum(1 for j in jobs if not j.error and j.result["known"])
-    failed = sum(1 for j in jobs if j.error or not (j.result["ok"] or j.result["known"]))
-    print(f"{len(jobs) - failed - known} passed, {failed} failed" + (f", {known} known mismatches" if known else "")
-          + f" ({time.time() - start:.0f} s)")
+    failed = sum(1 for j in jobs if j.error or not j.result["ok"])
+    print(f"{len(jobs) - failed} passed, {failed} failed ({time.time() - start:.0f} s)")
     return 1 if failed else 0
 
 

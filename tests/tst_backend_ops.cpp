@@ -895,6 +895,60 @@ private slots:
         });
     }
 
+    // Llama 4's experts as Transformers reduces them: every expert's rows unsummed (zeros where a
+    // token did not pick the expert), then sumBlocks(): the experts op's sum. Each token has at most
+    // top-k nonzero rows.
+    void expertsPerExpertRows_data() { rows(); }
+    void expertsPerExpertRows()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            if (d.experts == 0)
+                return 0.0;
+            Bench b(be(dt));
+            const std::int64_t N = d.tokens, H = d.hidden, E = d.experts, I = d.expertInter;
+            ExpertsShape s{E, d.topK, 0, E, I, false, Activation::Silu};
+            s.weightInputs = true;
+            s.perExpertRows = true;
+            const auto x = randomValues(N * H, dt), scores = randomValues(N * E, DType::F32);
+            const auto gu = randomValues(E * 2 * I * H, dt, 0.3f), dn = randomValues(E * H * I, dt, 0.3f);
+            const Tensor Z = b.poisoned(E * N, H), Y = b.poisoned(N, H);
+            Bench::check(be(dt).experts(b.put(x, N, H), b.put(scores, N, E, DType::F32), b.put(gu, E * 2 * I, H),
+                                        b.put(dn, E * H, I), Z, s, b.scratch(be(dt).expertsScratchBytes(N, H, s))));
+            const std::vector<float> z = b.get(Z);
+            for (std::int64_t t = 0; t < N; ++t) {
+                std::int64_t picked = 0;
+                for (std::int64_t e = 0; e < E; ++e)
+                    picked += std::any_of(z.begin() + (e * N + t) * H, z.begin() + (e * N + t + 1) * H, [](float v) { return v != 0.0f; });
+                if (picked > d.topK)
+                    return 1.0; // more rows than picks: not zeros where the token did not pick the expert
+            }
+            Bench::check(be(dt).sumBlocks(Z, Y));
+            s.perExpertRows = false;
+            return nmse(b.get(Y), refExperts(x, scores, nullptr, gu, dn, s, N, H, dt));
+        });
+    }
+
+    // y[t] = Σ_b z[b·n + t]: against the double sum of the stored values.
+    void sumBlocks_data() { rows(); }
+    void sumBlocks()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            Bench b(be(dt));
+            const std::int64_t n = d.tokens, H = d.hidden, blocks = 5;
+            const auto z = randomValues(blocks * n * H, dt);
+            const Tensor Y = b.poisoned(n, H);
+            Bench::check(be(dt).sumBlocks(b.put(z, blocks * n, H), Y));
+            std::vector<double> ref(static_cast<std::size_t>(n * H), 0.0);
+            for (std::int64_t i = 0; i < blocks * n * H; ++i)
+                ref[static_cast<std::size_t>(i % (n * H))] += z[static_cast<std::size_t>(i)];
+            return nmse(b.get(Y), ref);
+        });
+    }
+
     // An all-to-all dispatch's ops on one rank holding every expert: route() picks, the picked rows
     // gathered (embedding) in reverse pick order, experts() on them with given experts (top-1,
     // weight 1), combine() back by slot with the weights: the experts op's result.
@@ -991,6 +1045,8 @@ private slots:
         QVERIFY2(route.code() == StatusCode::InvalidArgument && route.message().starts_with("route: "), route.message().c_str());
         const Status combine = b32.combine(x, b.make(1, 7, DType::I32), b.make(4, 2, DType::F32), x);
         QVERIFY2(combine.code() == StatusCode::InvalidArgument && combine.message().starts_with("combine: "), combine.message().c_str());
+        const Status blocks = b32.sumBlocks(b.make(7, 8, DType::F32), b.make(2, 8, DType::F32)); // 7 rows are not blocks of 2
+        QVERIFY2(blocks.code() == StatusCode::InvalidArgument && blocks.message().starts_with("sum_blocks: "), blocks.message().c_str());
         ExpertsShape given = s;
         given.givenExperts = true;
         const Status experts = b32.experts(x, b.make(4, 1, DType::I32), b.make(8 * 8, 8, DType::F32), b.make(8 * 8, 4, DType::F32), x,

@@ -276,11 +276,14 @@ Status Backend::experts(const Tensor& x, const Tensor& scores, const Tensor& gat
     const bool weightsFit = s.transposed
         ? gateUp.rows == s.localExperts * H && gateUp.cols == I2 && down.rows == s.localExperts * s.intermediate && down.cols == H
         : gateUp.rows == s.localExperts * I2 && gateUp.cols == H && down.rows == s.localExperts * H && down.cols == s.intermediate;
-    c.require(scores.rows == x.rows && scores.cols == (s.givenExperts ? 1 : s.experts) && y.rows == x.rows && y.cols == H && weightsFit,
+    const std::int64_t yRows = s.perExpertRows ? s.localExperts * x.rows : x.rows;
+    c.require(scores.rows == x.rows && scores.cols == (s.givenExperts ? 1 : s.experts) && y.rows == yRows && y.cols == H && weightsFit,
               [&] { return fmt::format("x {}, scores {}, gate_up {}, down {}, y {} for {} local experts of {} rows",
                                        shape(x), shape(scores), shape(gateUp), shape(down), shape(y), s.localExperts,
                                        s.intermediate); });
     // Given experts: one per row, weight 1, nothing to choose by.
+    c.require(!s.perExpertRows || (s.weightInputs && !s.givenExperts && !gateUpBias && !downBias),
+              [] { return std::string("per-expert rows are Llama 4's experts: pre-scaled inputs, no biases"); });
     c.require(!s.givenExperts || (s.topK == 1 && !scoreBias && !s.weightInputs),
               [&] { return fmt::format("given experts with top-{}{}", s.topK, scoreBias ? " and a score bias" : ""); });
     if (gateUpBias)
@@ -324,6 +327,16 @@ Status Backend::combine(const Tensor& z, const Tensor& slots, const Tensor& weig
                                        shape(y)); });
     TP_RETURN_IF_ERROR(c.status());
     return y.empty() ? Status() : doCombine(z, slots, weights, y);
+}
+
+Status Backend::sumBlocks(const Tensor& z, const Tensor& y)
+{
+    OpCheck c("sum_blocks", *this);
+    c.on("z", z).dense("z", z).on("y", y).dense("y", y);
+    c.require(z.cols == y.cols && (y.rows == 0 ? z.rows == 0 : z.rows % y.rows == 0 && z.rows >= y.rows),
+              [&] { return fmt::format("z {} is not blocks of y {}", shape(z), shape(y)); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doSumBlocks(z, y);
 }
 
 Status Backend::argmax(const Tensor& x, const Tensor& ids)

@@ -1277,7 +1277,7 @@ private:
         TP_RETURN_IF_ERROR(be.record(m_events.collective(ci, 1), Stream::Compute));
         TP_RETURN_IF_ERROR(be.wait(Stream::Comm, m_events.collective(ci, 1)));
         switch (c.kind) {
-        case CollectiveKind::AllReduce: TP_RETURN_IF_ERROR(comm.allReduce(output)); break;
+        case CollectiveKind::AllReduce: TP_RETURN_IF_ERROR(comm.allReduce(input)); break;
         case CollectiveKind::AllGather:
             if (c.sequence) { // token rows: the op wrote this rank's rows of the output
                 TP_RETURN_IF_ERROR(comm.allGather(input.reshaped(1, input.numel()), output.reshaped(1, output.numel()), counts));
@@ -1296,6 +1296,8 @@ private:
         }
         TP_RETURN_IF_ERROR(be.record(m_events.collective(ci, 2), Stream::Comm));
         TP_RETURN_IF_ERROR(be.wait(Stream::Compute, m_events.collective(ci, 2)));
+        if (c.kind == CollectiveKind::AllReduce && p.input != p.output) // Llama 4: the reduced experts' rows summed
+            TP_RETURN_IF_ERROR(be.sumBlocks(input, output));
         if (c.kind == CollectiveKind::AllGather && p.staging >= 0) // every rank's [N, w_p] → columns side by side
             for (int r = 0; r < m_T; ++r)
                 TP_RETURN_IF_ERROR(be.copy(piece(r), output.columns(c.pieces[static_cast<std::size_t>(r)].offset, c.pieces[static_cast<std::size_t>(r)].size)));

@@ -394,6 +394,16 @@ private:
                 return fmt::format("all_reduce of {} features into {}, the collective says {}", w, promised, full);
             }));
             p.input = out;
+            if (c.tokensPerToken > 1) { // Llama 4's experts: every expert's rows, reduced, then summed
+                ExpertsShape& s = m_ph->experts[static_cast<std::size_t>(ni)];
+                TP_RETURN_IF_ERROR(need(n, n.kind == OpKind::Experts && s.weightInputs && s.localExperts == c.tokensPerToken, [&] {
+                    return fmt::format("an all_reduce of {} rows per token after {} local experts", c.tokensPerToken,
+                                       s.localExperts);
+                }));
+                s.perExpertRows = true;
+                p.input = tensor(block(c.tokensPerToken * rows * full * eb, ni, ni), c.tokensPerToken * rows, full, dt);
+                m_ph->opOutput[static_cast<std::size_t>(ni)] = p.input;
+            }
             return {};
         case CollectiveKind::AllGather: {
             TP_RETURN_IF_ERROR(need(n, c.pieces.size() == static_cast<std::size_t>(m_g.tpSize)

@@ -827,14 +827,12 @@ private:
             collective(CollectiveKind::AllToAll, n, H, s, n.topK);
             setWhole(out, H);
         } else if (s->forward == CollectiveKind::AllReduce) {
+            const std::size_t before = m_g.collectives.size();
             reduce(n, out, s);
-            if (n.weightInputs && m_T > 1) // found by the collective audit (scripts/tp_verify.py)
-                report(Severity::Warning, where,
-                       fmt::format("Transformers 5.24 all-reduces these experts' outputs per expert, before their sum "
-                                   "([{} x B·S, H]: {} times the bytes shown, which are what the engine moves: it "
-                                   "reduces after the sum)",
-                                   n.experts, n.experts),
-                       "expect this all-reduce to move E times its bytes when Transformers runs the plan");
+            // Llama 4 (Llama4TextExperts): every expert's output rows are reduced before their sum
+            // over the experts, [E · B·S, H] (what the collective audit measured in Transformers).
+            if (n.weightInputs && m_g.collectives.size() > before && m_g.collectives.back().kind == CollectiveKind::AllReduce)
+                m_g.collectives.back().tokensPerToken = n.experts;
         }
     }
 
@@ -1023,6 +1021,9 @@ private:
                         // received and computed as many as every rank's picks (the worst case).
                         if (m_g.nodes[ni].dispatch >= 0)
                             bytes += (2 * mine + 2 * rows) * n.topK * m_spec.config.hiddenSize * e;
+                        // Llama 4's per-expert rows, reduced before their sum.
+                        if (n.weightInputs && m_T > 1)
+                            bytes += rows * n.experts * m_spec.config.hiddenSize * e;
                     }
                 m_g.memory[r].activationPeakBytes = std::max(m_g.memory[r].activationPeakBytes, bytes);
             }

@@ -120,6 +120,11 @@ struct ExpertsShape
     // row's local expert, and every row runs that one expert with weight 1 (topK = 1); the router
     // weights are the sender's, applied by combine().
     bool givenExperts = false;
+    // Transformers' Llama4TextExperts: y is [localExperts · n, H], expert e's output for token t at
+    // row e·n + t and zeros where t did not pick e (each expert runs on every token, pre-scaled by
+    // its weight: 0 when not picked), unsummed: the experts' reduction moves every expert's rows and
+    // sumBlocks() adds them up after it.
+    bool perExpertRows = false;
 };
 
 // Seeded random weights that do not depend on the device or the tp size: local element
@@ -240,6 +245,10 @@ public:
     // in fp32, in pick order (K = weights.cols; slot −1 adds nothing). z [m, H] and y [n, H] in the
     // storage dtype, slots I32 [1, n·K], weights F32 [n, K].
     Status combine(const Tensor& z, const Tensor& slots, const Tensor& weights, const Tensor& y);
+    // y[t] = Σ_b z[b·n + t] over the z.rows / n blocks of n = y.rows rows, in fp32, rounded once to
+    // the storage dtype (torch's sum over a leading dim): Llama 4's per-expert rows after their
+    // reduction. z [blocks · n, H], y [n, H].
+    Status sumBlocks(const Tensor& z, const Tensor& y);
     // Greedy sampling: ids[0, t] = the column of row t's largest value (the first of equal ones;
     // NaN never wins). x [n, V] in the storage dtype or F32, may have a row stride (every S-th row
     // of prefill logits); ids I32 [1, n].
@@ -278,6 +287,7 @@ protected:
     virtual Status doRoute(const Tensor& scores, const ExpertsShape& s, const Tensor& ids, const Tensor& weights,
                            const Tensor& scratch, const Tensor* scoreBias) = 0;
     virtual Status doCombine(const Tensor& z, const Tensor& slots, const Tensor& weights, const Tensor& y) = 0;
+    virtual Status doSumBlocks(const Tensor& z, const Tensor& y) = 0;
     virtual Status doArgmax(const Tensor& x, const Tensor& ids) = 0;
     virtual Status doFillUniform(const Tensor& dst, const UniformFill& f) = 0;
 

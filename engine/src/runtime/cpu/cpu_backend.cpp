@@ -739,6 +739,9 @@ protected:
         std::fill_n(acc, N * H, 0.0f);
         return withStorage(storage(), [&](auto st) {
             using S = decltype(st);
+            if (s.perExpertRows) // every expert's rows, zeros where a token did not pick it
+                for (std::int64_t i = 0; i < El * N * H; ++i)
+                    S::put(y.as<typename S::T>(), i, 0.0f);
             for (std::int64_t e = 0; e < El; ++e) {
                 const std::int64_t begin = e == 0 ? 0 : counts[e - 1], M = counts[e] - begin;
                 if (M == 0)
@@ -801,13 +804,19 @@ protected:
                     addRow<S>(o, M, H, *downBias, e);
                 for (std::int64_t i = 0; i < M; ++i) {
                     const std::int64_t t = tokenOf[begin + i];
+                    if (s.perExpertRows) { // row e·N + t, as the expert computed it
+                        for (std::int64_t j = 0; j < H; ++j)
+                            S::put(y.as<typename S::T>(), (e * N + t) * H + j, o[i * H + j]);
+                        continue;
+                    }
                     const float wgt = s.weightInputs ? 1.0f : weightOf[begin + i];
                     for (std::int64_t j = 0; j < H; ++j)
                         acc[t * H + j] += wgt * o[i * H + j];
                 }
             }
-            for (std::int64_t i = 0; i < N * H; ++i)
-                S::put(y.as<typename S::T>(), i, acc[i]);
+            if (!s.perExpertRows)
+                for (std::int64_t i = 0; i < N * H; ++i)
+                    S::put(y.as<typename S::T>(), i, acc[i]);
         });
     }
 
@@ -872,6 +881,21 @@ protected:
             });
         }
         return {};
+    }
+
+    Status doSumBlocks(const Tensor& z, const Tensor& y) override
+    {
+        const std::int64_t n = y.rows, H = y.cols, blocks = z.rows / n;
+        return withStorage(storage(), [&](auto st) {
+            using S = decltype(st);
+            for (std::int64_t t = 0; t < n; ++t)
+                for (std::int64_t c = 0; c < H; ++c) {
+                    float acc = 0.0f;
+                    for (std::int64_t b = 0; b < blocks; ++b)
+                        acc += S::get(rowOf<S>(z, b * n + t), c);
+                    S::put(y.as<typename S::T>(), t * H + c, acc);
+                }
+        });
     }
 
     Status doCombine(const Tensor& z, const Tensor& slots, const Tensor& weights, const Tensor& y) override

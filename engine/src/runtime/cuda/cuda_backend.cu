@@ -746,6 +746,8 @@ protected:
 
         return withStorage(storage(), "experts", [&](auto tag) -> Status {
             using T = typename decltype(tag)::type;
+            if (s.perExpertRows) // every expert's rows, zeros where a token did not pick it
+                TP_CUDA(cudaMemsetAsync(y.data, 0, static_cast<std::size_t>(El * N * H) * sizeof(T), st));
             for (std::int64_t t0 = 0; t0 < N; t0 += p.chunkTokens) {
                 const std::int64_t nt = std::min(p.chunkTokens, N - t0);
                 // Routing and buckets, on the device.
@@ -773,7 +775,8 @@ protected:
                 const std::int64_t routed = offsetsHost[El];
                 T* yc = y.as<T>() + t0 * H;
                 if (routed == 0) { // no token of this chunk picked a local expert
-                    TP_CUDA(cudaMemsetAsync(yc, 0, static_cast<std::size_t>(nt * H) * sizeof(T), st));
+                    if (!s.perExpertRows)
+                        TP_CUDA(cudaMemsetAsync(yc, 0, static_cast<std::size_t>(nt * H) * sizeof(T), st));
                     continue;
                 }
                 T* xeT = reinterpret_cast<T*>(xe);
@@ -819,9 +822,15 @@ protected:
                                            actT + begin * I, dt, static_cast<int>(I), &beta, hOut + begin * H, CUDA_R_32F,
                                            static_cast<int>(H), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
                 }
-                l = rowLaunch(nt, H);
-                combineKernel<T, float><<<l.grid, l.block, 0, st>>>(hOut, slotOf, weightOf, !s.weightInputs, yc, nt,
-                                                                    static_cast<int>(K), H);
+                if (s.perExpertRows) {
+                    l = rowLaunch(picks, H);
+                    perExpertRowsKernel<T><<<l.grid, l.block, 0, st>>>(hOut, expertOf, slotOf, y.as<T>(), picks,
+                                                                       static_cast<int>(K), N, t0, H);
+                } else {
+                    l = rowLaunch(nt, H);
+                    combineKernel<T, float><<<l.grid, l.block, 0, st>>>(hOut, slotOf, weightOf, !s.weightInputs, yc, nt,
+                                                                        static_cast<int>(K), H);
+                }
                 TP_CUDA_LAUNCHED();
             }
             return {};
@@ -846,6 +855,19 @@ protected:
                 static_cast<int>(s.experts), s.normalize, scoreBias ? scoreBias->as<T>() : nullptr, static_cast<int>(s.groups),
                 static_cast<int>(s.topkGroup), static_cast<float>(s.routedScale), ids.as<std::int32_t>(), weights.as<float>(),
                 nullptr);
+            TP_CUDA_LAUNCHED();
+            return {};
+        });
+    }
+
+    Status doSumBlocks(const Tensor& z, const Tensor& y) override
+    {
+        TP_RETURN_IF_ERROR(useDevice(m_device));
+        cudaStream_t st = m_compute.get();
+        return withStorage(storage(), "sum_blocks", [&](auto tag) -> Status {
+            using T = typename decltype(tag)::type;
+            const Launch l = rowLaunch(y.rows, y.cols);
+            sumBlocksKernel<T><<<l.grid, l.block, 0, st>>>(z.as<T>(), y.as<T>(), y.rows, z.rows / y.rows, y.cols);
             TP_CUDA_LAUNCHED();
             return {};
         });

@@ -591,6 +591,37 @@ __global__ void expertActKernel(const float* h, T* a, std::int64_t rows, std::in
     }
 }
 
+// Llama 4's per-expert rows (ExpertsShape::perExpertRows): each pick p = t·topK + j of a local
+// expert e writes o[slot] to row e·tokens + t0 + t of y; the rest of y stays as it was (zeros).
+template<typename T>
+__global__ void perExpertRowsKernel(const float* o, const std::int32_t* expertOf, const std::int32_t* slotOf, T* y,
+                                    std::int64_t picks, int topK, std::int64_t tokens, std::int64_t t0, std::int64_t cols)
+{
+    const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (c >= cols)
+        return;
+    for (std::int64_t p = blockIdx.y; p < picks; p += gridDim.y) {
+        const std::int32_t e = expertOf[p], slot = slotOf[p];
+        if (e >= 0 && slot >= 0)
+            y[(std::int64_t(e) * tokens + t0 + p / topK) * cols + c] = store<T>(o[std::int64_t(slot) * cols + c]);
+    }
+}
+
+// y[t] = Σ_b z[b·tokens + t], in fp32, rounded once (sumBlocks).
+template<typename T>
+__global__ void sumBlocksKernel(const T* z, T* y, std::int64_t tokens, std::int64_t blocks, std::int64_t cols)
+{
+    const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (c >= cols)
+        return;
+    for (std::int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
+        float acc = 0.0f;
+        for (std::int64_t b = 0; b < blocks; ++b)
+            acc += load(z[(b * tokens + t) * cols + c]);
+        y[t * cols + c] = store<T>(acc);
+    }
+}
+
 // y[t] = Σ over t's local picks, in pick order, of weight · o[slot], in fp32; zeros for a token
 // with none. o: the experts' fp32 rows, or (an all-to-all's combine) the returned rows in T.
 template<typename T, typename O>
