@@ -86,6 +86,18 @@ QString layersFolder(const QTemporaryDir& dir, qint64 layers)
     return folder;
 }
 
+// Opens the example at T=2 and Run → Verify with Transformers… on it.
+bool openVerifyDialog(MainWindow& w, VerifyDialog*& dialog)
+{
+    w.setShowErrorDialogs(false);
+    if (!openAndPreview(w, QStringLiteral("example")))
+        return false;
+    w.tpBox()->setValue(2);
+    w.verifyAction()->trigger();
+    dialog = w.findChild<VerifyDialog*>();
+    return dialog != nullptr;
+}
+
 QString planStyle(const MainWindow& w, const std::string& key)
 {
     for (const auto& e : w.document()->plan().entries)
@@ -786,12 +798,8 @@ private slots:
     void verifyDialogNamesAMissingPython()
     {
         MainWindow w;
-        w.setShowErrorDialogs(false);
-        QVERIFY(openAndPreview(w, QStringLiteral("example")));
-        w.tpBox()->setValue(2);
-        w.verifyAction()->trigger();
-        auto* dialog = w.findChild<VerifyDialog*>();
-        QVERIFY(dialog);
+        VerifyDialog* dialog = nullptr;
+        QVERIFY(openVerifyDialog(w, dialog));
         dialog->pythonEdit()->setText(m_dir.filePath(QStringLiteral("no-such-python")));
         QSignalSpy done(dialog, &VerifyDialog::done);
         dialog->startButton()->click();
@@ -812,12 +820,8 @@ private slots:
             QSKIP("TPSTUDIO_PYTHON names no Python with torch, transformers, safetensors and accelerate "
                   "(scripts/test.sh makes one)");
         MainWindow w;
-        w.setShowErrorDialogs(false);
-        QVERIFY(openAndPreview(w, QStringLiteral("example")));
-        w.tpBox()->setValue(2);
-        w.verifyAction()->trigger();
-        auto* dialog = w.findChild<VerifyDialog*>();
-        QVERIFY(dialog);
+        VerifyDialog* dialog = nullptr;
+        QVERIFY(openVerifyDialog(w, dialog));
         dialog->pythonEdit()->setText(python);
         QSignalSpy done(dialog, &VerifyDialog::done);
         dialog->startButton()->click();

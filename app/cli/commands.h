@@ -9,6 +9,10 @@
 #include <utility>
 #include <vector>
 
+namespace tp {
+struct OpenedModel;
+}
+
 namespace tpcli {
 
 enum ExitCode { kOk = 0, kBadInput = 1, kUsage = 2 };
@@ -44,6 +48,11 @@ CLI::Option* addIntListOption(CLI::App* cmd, const char* flags, std::vector<int>
 inline const CLI::Validator kNonEmpty(
     [](std::string& v) { return v.empty() ? std::string("an empty value; name a file, folder or id") : std::string(); }, "",
     "non-empty");
+
+// Why the module tree of `om` would not fit in host memory as a sharded graph (manyGraphs: a
+// preview's or a search's, which build graphs of other sizes too), before it is built; empty when
+// it fits. The graph takes about 1.3 KiB per module, 3 KiB with a preview's (a 20,000-layer Llama).
+std::string treeTooLarge(const tp::OpenedModel& om, const std::string& model, bool manyGraphs);
 
 // `plan verify`, registered under `plan`; returns -1 when another plan verb was chosen.
 std::function<int()> addPlanVerify(CLI::App* plan);

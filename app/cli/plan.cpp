@@ -375,21 +375,6 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
     return kOk;
 }
 
-// The sharded graph (and for a preview or a search the graphs of other sizes) grow with the module
-// tree: measured 1.3 KiB per module for the graph, 3 KiB with the preview's, on a 20,000-layer
-// Llama. Why a tree would not fit, before it is built; empty when it fits.
-std::string treeTooLarge(const tp::OpenedModel& om, const std::string& model, bool manyGraphs)
-{
-    const auto modules = static_cast<std::int64_t>(om.spec.modules.size());
-    const std::int64_t need = modules * (manyGraphs ? 3584 : 1664);
-    const std::int64_t have = tp::hostMemoryAvailable();
-    if (need <= have)
-        return {};
-    return fmt::format("{}: {} of {} modules needs about {} of memory, and {} is available", model,
-                       manyGraphs ? "a preview" : "the sharded graph", tp::withCommas(modules),
-                       tp::humanBytes(static_cast<double>(need)), tp::humanBytes(static_cast<double>(have)));
-}
-
 int run(Mode mode, const PlanOpts& o, bool tpGiven)
 {
     const char* verb = verbName(mode);
@@ -611,6 +596,18 @@ int search(const PlanOpts& o, bool maxTpGiven)
 }
 
 } // namespace
+
+std::string treeTooLarge(const tp::OpenedModel& om, const std::string& model, bool manyGraphs)
+{
+    const auto modules = static_cast<std::int64_t>(om.spec.modules.size());
+    const std::int64_t need = modules * (manyGraphs ? 3584 : 1664);
+    const std::int64_t have = tp::hostMemoryAvailable();
+    if (need <= have)
+        return {};
+    return fmt::format("{}: {} of {} modules needs about {} of memory, and {} is available", model,
+                       manyGraphs ? "a preview" : "the sharded graph", tp::withCommas(modules),
+                       tp::humanBytes(static_cast<double>(need)), tp::humanBytes(static_cast<double>(have)));
+}
 
 std::function<int()> addPlan(CLI::App& app)
 {

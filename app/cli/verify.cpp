@@ -164,6 +164,8 @@ int verify(const VerifyOpts& o)
         plan = tp::resolveOverrides(om->spec, *p);
         plan.tpSize = o.tp;
     }
+    if (const std::string big = treeTooLarge(*om, o.model, false); !big.empty())
+        return fail(big);
     tp::ShardOptions so;
     so.batch = o.batch;
     so.seq = o.seq;
