@@ -7,8 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 if [ "${TP_SKIP_TRANSFORMERS:-0}" = 1 ]; then
-  echo "test: TP_SKIP_TRANSFORMERS=1: transformers_accepts_export, transformers_tp_matches_engine and" \
-       "fixtures_are_transformers_own run without torch and transformers, and are skipped"
+  echo "test: TP_SKIP_TRANSFORMERS=1: transformers_accepts_export, transformers_tp_matches_engine," \
+       "transformers_collective_audit, transformers_audit_catches_wrong_preview and fixtures_are_transformers_own" \
+       "run without torch and transformers, and are skipped (and so is tst_gui's verifyWithTransformersEndToEnd)"
   python="$(command -v python3)"
 else
   python="$(bash scripts/python-env.sh)"
