@@ -135,8 +135,8 @@ struct Rank
     struct Dispatch
     {
         std::vector<std::int32_t> ids, sendIndex, slots, recvExperts;
-        std::vector<std::int64_t> counts, received; // int64 on the wire, as Transformers' AllToAllEP
-        std::vector<std::int64_t> perExpert, cursor, split, sendCounts, recvCounts;
+        // perExpert goes out as it is and received comes back: int64, as Transformers' AllToAllEP.
+        std::vector<std::int64_t> perExpert, received, cursor, split, sendCounts, recvCounts;
     } dispatch;
     std::vector<unsigned char> staging;        // 16-bit logits on their way to fp32 (rank 0)
     std::vector<float> row;                    // one row of logits (rank 0, logits not kept)
@@ -626,7 +626,6 @@ private:
             d.recvExperts.assign(received, 0);
             d.perExpert.assign(E, 0);
             d.cursor.assign(E + 1, 0);
-            d.counts.assign(E, 0);
             d.received.assign(E, 0); // T ranks' counts of El = E / T experts
             d.split.assign(static_cast<std::size_t>(m_T), static_cast<std::int64_t>(E) / m_T);
             d.sendCounts.assign(static_cast<std::size_t>(m_T), 0);
@@ -1053,9 +1052,7 @@ private:
                     h.sendIndex[static_cast<std::size_t>(at)] = static_cast<std::int32_t>(i / K);
                 h.slots[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(at);
             }
-            for (std::int64_t e = 0; e < E; ++e)
-                h.counts[static_cast<std::size_t>(e)] = h.perExpert[static_cast<std::size_t>(e)];
-            TP_RETURN_IF_ERROR(be.upload(h.counts.data(), T(p.counts)));
+            TP_RETURN_IF_ERROR(be.upload(h.perExpert.data(), T(p.counts))); // int64, as Transformers sends them
             TP_RETURN_IF_ERROR(be.upload(h.sendIndex.data(), T(p.sendIndex)));
             TP_RETURN_IF_ERROR(be.upload(h.slots.data(), T(p.slots)));
             return be.embedding(T(p.sendIndex).columns(0, sent), in(k, n, 0).rowRange(mine.offset, mine.size),
