@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <cmath>
 #include <limits>
 #include <fstream>
@@ -202,17 +204,78 @@ std::vector<std::string> builtinHardwareIds()
     return ids;
 }
 
+std::string userHardwareDir()
+{
+    const auto env = [](const char* k) {
+        const char* v = std::getenv(k);
+        return v && *v ? std::string(v) : std::string();
+    };
+    if (std::string d = env("TPSTUDIO_HARDWARE_DIR"); !d.empty())
+        return d;
+    if (std::string d = env("XDG_DATA_HOME"); !d.empty())
+        return d + "/tpstudio/hardware";
+    if (std::string h = env("HOME"); !h.empty())
+        return h + "/.local/share/tpstudio/hardware";
+    return {};
+}
+
+std::vector<HardwareProfile> userHardwareProfiles(std::vector<std::string>* errors)
+{
+    namespace fs = std::filesystem;
+    std::vector<HardwareProfile> out;
+    const std::string dir = userHardwareDir();
+    std::error_code ec;
+    if (dir.empty() || !fs::is_directory(dir, ec))
+        return out;
+    const std::vector<std::string> builtin = builtinHardwareIds();
+    std::vector<fs::path> files;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+        if (it->path().extension() == ".json" && files.size() < 256)
+            files.push_back(it->path());
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files) {
+        const std::string id = f.stem().string();
+        auto text = readInputFile(f.string(), std::int64_t(1) << 20, "a hardware profile");
+        Result<HardwareProfile> hw = text ? parseHardwareJson(*text, f.string()) : Result<HardwareProfile>(text.status());
+        std::string why;
+        if (!hw)
+            why = hw.status().message();
+        else if (hw->id != id)
+            why = fmt::format("{}: its id '{}' is not its file name", f.string(), hw->id);
+        else if (std::find(builtin.begin(), builtin.end(), id) != builtin.end())
+            why = fmt::format("{}: '{}' is a built-in profile's id", f.string(), id);
+        if (why.empty())
+            out.push_back(std::move(*hw));
+        else if (errors)
+            errors->push_back(terminalSafe(why));
+    }
+    return out;
+}
+
 Result<HardwareProfile> findHardware(const std::string& idOrPath)
 {
     for (const auto& [file, text] : hardwareFiles())
         if (file.substr(0, file.size() - 5) == idOrPath)
             return parseHardwareJson(text, fmt::format("plans/hardware/{}", file));
+    if (!idOrPath.empty() && badName(idOrPath).empty() && idOrPath.find('/') == std::string::npos
+        && idOrPath.find('.') == std::string::npos) {
+        const std::string dir = userHardwareDir();
+        std::error_code ec;
+        if (!dir.empty() && std::filesystem::is_regular_file(dir + "/" + idOrPath + ".json", ec)) {
+            const std::string path = dir + "/" + idOrPath + ".json";
+            TP_ASSIGN_OR_RETURN(std::string text, readInputFile(path, std::int64_t(1) << 20, "a hardware profile"));
+            return parseHardwareJson(text, path);
+        }
+    }
     auto text = readInputFile(idOrPath, std::int64_t(1) << 20, "a hardware profile");
     if (!text && text.status().code() == StatusCode::NotFound) {
         std::string ids;
         for (const auto& id : builtinHardwareIds())
             ids += (ids.empty() ? "" : ", ") + id;
-        return notFound(fmt::format("hardware '{}': not a built-in profile ({}) nor a readable file", idOrPath, ids));
+        for (const auto& hw : userHardwareProfiles())
+            ids += ", " + hw.id;
+        return notFound(fmt::format("hardware '{}': not a built-in or calibrated profile ({}) nor a readable file",
+                                    idOrPath, ids));
     }
     if (!text)
         return text.status();

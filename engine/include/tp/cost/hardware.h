@@ -49,8 +49,16 @@ struct HardwareProfile
 double busBandwidthFactor(CollectiveKind kind, int ranks);
 
 Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::string& source);
-// A built-in id ("h100-sxm-8", "local-cpu", …) or a path to a profile file.
+// A built-in id ("h100-sxm-8", "local-cpu", …), the id of a profile in userHardwareDir() (what
+// `tpstudio-cli calibrate --install` writes), or a path to a profile file. Built-in ids win.
 Result<HardwareProfile> findHardware(const std::string& idOrPath);
 std::vector<std::string> builtinHardwareIds();
+
+// Where calibrated profiles of this user live: $TPSTUDIO_HARDWARE_DIR, else
+// $XDG_DATA_HOME/tpstudio/hardware, else ~/.local/share/tpstudio/hardware ("" without a home).
+std::string userHardwareDir();
+// The profiles there that parse (<id>.json whose id is the file's name, not a built-in id), by id.
+// Files that do not parse are left out; `errors` (when given) gets one line for each.
+std::vector<HardwareProfile> userHardwareProfiles(std::vector<std::string>* errors = nullptr);
 
 } // namespace tp
