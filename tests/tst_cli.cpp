@@ -1,4 +1,5 @@
 // tst_cli — tpstudio-cli as a user runs it: exit codes, --help on every verb, inspect output.
+#include "tp/cost/hardware.h"
 #include "tp/model/catalog.h"
 #include "tp/runtime/gpu.h"
 
@@ -57,6 +58,7 @@ private slots:
         QTest::addRow("catalog") << QStringList{"catalog", "--help"};
         QTest::addRow("bench") << QStringList{"bench", "--help"};
         QTest::addRow("bench load") << QStringList{"bench", "load", "--help"};
+        QTest::addRow("calibrate") << QStringList{"calibrate", "--help"};
         QTest::addRow("plan") << QStringList{"plan", "--help"};
         QTest::addRow("plan show") << QStringList{"plan", "show", "--help"};
         QTest::addRow("plan validate") << QStringList{"plan", "validate", "--help"};
@@ -179,6 +181,76 @@ private slots:
 
     // plan search: the candidates as JSON, the front's plans written into a new folder, each of which
     // validates at its T; a folder that holds something is refused before any work.
+    // calibrate --quick writes a profile the cost model reads (1 and 2 ranks measured, size-dependent
+    // collectives), --install makes it a --hardware id, and a run's report puts the prediction on it
+    // next to what the run measured, layer by layer.
+    void calibrateAndCompare()
+    {
+        QTemporaryDir tmp;
+        const QString profile = tmp.filePath("box.json");
+        const Run c = cli({"calibrate", "--quick", "--ranks", "2", "--model", "example", "-o", profile});
+        QVERIFY2(c.code == 0, qPrintable(c.err));
+        QFile f(profile);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        auto hw = tp::parseHardwareJson(f.readAll().toStdString(), "box.json");
+        QVERIFY2(hw.ok(), hw.status().message().c_str());
+        QCOMPARE(hw->devices, 2);
+        QCOMPARE(int(hw->calibrated.size()), 2);
+        QCOMPARE(hw->calibrated[1].ranks, 2);
+        QVERIFY(hw->peakFlops(tp::DType::F32) > 1e9);
+        QVERIFY(!hw->calibrated[0].attention.empty() && !hw->calibrated[0].attentionDecode.empty());
+        QVERIFY(hw->calibrated[0].ops.contains(tp::OpKind::Norm));
+        // The example's own q_proj shard at T=2, [256, 512], was measured at every row count of the grid.
+        bool qProj = false;
+        for (const auto& g : hw->calibrated[1].gemm)
+            qProj = qProj || (g.out == 256 && g.in == 512 && g.rows.size() >= 4);
+        QVERIFY(qProj);
+        QVERIFY(!hw->collectives.at(tp::CollectiveKind::AllReduce).busBandwidthCurve.empty());
+
+        const QString record = tmp.filePath("run.json");
+        const Run r = cli({"run", "--model", "example", "--random-weights", "--tp", "1,2", "--seq", "16", "--decode", "3",
+                           "--iters", "1", "--json", record});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const Run rep = cli({"report", record, "--hardware", profile, "--json"});
+        QVERIFY2(rep.code == 0, qPrintable(rep.err));
+        const auto j = nlohmann::json::parse(rep.out.toStdString());
+        QCOMPARE(j["runs"].size(), std::size_t(2));
+        for (const auto& run : j["runs"]) {
+            QCOMPARE(run["prefill"]["layers"].size(), std::size_t(9)); // "other" and 8 layers
+            QCOMPARE(run["decode"]["layers"].size(), std::size_t(9));
+            QCOMPARE(run["decode"]["context"], 16 + 3 / 2 + 1);
+            for (const char* ph : {"prefill", "decode"})
+                for (const auto& l : run[ph]["layers"]) {
+                    QVERIFY(l["measured_us"].get<double>() > 0);
+                    QVERIFY(l["predicted_us"].get<double>() > 0);
+                }
+        }
+        const Run table = cli({"report", record, "--hardware", profile});
+        QVERIFY(table.out.contains("Measured vs predicted on calibrated-"));
+
+        // Installed, it is a hardware id for every verb; a built-in id or no destination is refused.
+        qputenv("TPSTUDIO_HARDWARE_DIR", tmp.filePath("hw").toUtf8());
+        const Run inst = cli({"calibrate", "--quick", "--ranks", "1", "--install", "--id", "my-box", "--json-stream"});
+        QVERIFY2(inst.code == 0, qPrintable(inst.err + inst.out));
+        const auto last = nlohmann::json::parse(inst.out.trimmed().split('\n').last().toStdString());
+        QCOMPARE(last["event"], "done");
+        QCOMPARE(last["id"], "my-box");
+        const Run prev = cli({"plan", "preview", "example", "--tp", "1", "--hardware", "my-box"});
+        QVERIFY2(prev.code == 0, qPrintable(prev.err));
+        QVERIFY(prev.out.contains("Predicted scaling on my-box"));
+        const Run builtin = cli({"calibrate", "--quick", "--install", "--id", "local-cpu"});
+        QCOMPARE(builtin.code, 1);
+        QVERIFY(builtin.err.contains("built-in profile's id"));
+        const Run nowhere = cli({"calibrate", "--quick"});
+        QCOMPARE(nowhere.code, 1);
+        QVERIFY(nowhere.err.contains("-o FILE, or --install"));
+        const Run nccl = cli({"calibrate", "--comm", "nccl", "-o", tmp.filePath("x.json")});
+        QCOMPARE(nccl.code, 1);
+        QVERIFY(nccl.err.contains("--comm nccl needs --backend cuda"));
+        QVERIFY(!QFileInfo::exists(tmp.filePath("x.json")));
+        qunsetenv("TPSTUDIO_HARDWARE_DIR");
+    }
+
     void planSearch()
     {
         QTemporaryDir tmp;

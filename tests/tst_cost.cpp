@@ -64,6 +64,27 @@ private slots:
             << "key 'peak_tflops.int3'";
         QTest::addRow("curve not ascending")
             << "{" + ok + R"(, "gemm_efficiency": [[10, 0.5], [1, 0.6]], "collectives": {}})" << "gflop values must ascend";
+        const QString ar = R"("collectives": {"all_reduce": {"base_latency_us": 1, "hop_latency_us": 0, "bus_bandwidth_gbps": 3)";
+        QTest::addRow("busbw curve descending sizes")
+            << "{" + ok + ", " + ar + R"(, "bus_bandwidth_curve": [[1024, 2], [8, 3]]}}})"
+            << "collectives.all_reduce.bus_bandwidth_curve: bytes values must ascend";
+        QTest::addRow("busbw curve zero rate")
+            << "{" + ok + ", " + ar + R"(, "bus_bandwidth_curve": [[1024, 0]]}}})" << "1e-3 <= GB/s <= 1e6";
+        const QString cal = "{" + ok + ", " + ar + "}}, \"calibrated\": ";
+        QTest::addRow("calibrated not a list") << cal + "{}}" << "calibrated must be a list";
+        QTest::addRow("calibrated ranks descending")
+            << cal + R"([{"ranks": 2}, {"ranks": 1}]})" << "key 'ranks' must be a whole number, ascending";
+        QTest::addRow("gemm efficiency above 1")
+            << cal + R"([{"ranks": 1, "gemm": [{"out": 8, "in": 8, "rows": [[1, 1.5]]}]}]})"
+            << "calibrated[0].gemm[0].rows: each point is [rows from 1 to 1e+12, 0 < fraction <= 1]";
+        QTest::addRow("gemm shape fractional")
+            << cal + R"([{"ranks": 1, "gemm": [{"out": 8.5, "in": 8, "rows": [[1, 0.5]]}]}]})" << "'out' and 'in' must be whole numbers";
+        QTest::addRow("gemm without rows") << cal + R"([{"ranks": 1, "gemm": [{"out": 8, "in": 8}]}]})" << "missing key 'rows'";
+        QTest::addRow("op not memory-bound")
+            << cal + R"([{"ranks": 1, "ops": {"linear": {"overhead_us": 1, "bandwidth_gbps": 5}}}]})" << "ops.linear: not a memory-bound op";
+        QTest::addRow("op bandwidth zero")
+            << cal + R"([{"ranks": 1, "ops": {"norm": {"overhead_us": 1, "bandwidth_gbps": 0}}}]})" << "key 'bandwidth_gbps'";
+        QTest::addRow("attention curve empty") << cal + R"([{"ranks": 1, "attention": []}]})" << "attention must be 1 to 4096 points";
     }
     void badProfiles()
     {
@@ -157,6 +178,90 @@ private slots:
     // One decode step of the example (fp32) at T=2 by hand on a machine whose math is free: each
     // rank streams its projection and lm_head shards once (the embedding reads one row), reads the
     // cached k and v, and every collective costs its latency (2 KiB all-reduces, a 125 KiB gather).
+    void sizeDependentBusBandwidth()
+    {
+        HardwareProfile hw = *findHardware("h100-sxm-8");
+        CollectiveFigures& f = hw.collectives[CollectiveKind::AllReduce];
+        f.busBandwidthCurve = {{1 << 20, 100.0}, {16 << 20, 400.0}};
+        const double alpha = (f.baseLatencyUs + 14 * f.hopLatencyUs) * 1e-6;
+        // At the curve's points, their busbw; below and above, the nearest point's; between, log-linear.
+        QVERIFY(std::abs(hw.collectiveSeconds(CollectiveKind::AllReduce, 1 << 20, 8) - (alpha + 1.75 * (1 << 20) / 100e9)) < 1e-15);
+        QVERIFY(std::abs(hw.collectiveSeconds(CollectiveKind::AllReduce, 1 << 10, 8) - (alpha + 1.75 * (1 << 10) / 100e9)) < 1e-15);
+        QVERIFY(std::abs(hw.collectiveSeconds(CollectiveKind::AllReduce, 64 << 20, 8) - (alpha + 1.75 * (64 << 20) / 400e9)) < 1e-15);
+        QVERIFY(std::abs(hw.collectiveSeconds(CollectiveKind::AllReduce, 4 << 20, 8) - (alpha + 1.75 * (4 << 20) / 250e9)) < 1e-15);
+        // A large message on the curve is faster than the small ones' rate would make it.
+        QVERIFY(curveAt(f.busBandwidthCurve, 8 << 20) > curveAt(f.busBandwidthCurve, 2 << 20));
+    }
+
+    void calibratedGemmLookup()
+    {
+        CalibratedFigures c;
+        c.gemm = {{512, 512, {{1, 0.1}, {64, 0.5}, {1024, 0.9}}}, {2048, 512, {{1, 0.2}, {64, 0.6}}}};
+        QCOMPARE(c.gemmEfficiency(1, 512, 512), 0.1);       // a measured shape is exact
+        QCOMPARE(c.gemmEfficiency(64, 2048, 512), 0.6);
+        QCOMPARE(c.gemmEfficiency(4096, 2048, 512), 0.6);   // clamped beyond the largest rows measured
+        QVERIFY(std::abs(c.gemmEfficiency(8, 512, 512) - 0.3) < 1e-12); // log-midpoint of 1 and 64
+        // Between the two shapes (1024 is their log-midpoint in out): the mean of both.
+        QVERIFY(std::abs(c.gemmEfficiency(64, 1024, 512) - 0.55) < 1e-12);
+        QCOMPARE(CalibratedFigures{}.gemmEfficiency(64, 512, 512), 0.0);
+        HardwareProfile hw;
+        hw.calibrated = {{.ranks = 1}, {.ranks = 4}};
+        QCOMPARE(hw.calibratedFor(1)->ranks, 1);
+        QCOMPARE(hw.calibratedFor(3)->ranks, 1);
+        QCOMPARE(hw.calibratedFor(8)->ranks, 4);
+        QVERIFY(HardwareProfile{}.calibratedFor(2) == nullptr);
+    }
+
+    // A calibrated profile times each op of a forward by what was measured: a Linear at its shape's
+    // efficiency at its rows, attention by its curve (decode's for one query), norms and adds by
+    // overhead + bytes / bandwidth; the figures of the ranks that run at once.
+    void calibratedCostByHand()
+    {
+        const ModelSpec s = tptest::openSpec("example");
+        HardwareProfile hw = *findHardware("local-cpu");
+        hw.devices = 2;
+        hw.peakTflops = {{DType::F32, 0.05}};
+        auto figures = [](int ranks, double e) {
+            CalibratedFigures c;
+            c.ranks = ranks;
+            for (auto [out, in] : {std::pair{256, 512}, {128, 512}, {512, 256}, {768, 512}, {512, 768}, {16000, 512}, {512, 512},
+                                   {1536, 512}, {512, 1536}, {32000, 512}})
+                c.gemm.push_back({out, in, {{1, e / 4}, {128, e}}});
+            c.attention = {{1e-6, 0.2}, {1.0, 0.2}};
+            c.attentionDecode = {{1e-6, 0.05}, {1.0, 0.05}};
+            for (OpKind k : {OpKind::Norm, OpKind::Add, OpKind::Rope, OpKind::GatedAct, OpKind::Embedding})
+                c.ops[k] = {3.0, 10.0};
+            return c;
+        };
+        hw.calibrated = {figures(1, 0.8), figures(2, 0.6)};
+        for (int T : {1, 2}) {
+            const double e = T == 1 ? 0.8 : 0.6;
+            const ShardedGraph g = shardModel(s, defaultPlan(s, T), {.batch = 1, .seq = 128, .activationDtype = DType::F32});
+            QVERIFY(g.valid());
+            const CostReport prefill = estimateCost(s, g, hw);
+            const CostReport step = *estimateDecodeStep(s, g, hw, 1, 160);
+            int linears = 0, norms = 0, attention = 0;
+            for (const CostReport* c : {&prefill, &step})
+                for (const NodeCost& n : c->nodes) {
+                    const GraphNode& gn = g.graph.nodes[std::size_t(n.node)];
+                    const double rowsE = c == &prefill ? e : e / 4; // 128 rows or 1
+                    if (gn.kind == OpKind::Linear) {
+                        QVERIFY(std::abs(n.computeSeconds - n.flops / (0.05e12 * rowsE)) < 1e-12);
+                        ++linears;
+                    } else if (gn.kind == OpKind::Norm) {
+                        QVERIFY(std::abs(n.computeSeconds - (3e-6 + n.bytes / 10e9)) < 1e-12);
+                        ++norms;
+                    } else if (gn.kind == OpKind::Attention) {
+                        QVERIFY(std::abs(n.computeSeconds - n.flops / (0.05e12 * (c == &prefill ? 0.2 : 0.05))) < 1e-12);
+                        ++attention;
+                    }
+                }
+            QCOMPARE(linears, 2 * (8 * 7 + 1));
+            QCOMPARE(norms, 2 * (8 * 2 + 1));
+            QCOMPARE(attention, 2 * 8);
+        }
+    }
+
     void decodeStepByHand()
     {
         const ModelSpec s = tptest::openSpec("example");
@@ -488,6 +593,14 @@ private slots:
         auto bad = searchPlans(s, hw, {.batch = 0});
         QVERIFY(!bad.ok());
         QVERIFY2(bad.status().message().find("prefill") != std::string::npos, bad.status().message().c_str());
+
+        // DeepSeek-V3 in its checkpoint's fp8 fits 8 x H200 at T=8 (in bf16 it would need 1.22 TiB).
+        auto ds = searchPlans(tptest::openSpec("deepseek-v3"), hw, {});
+        QVERIFY2(ds.ok(), ds.status().message().c_str());
+        QVERIFY(!ds->candidates.empty());
+        QVERIFY(std::any_of(ds->candidates.begin(), ds->candidates.end(), [](const PlanCandidate& c) { return c.pareto; }));
+        for (const PlanCandidate& c : ds->candidates)
+            QVERIFY(c.tp == 8 && c.headroomBytes >= 0);
     }
 };
 

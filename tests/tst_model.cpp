@@ -96,6 +96,37 @@ class TestModel : public QObject
 {
     Q_OBJECT
 private slots:
+    // A quantized model opened from its config stores what its checkpoint would: DeepSeek-V3's fp8
+    // (the decoder layers' Linear and expert weights in one byte), gpt-oss's mxfp4 experts in four
+    // bits; embeddings, the head, norms and routers in the model's dtype.
+    void quantizedConfigsStoreTheirDtypes()
+    {
+        std::map<std::string, DType> want{{"model.layers.0.self_attn.q_a_proj.weight", DType::F8E4M3},
+                                          {"model.layers.5.mlp.experts.gate_up_proj", DType::F8E4M3},
+                                          {"model.layers.0.mlp.down_proj.weight", DType::F8E4M3},
+                                          {"model.embed_tokens.weight", DType::BF16},
+                                          {"lm_head.weight", DType::BF16},
+                                          {"model.layers.0.input_layernorm.weight", DType::BF16}};
+        const ModelSpec ds = tptest::openSpec("deepseek-v3");
+        int seen = 0;
+        for (const ModuleSpec& m : ds.modules)
+            for (const ParamSpec& p : m.params)
+                if (auto it = want.find(m.paramPath(p)); it != want.end()) {
+                    QVERIFY2(p.dtype == it->second, it->first.c_str());
+                    ++seen;
+                }
+        QCOMPARE(seen, int(want.size()));
+        // 671B parameters in about 627 GiB, not the 1.22 TiB of bf16.
+        QVERIFY(ds.parameterBytes() < std::int64_t(640) << 30 && ds.parameterBytes() > std::int64_t(600) << 30);
+        const ModelSpec oss = tptest::openSpec("gpt-oss-120b");
+        for (const ModuleSpec& m : oss.modules)
+            for (const ParamSpec& p : m.params)
+                if (m.kind == ModuleKind::Experts && p.shape.size() == 3)
+                    QVERIFY2(p.dtype == DType::F4, m.paramPath(p).c_str());
+                else if (m.kind == ModuleKind::Linear)
+                    QVERIFY2(p.dtype != DType::F4 && p.dtype != DType::F8E4M3, m.paramPath(p).c_str());
+    }
+
     // Tiny checkpoints saved by Transformers' save_pretrained, opened by folder.
     void transformersCheckpoints_data()
     {

@@ -55,18 +55,24 @@ double HardwareProfile::gemmEfficiencyAt(double flops) const
 
 double CalibratedFigures::gemmEfficiency(double rows, double out, double in) const
 {
-    const GemmSeries* best = nullptr;
-    double bestDistance = 0;
+    // Inverse-distance weighting (power 2) in (log out, log in) over the four nearest measured
+    // shapes, each read at `rows`; a measured shape itself is exact.
+    std::vector<std::pair<double, double>> near; // (squared distance, efficiency)
     for (const GemmSeries& g : gemm) {
         const double a = std::log(static_cast<double>(g.out) / std::max(out, 1.0));
         const double b = std::log(static_cast<double>(g.in) / std::max(in, 1.0));
-        const double d = a * a + b * b;
-        if (!best || d < bestDistance) {
-            best = &g;
-            bestDistance = d;
-        }
+        const double e = curveAt(g.rows, std::max(rows, 1.0));
+        if (a * a + b * b < 1e-12)
+            return e;
+        near.emplace_back(a * a + b * b, e);
     }
-    return best ? curveAt(best->rows, std::max(rows, 1.0)) : 0.0;
+    std::sort(near.begin(), near.end());
+    double wsum = 0, esum = 0;
+    for (std::size_t i = 0; i < std::min<std::size_t>(near.size(), 4); ++i) {
+        wsum += 1 / near[i].first;
+        esum += near[i].second / near[i].first;
+    }
+    return wsum > 0 ? esum / wsum : 0.0;
 }
 
 const CalibratedFigures* HardwareProfile::calibratedFor(int activeRanks) const
@@ -289,7 +295,7 @@ Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::stri
         TP_ASSIGN_OR_RETURN(hw.gemmEfficiency, parseCurve(j["gemm_efficiency"], source + ": key 'gemm_efficiency'", "gflop", 1e-9, 1e9, kFraction));
     }
     if (j.contains("calibrated")) {
-        TP_ASSIGN_OR_RETURN(hw.calibrated, parseCalibrated(j["calibrated"], source + ": key 'calibrated'"));
+        TP_ASSIGN_OR_RETURN(hw.calibrated, parseCalibrated(j["calibrated"], source + ": calibrated"));
     }
     if (!j.contains("collectives") || !j["collectives"].is_object())
         return invalidArgument(fmt::format("{}: key 'collectives' must be an object", source));

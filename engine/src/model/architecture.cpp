@@ -506,6 +506,26 @@ Status checkPlausibleSize(const ModelSpec& s)
         s.config.hiddenSize, s.config.intermediateSize, s.config.vocabSize, s.config.numExperts));
 }
 
+// What a quantized checkpoint stores, for a model opened from its config alone (a checkpoint's own
+// dtypes replace these when it is read): quant_method "fp8" (DeepSeek-V3's e4m3 with 128 x 128 block
+// scales) stores the decoder layers' Linear and expert weights in one byte; "mxfp4" (gpt-oss) the
+// experts' in four bits. Embeddings, the head, norms and routers keep the model's dtype. The
+// scales, 4 bytes per 16,384 weights (fp8) or 1 per 32 (mxfp4), are not counted.
+void applyQuantizedStorage(ModelSpec& s)
+{
+    const std::optional<std::string>& q = s.config.quantization;
+    if (!q || (*q != "fp8" && *q != "mxfp4"))
+        return;
+    for (ModuleSpec& m : s.modules) {
+        const bool expert = m.kind == ModuleKind::Experts;
+        if (m.layer < 0 || !(expert || (*q == "fp8" && m.kind == ModuleKind::Linear)))
+            continue;
+        for (ParamSpec& p : m.params)
+            if (p.shape.size() >= 2)
+                p.dtype = *q == "fp8" ? DType::F8E4M3 : DType::F4;
+    }
+}
+
 } // namespace
 
 Result<ModelSpec> buildModelSpec(const ModelConfig& c)
@@ -531,6 +551,7 @@ Result<ModelSpec> buildModelSpec(const ModelConfig& c)
     int head = b.linear(root, "lm_head", V, H, false, -1);
     if (c.tieWordEmbeddings)
         b.at(head).params[0].tiedTo = "model.embed_tokens.weight";
+    applyQuantizedStorage(s);
 
     s.finalize();
     TP_RETURN_IF_ERROR(checkPlausibleSize(s));
