@@ -5,7 +5,9 @@
 
 1. For each MODEL: `tpstudio-cli plan export MODEL --tp 2` (JSON), then DistributedConfig(**json.load(f))
    and DistributedConfig.from_dict(...); every style must be registered in ALL_PARALLEL_STYLES.
-2. Every shipped plan under plans/<family>/*.json loads the same way.
+2. Every shipped plan under plans/<family>/*.json loads the same way, and so does every plan on the
+   Pareto front of `plan search MODEL --hardware h200-sxm-8 --write DIR` for DeepSeek-V3,
+   Llama-3.1-70B, Qwen3-30B-A3B and Mixtral-8x7B.
 3. The Python export (`--format python`) of the default plans and of a plan with custom styles
    runs with `--check`: it registers the custom styles and builds the DistributedConfig.
 4. When torchrun and accelerate are available: the Python export for the tiny Llama fixture, with
@@ -112,6 +114,19 @@ def main():
         with open(path) as f:
             d = json.load(f)
         check_json(os.path.relpath(path, root), d, d["tp_size"])
+    # plan search's Pareto fronts on 8 x H200, each candidate as the file --write gives it.
+    for model in ("deepseek-v3", "llama-3.1-70b", "qwen3-30b-a3b", "mixtral-8x7b"):
+        out = tempfile.mkdtemp(prefix="tp-search-")
+        front = os.path.join(out, "front")
+        r = subprocess.run([cli, "plan", "search", model, "--hardware", "h200-sxm-8", "--write", front],
+                           capture_output=True, text=True)
+        files = sorted(glob.glob(os.path.join(front, "*.json"))) if r.returncode == 0 else []
+        if not files:
+            fail(f"plan search {model}", f"exited {r.returncode} with {len(files)} plans: {r.stderr.strip()}")
+        for path in files:
+            with open(path) as f:
+                d = json.load(f)
+            check_json(f"plan search {model}: {os.path.basename(path)}", d, d["tp_size"])
     for model in models[:3]:
         script = export(cli, model, "--tp", "2", "--format", "python")
         if script is not None:
