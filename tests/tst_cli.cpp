@@ -9,6 +9,7 @@
 #include <QFileInfo>
 #include <QProcess>
 #include <QTemporaryDir>
+#include <QThread>
 
 #include <fstream>
 
@@ -251,6 +252,33 @@ private slots:
         qunsetenv("TPSTUDIO_HARDWARE_DIR");
     }
 
+    // Issue 16, outcome 2: a plan that does not fit the machine is not valid there.
+    void planValidateChecksTheMachine()
+    {
+        const Run big = cli({"plan", "validate", "llama-3.1-70b", "--tp", "1", "--hardware", "h100-sxm-8"});
+        QCOMPARE(big.code, 1);
+        QVERIFY2(big.out.contains("error   memory: rank 0 needs 131.71 GiB per device") && big.out.contains("has 80.00 GiB")
+                     && big.out.contains("the smallest tp size that fits is 2"),
+                 qPrintable(big.out));
+        QCOMPARE(cli({"plan", "validate", "llama-3.1-70b", "--tp", "2", "--hardware", "h100-sxm-8"}).code, 0);
+        QCOMPARE(cli({"plan", "validate", "llama-3.1-70b", "--tp", "1"}).code, 0); // no machine named, no machine checked
+        // A long context's KV cache counts: 2 × 128 KV bytes × 80 layers × 8 heads … at batch 64 × 32768.
+        const Run kv = cli({"plan", "validate", "llama-3.1-70b", "--tp", "8", "--hardware", "h100-sxm-8", "--batch", "64",
+                            "--context", "32768", "--seq", "128"});
+        QCOMPARE(kv.code, 1);
+        QVERIFY2(kv.out.contains("KV cache 80.00 GiB at batch 64 × context 32768"), qPrintable(kv.out));
+        const Run devices = cli({"plan", "show", "example", "--tp", "4", "--hardware", "local-cpu"});
+        QVERIFY(devices.code == 1 || QThread::idealThreadCount() >= 4);
+        const Run preview = cli({"plan", "preview", "llama-3.1-70b", "--tp", "1", "--hardware", "h100-sxm-8", "--json"});
+        QCOMPARE(preview.code, 1);
+        const auto j = nlohmann::json::parse(preview.out.toStdString());
+        QCOMPARE(j["valid"], false);
+        QVERIFY(j["predicted"]["total_s"].get<double>() > 0); // the prediction is still there
+        const Run bad = cli({"plan", "validate", "example", "--hardware", "h100-sxm-8", "--context", "0"});
+        QCOMPARE(bad.code, 1);
+        QVERIFY2(bad.err.contains("--batch and --context"), qPrintable(bad.err));
+    }
+
     void planSearch()
     {
         QTemporaryDir tmp;
@@ -283,8 +311,8 @@ private slots:
         QCOMPARE(again.code, 1);
         QVERIFY2(again.err.contains("exists and is not an empty folder"), qPrintable(again.err));
         QCOMPARE(int(QDir(dir).entryList(QDir::Files).size()), written);
-        // Nothing fits: said, with the least demanding candidate.
-        const Run big = cli({"plan", "search", "deepseek-v3", "--hardware", "h200-sxm-8"});
+        // Nothing fits: said, with the least demanding candidate (DeepSeek-V3's 627 GiB of fp8 on 8 x 80 GB).
+        const Run big = cli({"plan", "search", "deepseek-v3", "--hardware", "h100-sxm-8"});
         QCOMPARE(big.code, 0);
         QVERIFY2(big.out.contains("0 candidates fit") && big.out.contains("nothing fits: the smallest need is"), qPrintable(big.out));
     }

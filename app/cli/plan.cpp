@@ -37,6 +37,7 @@ struct PlanOpts
     std::int64_t context = 0;  // decode context, when contextGiven; else --seq
     std::string logits = "all"; // preview: prefill's logits at every position, or the last ones
     bool contextGiven = false;
+    bool hardwareGiven = false; // show, validate, preview: check device memory and count against it
     int tp = 2;
     int maxTp = 8;
     bool json = false;
@@ -213,6 +214,13 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
         decode = *d;
         kvAtContext = *kv;
     }
+    // With --hardware, a plan that cannot run there is not valid: T above its devices, a rank over
+    // its memory (the prediction is still shown).
+    std::vector<tp::Diagnostic> diags = g.diagnostics;
+    if (o.hardwareGiven && g.valid())
+        for (auto& d : tp::feasibilityDiagnostics(om.spec, g, *hw, context))
+            diags.push_back(std::move(d));
+    const bool valid = !tp::hasErrors(diags);
     const auto scaling = tp::predictScaling(om.spec, plan, g.options, *hw, o.maxTp, context);
     std::map<tp::CollectiveKind, int> counts;
     std::int64_t totalBytes = 0;
@@ -234,7 +242,7 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
         j["logits"] = o.logits;
         j["dtype"] = std::string(tp::dtypeName(g.activationDtype));
         j["hardware"] = hw->id;
-        j["valid"] = g.valid();
+        j["valid"] = valid;
         j["collectives"] = collectivesJson(groups, *hw, g.tpSize);
         nlohmann::ordered_json totals = nlohmann::ordered_json::object();
         for (const auto& [k, n] : counts)
@@ -291,12 +299,12 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
             sj.push_back(x);
         }
         j["scaling"] = sj;
-        j["diagnostics"] = diagnosticsJson(g.diagnostics);
+        j["diagnostics"] = diagnosticsJson(diags);
         std::cout << j.dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
-        if (g.valid())
+        if (valid)
             return kOk;
         // The exit status says the plan is bad; stderr says why (the JSON has every finding).
-        const auto first = std::find_if(g.diagnostics.begin(), g.diagnostics.end(),
+        const auto first = std::find_if(diags.begin(), diags.end(),
                                         [](const tp::Diagnostic& d) { return d.severity == tp::Severity::Error; });
         fmt::print(stderr, "tpstudio-cli plan preview: the plan has errors at tp_size {}: {}: {} (every finding is under "
                            "'diagnostics')\n",
@@ -307,7 +315,7 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
     fmt::print("{} · tp_size {} · batch {} · seq {}{} · {} · {}\n\n", om.spec.className, g.tpSize, g.options.batch,
                g.options.seq, g.options.lastPositionLogits ? " · logits at the last positions" : "",
                tp::dtypeName(g.activationDtype), hw->name);
-    printDiagnostics(g.diagnostics, false);
+    printDiagnostics(diags, false);
     if (!g.valid()) {
         fmt::print("INVALID: the plan has errors; no collectives or times are predicted\n");
         return kBadInput;
@@ -371,6 +379,10 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
         else
             fmt::print("  {:>3} {:>11} {}\n", p.tp, "invalid", p.reason);
     }
+    if (!valid) {
+        fmt::print("\nINVALID: the plan does not fit {} (above)\n", hw->id);
+        return kBadInput;
+    }
     fmt::print("\nvalid\n");
     return kOk;
 }
@@ -409,7 +421,21 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
     so.seq = o.seq;
     so.activationDtype = dtypeOption(o.dtype);
     so.lastPositionLogits = o.logits == "last";
-    const tp::ShardedGraph g = tp::shardModel(om->spec, plan, so);
+    tp::ShardedGraph g = tp::shardModel(om->spec, plan, so);
+    if (o.hardwareGiven && mode != Mode::Preview && mode != Mode::Export && g.valid()) {
+        // Show and validate with --hardware: the plan must also fit the machine.
+        auto hw = tp::findHardware(o.hardware);
+        const std::int64_t context = o.contextGiven ? o.context : o.seq;
+        tp::Status st = hw.status();
+        if (st.ok())
+            st = tp::checkWorkload(tp::Workload::decodeStep(o.batch, context)).withContext("--batch and --context");
+        if (!st.ok()) {
+            fmt::print(stderr, "tpstudio-cli {}: {}\n", verb, st.message());
+            return kBadInput;
+        }
+        for (auto& d : tp::feasibilityDiagnostics(om->spec, g, *hw, context))
+            g.diagnostics.push_back(std::move(d));
+    }
     const bool errors = !g.valid();
 
     if (mode == Mode::Export) {
@@ -628,6 +654,14 @@ std::function<int()> addPlan(CLI::App& app)
     for (auto* c : {show, validate, prev, exp})
         addCommon(c, *o);
     addShape(prev, *o);
+    for (auto* c : {show, validate}) {
+        addShape(c, *o);
+        c->add_option("--hardware", o->hardware,
+                      "Also check that the plan fits this machine (built-in id, calibrated id or file): T up to its "
+                      "devices, the largest rank's weights + KV cache at --batch x --context + activations within its "
+                      "memory (an error naming the smallest T that fits)");
+        c->add_option("--context", o->context, "Context per sequence the KV cache holds, with --hardware (default: --seq)");
+    }
     prev->add_option("--hardware", o->hardware,
                      "Hardware profile: a built-in id (" + fmt::format("{}", fmt::join(tp::builtinHardwareIds(), ", "))
                          + ") or a profile JSON file")
@@ -683,7 +717,12 @@ std::function<int()> addPlan(CLI::App& app)
         auto* sub = show->parsed() ? show : validate->parsed() ? validate : prev->parsed() ? prev : exp;
         const Mode mode = sub == show ? Mode::Show : sub == validate ? Mode::Validate : sub == prev ? Mode::Preview
                                                                                                      : Mode::Export;
-        o->contextGiven = sub == prev && prev->count("--context") > 0;
+        auto given = [&](const char* name) {
+            const CLI::Option* opt = sub->get_option_no_throw(name);
+            return opt && opt->count() > 0;
+        };
+        o->contextGiven = given("--context");
+        o->hardwareGiven = given("--hardware");
         return run(mode, *o, sub->count("--tp") > 0);
     };
 }

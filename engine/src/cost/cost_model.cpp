@@ -1,6 +1,7 @@
 // cost_model.cpp — roofline compute and alpha-beta communication per node (docs/metrics.md).
 #include "tp/cost/cost_model.h"
 
+#include "tp/core/units.h"
 #include "tp/model/arch_traits.h"
 
 #include <fmt/format.h>
@@ -313,6 +314,74 @@ Result<std::int64_t> kvCacheBytes(const ShardedGraph& g, std::int64_t batch, std
     if (perToken > 0 && batch * context > std::numeric_limits<std::int64_t>::max() / perToken)
         return invalidArgument(fmt::format("KV cache of {} × {} tokens overflows", batch, context));
     return perToken * batch * context;
+}
+
+Result<MemoryFit> memoryFit(const ShardedGraph& g, const HardwareProfile& hw, std::int64_t batch, std::int64_t context)
+{
+    if (!(hw.memoryGiB > 0))
+        return invalidArgument(fmt::format("hardware profile '{}' gives no device memory (memory_gib)", hw.id));
+    MemoryFit f;
+    TP_ASSIGN_OR_RETURN(f.kvCacheBytes, kvCacheBytes(g, batch, context));
+    for (std::size_t r = 0; r < g.memory.size(); ++r) {
+        const RankMemory& m = g.memory[r];
+        if (r == 0 || m.weightBytes + m.activationPeakBytes > f.weightBytes + f.activationBytes) {
+            f.rank = static_cast<int>(r);
+            f.weightBytes = m.weightBytes;
+            f.activationBytes = m.activationPeakBytes;
+        }
+    }
+    f.neededBytes = f.weightBytes + f.kvCacheBytes + f.activationBytes;
+    f.deviceBytes = static_cast<std::int64_t>(hw.memoryGiB * double(std::int64_t(1) << 30));
+    return f;
+}
+
+std::vector<Diagnostic> feasibilityDiagnostics(const ModelSpec& spec, const ShardedGraph& g, const HardwareProfile& hw,
+                                               std::int64_t context)
+{
+    std::vector<Diagnostic> out;
+    if (!g.valid() || !g.plan)
+        return out;
+    if (g.tpSize > hw.devices)
+        out.push_back({Severity::Error, "tp_size",
+                       fmt::format("tp_size {} needs {} devices; {} has {}", g.tpSize, g.tpSize, hw.name, hw.devices),
+                       fmt::format("choose T up to {}, or a profile with more devices", hw.devices)});
+    auto fit = memoryFit(g, hw, g.options.batch, context);
+    if (!fit) {
+        out.push_back({Severity::Error, "memory", fit.status().message(), ""});
+        return out;
+    }
+    if (fit->fits())
+        return out;
+    // The smallest T at which the same plan is valid and fits.
+    std::string smallest = "no tp size up to 64 fits";
+    LayerGraph graph = buildLayerGraph(spec);
+    for (int t = 1; t <= 64; ++t) {
+        if (t == g.tpSize)
+            continue;
+        Plan p = *g.plan;
+        p.tpSize = t;
+        ShardedGraph other = shardModel(spec, p, g.options, std::move(graph));
+        bool ok = false;
+        if (other.valid())
+            if (auto f = memoryFit(other, hw, g.options.batch, context))
+                ok = f->fits();
+        graph = std::move(other.graph);
+        if (ok) {
+            smallest = t > hw.devices ? fmt::format("the smallest tp size that fits is {}, more than the {} devices of {}",
+                                                    t, hw.devices, hw.id)
+                                      : fmt::format("the smallest tp size that fits is {}", t);
+            break;
+        }
+    }
+    out.push_back({Severity::Error, "memory",
+                   fmt::format("rank {} needs {} per device (weights {}, KV cache {} at batch {} × context {}, "
+                               "activations {}) and {} has {}: {}",
+                               fit->rank, humanBytes(static_cast<double>(fit->neededBytes)),
+                               humanBytes(static_cast<double>(fit->weightBytes)), humanBytes(static_cast<double>(fit->kvCacheBytes)),
+                               g.options.batch, context, humanBytes(static_cast<double>(fit->activationBytes)), hw.id,
+                               humanBytes(static_cast<double>(fit->deviceBytes)), smallest),
+                   "raise tp_size, lower batch or context, or choose a device with more memory"});
+    return out;
 }
 
 std::vector<ScalingPoint> predictScaling(const ModelSpec& spec, const Plan& plan, const ShardOptions& options,

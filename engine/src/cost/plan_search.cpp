@@ -99,7 +99,6 @@ Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& h
     if (!(hw.memoryGiB > 0))
         return invalidArgument(fmt::format("hardware profile '{}' gives no device memory (memory_gib)", hw.id));
     const int maxTp = o.maxTp > 0 ? o.maxTp : std::clamp(hw.devices, 1, 64);
-    const auto deviceBytes = static_cast<std::int64_t>(hw.memoryGiB * double(std::int64_t(1) << 30));
 
     SearchResult out;
     LayerGraph graph = buildLayerGraph(spec); // the model's alone: moved into each sharding and back
@@ -134,12 +133,9 @@ Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& h
             c.ttftSeconds = estimateCost(spec, g, hw).totalSeconds();
             TP_ASSIGN_OR_RETURN(c.itlSeconds, decodeStepSeconds(spec, g, hw, o.batch, context));
             c.tokensPerSecondPerGpu = c.itlSeconds > 0 ? static_cast<double>(o.batch) / c.itlSeconds / t : 0;
-            // The largest rank's weights, its KV cache at batch × context and the prefill's activation peak.
-            TP_ASSIGN_OR_RETURN(const std::int64_t kv, kvCacheBytes(g, o.batch, context));
-            for (const RankMemory& m : g.memory)
-                c.memoryBytes = std::max(c.memoryBytes, m.weightBytes + m.activationPeakBytes);
-            c.memoryBytes += kv;
-            c.headroomBytes = deviceBytes - c.memoryBytes;
+            TP_ASSIGN_OR_RETURN(const MemoryFit fit, memoryFit(g, hw, o.batch, context));
+            c.memoryBytes = fit.neededBytes;
+            c.headroomBytes = fit.deviceBytes - fit.neededBytes;
             graph = std::move(g.graph);
             if (c.headroomBytes < 0) {
                 ++out.tooLarge;

@@ -101,6 +101,25 @@ Result<double> decodeStepSeconds(const ModelSpec& spec, const ShardedGraph& g, c
 std::int64_t kvCacheBytesPerToken(const ShardedGraph& g);
 Result<std::int64_t> kvCacheBytes(const ShardedGraph& g, std::int64_t batch, std::int64_t context);
 
+// What a plan needs of each device: the largest rank's weights, its KV cache at batch × context
+// and the prefill's activation peak (the graph's options), against the profile's memory_gib.
+struct MemoryFit
+{
+    int rank = 0;                       // the rank that needs the most
+    std::int64_t weightBytes = 0, kvCacheBytes = 0, activationBytes = 0;
+    std::int64_t neededBytes = 0;       // their sum
+    std::int64_t deviceBytes = 0;
+    bool fits() const { return neededBytes <= deviceBytes; }
+};
+// InvalidArgument beyond checkWorkload's bounds or for a profile without device memory.
+Result<MemoryFit> memoryFit(const ShardedGraph& g, const HardwareProfile& hw, std::int64_t batch, std::int64_t context);
+
+// Error diagnostics of a valid plan that cannot run on the machine: T above its device count, and
+// a rank that does not fit its device (naming the smallest T up to 64 at which the plan is valid
+// and fits, or that none does). Empty when it fits.
+std::vector<Diagnostic> feasibilityDiagnostics(const ModelSpec& spec, const ShardedGraph& g, const HardwareProfile& hw,
+                                               std::int64_t context);
+
 struct ScalingPoint
 {
     int tp = 1;
