@@ -1,7 +1,9 @@
 // tst_gui — the module tree model (checked by QAbstractItemModelTester) and the main window.
 #include "models/background.h"
+#include "models/format.h"
 #include "models/module_tree_model.h"
 #include "models/preview_models.h"
+#include "widgets/advisor_page.h"
 #include "widgets/custom_style_dialog.h"
 #include "widgets/dataflow_view.h"
 #include "widgets/main_window.h"
@@ -9,6 +11,7 @@
 #include "widgets/shard_view.h"
 #include "widgets/verify_dialog.h"
 
+#include "tp/cost/plan_search.h"
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
 #include "tp/runtime/gpu.h"
@@ -35,6 +38,8 @@
 #include <QTableWidget>
 #include <QStandardItemModel>
 #include <QtTest>
+
+#include <set>
 
 using namespace tpui;
 
@@ -98,6 +103,21 @@ bool openVerifyDialog(MainWindow& w, VerifyDialog*& dialog)
     return dialog != nullptr;
 }
 
+// Opens `what` on `hardware`, shows the Advisor page and waits for its candidates.
+bool openAdvisor(MainWindow& w, const QString& what, const QString& hardware)
+{
+    w.setShowErrorDialogs(false);
+    PreviewSettings s = w.document()->settings();
+    s.hardware = hardware;
+    w.document()->setSettings(s);
+    if (!openAndPreview(w, what))
+        return false;
+    QSignalSpy found(w.advisorPage(), &AdvisorPage::searchFinished);
+    w.show();
+    w.tabs()->setCurrentIndex(MainWindow::AdvisorPageIndex); // shown: the search starts by itself
+    return found.wait(120000) && !w.advisorPage()->searching();
+}
+
 QString planStyle(const MainWindow& w, const std::string& key)
 {
     for (const auto& e : w.document()->plan().entries)
@@ -118,6 +138,7 @@ private slots:
         QCoreApplication::setApplicationName(QStringLiteral("tst_gui"));
         qputenv("TPSTUDIO_CLI", TP_CLI_PATH);
         QVERIFY(m_dir.isValid());
+
         // Opening 20,000 layers takes long enough (a second or more, not microseconds) to be watched.
         m_big = layersFolder(m_dir, 20000);
         m_huge = layersFolder(m_dir, 100000);
@@ -836,6 +857,144 @@ private slots:
             QCOMPARE(dialog->table()->item(r, 5)->text(), QStringLiteral("agree"));
         }
         QCOMPARE(kinds, (QStringList{QStringLiteral("all_gather"), QStringLiteral("all_reduce")}));
+    }
+
+    // The Advisor on a dense and a MoE model: the table holds every candidate tp::searchPlans keeps
+    // with the same inputs, all fitting; the status counts the front; plot and table select together;
+    // Apply loads a candidate's plan and T as one undo step, Export writes it.
+    void advisorSearchesSelectsAndApplies_data()
+    {
+        QTest::addColumn<QString>("id");
+        QTest::newRow("dense") << QStringLiteral("example");
+        QTest::newRow("moe") << QStringLiteral("mixtral-8x7b");
+    }
+    void advisorSearchesSelectsAndApplies()
+    {
+        QFETCH(QString, id);
+        MainWindow w;
+        QVERIFY(openAdvisor(w, id, QStringLiteral("h200-sxm-8")));
+        AdvisorPage* page = w.advisorPage();
+        QVERIFY(page->result());
+        const tp::SearchResult& shown = *page->result();
+        auto expected = tp::searchPlans(*w.spec(), tp::findHardware("h200-sxm-8").value(), page->options());
+        QVERIFY2(expected.ok(), expected.status().message().c_str());
+        QVERIFY(!expected->candidates.empty());
+        const auto front = std::count_if(expected->candidates.begin(), expected->candidates.end(), [](auto& c) { return c.pareto; });
+        QVERIFY(front > 0);
+        QCOMPARE(shown.candidates.size(), expected->candidates.size());
+        QCOMPARE(std::count_if(shown.candidates.begin(), shown.candidates.end(), [](auto& c) { return c.pareto; }), front);
+        QAbstractItemModel* table = page->table()->model();
+        QCOMPARE(table->rowCount(), int(expected->candidates.size()));
+        std::set<std::string> names;
+        int paretoRows = 0;
+        for (int r = 0; r < table->rowCount(); ++r) {
+            QVERIFY(table->index(r, 6).data(Qt::UserRole).toLongLong() >= 0); // headroom: every row fits
+            paretoRows += table->index(r, 7).data().toString() == QLatin1String("yes");
+            names.insert(table->index(r, 0).data().toString().toStdString());
+        }
+        QCOMPARE(paretoRows, int(front));
+        if (w.spec()->config.isMoe())
+            QVERIFY(names.contains("expert parallel"));
+        QVERIFY2(page->statusLabel()->text().startsWith(
+                     QStringLiteral("%1 candidates, %2 on the Pareto front; %3 invalid, %4 too large")
+                         .arg(expected->candidates.size()).arg(front).arg(expected->invalid).arg(expected->tooLarge)),
+                 qPrintable(page->statusLabel()->text()));
+        QVERIFY(page->plot()->xAxis->label().startsWith(QStringLiteral("Inter-token latency (")));
+        // The objective (tokens/s per GPU) selects its best candidate, at the top of the table.
+        QVERIFY(page->selectedIndex() >= 0);
+        for (const auto& c : shown.candidates)
+            QVERIFY(c.tokensPerSecondPerGpu <= shown.candidates[std::size_t(page->selectedIndex())].tokensPerSecondPerGpu);
+        page->objectiveBox()->setCurrentIndex(AdvisorPage::TtftObjective);
+        for (const auto& c : shown.candidates)
+            QVERIFY(c.ttftSeconds >= shown.candidates[std::size_t(page->selectedIndex())].ttftSeconds);
+
+        // A click on a point selects its row; a row selects its point.
+        PlanDocument* doc = w.document();
+        const int startTp = doc->settings().tpSize;
+        int pick = -1;
+        for (std::size_t i = 0; i < shown.candidates.size(); ++i)
+            if (shown.candidates[i].tp != startTp && shown.candidates[i].tp > 1
+                && (pick < 0 || shown.candidates[i].pareto))
+                pick = int(i);
+        QVERIFY(pick >= 0);
+        const tp::PlanCandidate& c = shown.candidates[std::size_t(pick)];
+        page->plot()->replot(); // the axes at the plot's current size
+        const QPoint at = page->pixelOf(pick).toPoint();
+        QVERIFY(page->plot()->rect().contains(at));
+        const int under = page->candidateAt(at); // `pick`, or one drawn at the same place
+        QVERIFY(under >= 0);
+        QTest::mouseClick(page->plot(), Qt::LeftButton, {}, at);
+        QCOMPARE(page->selectedIndex(), under);
+        page->selectCandidate(pick);
+        QCOMPARE(page->selectedIndex(), pick);
+        const QModelIndex cur = page->table()->currentIndex();
+        QCOMPARE(cur.siblingAtColumn(0).data().toString(), QString::fromStdString(c.name));
+        QCOMPARE(cur.siblingAtColumn(1).data().toInt(), c.tp);
+
+        // Export: the candidate's plan as plan JSON, at its T.
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("candidate.json"));
+        QVERIFY(page->exportSelected(file).ok());
+        auto reread = tp::loadPlanFile(file.toStdString(), tp::VersionProfile::G3);
+        QVERIFY2(reread.ok(), reread.status().message().c_str());
+        QCOMPARE(reread->tpSize, c.tp);
+
+        // Apply: the editor takes the plan and T; one undo brings both back.
+        const std::vector<tp::PlanEntry> before = doc->plan().entries;
+        const int steps = doc->undoStack()->count();
+        page->applyButton()->click();
+        QCOMPARE(doc->undoStack()->count(), steps + 1);
+        QCOMPARE(doc->settings().tpSize, c.tp);
+        QCOMPARE(w.tpBox()->value(), c.tp);
+        QVERIFY(doc->plan().entries == c.plan.entries);
+        QCOMPARE(doc->plan().epImplementation, c.plan.epImplementation);
+        QVERIFY(settle(w)); // the other pages show it
+        QCOMPARE(w.previews()->latest()->graph.tpSize, c.tp);
+        QVERIFY(w.previews()->latest()->graph.valid());
+        doc->undoStack()->undo();
+        QCOMPARE(doc->settings().tpSize, startTp);
+        QVERIFY(doc->plan().entries == before);
+        doc->undoStack()->redo();
+        QCOMPARE(doc->settings().tpSize, c.tp);
+    }
+
+    // Nothing fits (a 70 B model on the local CPU's 8 GiB): the page says so and names the least
+    // demanding candidate and how far off it is.
+    void advisorExplainsWhenNothingFits()
+    {
+        MainWindow w;
+        QVERIFY(openAdvisor(w, QStringLiteral("llama-3.1-70b"), QStringLiteral("local-cpu")));
+        AdvisorPage* page = w.advisorPage();
+        QVERIFY(page->result());
+        QVERIFY(page->result()->candidates.empty());
+        QVERIFY(page->result()->smallestTooLarge);
+        QCOMPARE(page->table()->model()->rowCount(), 0);
+        QVERIFY(page->emptyLabel()->isVisible());
+        const QString text = page->emptyLabel()->text();
+        QVERIFY2(text.contains(QStringLiteral("Nothing fits")), qPrintable(text));
+        const auto& m = *page->result()->smallestTooLarge;
+        QVERIFY2(text.contains(QString::fromStdString(m.name)) && text.contains(QStringLiteral("T=%1").arg(m.tp))
+                     && text.contains(humanBytes(double(-m.headroomBytes))),
+                 qPrintable(text));
+        QVERIFY(page->statusLabel()->text().startsWith(QStringLiteral("0 candidates, 0 on the Pareto front")));
+        QVERIFY(!page->applyButton()->isEnabled());
+        // A machine it fits on: the same page fills.
+        QSignalSpy found(page, &AdvisorPage::searchFinished);
+        w.hardwareBox()->setCurrentIndex(w.hardwareBox()->findData(QStringLiteral("h200-sxm-8")));
+        QVERIFY(found.wait(120000));
+        QVERIFY(page->table()->model()->rowCount() > 0);
+        QVERIFY(!page->emptyLabel()->isVisible());
+    }
+
+    // Without a model the page says what to do.
+    void advisorWithoutModel()
+    {
+        MainWindow w;
+        w.show();
+        QSignalSpy found(w.advisorPage(), &AdvisorPage::searchFinished);
+        w.tabs()->setCurrentIndex(MainWindow::AdvisorPageIndex);
+        QVERIFY(found.wait(5000));
+        QVERIFY(w.advisorPage()->emptyLabel()->text().contains(QStringLiteral("Open a model")));
     }
 
     void badModelReportsAndKeepsPrevious()

@@ -4,6 +4,7 @@
 #include "models/format.h"
 #include "models/module_tree_model.h"
 #include "models/preview_models.h"
+#include "widgets/advisor_page.h"
 #include "widgets/custom_style_dialog.h"
 #include "widgets/dataflow_view.h"
 #include "widgets/results_page.h"
@@ -272,6 +273,8 @@ MainWindow::MainWindow(QWidget* parent)
     });
     connect(m_runPage, &RunPage::runFailed, this, [this](const QString& m) { report(m); });
     connect(m_results, &ResultsPage::message, this, &MainWindow::report);
+    m_advisor = new AdvisorPage(m_doc);
+    connect(m_advisor, &AdvisorPage::message, this, &MainWindow::report);
 
     m_tabs = new QTabWidget;
     m_tabs->setDocumentMode(true);
@@ -283,6 +286,7 @@ MainWindow::MainWindow(QWidget* parent)
     m_tabs->addTab(m_diagnostics, themeIcon("dialog-warning", ":/icons/warning.svg"), tr("Diagnostics"));
     m_tabs->addTab(m_runPage, themeIcon("media-playback-start", ":/icons/plan.svg"), tr("Run"));
     m_tabs->addTab(m_results, themeIcon("x-office-spreadsheet", ":/icons/plan.svg"), tr("Results"));
+    m_tabs->addTab(m_advisor, themeIcon("system-search", ":/icons/info.svg"), tr("Advisor"));
 
     auto* split = new QSplitter;
     split->addWidget(left);
@@ -291,7 +295,7 @@ MainWindow::MainWindow(QWidget* parent)
     split->setStretchFactor(1, 4);
     setCentralWidget(split);
 
-    split->setSizes({760, 680});
+    split->setSizes({460, 980}); // every page's tab in view at the default width
 
     // --- style palette under the tree: drag a style onto a module -------------------------------
     auto fillPalette = [this, styleNames] {
@@ -457,6 +461,7 @@ void MainWindow::setupPreviewBar()
     m_seq = new QSpinBox;
     m_seq->setRange(1, 1 << 20);
     m_hardware = new QComboBox;
+    m_hardware->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     for (const auto& id : tp::builtinHardwareIds()) {
         auto hw = tp::findHardware(id);
         m_hardware->addItem(hw.ok() ? qs(hw->name) : qs(id), qs(id));
