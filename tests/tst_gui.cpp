@@ -4,6 +4,7 @@
 #include "models/module_tree_model.h"
 #include "models/preview_models.h"
 #include "widgets/advisor_page.h"
+#include "widgets/calibrate_dialog.h"
 #include "widgets/custom_style_dialog.h"
 #include "widgets/dataflow_view.h"
 #include "widgets/main_window.h"
@@ -33,6 +34,7 @@
 
 #include <QLabel>
 #include <QPlainTextEdit>
+#include <QProgressBar>
 #include <QProcess>
 #include <QPushButton>
 #include <QTableWidget>
@@ -138,7 +140,8 @@ private slots:
         QCoreApplication::setApplicationName(QStringLiteral("tst_gui"));
         qputenv("TPSTUDIO_CLI", TP_CLI_PATH);
         QVERIFY(m_dir.isValid());
-
+        // Calibrated hardware profiles: none of this user's, only what the tests install.
+        qputenv("TPSTUDIO_HARDWARE_DIR", m_dir.filePath(QStringLiteral("hardware")).toLocal8Bit());
         // Opening 20,000 layers takes long enough (a second or more, not microseconds) to be watched.
         m_big = layersFolder(m_dir, 20000);
         m_huge = layersFolder(m_dir, 100000);
@@ -984,6 +987,65 @@ private slots:
         QVERIFY(found.wait(120000));
         QVERIFY(page->table()->model()->rowCount() > 0);
         QVERIFY(!page->emptyLabel()->isVisible());
+    }
+
+    // The hardware list: the built-in profiles, then the calibrated ones of TPSTUDIO_HARDWARE_DIR,
+    // marked; a profile that does not parse is left out; selecting one drives the previews.
+    void hardwareListHasCalibratedProfiles()
+    {
+        const QString dir = qEnvironmentVariable("TPSTUDIO_HARDWARE_DIR");
+        QVERIFY(QDir().mkpath(dir));
+        QFile in(QStringLiteral(TP_SOURCE_DIR "/plans/hardware/local-cpu.json"));
+        QVERIFY(in.open(QIODevice::ReadOnly));
+        QJsonObject profile = QJsonDocument::fromJson(in.readAll()).object();
+        profile[QStringLiteral("id")] = QStringLiteral("test-box");
+        profile[QStringLiteral("name")] = QStringLiteral("Test box");
+        QFile out(dir + QStringLiteral("/test-box.json")), bad(dir + QStringLiteral("/broken.json"));
+        QVERIFY(out.open(QIODevice::WriteOnly | QIODevice::Truncate) && bad.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        out.write(QJsonDocument(profile).toJson());
+        out.close();
+        bad.write("{");
+        bad.close();
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QComboBox* box = w.hardwareBox();
+        const int builtin = int(tp::builtinHardwareIds().size());
+        QCOMPARE(box->count(), builtin + 1);
+        QCOMPARE(box->itemData(builtin).toString(), QStringLiteral("test-box"));
+        QCOMPARE(box->itemText(builtin), QStringLiteral("Test box (calibrated)"));
+        QVERIFY(openAndPreview(w, QStringLiteral("example")));
+        box->setCurrentIndex(builtin);
+        QCOMPARE(w.document()->settings().hardware, QStringLiteral("test-box"));
+        QVERIFY(settle(w));
+        QVERIFY(w.previews()->latest()->hardware);
+        QCOMPARE(QString::fromStdString(w.previews()->latest()->hardware->name), QStringLiteral("Test box"));
+        // Gone from the folder: listed no more, and the selection falls back to the first built-in.
+        QVERIFY(QFile::remove(out.fileName()) && QFile::remove(bad.fileName()));
+        w.refreshHardwareList();
+        QCOMPARE(box->count(), builtin);
+        QCOMPARE(w.document()->settings().hardware, box->itemData(0).toString());
+    }
+
+    // The calibration dialog runs tpstudio-cli; one it cannot start says so, and installs nothing.
+    void calibrateDialogNamesAMissingCli()
+    {
+        const QByteArray cli = qgetenv("TPSTUDIO_CLI");
+        qputenv("TPSTUDIO_CLI", "/no/such/tpstudio-cli");
+        MainWindow w;
+        w.calibrateAction()->trigger();
+        auto* dialog = w.findChild<CalibrateDialog*>();
+        QVERIFY(dialog);
+        QVERIFY(dialog->idEdit()->text().startsWith(QStringLiteral("calibrated-")));
+        QVERIFY(dialog->arguments().contains(QStringLiteral("--json-stream")));
+        QSignalSpy done(dialog, &CalibrateDialog::done);
+        dialog->startButton()->click();
+        QVERIFY(done.count() > 0 || done.wait(10000));
+        qputenv("TPSTUDIO_CLI", cli);
+        QCOMPARE(done.first().first().toBool(), false);
+        QVERIFY2(dialog->stepLabel()->text().contains(QStringLiteral("/no/such/tpstudio-cli")), qPrintable(dialog->stepLabel()->text()));
+        QVERIFY(dialog->startButton()->isEnabled());
+        QVERIFY(!dialog->stopButton()->isEnabled());
+        QCOMPARE(w.hardwareBox()->count(), int(tp::builtinHardwareIds().size()));
     }
 
     // Without a model the page says what to do.

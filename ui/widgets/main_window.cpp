@@ -5,6 +5,7 @@
 #include "models/module_tree_model.h"
 #include "models/preview_models.h"
 #include "widgets/advisor_page.h"
+#include "widgets/calibrate_dialog.h"
 #include "widgets/custom_style_dialog.h"
 #include "widgets/dataflow_view.h"
 #include "widgets/results_page.h"
@@ -462,14 +463,11 @@ void MainWindow::setupPreviewBar()
     m_seq->setRange(1, 1 << 20);
     m_hardware = new QComboBox;
     m_hardware->setSizeAdjustPolicy(QComboBox::AdjustToContents);
-    for (const auto& id : tp::builtinHardwareIds()) {
-        auto hw = tp::findHardware(id);
-        m_hardware->addItem(hw.ok() ? qs(hw->name) : qs(id), qs(id));
-    }
     m_dtype = new QComboBox;
     m_dtype->addItem(tr("model dtype"), QStringLiteral("model"));
     for (const char* d : {"bf16", "f16", "f32"})
         m_dtype->addItem(QString::fromLatin1(d), QString::fromLatin1(d));
+    refreshHardwareList();
     tb->addWidget(new QLabel(tr(" TP size ")));
     tb->addWidget(m_tp);
     tb->addWidget(new QLabel(tr("  Hardware ")));
@@ -509,6 +507,29 @@ void MainWindow::setupPreviewBar()
         m_dtype->setCurrentIndex(std::max(0, m_dtype->findData(s.dtype)));
         m_hardware->setCurrentIndex(std::max(0, m_hardware->findData(s.hardware)));
     });
+}
+
+void MainWindow::refreshHardwareList(const QString& select)
+{
+    const QString current = select.isEmpty() ? m_doc->settings().hardware : select;
+    {
+        const QSignalBlocker block(m_hardware);
+        m_hardware->clear();
+        for (const auto& id : tp::builtinHardwareIds()) {
+            auto hw = tp::findHardware(id);
+            m_hardware->addItem(hw.ok() ? qs(hw->name) : qs(id), qs(id));
+        }
+        std::vector<std::string> errors;
+        for (const auto& hw : tp::userHardwareProfiles(&errors)) {
+            m_hardware->addItem(themeIcon("preferences-system", ":/icons/plan.svg"), tr("%1 (calibrated)").arg(qs(hw.name)), qs(hw.id));
+            m_hardware->setItemData(m_hardware->count() - 1, qs(hw.source), Qt::ToolTipRole);
+        }
+        for (const auto& e : errors)
+            report(tr("Hardware profile left out: %1").arg(qs(e)));
+        m_hardware->setCurrentIndex(std::max(0, m_hardware->findData(current)));
+    }
+    if (m_hardware->currentData().toString() != m_doc->settings().hardware)
+        settingsFromBar();
 }
 
 void MainWindow::settingsFromBar()
@@ -648,6 +669,24 @@ void MainWindow::setupActions()
     });
     m_verifyAction->setToolTip(tr("Run the plan in Hugging Face Transformers and compare its collectives and logits "
                                   "with the preview and the engine"));
+    m_calibrateAction = runMenu->addAction(themeIcon("preferences-system", ":/icons/plan.svg"), tr("Calibrate This &Machine…"), this, [this] {
+        if (auto* open = findChild<CalibrateDialog*>()) {
+            open->raise();
+            open->activateWindow();
+            return;
+        }
+        auto* dialog = new CalibrateDialog(this);
+        dialog->setAttribute(Qt::WA_DeleteOnClose);
+        connect(dialog, &CalibrateDialog::done, this, [this](bool ok, const QString& id) {
+            if (!ok)
+                return;
+            refreshHardwareList(id);
+            report(tr("Hardware profile %1 installed and selected").arg(id));
+        });
+        dialog->show();
+    });
+    m_calibrateAction->setToolTip(tr("Measure this machine and add its profile to the hardware list"));
+    connect(m_advisor, &AdvisorPage::calibrateRequested, m_calibrateAction, &QAction::trigger);
     runMenu->addSeparator();
     runMenu->addAction(tr("Export &Chart…"), this, [this] {
         const QString f = QFileDialog::getSaveFileName(this, tr("Export chart"), QStringLiteral("chart.png"),

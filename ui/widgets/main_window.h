@@ -70,8 +70,12 @@ public:
     QAction* cancelOpenAction() const { return m_cancelOpenAction; }
     // Run → Verify with Transformers…: opens a VerifyDialog on the plan at the toolbar's T.
     QAction* verifyAction() const { return m_verifyAction; }
-    // The toolbar's hardware list.
+    // Run → Calibrate This Machine…: opens a CalibrateDialog; the profile it installs is selected.
+    QAction* calibrateAction() const { return m_calibrateAction; }
+    // The toolbar's hardware list: the built-in profiles, then the user's calibrated ones.
     QComboBox* hardwareBox() const { return m_hardware; }
+    // Lists the profiles again (after a calibration) and selects `select` ("" keeps the selection).
+    void refreshHardwareList(const QString& select = {});
     // Opens of every window inside the engine right now, superseded and abandoned ones included
     // (tp::openModel cannot be interrupted; they end on their own).
     static int opensRunning();
@@ -195,6 +199,7 @@ private:
     QToolButton* m_cancelButton = nullptr;
     QAction* m_cancelOpenAction = nullptr;
     QAction* m_verifyAction = nullptr;
+    QAction* m_calibrateAction = nullptr;
     bool m_showErrorDialogs = true;
     QByteArray m_pendingSession; // restored into the model being opened, when it opens
 };
