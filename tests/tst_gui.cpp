@@ -987,6 +987,15 @@ private slots:
         QVERIFY(found.wait(120000));
         QVERIFY(page->table()->model()->rowCount() > 0);
         QVERIFY(!page->emptyLabel()->isVisible());
+        // Another model: the candidates of the one before go at once, the new ones come.
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        w.openModel(QStringLiteral("example"));
+        QVERIFY(loaded.wait(30000));
+        QVERIFY(!page->result() || page->searching());
+        QVERIFY(page->result() || found.wait(120000));
+        QCOMPARE(page->table()->model()->rowCount(), int(page->result()->candidates.size()));
+        QVERIFY(page->selectedIndex() >= 0);
+        QVERIFY(!page->result()->candidates[std::size_t(page->selectedIndex())].name.empty());
     }
 
     // The hardware list: the built-in profiles, then the calibrated ones of TPSTUDIO_HARDWARE_DIR,

@@ -301,7 +301,11 @@ AdvisorPage::AdvisorPage(PlanDocument* doc, QWidget* parent)
     for (QSpinBox* b : {m_batch, m_seq, m_context, m_maxTp})
         connect(b, &QSpinBox::valueChanged, this, &AdvisorPage::invalidate);
     connect(m_objective, &QComboBox::currentIndexChanged, this, &AdvisorPage::sortByObjective);
-    connect(doc, &PlanDocument::modelChanged, this, &AdvisorPage::invalidate);
+    connect(doc, &PlanDocument::modelChanged, this, [this] {
+        // The candidates shown belong to the model before: gone at once.
+        clearResult(m_doc->spec() ? tr("Searching…") : tr("Open a model to compare its candidate plans."));
+        invalidate();
+    });
     connect(doc, &PlanDocument::settingsChanged, this, [this] {
         // The toolbar's batch and sequence carry over when they change; T does not matter here.
         const PreviewSettings& s = m_doc->settings();
@@ -341,8 +345,8 @@ void AdvisorPage::invalidate()
 void AdvisorPage::showEvent(QShowEvent* event)
 {
     QWidget::showEvent(event);
-    if (m_stale)
-        m_debounce->start(0);
+    if (m_stale) // now, once the page is on screen
+        QMetaObject::invokeMethod(this, &AdvisorPage::search, Qt::QueuedConnection);
 }
 
 void AdvisorPage::search()
@@ -350,10 +354,7 @@ void AdvisorPage::search()
     m_debounce->stop();
     if (!m_doc->spec()) {
         m_stale = false;
-        m_result.reset();
-        m_model->setResult(nullptr);
-        m_status->clear();
-        showEmpty(tr("Open a model to compare its candidate plans."));
+        clearResult(tr("Open a model to compare its candidate plans."));
         emit searchFinished();
         return;
     }
@@ -399,7 +400,7 @@ void AdvisorPage::finished()
     }
     m_result = out.result;
     m_resultSpec = m_searchSpec;
-    m_selected = -1;
+    m_selected = -1; // a model reset leaves the selection without a signal
     m_model->setResult(m_result);
     if (!m_result) {
         m_status->setText(tr("Cannot search: %1").arg(out.error));
@@ -409,44 +410,55 @@ void AdvisorPage::finished()
     }
     const tp::SearchResult& r = *m_result;
     const auto front = std::count_if(r.candidates.begin(), r.candidates.end(), [](const auto& c) { return c.pareto; });
-    QString status = tr("%1 candidates, %2 on the Pareto front; %3 invalid, %4 too large · on %5, %6 per device")
+    QString status = tr("%1 candidates, %2 on the Pareto front; %3 invalid, %4 too large")
                          .arg(r.candidates.size())
                          .arg(front)
                          .arg(r.invalid)
-                         .arg(r.tooLarge)
-                         .arg(out.hardwareName, humanBytes(out.deviceBytes));
+                         .arg(r.tooLarge);
     if (r.candidates.empty()) {
         QString why;
         const tp::SearchOptions o = options();
-        const qint64 context = o.context > 0 ? o.context : o.seq;
-        if (const auto& m = r.smallestTooLarge)
+        if (const auto& m = r.smallestTooLarge) {
             why = tr("<p><b>Nothing fits</b> on %1 (%2 per device) at batch %3 × context %4.</p>"
                      "<p>The least demanding candidate, <i>%5</i> at T=%6, needs %7 per rank: %8 more than the device "
-                     "has.</p><p>Lower the batch or the context, allow a larger T, or choose a machine with more memory.</p>")
+                     "has.</p><p>%9</p>")
                       .arg(out.hardwareName.toHtmlEscaped(), humanBytes(out.deviceBytes))
                       .arg(o.batch)
-                      .arg(context)
+                      .arg(o.context > 0 ? o.context : o.seq)
                       .arg(qs(m->name).toHtmlEscaped())
                       .arg(m->tp)
-                      .arg(humanBytes(double(m->memoryBytes)), humanBytes(double(-m->headroomBytes)));
-        else
-            why = tr("<p><b>No valid candidate</b>: the planner rejects every plan at every tp size up to the maximum "
-                     "(see Diagnostics for the default plan's errors).</p>");
-        if (const auto& m = r.smallestTooLarge)
-            status += tr(" · nothing fits: the least demanding, %1 at T=%2, needs %3 (%4 over)")
+                      .arg(humanBytes(double(m->memoryBytes)), humanBytes(double(-m->headroomBytes)))
+                      .arg(o.maxTp > 0 ? tr("Raise Max T, lower the batch or the context, or choose a machine with more memory.")
+                                       : tr("Lower the batch or the context, or choose a machine with more memory."));
+            status += tr(" · the least demanding, %1 at T=%2, needs %3 (%4 over)")
                           .arg(qs(m->name))
                           .arg(m->tp)
                           .arg(humanBytes(double(m->memoryBytes)), humanBytes(double(-m->headroomBytes)));
+        } else {
+            why = tr("<p><b>No valid candidate</b>: the planner rejects every plan at every tp size up to the maximum "
+                     "(see Diagnostics for the default plan's errors).</p>");
+        }
         m_status->setText(status);
         showEmpty(why);
         emit searchFinished();
         return;
     }
+    status += tr(" · on %1, %2 per device").arg(out.hardwareName, humanBytes(out.deviceBytes));
     m_status->setText(status);
     m_stack->setCurrentIndex(1);
     plotResult();
     sortByObjective();
     emit searchFinished();
+}
+
+void AdvisorPage::clearResult(const QString& text)
+{
+    m_result.reset();
+    m_resultSpec.reset();
+    m_selected = -1;
+    m_model->setResult(nullptr);
+    m_status->clear();
+    showEmpty(text);
 }
 
 void AdvisorPage::showEmpty(const QString& text)

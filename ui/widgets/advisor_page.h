@@ -87,6 +87,7 @@ private:
     void invalidate();
     void finished();
     void showResult();
+    void clearResult(const QString& text); // no candidates; `text` in their place
     void showEmpty(const QString& text);
     void plotResult();
     void markSelection();
