@@ -62,6 +62,8 @@ public:
     bool searching() const { return m_watcher.isRunning(); }
     // Starts a search of the current inputs now (or after the running one).
     void search();
+    // What the inputs name changed (a profile recalibrated under its id): search again when shown.
+    void invalidate();
 
     // The selected candidate: an index into result()->candidates, -1 for none.
     int selectedIndex() const { return m_selected; }
@@ -84,9 +86,7 @@ protected:
     void showEvent(QShowEvent* event) override;
 
 private:
-    void invalidate();
     void finished();
-    void showResult();
     void clearResult(const QString& text); // no candidates; `text` in their place
     void showEmpty(const QString& text);
     void plotResult();

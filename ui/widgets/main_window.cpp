@@ -680,7 +680,12 @@ void MainWindow::setupActions()
         connect(dialog, &CalibrateDialog::done, this, [this](bool ok, const QString& id) {
             if (!ok)
                 return;
+            const bool again = id == m_doc->settings().hardware; // recalibrated: the same id, new figures
             refreshHardwareList(id);
+            if (again) {
+                m_previews->request();
+                m_advisor->invalidate();
+            }
             report(tr("Hardware profile %1 installed and selected").arg(id));
         });
         dialog->show();
