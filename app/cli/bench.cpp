@@ -41,6 +41,22 @@ namespace tpcli {
 
 using tp::withCommas;
 
+// The (out, in) shapes of rank 0's Linear weights for the model's default plan at tp size T.
+std::vector<std::pair<std::int64_t, std::int64_t>> linearShapes(const tp::ModelSpec& spec, int tp)
+{
+    const tp::ShardedGraph g = tp::shardModel(spec, tp::defaultPlan(spec, tp));
+    std::vector<std::pair<std::int64_t, std::int64_t>> shapes;
+    for (const auto& p : g.params) {
+        const auto& m = spec.modules[static_cast<std::size_t>(p.module)];
+        if (m.kind != tp::ModuleKind::Linear || p.shapes[0].size() != 2 || p.path.ends_with(".bias"))
+            continue;
+        const std::pair<std::int64_t, std::int64_t> s{p.shapes[0][0], p.shapes[0][1]};
+        if (s.first > 0 && s.second > 0 && std::find(shapes.begin(), shapes.end(), s) == shapes.end())
+            shapes.push_back(s);
+    }
+    return shapes;
+}
+
 namespace {
 
 struct LoadOpts
@@ -356,22 +372,6 @@ struct GemmOpts
     int rounds = 3;
     std::string peakOnly; // internal: "M:N:K,…" — print plain SGEMM GFLOP/s of these shapes as JSON
 };
-
-// The (out, in) shapes of rank 0's Linear weights for the model's default plan at tp size T.
-std::vector<std::pair<std::int64_t, std::int64_t>> linearShapes(const tp::ModelSpec& spec, int tp)
-{
-    const tp::ShardedGraph g = tp::shardModel(spec, tp::defaultPlan(spec, tp));
-    std::vector<std::pair<std::int64_t, std::int64_t>> shapes;
-    for (const auto& p : g.params) {
-        const auto& m = spec.modules[static_cast<std::size_t>(p.module)];
-        if (m.kind != tp::ModuleKind::Linear || p.shapes[0].size() != 2 || p.path.ends_with(".bias"))
-            continue;
-        const std::pair<std::int64_t, std::int64_t> s{p.shapes[0][0], p.shapes[0][1]};
-        if (s.first > 0 && s.second > 0 && std::find(shapes.begin(), shapes.end(), s) == shapes.end())
-            shapes.push_back(s);
-    }
-    return shapes;
-}
 
 struct Shape
 {

@@ -326,6 +326,71 @@ void print(const CommOpts& o, const std::string& kind, int n, const std::vector<
                busN ? busSum / busN : 0.0);
 }
 
+// The local or NCCL communicator: one thread per rank in this process, each with its backend.
+tp::Result<std::vector<Row>> measureThreads(const CommOpts& o, const std::vector<std::string>& ops)
+{
+    const tp::DType dt = dtypeOf(o.dtype);
+    std::vector<Row> rows;
+    if (o.minBytes > o.maxBytes)
+        return tp::invalidArgument(fmt::format("--minbytes {} is larger than --maxbytes {}", o.minBytes, o.maxBytes));
+    // Per rank: a send and a receive buffer of the largest size on the device, and its values on the
+    // host (fp32, and in the element type) while they are written or checked.
+    const std::int64_t eb = tp::dtypeBytes(dt, 1), elements = o.maxBytes / eb + o.ranks;
+    const std::int64_t hostPerRank = elements * (4 + eb) + (o.comm == "nccl" ? 0 : 2 * elements * eb);
+    if (const std::int64_t have = tp::makeCpuBackend(dt).value()->availableBytes(); hostPerRank * o.ranks > have)
+        return tp::invalidArgument(fmt::format("{} ranks with buffers of {} need {} of host memory, {} is available; nothing was allocated",
+                                o.ranks, tp::humanBytes(static_cast<double>(o.maxBytes)),
+                                tp::humanBytes(static_cast<double>(hostPerRank * o.ranks)), tp::humanBytes(static_cast<double>(have))));
+    // Threads in this process, each with its backend: the local communicator on host memory, or
+    // NCCL on device buffers with one GPU per rank.
+    std::vector<std::unique_ptr<tp::Backend>> backends;
+    std::vector<tp::Backend*> raw;
+    for (int r = 0; r < o.ranks; ++r) {
+        auto be = o.comm == "nccl" ? tp::makeCudaBackend(r, dt) : tp::makeCpuBackend(dt);
+        if (!be)
+            return tp::invalidArgument(fmt::format("rank {}: {}", r, be.status().message()));
+        raw.push_back(be->get());
+        backends.push_back(std::move(*be));
+    }
+    std::shared_ptr<tp::CommGroup> group;
+    if (o.comm == "nccl") {
+        auto g = tp::makeNcclGroup(raw, std::chrono::seconds(120));
+        if (!g)
+            return tp::invalidArgument(g.status().message());
+        group = *g;
+    } else {
+        group = tp::makeLocalGroup(o.ranks, std::chrono::seconds(120));
+    }
+    std::vector<tp::Status> status(static_cast<std::size_t>(o.ranks));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < o.ranks; ++r)
+        threads.emplace_back([&, r] {
+            std::vector<Row> mine;
+            Bench b(group->rank(r), *raw[static_cast<std::size_t>(r)], o);
+            for (const auto& op : ops) {
+                tp::Status st;
+                try {
+                    st = b.run(op, mine);
+                } catch (const std::bad_alloc&) {
+                    st = tp::Status(tp::StatusCode::ResourceExhausted, fmt::format("rank {}: out of host memory", r));
+                }
+                if (!st.ok()) {
+                    group->rank(r).abort(st.message());
+                    status[static_cast<std::size_t>(r)] = st;
+                    return;
+                }
+            }
+            if (r == 0)
+                rows = std::move(mine);
+        });
+    for (auto& t : threads)
+        t.join();
+    for (const auto& st : status)
+        if (!st.ok())
+            return tp::invalidArgument(st.message());
+    return rows;
+}
+
 int benchComm(const CommOpts& o)
 {
     const std::vector<std::string> ops = o.op == "all"
@@ -362,68 +427,38 @@ int benchComm(const CommOpts& o)
         tp::mpiFinalize();
         return kOk;
     }
-    if (o.minBytes > o.maxBytes)
-        return fail(fmt::format("--minbytes {} is larger than --maxbytes {}", o.minBytes, o.maxBytes));
-    // Per rank: a send and a receive buffer of the largest size on the device, and its values on the
-    // host (fp32, and in the element type) while they are written or checked.
-    const std::int64_t eb = tp::dtypeBytes(dt, 1), elements = o.maxBytes / eb + o.ranks;
-    const std::int64_t hostPerRank = elements * (4 + eb) + (o.comm == "nccl" ? 0 : 2 * elements * eb);
-    if (const std::int64_t have = tp::makeCpuBackend(dt).value()->availableBytes(); hostPerRank * o.ranks > have)
-        return fail(fmt::format("{} ranks with buffers of {} need {} of host memory, {} is available; nothing was allocated",
-                                o.ranks, tp::humanBytes(static_cast<double>(o.maxBytes)),
-                                tp::humanBytes(static_cast<double>(hostPerRank * o.ranks)), tp::humanBytes(static_cast<double>(have))));
-    // Threads in this process, each with its backend: the local communicator on host memory, or
-    // NCCL on device buffers with one GPU per rank.
-    std::vector<std::unique_ptr<tp::Backend>> backends;
-    std::vector<tp::Backend*> raw;
-    for (int r = 0; r < o.ranks; ++r) {
-        auto be = o.comm == "nccl" ? tp::makeCudaBackend(r, dt) : tp::makeCpuBackend(dt);
-        if (!be)
-            return fail(fmt::format("rank {}: {}", r, be.status().message()));
-        raw.push_back(be->get());
-        backends.push_back(std::move(*be));
-    }
-    std::shared_ptr<tp::CommGroup> group;
-    if (o.comm == "nccl") {
-        auto g = tp::makeNcclGroup(raw, std::chrono::seconds(120));
-        if (!g)
-            return fail(g.status().message());
-        group = *g;
-    } else {
-        group = tp::makeLocalGroup(o.ranks, std::chrono::seconds(120));
-    }
-    std::vector<tp::Status> status(static_cast<std::size_t>(o.ranks));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < o.ranks; ++r)
-        threads.emplace_back([&, r] {
-            std::vector<Row> mine;
-            Bench b(group->rank(r), *raw[static_cast<std::size_t>(r)], o);
-            for (const auto& op : ops) {
-                tp::Status st;
-                try {
-                    st = b.run(op, mine);
-                } catch (const std::bad_alloc&) {
-                    st = tp::Status(tp::StatusCode::ResourceExhausted, fmt::format("rank {}: out of host memory", r));
-                }
-                if (!st.ok()) {
-                    group->rank(r).abort(st.message());
-                    status[static_cast<std::size_t>(r)] = st;
-                    return;
-                }
-            }
-            if (r == 0)
-                rows = std::move(mine);
-        });
-    for (auto& t : threads)
-        t.join();
-    for (const auto& st : status)
-        if (!st.ok())
-            return fail(st.message());
+    auto measured = measureThreads(o, ops);
+    if (!measured)
+        return fail(measured.status().message());
+    rows = std::move(*measured);
     print(o, o.comm, o.ranks, rows);
     return kOk;
 }
 
 } // namespace
+
+tp::Result<std::vector<CollectiveTiming>> timeCollectives(const std::string& comm, int ranks, const std::string& dtype,
+                                                          std::int64_t maxBytes, int factor, int iters)
+{
+    CommOpts o;
+    o.comm = comm;
+    o.ranks = ranks;
+    o.dtype = dtype;
+    o.maxBytes = maxBytes;
+    o.factor = factor;
+    o.iters = iters;
+    o.warmup = std::max(1, iters / 4);
+    o.memcpy = false;
+    TP_ASSIGN_OR_RETURN(std::vector<Row> rows, measureThreads(o, {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}));
+    std::vector<CollectiveTiming> out;
+    for (const Row& r : rows) {
+        const Cell& c = r.outOfPlace.present ? r.outOfPlace : r.inPlace;
+        if (c.wrong != 0)
+            return tp::internalError(fmt::format("{} of {} bytes gave {} wrong values", r.op, r.bytes, c.wrong));
+        out.push_back({r.op, r.bytes, c.us});
+    }
+    return out;
+}
 
 std::function<int()> addBenchComm(CLI::App* bench)
 {

@@ -2,6 +2,8 @@
 // returns the process exit code: 0 ok, 1 bad input, 2 usage.
 #pragma once
 
+#include "tp/core/status.h"
+
 #include <CLI/CLI.hpp>
 
 #include <functional>
@@ -11,6 +13,7 @@
 
 namespace tp {
 struct OpenedModel;
+struct ModelSpec;
 }
 
 namespace tpcli {
@@ -59,5 +62,22 @@ std::function<int()> addPlanVerify(CLI::App* plan);
 
 // `bench comm`, registered under `bench`; returns -1 when another bench verb was chosen.
 std::function<int()> addBenchComm(CLI::App* bench);
+
+// bench comm's out-of-place times (data checked) of all-reduce, all-gather, reduce-scatter and
+// all-to-all from 8 bytes to maxBytes (× factor) on the local or NCCL communicator of `ranks` threads.
+struct CollectiveTiming
+{
+    std::string op;
+    std::int64_t bytes = 0;
+    double us = 0;
+};
+tp::Result<std::vector<CollectiveTiming>> timeCollectives(const std::string& comm, int ranks, const std::string& dtype,
+                                                          std::int64_t maxBytes, int factor, int iters);
+
+// The (out, in) shapes of rank 0's Linear weights for the model's default plan at tp size T.
+std::vector<std::pair<std::int64_t, std::int64_t>> linearShapes(const tp::ModelSpec& spec, int tp);
+
+// `calibrate`: measure this machine into a hardware profile.
+std::function<int()> addCalibrate(CLI::App& app);
 
 } // namespace tpcli

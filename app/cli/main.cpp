@@ -45,6 +45,7 @@ int main(int argc, char** argv)
     add(tpcli::addReport);
     add(tpcli::addBench);
     add(tpcli::addDevices);
+    add(tpcli::addCalibrate);
 
     // Help and the version go to standard output, which must take them (a full disk is an error).
     auto printed = [](int code) {

@@ -3,7 +3,11 @@
 #include "commands.h"
 
 #include "tp/core/file.h"
+#include "tp/core/json.h"
 #include "tp/core/units.h"
+#include "tp/cost/compare.h"
+#include "tp/model/loader.h"
+#include "tp/plan/plan_io.h"
 #include "tp/runtime/backend.h"
 
 #include "tp/profile/run_record.h"
@@ -17,11 +21,93 @@
 
 namespace tpcli {
 
+namespace {
+
+std::string pct(double e) { return fmt::format("{:+.1f}%", 100 * e); }
+
+// The record's measured layers and phases next to the prediction on `hardware` for its own model,
+// plan and settings (the model and a plan file reopened as the record names them).
+int comparePrediction(const tp::RunRecord& rec, const std::string& hardware, bool json)
+{
+    auto fail = [](const std::string& m) {
+        fmt::print(stderr, "tpstudio-cli report: {}\n", m);
+        return int(kBadInput);
+    };
+    auto hw = tp::findHardware(hardware);
+    if (!hw)
+        return fail(hw.status().message());
+    auto om = tp::openModel(rec.settings.model);
+    if (!om)
+        return fail(fmt::format("the record's model: {}", om.status().message()));
+    if (const std::string why = treeTooLarge(*om, rec.settings.model, false); !why.empty())
+        return fail(why);
+    tp::Plan plan = tp::defaultPlan(om->spec, 1);
+    if (rec.settings.plan != "default plan") {
+        auto p = tp::loadPlanFile(rec.settings.plan, tp::VersionProfile::G3);
+        if (!p)
+            return fail(fmt::format("the record's plan: {}", p.status().message()));
+        plan = tp::resolveOverrides(om->spec, *p);
+    }
+    auto cmp = tp::compareRecord(rec, om->spec, plan, *hw);
+    if (!cmp)
+        return fail(cmp.status().message());
+    if (json) {
+        auto runs = nlohmann::ordered_json::array();
+        auto phaseJson = [](const tp::PhaseComparison& p) {
+            auto layers = nlohmann::ordered_json::array();
+            for (const auto& l : p.layers)
+                layers.push_back({{"layer", l.layer}, {"measured_us", l.measuredUs}, {"predicted_us", l.predictedUs}, {"error", l.error()}});
+            return nlohmann::ordered_json{{"measured_us", p.measuredUs}, {"predicted_us", p.predictedUs}, {"error", p.error()},
+                                          {"worst_layer_error", p.worstLayerError()}, {"layers", layers}};
+        };
+        for (const auto& c : *cmp) {
+            nlohmann::ordered_json r{{"tp", c.tp}, {"prefill", phaseJson(c.prefill)}};
+            if (c.decode) {
+                r["decode"] = phaseJson(*c.decode);
+                r["decode"]["context"] = c.decodeContext;
+            }
+            runs.push_back(r);
+        }
+        std::cout << nlohmann::ordered_json{{"hardware", hw->id}, {"model", rec.settings.model}, {"runs", runs}}.dump(2, ' ', false, tp::kReplaceInvalidUtf8)
+                  << "\n";
+        return int(kOk);
+    }
+    fmt::print("Measured vs predicted on {} ({}): {} · batch {} · prompt {} · logits {}\n", hw->id, hw->name,
+               rec.settings.model, rec.settings.batch, rec.settings.seq, rec.settings.logits);
+    for (const auto& c : *cmp) {
+        fmt::print("\nT={}  per layer, slowest rank: compute + communication (µs)\n", c.tp);
+        fmt::print("  {:<7} {:>11} {:>11} {:>8}", "layer", "prefill", "predicted", "error");
+        if (c.decode)
+            fmt::print(" {:>11} {:>11} {:>8}", "decode", "predicted", "error");
+        fmt::print("\n");
+        for (std::size_t i = 0; i < c.prefill.layers.size(); ++i) {
+            const auto& l = c.prefill.layers[i];
+            fmt::print("  {:<7} {:>11.1f} {:>11.1f} {:>8}", l.layer < 0 ? "other" : std::to_string(l.layer), l.measuredUs,
+                       l.predictedUs, pct(l.error()));
+            if (c.decode && i < c.decode->layers.size()) {
+                const auto& d = c.decode->layers[i];
+                fmt::print(" {:>11.1f} {:>11.1f} {:>8}", d.measuredUs, d.predictedUs, pct(d.error()));
+            }
+            fmt::print("\n");
+        }
+        fmt::print("  prefill (median forward) {} measured, {} predicted ({}); worst layer {}\n", tp::humanSeconds(c.prefill.measuredUs * 1e-6),
+                   tp::humanSeconds(c.prefill.predictedUs * 1e-6), pct(c.prefill.error()), pct(c.prefill.worstLayerError()));
+        if (c.decode)
+            fmt::print("  decode (median step, context {}) {} measured, {} predicted ({}); worst layer {}\n", c.decodeContext,
+                       tp::humanSeconds(c.decode->measuredUs * 1e-6), tp::humanSeconds(c.decode->predictedUs * 1e-6),
+                       pct(c.decode->error()), pct(c.decode->worstLayerError()));
+    }
+    return int(kOk);
+}
+
+} // namespace
+
 std::function<int()> addReport(CLI::App& app)
 {
     struct Opts
     {
-        std::string record, trace, csv;
+        std::string record, trace, csv, hardware;
+        bool json = false;
     };
     auto o = std::make_shared<Opts>();
     auto* cmd = app.add_subcommand("report", "Show a saved run record (tpstudio-cli run --json) and convert it to a "
@@ -29,6 +115,11 @@ std::function<int()> addReport(CLI::App& app)
     cmd->add_option("RECORD", o->record, "Run record JSON (schema tpstudio.run/2 or /1)")->required();
     cmd->add_option("--trace", o->trace, "Write Chrome trace-event JSON");
     cmd->add_option("--csv", o->csv, "Write the spans as CSV");
+    cmd->add_option("--hardware", o->hardware,
+                    "Instead of the record's tables: its measured time per layer and phase next to what this hardware "
+                    "profile predicts for the same model, plan and settings (built-in id, calibrated id or file)")
+        ->check(kNonEmpty);
+    cmd->add_flag("--json", o->json, "With --hardware: print the comparison as JSON");
     return [o] {
         if (const std::string bad = checkOutputPaths({{"--trace", o->trace}, {"--csv", o->csv}}, {o->record}); !bad.empty()) {
             fmt::print(stderr, "tpstudio-cli report: {}\n", bad);
@@ -63,6 +154,8 @@ std::function<int()> addReport(CLI::App& app)
                 return int(kBadInput);
             }
         }
+        if (!o->hardware.empty())
+            return comparePrediction(*rec, o->hardware, o->json);
         tp::writeConsole(*rec, std::cout);
         return int(kOk);
     };

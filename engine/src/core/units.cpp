@@ -27,4 +27,14 @@ std::string withCommas(std::int64_t v)
     return out;
 }
 
+std::string humanSeconds(double s)
+{
+    const double a = s < 0 ? -s : s;
+    if (a < 1e-3)
+        return fmt::format("{:.1f} µs", s * 1e6);
+    if (a < 1)
+        return fmt::format("{:.2f} ms", s * 1e3);
+    return fmt::format("{:.3f} s", s);
+}
+
 } // namespace tp

@@ -25,6 +25,7 @@ public:
         , m_e(static_cast<double>(g.elementBytes()))
         // Ranks beyond the machine's devices share them.
         , m_share(std::max(1.0, static_cast<double>(g.tpSize) / std::max(hw.devices, 1)))
+        , m_cal(hw.calibratedFor(std::min(g.tpSize, std::max(hw.devices, 1))))
     {
     }
 
@@ -65,8 +66,12 @@ private:
     // Roofline: the slower of math at the size-dependent efficiency and memory traffic.
     double roofline(double flops, double bytes, double gemmFlops) const
     {
+        return rooflineAt(flops, bytes, m_hw.gemmEfficiencyAt(gemmFlops));
+    }
+    double rooflineAt(double flops, double bytes, double efficiency) const
+    {
         const double peak = m_hw.peakFlops(m_g.activationDtype);
-        const double tMath = flops > 0 && peak > 0 ? flops / (peak * m_hw.gemmEfficiencyAt(gemmFlops)) : 0.0;
+        const double tMath = flops > 0 && peak > 0 ? flops / (peak * efficiency) : 0.0;
         const double bw = m_hw.memoryBandwidthGBps * 1e9 * m_hw.memoryEfficiency;
         const double tMem = bw > 0 ? bytes / bw : 0.0;
         return std::max(tMath, tMem) * m_share;
@@ -106,6 +111,25 @@ private:
         return static_cast<double>(m_g.tensors[static_cast<std::size_t>(tensor)].local[r]);
     }
 
+    // A calibrated machine: the measured efficiency of the engine's own op at this size, which holds
+    // its memory traffic too (no roofline); 0 when the calibration did not measure such an op.
+    double calibratedMath(double flops, double efficiency) const
+    {
+        const double peak = m_hw.peakFlops(m_g.activationDtype);
+        return flops > 0 && peak > 0 && efficiency > 0 ? flops / (peak * efficiency) * m_share : 0.0;
+    }
+    // One query per sequence reads a cache: decode's curve when measured.
+    const Curve& attentionCurve() const
+    {
+        return m_w.queryTokens == 1 && !m_cal->attentionDecode.empty() ? m_cal->attentionDecode : m_cal->attention;
+    }
+    // A memory-bound op on a calibrated machine: its overhead plus its bytes at the measured rate.
+    double calibratedStream(OpKind kind, double bytes) const
+    {
+        const auto it = m_cal->ops.find(kind);
+        return (it->second.first * 1e-6 + bytes / (it->second.second * 1e9)) * m_share;
+    }
+
     NodeCost node(int ni) const
     {
         const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(ni)];
@@ -124,7 +148,7 @@ private:
                             : onRows   ? std::ceil(m_tokens / m_T)
                                        : m_tokens;
         for (std::size_t r = 0; r < static_cast<std::size_t>(m_T); ++r) {
-            double flops = 0, bytes = 0, gemm = 0;
+            double flops = 0, bytes = 0, gemm = 0, expertRows = 0, expertInter = 0;
             switch (n.kind) {
             case OpKind::Linear:
             case OpKind::Router:
@@ -155,7 +179,7 @@ private:
                 bytes += B * cachedPositionsRead(n.window) * cacheBytesPerToken(n, r);
                 break;
             }
-            case OpKind::Experts: expertCost(n, r, flops, bytes, gemm); break;
+            case OpKind::Experts: expertCost(n, r, flops, bytes, gemm, expertRows, expertInter); break;
             case OpKind::Logits: break;
             default:
                 for (int t : n.inputs)
@@ -164,7 +188,18 @@ private:
                     bytes += tokens * width(t, r) * m_e;
                 break;
             }
-            const double t = roofline(flops, bytes, gemm);
+            double t = roofline(flops, bytes, gemm);
+            if (m_cal) {
+                if ((n.kind == OpKind::Linear || n.kind == OpKind::Router) && w && !m_cal->gemm.empty())
+                    t = calibratedMath(flops, m_cal->gemmEfficiency(tokens, static_cast<double>(w->shapes[r][0]),
+                                                                    static_cast<double>(w->shapes[r][1])));
+                else if (n.kind == OpKind::Attention && !attentionCurve().empty())
+                    t = calibratedMath(flops, curveAt(attentionCurve(), gemm / 1e9));
+                else if (n.kind == OpKind::Experts && !m_cal->gemm.empty() && flops > 0)
+                    t = std::max(calibratedMath(flops, m_cal->gemmEfficiency(expertRows, 2 * expertInter, m_hidden)), t);
+                else if (m_cal->ops.contains(n.kind))
+                    t = calibratedStream(n.kind, bytes);
+            }
             if (t >= best.computeSeconds) {
                 best.computeSeconds = t;
                 best.flops = flops;
@@ -174,7 +209,9 @@ private:
         return best;
     }
 
-    void expertCost(const GraphNode& n, std::size_t r, double& flops, double& bytes, double& gemm) const
+    // Also the rows each touched expert computes and its intermediate size: its GEMMs' shapes.
+    void expertCost(const GraphNode& n, std::size_t r, double& flops, double& bytes, double& gemm, double& rowsPerExpert,
+                    double& inter) const
     {
         const ParamShard* gu = param(n.module, "gate_up_proj");
         const ParamShard* dn = param(n.module, "down_proj");
@@ -183,7 +220,7 @@ private:
         const bool lastPacked = archTraits(m_spec.config.family).expertsLastPacked;
         const double H = static_cast<double>(m_spec.config.hiddenSize);
         const double localExperts = static_cast<double>(gu->shapes[r][0]);
-        const double inter = static_cast<double>(gu->shapes[r][lastPacked ? 2 : 1]) / 2;
+        inter = static_cast<double>(gu->shapes[r][lastPacked ? 2 : 1]) / 2;
         // Routed rows this rank computes: all of them under TP, its experts' share under EP.
         const double rows = m_tokens * static_cast<double>(n.topK) * localExperts / static_cast<double>(std::max<std::int64_t>(n.experts, 1));
         flops = 6 * rows * H * inter;
@@ -191,6 +228,7 @@ private:
         const double perExpert = localExperts > 0 ? static_cast<double>(gu->bytes[r] + dn->bytes[r]) / localExperts : 0;
         bytes = touched * perExpert + rows * (H + 3 * inter + H) * m_e;
         gemm = localExperts > 0 ? flops / std::max(1.0, touched) : 0;
+        rowsPerExpert = rows / std::max(1.0, touched);
     }
 
     const ModelSpec& m_spec;
@@ -199,6 +237,8 @@ private:
     const Workload m_w;
     const int m_T;
     const double m_tokens, m_e, m_share;
+    const CalibratedFigures* m_cal;
+    const double m_hidden = static_cast<double>(m_spec.config.hiddenSize);
 };
 
 } // namespace

@@ -29,24 +29,53 @@ double HardwareProfile::peakFlops(DType t) const
     return it == peakTflops.end() ? 0.0 : it->second * 1e12;
 }
 
-double HardwareProfile::gemmEfficiencyAt(double flops) const
+double curveAt(const Curve& c, double x)
 {
-    if (gemmEfficiency.empty())
-        return 1.0;
-    const double g = flops / 1e9;
-    if (g <= gemmEfficiency.front().first)
-        return gemmEfficiency.front().second;
-    if (g >= gemmEfficiency.back().first)
-        return gemmEfficiency.back().second;
-    for (std::size_t i = 1; i < gemmEfficiency.size(); ++i) {
-        const auto [x1, y1] = gemmEfficiency[i];
-        if (g <= x1) {
-            const auto [x0, y0] = gemmEfficiency[i - 1];
-            const double f = (std::log(g) - std::log(x0)) / (std::log(x1) - std::log(x0));
+    if (c.empty())
+        return 0.0;
+    if (x <= c.front().first)
+        return c.front().second;
+    if (x >= c.back().first)
+        return c.back().second;
+    for (std::size_t i = 1; i < c.size(); ++i) {
+        const auto [x1, y1] = c[i];
+        if (x <= x1) {
+            const auto [x0, y0] = c[i - 1];
+            const double f = (std::log(x) - std::log(x0)) / (std::log(x1) - std::log(x0));
             return y0 + f * (y1 - y0);
         }
     }
-    return gemmEfficiency.back().second;
+    return c.back().second;
+}
+
+double HardwareProfile::gemmEfficiencyAt(double flops) const
+{
+    return gemmEfficiency.empty() ? 1.0 : curveAt(gemmEfficiency, flops / 1e9);
+}
+
+double CalibratedFigures::gemmEfficiency(double rows, double out, double in) const
+{
+    const GemmSeries* best = nullptr;
+    double bestDistance = 0;
+    for (const GemmSeries& g : gemm) {
+        const double a = std::log(static_cast<double>(g.out) / std::max(out, 1.0));
+        const double b = std::log(static_cast<double>(g.in) / std::max(in, 1.0));
+        const double d = a * a + b * b;
+        if (!best || d < bestDistance) {
+            best = &g;
+            bestDistance = d;
+        }
+    }
+    return best ? curveAt(best->rows, std::max(rows, 1.0)) : 0.0;
+}
+
+const CalibratedFigures* HardwareProfile::calibratedFor(int activeRanks) const
+{
+    const CalibratedFigures* pick = nullptr;
+    for (const CalibratedFigures& c : calibrated)
+        if (c.ranks <= activeRanks || !pick)
+            pick = &c;
+    return pick;
 }
 
 double busBandwidthFactor(CollectiveKind kind, int n)
@@ -69,7 +98,9 @@ double HardwareProfile::collectiveSeconds(CollectiveKind kind, std::int64_t byte
     const CollectiveFigures& f = it->second;
     const int steps = kind == CollectiveKind::AllReduce ? 2 * (ranks - 1) : ranks - 1;
     const double alpha = (f.baseLatencyUs + steps * f.hopLatencyUs) * 1e-6;
-    const double beta = busBandwidthFactor(kind, ranks) * static_cast<double>(bytes) / (f.busBandwidthGBps * 1e9);
+    const double busbw = f.busBandwidthCurve.empty() ? f.busBandwidthGBps
+                                                     : curveAt(f.busBandwidthCurve, static_cast<double>(bytes));
+    const double beta = busBandwidthFactor(kind, ranks) * static_cast<double>(bytes) / (busbw * 1e9);
     return alpha + beta;
 }
 
@@ -109,6 +140,105 @@ std::optional<CollectiveKind> collectiveFromName(std::string_view n)
         if (n == collectiveName(k))
             return k;
     return std::nullopt;
+}
+
+struct YRange
+{
+    double lo, hi;
+    bool open;
+    const char* what;
+};
+constexpr YRange kFraction{0, 1, true, "0 < fraction <= 1"};
+constexpr YRange kRate{1e-3, 1e6, false, "1e-3 <= GB/s <= 1e6"};
+
+// [[x, y], …] with x ascending in [xLo, xHi] and y in the range; at most 4096 points.
+Result<Curve> parseCurve(const nlohmann::json& c, const std::string& where, const char* xName, double xLo, double xHi,
+                         YRange y)
+{
+    if (!c.is_array() || c.empty() || c.size() > 4096)
+        return invalidArgument(fmt::format("{} must be 1 to 4096 points [[{}, y], …]", where, xName));
+    Curve out;
+    for (const auto& pt : c) {
+        const bool numbers = pt.is_array() && pt.size() == 2 && pt[0].is_number() && pt[1].is_number();
+        const double x = numbers ? pt[0].get<double>() : std::nan(""), v = numbers ? pt[1].get<double>() : std::nan("");
+        if (!std::isfinite(x) || !std::isfinite(v) || x < xLo || x > xHi || v < y.lo || (y.open && v == y.lo) || v > y.hi)
+            return invalidArgument(fmt::format("{}: each point is [{} from {:g} to {:g}, {}], found {}", where, xName, xLo,
+                                               xHi, y.what, jsonExcerpt(pt)));
+        if (!out.empty() && x <= out.back().first)
+            return invalidArgument(fmt::format("{}: {} values must ascend", where, xName));
+        out.emplace_back(x, v);
+    }
+    return out;
+}
+
+std::optional<OpKind> memoryBoundOp(std::string_view n)
+{
+    for (auto k : {OpKind::Embedding, OpKind::Norm, OpKind::HeadNorm, OpKind::Rope, OpKind::GatedAct, OpKind::Add,
+                   OpKind::Split})
+        if (n == opKindName(k))
+            return k;
+    return std::nullopt;
+}
+
+Result<std::vector<CalibratedFigures>> parseCalibrated(const nlohmann::json& j, const std::string& where)
+{
+    if (!j.is_array() || j.size() > 64)
+        return invalidArgument(fmt::format("{} must be a list of at most 64 objects, one per ranks", where));
+    std::vector<CalibratedFigures> out;
+    for (const auto& e : j) {
+        const std::string at = fmt::format("{}[{}]", where, out.size());
+        if (!e.is_object())
+            return invalidArgument(fmt::format("{} must be an object", at));
+        CalibratedFigures c;
+        TP_ASSIGN_OR_RETURN(double ranks, figure(e, "ranks", at, 1, 65536, false));
+        if (ranks != std::floor(ranks) || (!out.empty() && ranks <= out.back().ranks))
+            return invalidArgument(fmt::format("{}: key 'ranks' must be a whole number, ascending over the list", at));
+        c.ranks = static_cast<int>(ranks);
+        if (e.contains("gemm")) {
+            const auto& g = e["gemm"];
+            if (!g.is_array() || g.size() > 4096)
+                return invalidArgument(fmt::format("{}: key 'gemm' must be a list of at most 4096 shapes", at));
+            for (const auto& s : g) {
+                const std::string sat = fmt::format("{}.gemm[{}]", at, c.gemm.size());
+                if (!s.is_object())
+                    return invalidArgument(fmt::format("{} must be an object", sat));
+                GemmSeries series;
+                TP_ASSIGN_OR_RETURN(double o, figure(s, "out", sat, 1, 1e9, false));
+                TP_ASSIGN_OR_RETURN(double i, figure(s, "in", sat, 1, 1e9, false));
+                if (o != std::floor(o) || i != std::floor(i))
+                    return invalidArgument(fmt::format("{}: 'out' and 'in' must be whole numbers", sat));
+                series.out = static_cast<std::int64_t>(o);
+                series.in = static_cast<std::int64_t>(i);
+                if (!s.contains("rows"))
+                    return invalidArgument(fmt::format("{}: missing key 'rows'", sat));
+                TP_ASSIGN_OR_RETURN(series.rows, parseCurve(s["rows"], sat + ".rows", "rows", 1, 1e12, kFraction));
+                c.gemm.push_back(std::move(series));
+            }
+        }
+        for (auto [key, curve] : {std::pair{"attention", &c.attention}, std::pair{"attention_decode", &c.attentionDecode}})
+            if (e.contains(key)) {
+                TP_ASSIGN_OR_RETURN(*curve, parseCurve(e[key], at + "." + key, "gflop", 1e-12, 1e9, kFraction));
+            }
+        if (e.contains("ops")) {
+            if (!e["ops"].is_object())
+                return invalidArgument(fmt::format("{}: key 'ops' must be an object", at));
+            for (auto it = e["ops"].begin(); it != e["ops"].end(); ++it) {
+                const std::string oat = fmt::format("{}.ops.{}", at, it.key());
+                const auto kind = memoryBoundOp(it.key());
+                if (!kind)
+                    return invalidArgument(fmt::format("{}: not a memory-bound op (embedding, norm, head_norm, rope, "
+                                                       "gated_act, add, split)",
+                                                       oat));
+                if (!it.value().is_object())
+                    return invalidArgument(fmt::format("{} must be an object", oat));
+                TP_ASSIGN_OR_RETURN(double overhead, nonNegative(it.value(), "overhead_us", oat));
+                TP_ASSIGN_OR_RETURN(double bw, rate(it.value(), "bandwidth_gbps", oat, 1e-3));
+                c.ops[*kind] = {overhead, bw};
+            }
+        }
+        out.push_back(std::move(c));
+    }
+    return out;
 }
 
 } // namespace
@@ -156,19 +286,10 @@ Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::stri
         TP_ASSIGN_OR_RETURN(hw.peakTflops[*t], rate(j["peak_tflops"], k.c_str(), source + ": peak_tflops", 1e-3));
     }
     if (j.contains("gemm_efficiency")) {
-        const auto& c = j["gemm_efficiency"];
-        if (!c.is_array())
-            return invalidArgument(fmt::format("{}: key 'gemm_efficiency' must be [[gflop, fraction], …]", source));
-        for (const auto& pt : c) {
-            if (!pt.is_array() || pt.size() != 2 || !pt[0].is_number() || !pt[1].is_number()
-                || pt[0].get<double>() <= 0 || pt[1].get<double>() <= 0 || pt[1].get<double>() > 1)
-                return invalidArgument(
-                    fmt::format("{}: key 'gemm_efficiency': each point is [gflop > 0, 0 < fraction <= 1], found {}",
-                                source, jsonExcerpt(pt)));
-            if (!hw.gemmEfficiency.empty() && pt[0].get<double>() <= hw.gemmEfficiency.back().first)
-                return invalidArgument(fmt::format("{}: key 'gemm_efficiency': gflop values must ascend", source));
-            hw.gemmEfficiency.emplace_back(pt[0].get<double>(), pt[1].get<double>());
-        }
+        TP_ASSIGN_OR_RETURN(hw.gemmEfficiency, parseCurve(j["gemm_efficiency"], source + ": key 'gemm_efficiency'", "gflop", 1e-9, 1e9, kFraction));
+    }
+    if (j.contains("calibrated")) {
+        TP_ASSIGN_OR_RETURN(hw.calibrated, parseCalibrated(j["calibrated"], source + ": key 'calibrated'"));
     }
     if (!j.contains("collectives") || !j["collectives"].is_object())
         return invalidArgument(fmt::format("{}: key 'collectives' must be an object", source));
@@ -185,6 +306,10 @@ Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::stri
         TP_ASSIGN_OR_RETURN(f.baseLatencyUs, nonNegative(it.value(), "base_latency_us", where));
         TP_ASSIGN_OR_RETURN(f.hopLatencyUs, nonNegative(it.value(), "hop_latency_us", where));
         TP_ASSIGN_OR_RETURN(f.busBandwidthGBps, rate(it.value(), "bus_bandwidth_gbps", where, 1e-3));
+        if (it.value().contains("bus_bandwidth_curve")) {
+            TP_ASSIGN_OR_RETURN(f.busBandwidthCurve, parseCurve(it.value()["bus_bandwidth_curve"], where + ".bus_bandwidth_curve",
+                                                                "bytes", 1, 1e15, kRate));
+        }
         hw.collectives[*kind] = f;
     }
     if (!hw.collectives.contains(CollectiveKind::AllReduce))

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "tp/core/status.h"
+#include "tp/graph/layer_graph.h"
 #include "tp/model/dtype.h"
 #include "tp/plan/style.h"
 
@@ -19,11 +20,41 @@
 
 namespace tp {
 
+// A series of (x, y) points, x ascending: y at x by linear interpolation in log x, clamped to the
+// first and last y outside them.
+using Curve = std::vector<std::pair<double, double>>;
+double curveAt(const Curve& c, double x);
+
 struct CollectiveFigures
 {
     double baseLatencyUs = 0;     // fixed cost of one call
     double hopLatencyUs = 0;      // per algorithm step (ring: 2(T-1) steps for all-reduce, T-1 otherwise)
-    double busBandwidthGBps = 0;  // nccl-tests busbw the link sustains
+    double busBandwidthGBps = 0;  // nccl-tests busbw the link sustains (large messages)
+    // Size-dependent busbw: (full tensor bytes, GB/s) — a protocol's ramp (NCCL's LL below ~1 MB,
+    // Simple or NVLS above) or what `calibrate` measured; empty: busBandwidthGBps at every size.
+    Curve busBandwidthCurve;
+};
+
+// GEMM efficiency measured for one weight shape: (rows of x, fraction of peak) over rows ascending.
+struct GemmSeries
+{
+    std::int64_t out = 0, in = 0;  // w [out, in]
+    Curve rows;
+};
+
+// What `tpstudio-cli calibrate` measured with `ranks` ranks computing at once (each on its own
+// core or device): the engine's own ops on this machine. Time of an op = the roofline with these
+// efficiencies, or for memory-bound ops overhead + bytes / bandwidth.
+struct CalibratedFigures
+{
+    int ranks = 1;
+    std::vector<GemmSeries> gemm;                 // y = x·wᵀ, by weight shape
+    Curve attention;                              // prefill: (GFLOP of one sequence's head, fraction of peak)
+    Curve attentionDecode;                        // one query per sequence over its cache, the same
+    std::map<OpKind, std::pair<double, double>> ops; // (overhead µs, GB/s) of norms, adds, rope, activation, embedding
+    // Efficiency of a GEMM of `rows` × [out, in]: the measured shape nearest in log(out), log(in),
+    // at `rows` (log-interpolated); 0 when nothing was measured.
+    double gemmEfficiency(double rows, double out, double in) const;
 };
 
 struct HardwareProfile
@@ -36,13 +67,18 @@ struct HardwareProfile
     double memoryEfficiency = 1.0;
     std::vector<std::pair<double, double>> gemmEfficiency; // (GFLOP of one GEMM, fraction of peak), ascending
     std::map<CollectiveKind, CollectiveFigures> collectives;
+    std::vector<CalibratedFigures> calibrated;       // by ranks ascending; empty for datasheet profiles
     std::vector<std::string> sources;
 
     double peakFlops(DType t) const;                 // FLOP/s; bf16 figure for dtypes without one
     // Fraction of peak a GEMM of `flops` reaches: log-linear between the curve's points.
     double gemmEfficiencyAt(double flops) const;
-    // Alpha-beta time of one collective of `bytes` (full tensor) over `ranks` ranks.
+    // Alpha-beta time of one collective of `bytes` (full tensor) over `ranks` ranks, with the busbw
+    // of that size.
     double collectiveSeconds(CollectiveKind kind, std::int64_t bytes, int ranks) const;
+    // The calibration taken with the most ranks at once not above `activeRanks` (else the fewest);
+    // nullptr when the profile has none.
+    const CalibratedFigures* calibratedFor(int activeRanks) const;
 };
 
 // nccl-tests bus-bandwidth factor: all-reduce 2(n-1)/n, all-gather / reduce-scatter / all-to-all (n-1)/n.

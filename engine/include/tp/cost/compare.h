@@ -1,0 +1,54 @@
+// compare.h — a run record's measured time per layer and per phase next to what the cost model
+// predicts for the same model, plan, batch, prompt, logits and decode context on a hardware
+// profile: how far the profile (a datasheet's, or one `tpstudio-cli calibrate` measured) is from
+// this machine.
+//
+//   auto c = compareRecord(record, spec, plan, findHardware("calibrated-vm").value());
+//   for (const RunComparison& r : *c) r.prefill.worstLayerError();
+#pragma once
+
+#include "tp/core/status.h"
+#include "tp/cost/hardware.h"
+#include "tp/model/model_spec.h"
+#include "tp/plan/plan.h"
+#include "tp/profile/run_record.h"
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace tp {
+
+struct LayerComparison
+{
+    int layer = -1;            // -1: outside the decoder layers (embedding, final norm, head)
+    double measuredUs = 0;     // compute + communication of the slowest rank, as recorded
+    double predictedUs = 0;    // the same from the cost model
+    double error() const { return measuredUs > 0 ? (predictedUs - measuredUs) / measuredUs : 0; }
+};
+
+struct PhaseComparison
+{
+    std::vector<LayerComparison> layers;
+    double measuredUs = 0;     // prefill: the median forward; decode: the median step (ITL)
+    double predictedUs = 0;
+    double error() const { return measuredUs > 0 ? (predictedUs - measuredUs) / measuredUs : 0; }
+    double worstLayerError() const;   // largest |error| over the layers
+};
+
+struct RunComparison
+{
+    int tp = 1;
+    PhaseComparison prefill;
+    std::optional<PhaseComparison> decode;  // when the run decoded
+    std::int64_t decodeContext = 0;         // the context the decode step was predicted at
+};
+
+// One entry per tp size of the record. `plan` is the plan the run used (its tpSize is set per
+// size); the record's storage dtype, batch, prompt and logits set the workload; the decode layers
+// are predicted at the context of the step whose spans the record kept, the ITL at the middle
+// step's. InvalidArgument when the plan is not valid at a recorded size.
+Result<std::vector<RunComparison>> compareRecord(const RunRecord& record, const ModelSpec& spec, const Plan& plan,
+                                                 const HardwareProfile& hw);
+
+} // namespace tp

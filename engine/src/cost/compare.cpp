@@ -1,0 +1,79 @@
+// compare.cpp — measured against predicted, layer by layer (compare.h).
+#include "tp/cost/compare.h"
+
+#include "tp/cost/cost_model.h"
+#include "tp/model/dtype.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace tp {
+
+double PhaseComparison::worstLayerError() const
+{
+    double worst = 0;
+    for (const LayerComparison& l : layers)
+        if (std::abs(l.error()) > std::abs(worst))
+            worst = l.error();
+    return worst;
+}
+
+namespace {
+
+PhaseComparison phase(const std::vector<LayerTiming>& measured, const CostReport& predicted, double measuredUs)
+{
+    PhaseComparison p;
+    p.measuredUs = measuredUs;
+    p.predictedUs = predicted.totalSeconds() * 1e6;
+    for (const LayerTiming& m : measured) {
+        LayerComparison l;
+        l.layer = m.layer;
+        l.measuredUs = m.computeUs + m.commUs;
+        for (const LayerCost& c : predicted.layers)
+            if (c.layer == m.layer)
+                l.predictedUs = (c.computeSeconds + c.commSeconds) * 1e6;
+        p.layers.push_back(l);
+    }
+    return p;
+}
+
+} // namespace
+
+Result<std::vector<RunComparison>> compareRecord(const RunRecord& record, const ModelSpec& spec, const Plan& plan,
+                                                 const HardwareProfile& hw)
+{
+    const RunSettings& s = record.settings;
+    const std::optional<DType> dtype = s.dtype == "bf16" ? std::optional(DType::BF16)
+                                     : s.dtype == "f16"  ? std::optional(DType::F16)
+                                                         : std::optional(DType::F32);
+    const ShardOptions options{.batch = s.batch, .seq = s.seq, .activationDtype = dtype,
+                               .lastPositionLogits = s.logits == "last"};
+    TP_RETURN_IF_ERROR(checkWorkload(Workload::prefill(options)));
+    std::vector<RunComparison> out;
+    for (const TpRun& run : record.runs) {
+        Plan p = plan;
+        p.tpSize = run.tp;
+        const ShardedGraph g = shardModel(spec, p, options);
+        if (!g.valid())
+            return invalidArgument(fmt::format("the plan is not valid at tp_size {} for {}", run.tp, s.model));
+        RunComparison c;
+        c.tp = run.tp;
+        c.prefill = phase(run.layers, estimateCost(spec, g, hw), run.medianSeconds * 1e6);
+        if (run.decode.steps > 0) {
+            // Decode step i holds the prompt, the i tokens before it and its own: context seq + i + 1.
+            const std::int64_t spanContext = s.seq + std::max(run.decode.spanStep, 0) + 1;
+            c.decodeContext = s.seq + run.decode.steps / 2 + 1;
+            TP_ASSIGN_OR_RETURN(CostReport layers, estimateDecodeStep(spec, g, hw, s.batch, spanContext));
+            TP_ASSIGN_OR_RETURN(CostReport step, estimateDecodeStep(spec, g, hw, s.batch, c.decodeContext));
+            PhaseComparison d = phase(run.decode.layers, layers, run.decode.itlSeconds * 1e6);
+            d.predictedUs = step.totalSeconds() * 1e6;
+            c.decode = std::move(d);
+        }
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+} // namespace tp
