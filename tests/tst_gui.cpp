@@ -1057,6 +1057,61 @@ private slots:
         QCOMPARE(w.hardwareBox()->count(), int(tp::builtinHardwareIds().size()));
     }
 
+    // Calibrate This Machine end to end: tpstudio-cli calibrate --quick installs a profile into
+    // TPSTUDIO_HARDWARE_DIR (a temporary folder here), the progress bar follows its stream, and the
+    // profile appears in the hardware list, selected, and drives the previews. Stop installs nothing.
+    void calibrateInstallsAndSelectsAProfile()
+    {
+        const QString dir = qEnvironmentVariable("TPSTUDIO_HARDWARE_DIR");
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QVERIFY(openAndPreview(w, QStringLiteral("example")));
+        w.calibrateAction()->trigger();
+        auto* dialog = w.findChild<CalibrateDialog*>();
+        QVERIFY(dialog);
+        dialog->quickBox()->setChecked(true);
+
+        // Stopped after its first measurement: no profile.
+        dialog->idEdit()->setText(QStringLiteral("gui-stopped"));
+        QSignalSpy done(dialog, &CalibrateDialog::done);
+        dialog->start();
+        QVERIFY(dialog->running());
+        QTRY_VERIFY_WITH_TIMEOUT(dialog->progress()->value() > 0 || dialog->stepLabel()->text().startsWith(QStringLiteral("Measuring")), 60000);
+        dialog->stopButton()->click();
+        QCOMPARE(done.count(), 1);
+        QCOMPARE(done.first().first().toBool(), false);
+        QVERIFY(!dialog->running());
+        QVERIFY(!QFile::exists(dir + QStringLiteral("/gui-stopped.json")));
+        QVERIFY(w.hardwareBox()->findData(QStringLiteral("gui-stopped")) < 0);
+
+        // Run to the end: installed, listed, selected.
+        done.clear();
+        dialog->idEdit()->setText(QStringLiteral("gui-calibrated"));
+        QVERIFY(dialog->arguments().contains(QStringLiteral("--quick")));
+        dialog->startButton()->click();
+        QVERIFY(done.wait(240000));
+        QVERIFY2(done.first().first().toBool(), qPrintable(dialog->stepLabel()->text()));
+        QCOMPARE(done.first().at(1).toString(), QStringLiteral("gui-calibrated"));
+        QCOMPARE(dialog->progress()->value(), dialog->progress()->maximum());
+        QVERIFY(QFile::exists(dir + QStringLiteral("/gui-calibrated.json")));
+        QComboBox* box = w.hardwareBox();
+        QCOMPARE(box->currentData().toString(), QStringLiteral("gui-calibrated"));
+        QVERIFY(box->currentText().endsWith(QStringLiteral("(calibrated)")));
+        QCOMPARE(w.document()->settings().hardware, QStringLiteral("gui-calibrated"));
+        QVERIFY(settle(w));
+        QVERIFY2(w.previews()->latest()->hardware, qPrintable(w.previews()->latest()->hardwareError));
+        QCOMPARE(QString::fromStdString(w.previews()->latest()->hardware->id), QStringLiteral("gui-calibrated"));
+        QVERIFY(w.previews()->latest()->cost.has_value());
+        // The Advisor searches on it.
+        QSignalSpy found(w.advisorPage(), &AdvisorPage::searchFinished);
+        w.show();
+        w.tabs()->setCurrentIndex(MainWindow::AdvisorPageIndex);
+        QVERIFY(found.wait(120000));
+        QVERIFY2(w.advisorPage()->result(), qPrintable(w.advisorPage()->statusLabel()->text()));
+        QVERIFY(w.advisorPage()->statusLabel()->text().contains(QString::fromStdString(tp::findHardware("gui-calibrated")->name)));
+        QVERIFY(QFile::remove(dir + QStringLiteral("/gui-calibrated.json")));
+    }
+
     // Without a model the page says what to do.
     void advisorWithoutModel()
     {

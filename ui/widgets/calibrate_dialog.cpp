@@ -25,14 +25,15 @@
 namespace tpui {
 
 namespace {
-// Profile ids are file names: letters, digits, '-', '_' and '.'.
-const QRegularExpression kIdPattern(QStringLiteral("[A-Za-z0-9][A-Za-z0-9._-]*"));
+// Profile ids are file names without an extension: letters, digits, '-' and '_' (no '/' or '.').
+const QRegularExpression kIdPattern(QStringLiteral("[A-Za-z0-9][A-Za-z0-9_-]{0,63}"));
 
+// The CLI's own default: "calibrated-" and the host name, lower case, other characters as '-'.
 QString defaultId()
 {
     QString host = QSysInfo::machineHostName().toLower();
-    host.replace(QRegularExpression(QStringLiteral("[^a-z0-9._-]")), QStringLiteral("-"));
-    return QStringLiteral("calibrated-") + (host.isEmpty() ? QStringLiteral("host") : host);
+    host.replace(QRegularExpression(QStringLiteral("[^a-z0-9-]")), QStringLiteral("-"));
+    return (QStringLiteral("calibrated-") + host).left(64);
 }
 } // namespace
 
@@ -88,7 +89,10 @@ CalibrateDialog::~CalibrateDialog() { stop(); }
 
 QStringList CalibrateDialog::arguments() const
 {
-    QStringList args{QStringLiteral("calibrate"), QStringLiteral("--backend"), m_backend->currentData().toString(),
+    const QString backend = m_backend->currentData().toString();
+    // The collectives of CPU ranks are timed on the local communicator, of GPUs on NCCL.
+    QStringList args{QStringLiteral("calibrate"), QStringLiteral("--backend"), backend, QStringLiteral("--comm"),
+                     backend == QLatin1String("cuda") ? QStringLiteral("nccl") : QStringLiteral("local"),
                      QStringLiteral("--json-stream"), QStringLiteral("--install"), QStringLiteral("--id"), m_id->text()};
     if (m_quick->isChecked())
         args << QStringLiteral("--quick");
@@ -152,7 +156,8 @@ void CalibrateDialog::handleLine(const QByteArray& line)
     const QJsonObject o = QJsonDocument::fromJson(line).object();
     const QString event = o.value(QStringLiteral("event")).toString();
     if (event == QLatin1String("start")) {
-        m_step->setText(tr("%1 measurements…").arg(o.value(QStringLiteral("steps")).toInt()));
+        const int ranks = o.value(QStringLiteral("ranks")).toInt(1);
+        m_step->setText(tr("Calibrating %1 with %n rank(s) at once…", nullptr, ranks).arg(o.value(QStringLiteral("backend")).toString()));
     } else if (event == QLatin1String("progress")) {
         m_progress->setValue(int(std::clamp(o.value(QStringLiteral("fraction")).toDouble(), 0.0, 1.0) * 1000));
         m_step->setText(tr("Measuring %1").arg(o.value(QStringLiteral("what")).toString()));
