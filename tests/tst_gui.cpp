@@ -1112,6 +1112,26 @@ private slots:
         QVERIFY(QFile::remove(dir + QStringLiteral("/gui-calibrated.json")));
     }
 
+    // A workload the cost model does not take: the page shows the engine's reason instead of candidates.
+    void advisorNamesAWorkloadItCannotCost()
+    {
+        MainWindow w;
+        QVERIFY(openAdvisor(w, QStringLiteral("example"), QStringLiteral("h200-sxm-8")));
+        AdvisorPage* page = w.advisorPage();
+        QVERIFY(page->table()->model()->rowCount() > 0);
+        QSignalSpy found(page, &AdvisorPage::searchFinished);
+        page->batchBox()->setValue(page->batchBox()->maximum());
+        page->contextBox()->setValue(page->contextBox()->maximum());
+        QVERIFY(found.wait(120000));
+        QVERIFY(!page->result());
+        QCOMPARE(page->table()->model()->rowCount(), 0);
+        auto expected = tp::searchPlans(*w.spec(), tp::findHardware("h200-sxm-8").value(), page->options());
+        QVERIFY(!expected.ok());
+        QVERIFY2(page->emptyLabel()->text().startsWith(QStringLiteral("Cannot search: ")), qPrintable(page->emptyLabel()->text()));
+        QVERIFY(page->statusLabel()->text().contains(QString::fromStdString(expected.status().message()).left(20)));
+        QVERIFY(!page->applyButton()->isEnabled());
+    }
+
     // Without a model the page says what to do.
     void advisorWithoutModel()
     {
