@@ -1,7 +1,10 @@
 // tst_gui — the module tree model (checked by QAbstractItemModelTester) and the main window.
 #include "models/background.h"
+#include "models/format.h"
 #include "models/module_tree_model.h"
 #include "models/preview_models.h"
+#include "widgets/advisor_page.h"
+#include "widgets/calibrate_dialog.h"
 #include "widgets/custom_style_dialog.h"
 #include "widgets/dataflow_view.h"
 #include "widgets/main_window.h"
@@ -9,6 +12,7 @@
 #include "widgets/shard_view.h"
 #include "widgets/verify_dialog.h"
 
+#include "tp/cost/plan_search.h"
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
 #include "tp/runtime/gpu.h"
@@ -30,11 +34,14 @@
 
 #include <QLabel>
 #include <QPlainTextEdit>
+#include <QProgressBar>
 #include <QProcess>
 #include <QPushButton>
 #include <QTableWidget>
 #include <QStandardItemModel>
 #include <QtTest>
+
+#include <set>
 
 using namespace tpui;
 
@@ -98,6 +105,21 @@ bool openVerifyDialog(MainWindow& w, VerifyDialog*& dialog)
     return dialog != nullptr;
 }
 
+// Opens `what` on `hardware`, shows the Advisor page and waits for its candidates.
+bool openAdvisor(MainWindow& w, const QString& what, const QString& hardware)
+{
+    w.setShowErrorDialogs(false);
+    PreviewSettings s = w.document()->settings();
+    s.hardware = hardware;
+    w.document()->setSettings(s);
+    if (!openAndPreview(w, what))
+        return false;
+    QSignalSpy found(w.advisorPage(), &AdvisorPage::searchFinished);
+    w.show();
+    w.tabs()->setCurrentIndex(MainWindow::AdvisorPageIndex); // shown: the search starts by itself
+    return found.wait(120000) && !w.advisorPage()->searching();
+}
+
 QString planStyle(const MainWindow& w, const std::string& key)
 {
     for (const auto& e : w.document()->plan().entries)
@@ -118,6 +140,8 @@ private slots:
         QCoreApplication::setApplicationName(QStringLiteral("tst_gui"));
         qputenv("TPSTUDIO_CLI", TP_CLI_PATH);
         QVERIFY(m_dir.isValid());
+        // Calibrated hardware profiles: none of this user's, only what the tests install.
+        qputenv("TPSTUDIO_HARDWARE_DIR", m_dir.filePath(QStringLiteral("hardware")).toLocal8Bit());
         // Opening 20,000 layers takes long enough (a second or more, not microseconds) to be watched.
         m_big = layersFolder(m_dir, 20000);
         m_huge = layersFolder(m_dir, 100000);
@@ -836,6 +860,287 @@ private slots:
             QCOMPARE(dialog->table()->item(r, 5)->text(), QStringLiteral("agree"));
         }
         QCOMPARE(kinds, (QStringList{QStringLiteral("all_gather"), QStringLiteral("all_reduce")}));
+    }
+
+    // The Advisor on a dense and a MoE model: the table holds every candidate tp::searchPlans keeps
+    // with the same inputs, all fitting; the status counts the front; plot and table select together;
+    // Apply loads a candidate's plan and T as one undo step, Export writes it.
+    void advisorSearchesSelectsAndApplies_data()
+    {
+        QTest::addColumn<QString>("id");
+        QTest::newRow("dense") << QStringLiteral("example");
+        QTest::newRow("moe") << QStringLiteral("mixtral-8x7b");
+    }
+    void advisorSearchesSelectsAndApplies()
+    {
+        QFETCH(QString, id);
+        MainWindow w;
+        QVERIFY(openAdvisor(w, id, QStringLiteral("h200-sxm-8")));
+        AdvisorPage* page = w.advisorPage();
+        QVERIFY(page->result());
+        const tp::SearchResult& shown = *page->result();
+        auto expected = tp::searchPlans(*w.spec(), tp::findHardware("h200-sxm-8").value(), page->options());
+        QVERIFY2(expected.ok(), expected.status().message().c_str());
+        QVERIFY(!expected->candidates.empty());
+        const auto front = std::count_if(expected->candidates.begin(), expected->candidates.end(), [](auto& c) { return c.pareto; });
+        QVERIFY(front > 0);
+        QCOMPARE(shown.candidates.size(), expected->candidates.size());
+        QCOMPARE(std::count_if(shown.candidates.begin(), shown.candidates.end(), [](auto& c) { return c.pareto; }), front);
+        QAbstractItemModel* table = page->table()->model();
+        QCOMPARE(table->rowCount(), int(expected->candidates.size()));
+        std::set<std::string> names;
+        int paretoRows = 0;
+        for (int r = 0; r < table->rowCount(); ++r) {
+            QVERIFY(table->index(r, 6).data(Qt::UserRole).toLongLong() >= 0); // headroom: every row fits
+            paretoRows += table->index(r, 7).data().toString() == QLatin1String("yes");
+            names.insert(table->index(r, 0).data().toString().toStdString());
+        }
+        QCOMPARE(paretoRows, int(front));
+        if (w.spec()->config.isMoe())
+            QVERIFY(names.contains("expert parallel"));
+        QVERIFY2(page->statusLabel()->text().startsWith(
+                     QStringLiteral("%1 candidates, %2 on the Pareto front; %3 invalid, %4 too large")
+                         .arg(expected->candidates.size()).arg(front).arg(expected->invalid).arg(expected->tooLarge)),
+                 qPrintable(page->statusLabel()->text()));
+        QVERIFY(page->plot()->xAxis->label().startsWith(QStringLiteral("Inter-token latency (")));
+        // The objective (tokens/s per GPU) selects its best candidate, at the top of the table.
+        QVERIFY(page->selectedIndex() >= 0);
+        for (const auto& c : shown.candidates)
+            QVERIFY(c.tokensPerSecondPerGpu <= shown.candidates[std::size_t(page->selectedIndex())].tokensPerSecondPerGpu);
+        page->objectiveBox()->setCurrentIndex(AdvisorPage::TtftObjective);
+        for (const auto& c : shown.candidates)
+            QVERIFY(c.ttftSeconds >= shown.candidates[std::size_t(page->selectedIndex())].ttftSeconds);
+
+        // A click on a point selects its row; a row selects its point.
+        PlanDocument* doc = w.document();
+        const int startTp = doc->settings().tpSize;
+        int pick = -1;
+        for (std::size_t i = 0; i < shown.candidates.size(); ++i)
+            if (shown.candidates[i].tp != startTp && shown.candidates[i].tp > 1
+                && (pick < 0 || shown.candidates[i].pareto))
+                pick = int(i);
+        QVERIFY(pick >= 0);
+        const tp::PlanCandidate& c = shown.candidates[std::size_t(pick)];
+        page->plot()->replot(); // the axes at the plot's current size
+        const QPoint at = page->pixelOf(pick).toPoint();
+        QVERIFY(page->plot()->rect().contains(at));
+        const int under = page->candidateAt(at); // `pick`, or one drawn at the same place
+        QVERIFY(under >= 0);
+        QTest::mouseClick(page->plot(), Qt::LeftButton, {}, at);
+        QCOMPARE(page->selectedIndex(), under);
+        page->selectCandidate(pick);
+        QCOMPARE(page->selectedIndex(), pick);
+        const QModelIndex cur = page->table()->currentIndex();
+        QCOMPARE(cur.siblingAtColumn(0).data().toString(), QString::fromStdString(c.name));
+        QCOMPARE(cur.siblingAtColumn(1).data().toInt(), c.tp);
+
+        // Export: the candidate's plan as plan JSON, at its T.
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("candidate.json"));
+        QVERIFY(page->exportSelected(file).ok());
+        auto reread = tp::loadPlanFile(file.toStdString(), tp::VersionProfile::G3);
+        QVERIFY2(reread.ok(), reread.status().message().c_str());
+        QCOMPARE(reread->tpSize, c.tp);
+
+        // Apply: the editor takes the plan and T; one undo brings both back.
+        const std::vector<tp::PlanEntry> before = doc->plan().entries;
+        const int steps = doc->undoStack()->count();
+        page->applyButton()->click();
+        QCOMPARE(doc->undoStack()->count(), steps + 1);
+        QCOMPARE(doc->settings().tpSize, c.tp);
+        QCOMPARE(w.tpBox()->value(), c.tp);
+        QVERIFY(doc->plan().entries == c.plan.entries);
+        QCOMPARE(doc->plan().epImplementation, c.plan.epImplementation);
+        QVERIFY(settle(w)); // the other pages show it
+        QCOMPARE(w.previews()->latest()->graph.tpSize, c.tp);
+        QVERIFY(w.previews()->latest()->graph.valid());
+        doc->undoStack()->undo();
+        QCOMPARE(doc->settings().tpSize, startTp);
+        QVERIFY(doc->plan().entries == before);
+        doc->undoStack()->redo();
+        QCOMPARE(doc->settings().tpSize, c.tp);
+    }
+
+    // Nothing fits (a 70 B model on the local CPU's 8 GiB): the page says so and names the least
+    // demanding candidate and how far off it is.
+    void advisorExplainsWhenNothingFits()
+    {
+        MainWindow w;
+        QVERIFY(openAdvisor(w, QStringLiteral("llama-3.1-70b"), QStringLiteral("local-cpu")));
+        AdvisorPage* page = w.advisorPage();
+        QVERIFY(page->result());
+        QVERIFY(page->result()->candidates.empty());
+        QVERIFY(page->result()->smallestTooLarge);
+        QCOMPARE(page->table()->model()->rowCount(), 0);
+        QVERIFY(page->emptyLabel()->isVisible());
+        const QString text = page->emptyLabel()->text();
+        QVERIFY2(text.contains(QStringLiteral("Nothing fits")), qPrintable(text));
+        const auto& m = *page->result()->smallestTooLarge;
+        QVERIFY2(text.contains(QString::fromStdString(m.name)) && text.contains(QStringLiteral("T=%1").arg(m.tp))
+                     && text.contains(humanBytes(double(-m.headroomBytes))),
+                 qPrintable(text));
+        QVERIFY(page->statusLabel()->text().startsWith(QStringLiteral("0 candidates, 0 on the Pareto front")));
+        QVERIFY(!page->applyButton()->isEnabled());
+        // A machine it fits on: the same page fills.
+        QSignalSpy found(page, &AdvisorPage::searchFinished);
+        w.hardwareBox()->setCurrentIndex(w.hardwareBox()->findData(QStringLiteral("h200-sxm-8")));
+        QVERIFY(found.wait(120000));
+        QVERIFY(page->table()->model()->rowCount() > 0);
+        QVERIFY(!page->emptyLabel()->isVisible());
+        // Another model: the candidates of the one before go at once, the new ones come.
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        w.openModel(QStringLiteral("example"));
+        QVERIFY(loaded.wait(30000));
+        QVERIFY(!page->result() || page->searching());
+        QVERIFY(page->result() || found.wait(120000));
+        QCOMPARE(page->table()->model()->rowCount(), int(page->result()->candidates.size()));
+        QVERIFY(page->selectedIndex() >= 0);
+        QVERIFY(!page->result()->candidates[std::size_t(page->selectedIndex())].name.empty());
+    }
+
+    // The hardware list: the built-in profiles, then the calibrated ones of TPSTUDIO_HARDWARE_DIR,
+    // marked; a profile that does not parse is left out; selecting one drives the previews.
+    void hardwareListHasCalibratedProfiles()
+    {
+        const QString dir = qEnvironmentVariable("TPSTUDIO_HARDWARE_DIR");
+        QVERIFY(QDir().mkpath(dir));
+        QFile in(QStringLiteral(TP_SOURCE_DIR "/plans/hardware/local-cpu.json"));
+        QVERIFY(in.open(QIODevice::ReadOnly));
+        QJsonObject profile = QJsonDocument::fromJson(in.readAll()).object();
+        profile[QStringLiteral("id")] = QStringLiteral("test-box");
+        profile[QStringLiteral("name")] = QStringLiteral("Test box");
+        QFile out(dir + QStringLiteral("/test-box.json")), bad(dir + QStringLiteral("/broken.json"));
+        QVERIFY(out.open(QIODevice::WriteOnly | QIODevice::Truncate) && bad.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        out.write(QJsonDocument(profile).toJson());
+        out.close();
+        bad.write("{");
+        bad.close();
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QComboBox* box = w.hardwareBox();
+        const int builtin = int(tp::builtinHardwareIds().size());
+        QCOMPARE(box->count(), builtin + 1);
+        QCOMPARE(box->itemData(builtin).toString(), QStringLiteral("test-box"));
+        QCOMPARE(box->itemText(builtin), QStringLiteral("Test box (calibrated)"));
+        QVERIFY(openAndPreview(w, QStringLiteral("example")));
+        box->setCurrentIndex(builtin);
+        QCOMPARE(w.document()->settings().hardware, QStringLiteral("test-box"));
+        QVERIFY(settle(w));
+        QVERIFY(w.previews()->latest()->hardware);
+        QCOMPARE(QString::fromStdString(w.previews()->latest()->hardware->name), QStringLiteral("Test box"));
+        // Gone from the folder: listed no more, and the selection falls back to the first built-in.
+        QVERIFY(QFile::remove(out.fileName()) && QFile::remove(bad.fileName()));
+        w.refreshHardwareList();
+        QCOMPARE(box->count(), builtin);
+        QCOMPARE(w.document()->settings().hardware, box->itemData(0).toString());
+    }
+
+    // The calibration dialog runs tpstudio-cli; one it cannot start says so, and installs nothing.
+    void calibrateDialogNamesAMissingCli()
+    {
+        const QByteArray cli = qgetenv("TPSTUDIO_CLI");
+        qputenv("TPSTUDIO_CLI", "/no/such/tpstudio-cli");
+        MainWindow w;
+        w.calibrateAction()->trigger();
+        auto* dialog = w.findChild<CalibrateDialog*>();
+        QVERIFY(dialog);
+        QVERIFY(dialog->idEdit()->text().startsWith(QStringLiteral("calibrated-")));
+        QVERIFY(dialog->arguments().contains(QStringLiteral("--json-stream")));
+        QSignalSpy done(dialog, &CalibrateDialog::done);
+        dialog->startButton()->click();
+        QVERIFY(done.count() > 0 || done.wait(10000));
+        qputenv("TPSTUDIO_CLI", cli);
+        QCOMPARE(done.first().first().toBool(), false);
+        QVERIFY2(dialog->stepLabel()->text().contains(QStringLiteral("/no/such/tpstudio-cli")), qPrintable(dialog->stepLabel()->text()));
+        QVERIFY(dialog->startButton()->isEnabled());
+        QVERIFY(!dialog->stopButton()->isEnabled());
+        QCOMPARE(w.hardwareBox()->count(), int(tp::builtinHardwareIds().size()));
+    }
+
+    // Calibrate This Machine end to end: tpstudio-cli calibrate --quick installs a profile into
+    // TPSTUDIO_HARDWARE_DIR (a temporary folder here), the progress bar follows its stream, and the
+    // profile appears in the hardware list, selected, and drives the previews. Stop installs nothing.
+    void calibrateInstallsAndSelectsAProfile()
+    {
+        const QString dir = qEnvironmentVariable("TPSTUDIO_HARDWARE_DIR");
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QVERIFY(openAndPreview(w, QStringLiteral("example")));
+        w.calibrateAction()->trigger();
+        auto* dialog = w.findChild<CalibrateDialog*>();
+        QVERIFY(dialog);
+        dialog->quickBox()->setChecked(true);
+
+        // Stopped after its first measurement: no profile.
+        dialog->idEdit()->setText(QStringLiteral("gui-stopped"));
+        QSignalSpy done(dialog, &CalibrateDialog::done);
+        dialog->start();
+        QVERIFY(dialog->running());
+        QTRY_VERIFY_WITH_TIMEOUT(dialog->progress()->value() > 0 || dialog->stepLabel()->text().startsWith(QStringLiteral("Measuring")), 60000);
+        dialog->stopButton()->click();
+        QCOMPARE(done.count(), 1);
+        QCOMPARE(done.first().first().toBool(), false);
+        QVERIFY(!dialog->running());
+        QVERIFY(!QFile::exists(dir + QStringLiteral("/gui-stopped.json")));
+        QVERIFY(w.hardwareBox()->findData(QStringLiteral("gui-stopped")) < 0);
+
+        // Run to the end: installed, listed, selected.
+        done.clear();
+        dialog->idEdit()->setText(QStringLiteral("gui-calibrated"));
+        QVERIFY(dialog->arguments().contains(QStringLiteral("--quick")));
+        dialog->startButton()->click();
+        QVERIFY(done.wait(240000));
+        QVERIFY2(done.first().first().toBool(), qPrintable(dialog->stepLabel()->text()));
+        QCOMPARE(done.first().at(1).toString(), QStringLiteral("gui-calibrated"));
+        QCOMPARE(dialog->progress()->value(), dialog->progress()->maximum());
+        QVERIFY(QFile::exists(dir + QStringLiteral("/gui-calibrated.json")));
+        QComboBox* box = w.hardwareBox();
+        QCOMPARE(box->currentData().toString(), QStringLiteral("gui-calibrated"));
+        QVERIFY(box->currentText().endsWith(QStringLiteral("(calibrated)")));
+        QCOMPARE(w.document()->settings().hardware, QStringLiteral("gui-calibrated"));
+        QVERIFY(settle(w));
+        QVERIFY2(w.previews()->latest()->hardware, qPrintable(w.previews()->latest()->hardwareError));
+        QCOMPARE(QString::fromStdString(w.previews()->latest()->hardware->id), QStringLiteral("gui-calibrated"));
+        QVERIFY(w.previews()->latest()->cost.has_value());
+        // The Advisor searches on it.
+        QSignalSpy found(w.advisorPage(), &AdvisorPage::searchFinished);
+        w.show();
+        w.tabs()->setCurrentIndex(MainWindow::AdvisorPageIndex);
+        QVERIFY(found.wait(120000));
+        QVERIFY2(w.advisorPage()->result(), qPrintable(w.advisorPage()->statusLabel()->text()));
+        QVERIFY(w.advisorPage()->statusLabel()->text().contains(QString::fromStdString(tp::findHardware("gui-calibrated")->name)));
+        QVERIFY(QFile::remove(dir + QStringLiteral("/gui-calibrated.json")));
+    }
+
+    // A workload the cost model does not take: the page shows the engine's reason instead of candidates.
+    void advisorNamesAWorkloadItCannotCost()
+    {
+        MainWindow w;
+        QVERIFY(openAdvisor(w, QStringLiteral("example"), QStringLiteral("h200-sxm-8")));
+        AdvisorPage* page = w.advisorPage();
+        QVERIFY(page->table()->model()->rowCount() > 0);
+        QSignalSpy found(page, &AdvisorPage::searchFinished);
+        page->batchBox()->setValue(page->batchBox()->maximum());
+        page->contextBox()->setValue(page->contextBox()->maximum());
+        QVERIFY(found.wait(120000));
+        QVERIFY(!page->result());
+        QCOMPARE(page->table()->model()->rowCount(), 0);
+        auto expected = tp::searchPlans(*w.spec(), tp::findHardware("h200-sxm-8").value(), page->options());
+        QVERIFY(!expected.ok());
+        QVERIFY2(page->emptyLabel()->text().startsWith(QStringLiteral("Cannot search: ")), qPrintable(page->emptyLabel()->text()));
+        QVERIFY(page->statusLabel()->text().contains(QString::fromStdString(expected.status().message()).left(20)));
+        QVERIFY(!page->applyButton()->isEnabled());
+    }
+
+    // Without a model the page says what to do.
+    void advisorWithoutModel()
+    {
+        MainWindow w;
+        w.show();
+        QSignalSpy found(w.advisorPage(), &AdvisorPage::searchFinished);
+        w.tabs()->setCurrentIndex(MainWindow::AdvisorPageIndex);
+        QVERIFY(found.wait(5000));
+        QVERIFY(w.advisorPage()->emptyLabel()->text().contains(QStringLiteral("Open a model")));
     }
 
     void badModelReportsAndKeepsPrevious()

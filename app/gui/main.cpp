@@ -1,5 +1,6 @@
 // tpstudio — the TP Studio GUI.
 #include "models/background.h"
+#include "widgets/advisor_page.h"
 #include "widgets/main_window.h"
 #include "widgets/results_page.h"
 #include "widgets/run_page.h"
@@ -90,7 +91,8 @@ int main(int argc, char** argv)
                                   QStringLiteral("FILE"));
     QCommandLineOption filter(QStringLiteral("filter"), QStringLiteral("Initial module filter."), QStringLiteral("TEXT"));
     QCommandLineOption tab(QStringLiteral("tab"),
-                           QStringLiteral("Initial page: summary, plan, shards, dataflow, collectives, diagnostics, run, results."),
+                           QStringLiteral("Initial page: summary, plan, shards, dataflow, collectives, diagnostics, run, results, "
+                                          "advisor."),
                            QStringLiteral("PAGE"));
     QCommandLineOption tp(QStringLiteral("tp"), QStringLiteral("TP size of the previews."), QStringLiteral("N"));
     QCommandLineOption select(QStringLiteral("select"), QStringLiteral("Select this module or parameter."), QStringLiteral("PATH"));
@@ -128,7 +130,8 @@ int main(int argc, char** argv)
     const QString model = args.isEmpty() ? QString::fromLatin1(tp::kExampleModelId.data(), qsizetype(tp::kExampleModelId.size()))
                                          : args.first();
     const QStringList pages{QStringLiteral("summary"), QStringLiteral("plan"), QStringLiteral("shards"), QStringLiteral("dataflow"),
-                            QStringLiteral("collectives"), QStringLiteral("diagnostics"), QStringLiteral("run"), QStringLiteral("results")};
+                            QStringLiteral("collectives"), QStringLiteral("diagnostics"), QStringLiteral("run"), QStringLiteral("results"),
+                            QStringLiteral("advisor")};
     std::function<void()> shoot = [&] {
         QTimer::singleShot(500, &window, [&] {
             const bool ok = window.grab().save(parser.value(screenshot));
@@ -144,8 +147,15 @@ int main(int argc, char** argv)
             window.filterEdit()->setText(parser.value(filter));
         if (parser.isSet(select))
             window.selectPath(parser.value(select));
+        // On the Advisor, the shot waits for the candidates, searched once the page shows.
+        const bool advisorShot = parser.isSet(screenshot) && !parser.isSet(run) && parser.value(tab) == QLatin1String("advisor");
+        if (advisorShot)
+            QObject::connect(window.advisorPage(), &tpui::AdvisorPage::searchFinished, &window, [&] { shoot(); },
+                             Qt::SingleShotConnection);
         if (parser.isSet(tab))
             window.tabs()->setCurrentIndex(std::max<qsizetype>(0, pages.indexOf(parser.value(tab))));
+        if (advisorShot)
+            return;
         if (parser.isSet(bench))
             return benchmarkRefresh(window);
         if (parser.isSet(verify) && parser.isSet(screenshot)) {

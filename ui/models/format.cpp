@@ -35,4 +35,19 @@ QString dtypeText(tp::DType t)
     return QString::fromLatin1(n.data(), qsizetype(n.size()));
 }
 
+TimeUnit timeUnitFor(double seconds)
+{
+    if (seconds < 1e-3)
+        return {1e6, QStringLiteral("µs")};
+    if (seconds < 1.0)
+        return {1e3, QStringLiteral("ms")};
+    return {1.0, QStringLiteral("s")};
+}
+
+QString humanSeconds(double seconds)
+{
+    const TimeUnit u = timeUnitFor(seconds);
+    return QStringLiteral("%1 %2").arg(seconds * u.perSecond, 0, 'f', u.perSecond == 1e6 ? 1 : 3).arg(u.name);
+}
+
 } // namespace tpui

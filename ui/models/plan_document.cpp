@@ -53,11 +53,39 @@ private:
     QString m_key;
 };
 
+// A whole plan replaced (an import, an advisor's candidate): its entries, custom styles,
+// ep_implementation and tp size before and after. Never merges.
+class ReplacePlanCommand final : public QUndoCommand
+{
+public:
+    ReplacePlanCommand(PlanDocument* doc, const QString& text, tp::Plan before, tp::Plan after)
+        : QUndoCommand(text), m_doc(doc), m_before(std::move(before)), m_after(std::move(after))
+    {
+    }
+    void undo() override { m_doc->applyWholePlan(m_before); }
+    void redo() override { m_doc->applyWholePlan(m_after); }
+
+private:
+    PlanDocument* m_doc;
+    tp::Plan m_before, m_after;
+};
+
 constexpr int kSetStyleId = 1;
 
 tp::VersionProfile currentProfile() { return tp::VersionProfile::G3; }
 
 } // namespace
+
+std::optional<tp::DType> PreviewSettings::activationDtype() const
+{
+    if (dtype == QLatin1String("bf16"))
+        return tp::DType::BF16;
+    if (dtype == QLatin1String("f16"))
+        return tp::DType::F16;
+    if (dtype == QLatin1String("f32"))
+        return tp::DType::F32;
+    return std::nullopt;
+}
 
 PlanDocument::PlanDocument(QObject* parent)
     : QObject(parent)
@@ -93,6 +121,32 @@ void PlanDocument::applyPlanState(const std::vector<tp::PlanEntry>& entries, con
     m_plan.entries = entries;
     m_plan.customStyles = custom;
     emit planChanged();
+}
+
+void PlanDocument::applyWholePlan(const tp::Plan& plan)
+{
+    m_plan.entries = plan.entries;
+    m_plan.customStyles = plan.customStyles;
+    m_plan.epImplementation = plan.epImplementation;
+    emit planChanged();
+    if (plan.tpSize != m_settings.tpSize) {
+        PreviewSettings s = m_settings;
+        s.tpSize = plan.tpSize;
+        setSettings(s);
+    }
+}
+
+void PlanDocument::replacePlan(const tp::Plan& plan, const QString& text)
+{
+    if (!m_spec)
+        return;
+    tp::Plan before = m_plan, after = m_plan;
+    before.tpSize = m_settings.tpSize;
+    after.entries = plan.entries;
+    after.customStyles = plan.customStyles;
+    after.epImplementation = plan.epImplementation;
+    after.tpSize = std::max(1, plan.tpSize);
+    m_undo.push(new ReplacePlanCommand(this, text, std::move(before), std::move(after)));
 }
 
 void PlanDocument::pushState(const QString& text, std::vector<tp::PlanEntry> entries, std::vector<tp::Style> custom,
@@ -143,14 +197,9 @@ tp::Status PlanDocument::importPlan(const QString& path)
     auto p = tp::loadPlanFile(path.toStdString(), currentProfile());
     if (!p.ok())
         return p.status();
-    const tp::Plan merged = tp::resolveOverrides(*m_spec, *p);
-    m_plan.epImplementation = merged.epImplementation; // no control for it yet: kept as the file has it
-    pushState(tr("Import %1").arg(path), merged.entries, merged.customStyles, -1, {});
-    if (p->tpSize > 1 && p->tpSize != m_settings.tpSize) {
-        PreviewSettings s = m_settings;
-        s.tpSize = p->tpSize;
-        setSettings(s);
-    }
+    tp::Plan merged = tp::resolveOverrides(*m_spec, *p); // ep_implementation kept as the file has it
+    merged.tpSize = p->tpSize > 1 ? p->tpSize : m_settings.tpSize;
+    replacePlan(merged, tr("Import %1").arg(path));
     return {};
 }
 
@@ -168,7 +217,12 @@ tp::Status PlanDocument::exportJson(const QString& path) const
 {
     tp::Plan p = m_plan;
     p.tpSize = m_settings.tpSize;
-    return writeText(path, tp::planToJson(p, m_spec.get()));
+    return writePlanJson(p, path);
+}
+
+tp::Status PlanDocument::writePlanJson(const tp::Plan& plan, const QString& path) const
+{
+    return writeText(path, tp::planToJson(plan, m_spec.get()));
 }
 
 tp::Status PlanDocument::exportPython(const QString& path) const

@@ -10,6 +10,7 @@
 #include <QUndoStack>
 
 #include <memory>
+#include <optional>
 
 namespace tpui {
 
@@ -21,6 +22,8 @@ struct PreviewSettings
     QString dtype = QStringLiteral("model"); // model, bf16, f16, f32
     QString hardware = QStringLiteral("h100-sxm-8");
     bool operator==(const PreviewSettings&) const = default;
+    // The activations' dtype `dtype` names; nullopt for "model" (the model's own).
+    std::optional<tp::DType> activationDtype() const;
 };
 
 class PlanDocument final : public QObject
@@ -48,9 +51,14 @@ public:
     void setStyle(const QString& key, const QString& style); // "" removes the key
     void addCustomStyle(const tp::Style& style);
     void resetToDefault();
-    // Replaces the plan by an imported one (undoable). Errors name the file.
+    // Replaces the whole plan — entries, custom styles, ep_implementation and tp size — as one undo
+    // step (undo brings back the previous plan and its tp size).
+    void replacePlan(const tp::Plan& plan, const QString& text);
+    // Replaces the plan by an imported one (one undo step, its tp size included). Errors name the file.
     tp::Status importPlan(const QString& path);
     tp::Status exportJson(const QString& path) const;
+    // Writes `plan` (a plan of this model) as Transformers JSON, as exportJson writes the document's.
+    tp::Status writePlanJson(const tp::Plan& plan, const QString& path) const;
     tp::Status exportPython(const QString& path) const;
 
     const PreviewSettings& settings() const { return m_settings; }
@@ -64,6 +72,8 @@ public:
 
     // Applies a whole plan state (used by undo commands).
     void applyPlanState(const std::vector<tp::PlanEntry>& entries, const std::vector<tp::Style>& custom);
+    // Applies a whole plan, its tp size included (used by replacePlan's undo command).
+    void applyWholePlan(const tp::Plan& plan);
 
 signals:
     void modelChanged();

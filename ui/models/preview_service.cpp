@@ -20,12 +20,7 @@ std::shared_ptr<const PreviewResult> computePreview(std::shared_ptr<const tp::Mo
     tp::ShardOptions o;
     o.batch = settings.batch;
     o.seq = settings.seq;
-    if (settings.dtype == QLatin1String("bf16"))
-        o.activationDtype = tp::DType::BF16;
-    else if (settings.dtype == QLatin1String("f16"))
-        o.activationDtype = tp::DType::F16;
-    else if (settings.dtype == QLatin1String("f32"))
-        o.activationDtype = tp::DType::F32;
+    o.activationDtype = settings.activationDtype();
     r->graph = tp::shardModel(*spec, plan, o);
     auto hw = tp::findHardware(settings.hardware.toStdString());
     if (hw.ok()) {

@@ -4,6 +4,8 @@
 #include "models/format.h"
 #include "models/module_tree_model.h"
 #include "models/preview_models.h"
+#include "widgets/advisor_page.h"
+#include "widgets/calibrate_dialog.h"
 #include "widgets/custom_style_dialog.h"
 #include "widgets/dataflow_view.h"
 #include "widgets/results_page.h"
@@ -272,6 +274,8 @@ MainWindow::MainWindow(QWidget* parent)
     });
     connect(m_runPage, &RunPage::runFailed, this, [this](const QString& m) { report(m); });
     connect(m_results, &ResultsPage::message, this, &MainWindow::report);
+    m_advisor = new AdvisorPage(m_doc);
+    connect(m_advisor, &AdvisorPage::message, this, &MainWindow::report);
 
     m_tabs = new QTabWidget;
     m_tabs->setDocumentMode(true);
@@ -283,6 +287,7 @@ MainWindow::MainWindow(QWidget* parent)
     m_tabs->addTab(m_diagnostics, themeIcon("dialog-warning", ":/icons/warning.svg"), tr("Diagnostics"));
     m_tabs->addTab(m_runPage, themeIcon("media-playback-start", ":/icons/plan.svg"), tr("Run"));
     m_tabs->addTab(m_results, themeIcon("x-office-spreadsheet", ":/icons/plan.svg"), tr("Results"));
+    m_tabs->addTab(m_advisor, themeIcon("system-search", ":/icons/info.svg"), tr("Advisor"));
 
     auto* split = new QSplitter;
     split->addWidget(left);
@@ -291,7 +296,7 @@ MainWindow::MainWindow(QWidget* parent)
     split->setStretchFactor(1, 4);
     setCentralWidget(split);
 
-    split->setSizes({760, 680});
+    split->setSizes({460, 980}); // every page's tab in view at the default width
 
     // --- style palette under the tree: drag a style onto a module -------------------------------
     auto fillPalette = [this, styleNames] {
@@ -457,14 +462,12 @@ void MainWindow::setupPreviewBar()
     m_seq = new QSpinBox;
     m_seq->setRange(1, 1 << 20);
     m_hardware = new QComboBox;
-    for (const auto& id : tp::builtinHardwareIds()) {
-        auto hw = tp::findHardware(id);
-        m_hardware->addItem(hw.ok() ? qs(hw->name) : qs(id), qs(id));
-    }
+    m_hardware->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     m_dtype = new QComboBox;
     m_dtype->addItem(tr("model dtype"), QStringLiteral("model"));
     for (const char* d : {"bf16", "f16", "f32"})
         m_dtype->addItem(QString::fromLatin1(d), QString::fromLatin1(d));
+    refreshHardwareList();
     tb->addWidget(new QLabel(tr(" TP size ")));
     tb->addWidget(m_tp);
     tb->addWidget(new QLabel(tr("  Hardware ")));
@@ -504,6 +507,29 @@ void MainWindow::setupPreviewBar()
         m_dtype->setCurrentIndex(std::max(0, m_dtype->findData(s.dtype)));
         m_hardware->setCurrentIndex(std::max(0, m_hardware->findData(s.hardware)));
     });
+}
+
+void MainWindow::refreshHardwareList(const QString& select)
+{
+    const QString current = select.isEmpty() ? m_doc->settings().hardware : select;
+    {
+        const QSignalBlocker block(m_hardware);
+        m_hardware->clear();
+        for (const auto& id : tp::builtinHardwareIds()) {
+            auto hw = tp::findHardware(id);
+            m_hardware->addItem(hw.ok() ? qs(hw->name) : qs(id), qs(id));
+        }
+        std::vector<std::string> errors;
+        for (const auto& hw : tp::userHardwareProfiles(&errors)) {
+            m_hardware->addItem(themeIcon("preferences-system", ":/icons/plan.svg"), tr("%1 (calibrated)").arg(qs(hw.name)), qs(hw.id));
+            m_hardware->setItemData(m_hardware->count() - 1, qs(hw.source), Qt::ToolTipRole);
+        }
+        for (const auto& e : errors)
+            report(tr("Hardware profile left out: %1").arg(qs(e)));
+        m_hardware->setCurrentIndex(std::max(0, m_hardware->findData(current)));
+    }
+    if (m_hardware->currentData().toString() != m_doc->settings().hardware)
+        settingsFromBar();
 }
 
 void MainWindow::settingsFromBar()
@@ -643,6 +669,29 @@ void MainWindow::setupActions()
     });
     m_verifyAction->setToolTip(tr("Run the plan in Hugging Face Transformers and compare its collectives and logits "
                                   "with the preview and the engine"));
+    m_calibrateAction = runMenu->addAction(themeIcon("preferences-system", ":/icons/plan.svg"), tr("Calibrate This &Machine…"), this, [this] {
+        if (auto* open = findChild<CalibrateDialog*>()) {
+            open->raise();
+            open->activateWindow();
+            return;
+        }
+        auto* dialog = new CalibrateDialog(this);
+        dialog->setAttribute(Qt::WA_DeleteOnClose);
+        connect(dialog, &CalibrateDialog::done, this, [this](bool ok, const QString& id) {
+            if (!ok)
+                return;
+            const bool again = id == m_doc->settings().hardware; // recalibrated: the same id, new figures
+            refreshHardwareList(id);
+            if (again) {
+                m_previews->request();
+                m_advisor->invalidate();
+            }
+            report(tr("Hardware profile %1 installed and selected").arg(id));
+        });
+        dialog->show();
+    });
+    m_calibrateAction->setToolTip(tr("Measure this machine and add its profile to the hardware list"));
+    connect(m_advisor, &AdvisorPage::calibrateRequested, m_calibrateAction, &QAction::trigger);
     runMenu->addSeparator();
     runMenu->addAction(tr("Export &Chart…"), this, [this] {
         const QString f = QFileDialog::getSaveFileName(this, tr("Export chart"), QStringLiteral("chart.png"),

@@ -47,6 +47,7 @@ class DiagnosticsModel;
 class MemoryModel;
 class ModuleTreeModel;
 class PlanTableModel;
+class AdvisorPage;
 class ResultsPage;
 class ShardView;
 
@@ -54,7 +55,7 @@ class MainWindow final : public QMainWindow
 {
     Q_OBJECT
 public:
-    enum Page { SummaryPage, PlanPage, ShardsPage, DataflowPage, CollectivesPage, DiagnosticsPage, RunPageIndex, ResultsPageIndex };
+    enum Page { SummaryPage, PlanPage, ShardsPage, DataflowPage, CollectivesPage, DiagnosticsPage, RunPageIndex, ResultsPageIndex, AdvisorPageIndex };
 
     explicit MainWindow(QWidget* parent = nullptr);
     ~MainWindow() override;
@@ -69,6 +70,12 @@ public:
     QAction* cancelOpenAction() const { return m_cancelOpenAction; }
     // Run → Verify with Transformers…: opens a VerifyDialog on the plan at the toolbar's T.
     QAction* verifyAction() const { return m_verifyAction; }
+    // Run → Calibrate This Machine…: opens a CalibrateDialog; the profile it installs is selected.
+    QAction* calibrateAction() const { return m_calibrateAction; }
+    // The toolbar's hardware list: the built-in profiles, then the user's calibrated ones.
+    QComboBox* hardwareBox() const { return m_hardware; }
+    // Lists the profiles again (after a calibration) and selects `select` ("" keeps the selection).
+    void refreshHardwareList(const QString& select = {});
     // Opens of every window inside the engine right now, superseded and abandoned ones included
     // (tp::openModel cannot be interrupted; they end on their own).
     static int opensRunning();
@@ -90,6 +97,7 @@ public:
     QSpinBox* tpBox() const { return m_tp; }
     RunPage* runPage() const { return m_runPage; }
     ResultsPage* resultsPage() const { return m_results; }
+    AdvisorPage* advisorPage() const { return m_advisor; }
     ShardView* shardView() const { return m_shardView; }
     DataflowView* dataflowView() const { return m_dataflow; }
     // GUI-thread milliseconds the last preview took to reach every view.
@@ -156,6 +164,7 @@ private:
     QSpinBox* m_layerBox = nullptr;
     RunPage* m_runPage = nullptr;
     ResultsPage* m_results = nullptr;
+    AdvisorPage* m_advisor = nullptr;
     QSpinBox *m_tp = nullptr, *m_batch = nullptr, *m_seq = nullptr;
     QComboBox *m_hardware = nullptr, *m_dtype = nullptr;
     QMenu* m_recentMenu = nullptr;
@@ -190,6 +199,7 @@ private:
     QToolButton* m_cancelButton = nullptr;
     QAction* m_cancelOpenAction = nullptr;
     QAction* m_verifyAction = nullptr;
+    QAction* m_calibrateAction = nullptr;
     bool m_showErrorDialogs = true;
     QByteArray m_pendingSession; // restored into the model being opened, when it opens
 };
