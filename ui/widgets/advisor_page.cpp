@@ -212,8 +212,15 @@ AdvisorPage::AdvisorPage(PlanDocument* doc, QWidget* parent)
     m_plot->legend->setVisible(true);
     m_plot->legend->setBrush(QColor(255, 255, 255, 210));
     m_plot->legend->setTextColor(Qt::black);
-    // Bottom right: the front runs from low latency and throughput (large T) to high (small T).
-    m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
+    // Beside the plot, not over it: candidates can lie in any corner (the front runs from low latency
+    // and throughput at large T to high at small T, dominated ones lie below and right of it).
+    auto* side = new QCPLayoutGrid; // the legend at the top of a column of its own
+    m_plot->plotLayout()->addElement(0, 1, side);
+    m_plot->plotLayout()->setColumnStretchFactor(1, 0.001);
+    side->addElement(0, 0, m_plot->legend);
+    side->addElement(1, 0, new QCPLayoutElement(m_plot));
+    side->setRowStretchFactor(0, 0.001);
+    m_plot->legend->setMargins(QMargins(6, 4, 6, 4));
     m_plot->setMouseTracking(true);
     connect(m_plot, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) {
         if (const int i = candidateAt(e->position()); i >= 0)
