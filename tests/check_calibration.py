@@ -19,6 +19,7 @@ some |error| exceeds --bound in every round (a phase, or a layer with --per-laye
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -61,6 +62,13 @@ def main():
     a = ap.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="tp-calibration-")
+    try:
+        return check(a, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check(a, tmp):
     models = ["example", widened("qwen3", tmp), widened("mixtral", tmp)]
     rounds = []
     for rnd in range(a.rounds):

@@ -963,6 +963,37 @@ private slots:
 
     // Nothing fits (a 70 B model on the local CPU's 8 GiB): the page says so and names the least
     // demanding candidate and how far off it is.
+    // Issue 16: a plan that cannot run on the toolbar's hardware is an error diagnostic naming the
+    // smallest T that fits, and T above the machine's devices is flagged; the prediction stays.
+    void memoryFeasibilityIsADiagnostic()
+    {
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QVERIFY(openAndPreview(w, QStringLiteral("llama-3.1-70b")));
+        w.hardwareBox()->setCurrentIndex(w.hardwareBox()->findData(QStringLiteral("h100-sxm-8")));
+        w.tpBox()->setValue(1);
+        QVERIFY(settle(w));
+        auto p = w.previews()->latest();
+        QCOMPARE(p->graph.tpSize, 1);
+        QVERIFY(p->cost.has_value());
+        QCOMPARE(int(p->feasibility.size()), 1);
+        QCOMPARE(p->feasibility[0].where, std::string("memory"));
+        QVERIFY2(p->feasibility[0].message.find("the smallest tp size that fits is 2") != std::string::npos,
+                 p->feasibility[0].message.c_str());
+        QCOMPARE(w.diagnosticsModel()->count(tp::Severity::Error), 1);
+        w.tpBox()->setValue(2);
+        QVERIFY(settle(w));
+        QVERIFY(w.previews()->latest()->feasibility.empty());
+        QCOMPARE(w.diagnosticsModel()->count(tp::Severity::Error), 0);
+        // T=2 at a long context: the KV cache and activations count too (batch 1 × 131072 tokens).
+        w.seqBox()->setValue(131072);
+        QVERIFY(settle(w));
+        p = w.previews()->latest();
+        QVERIFY(p->graph.valid());
+        QCOMPARE(int(p->feasibility.size()), 1);
+        QVERIFY2(p->feasibility[0].message.find("context 131072") != std::string::npos, p->feasibility[0].message.c_str());
+    }
+
     void advisorExplainsWhenNothingFits()
     {
         MainWindow w;

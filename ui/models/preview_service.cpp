@@ -29,6 +29,7 @@ std::shared_ptr<const PreviewResult> computePreview(std::shared_ptr<const tp::Mo
             r->cost = tp::estimateCost(*spec, r->graph, *hw);
             if (auto step = tp::estimateDecodeStep(*spec, r->graph, *hw, o.batch, o.seq); step.ok())
                 r->decodeCost = std::move(*step);
+            r->feasibility = tp::feasibilityDiagnostics(*spec, r->graph, *hw, o.seq);
         }
         r->scaling = tp::predictScaling(*spec, plan, o, *hw, std::max(8, std::min(settings.tpSize, 64)));
     } else {

@@ -24,6 +24,9 @@ struct PreviewResult
     std::vector<tp::ScalingPoint> scaling;
     std::optional<tp::HardwareProfile> hardware;
     QString hardwareError;
+    // The valid plan against the hardware (errors when it cannot run there: T above its devices, a
+    // rank over its device memory at batch × seq, naming the smallest T that fits).
+    std::vector<tp::Diagnostic> feasibility;
     PreviewSettings settings;
     qint64 workerMs = 0;
 };

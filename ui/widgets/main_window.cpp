@@ -866,6 +866,7 @@ void MainWindow::applyPreview(std::shared_ptr<const PreviewResult> r)
     m_memoryModel->setPreview(r);
     std::vector<tp::Diagnostic> all = m_modelDiagnostics;
     all.insert(all.end(), r->graph.diagnostics.begin(), r->graph.diagnostics.end());
+    all.insert(all.end(), r->feasibility.begin(), r->feasibility.end());
     m_diagnosticsModel->setDiagnostics(std::move(all));
     m_shardView->setPreview(r);
     m_dataflow->setPreview(r);

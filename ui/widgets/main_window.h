@@ -95,6 +95,7 @@ public:
     QTabWidget* tabs() const { return m_tabs; }
     QCheckBox* everyLayerBox() const { return m_everyLayer; }
     QSpinBox* tpBox() const { return m_tp; }
+    QSpinBox* seqBox() const { return m_seq; }
     RunPage* runPage() const { return m_runPage; }
     ResultsPage* resultsPage() const { return m_results; }
     AdvisorPage* advisorPage() const { return m_advisor; }
