@@ -853,6 +853,17 @@ class Corpus:
         self.add(10, ["plan", "verify", L, "--tp", "2", "--python", "/nonexistent/python3"], must_fail=True)
         self.add(10, ["report", "r.json", "--trace", "/dev/full"], setup=rec, must_fail=True)
         self.add(10, ["report", "r.json", "--csv", "/dev/full"], setup=rec, must_fail=True)
+        # calibrate: the output checked before any measurement; ids, models and hardware named
+        self.add(10, ["calibrate", "--quick", "-o", "/dev/full"], must_fail=True)
+        self.add(10, ["calibrate", "--quick", "-o", "out/p.json"], must_fail=True)
+        self.add(10, ["calibrate", "--quick", "--install", "--id", "a/b"], must_fail=True)
+        self.add(10, ["calibrate", "--quick", "--install", "--id", "x\x01y"], must_fail=True)
+        self.add(10, ["calibrate", "--quick", "--model", "/nonexistent", "-o", "p.json"], must_fail=True)
+        self.add(10, ["calibrate", "--quick", "--ranks", "64", "-o", "p.json"], must_fail=True)
+        self.add(10, ["report", "r.json", "--hardware", "/dev/zero"], setup=rec, must_fail=True)
+        self.add(10, ["report", "r.json", "--hardware", "local-cpu", "--json"], setup=rec, stdout_path="/dev/full",
+                 must_fail=True)
+        self.add(10, ["plan", "validate", L, "--hardware", "/dev/zero"], must_fail=True)
 
     # 11 --------------------------------------------------------------------------------------------
     def c11_wrong_numbers(self):

@@ -112,8 +112,12 @@ int calibrate(const CalibrateOpts& o)
     if (o.output.empty() == !o.install)
         return fail("name the profile's file with -o FILE, or --install it among your calibrated profiles");
     const std::string id = o.id.empty() ? defaultId() : o.id;
-    if (const std::string why = tp::badName(id); !why.empty() || id.find_first_of("/.") != std::string::npos)
-        return fail(fmt::format("--id '{}': {}", tp::terminalSafe(id), why.empty() ? "an id has no '/' or '.'" : why));
+    const bool idOk = !id.empty() && id.size() <= 64 && std::isalnum(static_cast<unsigned char>(id[0]))
+        && std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; });
+    if (!idOk)
+        return fail(fmt::format("--id '{}': an id is 1 to 64 letters, digits, '-' and '_', starting with a letter or digit "
+                                "(it names the profile's file)",
+                                tp::terminalSafe(id)));
     for (const auto& b : tp::builtinHardwareIds())
         if (b == id)
             return fail(fmt::format("--id '{}' is a built-in profile's id; choose another", id));
@@ -140,6 +144,19 @@ int calibrate(const CalibrateOpts& o)
         } else {
             ranks = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
         }
+    }
+    if (!cuda && ranks > static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))
+        return fail(fmt::format("--ranks {}: this machine has {} logical cores, and ranks beyond them would share one "
+                                "(what calibrate measures is a core each)",
+                                ranks, std::max(1u, std::thread::hardware_concurrency())));
+    // Refused before anything is allocated when the ranks' pools and buffers would not fit.
+    if (!cuda) {
+        const std::int64_t perRank = tp::calibrationBytesPerRank(tp::DeviceKind::Cpu), have = tp::hostMemoryAvailable();
+        if (perRank * ranks > have)
+            return fail(fmt::format("{} ranks need about {} of host memory and {} is available; nothing was allocated "
+                                    "(fewer --ranks)",
+                                    ranks, tp::humanBytes(static_cast<double>(perRank * ranks)),
+                                    tp::humanBytes(static_cast<double>(have))));
     }
     const std::string dtypeName = !o.dtype.empty() ? o.dtype : cuda ? "bf16" : "f32";
     const tp::DType dt = dtypeName == "bf16" ? tp::DType::BF16 : dtypeName == "f16" ? tp::DType::F16 : tp::DType::F32;

@@ -449,6 +449,13 @@ private:
 
 } // namespace
 
+std::int64_t calibrationBytesPerRank(DeviceKind device)
+{
+    // Pool; then the largest of: GEMM x and y (2^23 elements each) and scratch, or the memory-bound
+    // ops' four [4096, 2048] tensors, their table and an embedding of [4096, 2048].
+    return dtypeBytes(DType::F32, std::int64_t(1) << 24) + 4 * lastLevelCacheBytes(device) + (std::int64_t(176) << 20);
+}
+
 Result<Calibration> calibrateOps(const BackendFactory& make, const CalibrateOptions& options)
 {
     if (options.ranks < 1 || options.ranks > 1024)
