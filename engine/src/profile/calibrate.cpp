@@ -237,7 +237,7 @@ public:
                 }
             }
             gemmRates.push_back(std::move(rates));
-            TP_RETURN_IF_ERROR(attention(n, f, cal));
+            TP_RETURN_IF_ERROR(attention(n, f));
             TP_RETURN_IF_ERROR(memoryBound(n, f));
             cal.figures.push_back(std::move(f));
         }
@@ -303,7 +303,7 @@ private:
         return Status();
     }
 
-    // Fresh buffers on ranks 0 … n-1, made by `make` (which records rank r's tensors in m_t).
+    // Fresh buffers on ranks 0 … n-1, made by `make` (which appends rank r's tensors to m_perRank).
     Status setUp(int n, const std::function<Status(Rank&)>& make)
     {
         m_perRank.clear();
@@ -332,7 +332,7 @@ private:
 
     // Prefill (a causal prompt) and decode (one query over a cache) attention of 8 query heads on
     // 4 key/value heads: efficiency against the peak, by GFLOP per sequence and head.
-    Status attention(int n, CalibratedFigures& f, Calibration&)
+    Status attention(int n, CalibratedFigures& f)
     {
         std::vector<std::pair<double, double>> prefill, decode;
         for (const AttentionCase& c : attentionCases()) {
@@ -469,10 +469,9 @@ Result<Calibration> calibrateOps(const BackendFactory& make, const CalibrateOpti
         rank.be = std::move(*be);
         // The largest weight measured (2^24 elements) plus four times the last-level cache.
         rank.poolBytes = dtypeBytes(rank.be->storage(), std::int64_t(1) << 24) + 4 * lastLevelCacheBytes(rank.be->device());
-        TP_ASSIGN_OR_RETURN(Tensor pool, rank.tensor(rank.be->storage(), 1, rank.poolBytes / dtypeBytes(rank.be->storage(), 1), 1));
-        rank.pool = std::move(rank.buffers.back());
+        TP_RETURN_IF_ERROR(rank.tensor(rank.be->storage(), 1, rank.poolBytes / dtypeBytes(rank.be->storage(), 1), 1).status());
+        rank.pool = std::move(rank.buffers.back()); // filled once, read at every place
         rank.buffers.clear();
-        (void)pool;
     }
     Calibrator c(ranks, options);
     return c.run();
