@@ -1108,9 +1108,12 @@ private slots:
         dialog->start();
         QVERIFY(dialog->running());
         QTRY_VERIFY_WITH_TIMEOUT(dialog->progress()->value() > 0 || dialog->stepLabel()->text().startsWith(QStringLiteral("Measuring")), 60000);
-        dialog->stopButton()->click();
+        dialog->stopButton()->click(); // returns at once; the child's end reports it
+        QVERIFY(!dialog->stopButton()->isEnabled());
+        QVERIFY(done.count() == 1 || done.wait(10000));
         QCOMPARE(done.count(), 1);
         QCOMPARE(done.first().first().toBool(), false);
+        QCOMPARE(dialog->stepLabel()->text(), QStringLiteral("Stopped; nothing was installed."));
         QVERIFY(!dialog->running());
         QVERIFY(!QFile::exists(dir + QStringLiteral("/gui-stopped.json")));
         QVERIFY(w.hardwareBox()->findData(QStringLiteral("gui-stopped")) < 0);

@@ -18,9 +18,11 @@
 #include <QRegularExpression>
 #include <QRegularExpressionValidator>
 #include <QSysInfo>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <utility>
 
 namespace tpui {
 
@@ -104,6 +106,7 @@ void CalibrateDialog::start()
     if (running() || !m_id->hasAcceptableInput())
         return;
     m_buffer.clear();
+    m_stopping = false;
     m_error.clear();
     m_installedId.clear();
     m_stderrTail.clear();
@@ -129,15 +132,18 @@ void CalibrateDialog::start()
 
 void CalibrateDialog::stop()
 {
-    if (!running())
+    if (!running() || m_stopping)
         return;
-    m_proc->disconnect(this);
-    m_proc->terminate(); // SIGTERM: the CLI stops between measurements and installs nothing
-    if (!m_proc->waitForFinished(5000))
-        m_proc->kill();
-    m_proc->deleteLater();
-    m_proc = nullptr;
-    end(false, tr("Stopped; nothing was installed."));
+    // Asynchronous: SIGTERM, and the CLI stops at its next measurement and installs nothing;
+    // finished() reports it. A child that has not gone 5 s later is killed.
+    m_stopping = true;
+    m_stop->setEnabled(false);
+    m_step->setText(tr("Stopping…"));
+    m_proc->terminate();
+    QTimer::singleShot(5000, m_proc, [p = m_proc] {
+        if (p->state() != QProcess::NotRunning)
+            p->kill();
+    });
 }
 
 void CalibrateDialog::readLines()
@@ -181,6 +187,9 @@ void CalibrateDialog::finished(int code, QProcess::ExitStatus status)
     m_proc = nullptr;
     if (!startError.isEmpty())
         return end(false, tr("Cannot start %1: %2").arg(RunPage::cliPath(), startError));
+    const bool stopped = std::exchange(m_stopping, false);
+    if (stopped && !(status == QProcess::NormalExit && code == 0 && !m_installedId.isEmpty()))
+        return end(false, tr("Stopped; nothing was installed."));
     if (status == QProcess::NormalExit && code == 0 && !m_installedId.isEmpty()) {
         m_progress->setValue(m_progress->maximum());
         return end(true, tr("Installed the profile <b>%1</b>; it is selected in the hardware list.").arg(m_installedId.toHtmlEscaped()));

@@ -57,6 +57,7 @@ private:
     QPushButton* m_start = nullptr;
     QPushButton* m_stop = nullptr;
     QProcess* m_proc = nullptr;
+    bool m_stopping = false; // Stop was pressed; finished() reports it
     QByteArray m_buffer;     // stdout not yet a whole line
     QString m_error;         // the stream's error event
     QString m_installedId;   // the stream's done event
