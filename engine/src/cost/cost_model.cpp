@@ -67,12 +67,8 @@ private:
     // Roofline: the slower of math at the size-dependent efficiency and memory traffic.
     double roofline(double flops, double bytes, double gemmFlops) const
     {
-        return rooflineAt(flops, bytes, m_hw.gemmEfficiencyAt(gemmFlops));
-    }
-    double rooflineAt(double flops, double bytes, double efficiency) const
-    {
         const double peak = m_hw.peakFlops(m_g.activationDtype);
-        const double tMath = flops > 0 && peak > 0 ? flops / (peak * efficiency) : 0.0;
+        const double tMath = flops > 0 && peak > 0 ? flops / (peak * m_hw.gemmEfficiencyAt(gemmFlops)) : 0.0;
         const double bw = m_hw.memoryBandwidthGBps * 1e9 * m_hw.memoryEfficiency;
         const double tMem = bw > 0 ? bytes / bw : 0.0;
         return std::max(tMath, tMem) * m_share;
@@ -197,7 +193,9 @@ private:
                 else if (n.kind == OpKind::Attention && !attentionCurve().empty())
                     t = calibratedMath(flops, curveAt(attentionCurve(), gemm / 1e9));
                 else if (n.kind == OpKind::Experts && !m_cal->gemm.empty() && flops > 0)
-                    t = std::max(calibratedMath(flops, m_cal->gemmEfficiency(expertRows, 2 * expertInter, m_hidden)), t);
+                    t = std::max(calibratedMath(flops, m_cal->gemmEfficiency(expertRows, 2 * expertInter,
+                                                                             static_cast<double>(m_spec.config.hiddenSize))),
+                                 t);
                 else if (m_cal->ops.contains(n.kind))
                     t = calibratedStream(n.kind, bytes);
             }
@@ -239,7 +237,6 @@ private:
     const int m_T;
     const double m_tokens, m_e, m_share;
     const CalibratedFigures* m_cal;
-    const double m_hidden = static_cast<double>(m_spec.config.hiddenSize);
 };
 
 } // namespace
