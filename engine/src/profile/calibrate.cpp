@@ -84,7 +84,7 @@ public:
         TP_RETURN_IF_ERROR(together(n, [&](int r) { return once(r, 0, op); }, status));
         const double pilot = std::chrono::duration<double>(Clock::now() - t0).count();
         const double target = m_o.quick ? 0.01 : 0.05;
-        const int reps = static_cast<int>(std::clamp(target / std::max(pilot, 1e-7), 3.0, m_o.quick ? 30.0 : 200.0));
+        const int reps = static_cast<int>(std::clamp(target / std::max(pilot, 1e-7), 5.0, m_o.quick ? 30.0 : 200.0));
         std::vector<std::vector<double>> seconds(static_cast<std::size_t>(n), std::vector<double>(static_cast<std::size_t>(reps)));
         std::barrier sync(n);
         TP_RETURN_IF_ERROR(together(
