@@ -455,7 +455,7 @@ tp::Result<std::vector<CollectiveTiming>> timeCollectives(const std::string& com
         const Cell& c = r.outOfPlace.present ? r.outOfPlace : r.inPlace;
         if (c.wrong != 0)
             return tp::internalError(fmt::format("{} of {} bytes gave {} wrong values", r.op, r.bytes, c.wrong));
-        out.push_back({r.op, r.bytes, c.us});
+        out.push_back({kindOf(r.op), r.bytes, c.us});
     }
     return out;
 }

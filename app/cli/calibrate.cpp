@@ -55,18 +55,14 @@ std::string defaultId()
 // Size-dependent figures of one collective from its times at `ranks`: the latency of the
 // smallest message, and the bus bandwidth the rest need beyond it (nccl-tests' busbw of the time
 // less that latency), for the sizes that are not latency-bound.
-nlohmann::ordered_json collectiveFigures(const std::vector<CollectiveTiming>& rows, const std::string& op, int ranks)
+nlohmann::ordered_json collectiveFigures(const std::vector<CollectiveTiming>& rows, tp::CollectiveKind kind, int ranks)
 {
     std::vector<CollectiveTiming> mine;
     for (const auto& r : rows)
-        if (r.op == op)
+        if (r.kind == kind)
             mine.push_back(r);
     const double alpha = mine.front().us;
-    const double factor = tp::busBandwidthFactor(op == "all_reduce" ? tp::CollectiveKind::AllReduce
-                                                 : op == "all_gather" ? tp::CollectiveKind::AllGather
-                                                 : op == "reduce_scatter" ? tp::CollectiveKind::ReduceScatter
-                                                                          : tp::CollectiveKind::AllToAll,
-                                                 ranks);
+    const double factor = tp::busBandwidthFactor(kind, ranks);
     auto curve = nlohmann::ordered_json::array();
     double last = 0;
     for (const auto& r : mine)
@@ -210,8 +206,9 @@ int calibrate(const CalibrateOpts& o)
         }
         if (!rows)
             return fail(rows.status().message());
-        for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"})
-            collectives[op] = collectiveFigures(*rows, op, ranks);
+        for (auto kind : {tp::CollectiveKind::AllReduce, tp::CollectiveKind::AllGather, tp::CollectiveKind::ReduceScatter,
+                          tp::CollectiveKind::AllToAll})
+            collectives[tp::collectiveName(kind)] = collectiveFigures(*rows, kind, ranks);
         commSource = fmt::format("collectives: the {} communicator's out-of-place times on {} ranks ({} sizes from 8 B, data "
                                  "checked); base latency = the smallest message's time, busbw per size from the time beyond it; "
                                  "hop latency 0 (one rank count measured)",

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tp/core/status.h"
+#include "tp/plan/style.h"
 
 #include <CLI/CLI.hpp>
 
@@ -67,7 +68,7 @@ std::function<int()> addBenchComm(CLI::App* bench);
 // all-to-all from 8 bytes to maxBytes (× factor) on the local or NCCL communicator of `ranks` threads.
 struct CollectiveTiming
 {
-    std::string op;
+    tp::CollectiveKind kind = tp::CollectiveKind::None;
     std::int64_t bytes = 0;
     double us = 0;
 };
