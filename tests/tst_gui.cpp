@@ -8,11 +8,14 @@
 #include "widgets/custom_style_dialog.h"
 #include "widgets/dataflow_view.h"
 #include "widgets/main_window.h"
+#include "widgets/placeholder_view.h"
 #include "widgets/results_page.h"
 #include "widgets/shard_view.h"
+#include "widgets/theme.h"
 #include "widgets/verify_dialog.h"
 
 #include "tp/cost/plan_search.h"
+#include "tp/model/catalog.h"
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
 #include "tp/runtime/gpu.h"
@@ -32,7 +35,11 @@
 #include <qcustomplot.h>
 #include "testutils.h"
 
+#include <QDialog>
 #include <QLabel>
+#include <QTextBrowser>
+#include <QToolButton>
+#include <QMenu>
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QProcess>
@@ -218,21 +225,25 @@ private slots:
         model.setSpec(spec);
         QCOMPARE(model.rowCount(), 1);
         // Walk everything once; the tester checks every index on the way.
-        int badParents = 0;
+        int badParents = 0, groups = 0;
         std::function<int(const QModelIndex&)> walk = [&](const QModelIndex& parent) -> int {
             int n = 0;
             for (int r = 0; r < model.rowCount(parent); ++r) {
                 const QModelIndex i = model.index(r, 0, parent);
                 badParents += model.parent(i) != parent;
-                n += 1 + walk(i);
+                const bool group = i.data(ModuleTreeModel::IsGroupRole).toBool();
+                groups += group;
+                n += (group ? 0 : 1) + walk(i);
             }
             return n;
         };
         std::size_t params = 0;
         for (const auto& m : spec->modules)
             params += m.params.size();
+        // Every module and parameter once, folds of identical layers besides.
         QCOMPARE(std::size_t(walk({})), spec->modules.size() + params);
         QCOMPARE(badParents, 0);
+        QVERIFY(groups > 0);
     }
 
     void pathsRoundTrip()
@@ -272,7 +283,7 @@ private slots:
             chain << i.data().toString();
             i = view->rowCount(i) ? view->index(0, 0, i) : QModelIndex();
         }
-        QCOMPARE(chain, (QStringList{"LlamaForCausalLM", "model", "layers", "3", "mlp", "down_proj", "weight"}));
+        QCOMPARE(chain, (QStringList{"LlamaForCausalLM", "model", "layers", "layers 0–7 ×8", "3", "mlp", "down_proj", "weight"}));
         QCOMPARE(view->rowCount(view->index(0, 0, view->index(0, 0))), 1);
     }
 
@@ -804,10 +815,14 @@ private slots:
         model.setSpec(spec);
         const QModelIndex layers = model.indexForPath(QStringLiteral("model.layers"));
         QVERIFY(layers.isValid());
-        QCOMPARE(model.rowCount(layers), 100000);
-        const QModelIndex last = model.index(99999, 0, layers);
+        QCOMPARE(model.rowCount(layers), 1); // 100,000 identical layers fold into one row
+        const QModelIndex fold = model.index(0, 0, layers);
+        QCOMPARE(fold.data().toString(), QStringLiteral("layers 0–99999 ×100000"));
+        QCOMPARE(model.rowCount(fold), 100000);
+        const QModelIndex last = model.index(99999, 0, fold);
         QCOMPARE(last.data(ModuleTreeModel::PathRole).toString(), QStringLiteral("model.layers.99999"));
-        QCOMPARE(model.parent(last), layers);
+        QCOMPARE(model.parent(last), fold);
+        QCOMPARE(model.parent(fold), layers);
         const QModelIndex w = model.indexForPath(QStringLiteral("model.layers.99999.mlp.down_proj.weight"));
         QVERIFY(w.isValid());
         QModelIndex up = w;
@@ -815,6 +830,147 @@ private slots:
             up = model.parent(up);
         QCOMPARE(up, last);
         QCOMPARE(model.indexForPath(QStringLiteral("model.layers.99999")), last);
+    }
+
+    // Identical layers fold into one row per run of equal structure; the fold expands to its layers
+    // and sums them; a path inside still selects its module.
+    void identicalLayersFold_data()
+    {
+        QTest::addColumn<QString>("id");
+        QTest::addColumn<QStringList>("folds");
+        QTest::addColumn<QList<int>>("members");
+        QTest::addRow("example") << "example" << QStringList{"layers 0–7 ×8"} << QList<int>{8};
+        QTest::addRow("deepseek-v3: dense 0-2, MoE 3-60") << "deepseek-v3" << QStringList{"layers 0–2 ×3", "layers 3–60 ×58"}
+                                                         << QList<int>{3, 58};
+    }
+    void identicalLayersFold()
+    {
+        QFETCH(QString, id);
+        QFETCH(QStringList, folds);
+        QFETCH(QList<int>, members);
+        auto spec = catalogSpec(id.toLatin1().constData());
+        ModuleTreeModel model;
+        model.setSpec(spec);
+        const QModelIndex layers = model.indexForPath(QStringLiteral("model.layers"));
+        QCOMPARE(model.rowCount(layers), int(folds.size()));
+        qlonglong sum = 0;
+        for (int r = 0; r < int(folds.size()); ++r) {
+            const QModelIndex fold = model.index(r, 0, layers);
+            QVERIFY(fold.data(ModuleTreeModel::IsGroupRole).toBool());
+            QCOMPARE(fold.data().toString(), folds[r]);
+            QCOMPARE(model.rowCount(fold), members[r]);
+            QCOMPARE(fold.data(ModuleTreeModel::PathRole).toString(), QStringLiteral("model.layers.*"));
+            QVERIFY(!(model.flags(fold.siblingAtColumn(ModuleTreeModel::StyleColumn)) & Qt::ItemIsEditable));
+            sum += fold.siblingAtColumn(ModuleTreeModel::ParamsColumn).data(ModuleTreeModel::SortRole).toLongLong();
+        }
+        QCOMPARE(sum, layers.siblingAtColumn(ModuleTreeModel::ParamsColumn).data(ModuleTreeModel::SortRole).toLongLong());
+        const QModelIndex five = model.indexForPath(QStringLiteral("model.layers.5"));
+        QVERIFY(model.parent(five).data(ModuleTreeModel::IsGroupRole).toBool());
+        QCOMPARE(model.parent(model.parent(five)), layers);
+
+        MainWindow w;
+        QVERIFY(openAndPreview(w, id));
+        w.selectPath(QStringLiteral("model.layers.5.self_attn"));
+        QCOMPARE(w.treeView()->currentIndex().data(ModuleTreeModel::PathRole).toString(), QStringLiteral("model.layers.5.self_attn"));
+    }
+
+    // Every table and the tree say why they are empty.
+    void emptyViewsSayWhy()
+    {
+        MainWindow w;
+        auto* tree = dynamic_cast<PlaceholderTree*>(w.treeView());
+        QVERIFY(tree);
+        QVERIFY(tree->showsPlaceholder());
+        QVERIFY(tree->placeholderText().contains(QStringLiteral("No model open")));
+        for (QTableView* v : {w.planView(), w.diagnosticsView()}) {
+            auto* t = dynamic_cast<PlaceholderTable*>(v);
+            QVERIFY(t);
+            QVERIFY(!t->placeholderText().isEmpty());
+            QVERIFY(t->showsPlaceholder());
+        }
+        QVERIFY(openAndPreview(w, QStringLiteral("example")));
+        QVERIFY(!tree->showsPlaceholder());
+        QVERIFY(!dynamic_cast<PlaceholderTable*>(w.planView())->showsPlaceholder());
+        // The example's default plan at T=2 on 8×H100 has nothing to report.
+        QCOMPARE(w.diagnosticsModel()->rowCount(), 0);
+        QVERIFY(dynamic_cast<PlaceholderTable*>(w.diagnosticsView())->showsPlaceholder());
+        // Painting it draws the text (the grab differs from an empty table's).
+        w.show();
+        w.tabs()->setCurrentIndex(MainWindow::DiagnosticsPage);
+        const QImage with = w.diagnosticsView()->viewport()->grab().toImage();
+        dynamic_cast<PlaceholderTable*>(w.diagnosticsView())->setPlaceholderText({});
+        const QImage without = w.diagnosticsView()->viewport()->grab().toImage();
+        QVERIFY(with != without);
+    }
+
+    // View → Theme switches the whole application, charts included, and back.
+    void darkModeFollowsTheMenu()
+    {
+        MainWindow w;
+        QVERIFY(openAndPreview(w, QStringLiteral("example")));
+        w.show();
+        QCOMPARE(w.themeActions().size(), 3);
+        auto* plot = w.advisorPage()->findChild<QCustomPlot*>();
+        QVERIFY(plot);
+        const auto trigger = [&](const QString& name) {
+            for (QAction* a : w.themeActions())
+                if (a->data().toString() == name)
+                    a->trigger();
+            QCoreApplication::processEvents();
+        };
+        trigger(QStringLiteral("dark"));
+        QCOMPARE(currentTheme(), Theme::Dark);
+        QVERIFY(isDark(QApplication::palette()));
+        QVERIFY(isDark(w.treeView()->palette()));
+        QCOMPARE(plot->toPixmap(200, 120).toImage().pixelColor(2, 2), plot->palette().color(QPalette::Base));
+        QVERIFY(plot->toPixmap(200, 120).toImage().pixelColor(2, 2).lightness() < 80);
+        QVERIFY(plot->xAxis->tickLabelColor().lightness() > 160);
+        trigger(QStringLiteral("light"));
+        QVERIFY(!isDark(QApplication::palette()));
+        QVERIFY(plot->toPixmap(200, 120).toImage().pixelColor(2, 2).lightness() > 200);
+        QVERIFY(plot->xAxis->tickLabelColor().lightness() < 100);
+        trigger(QStringLiteral("system"));
+        QCOMPARE(currentTheme(), Theme::System);
+    }
+
+    // Pages switch from the keyboard wherever the focus is (the tree too); Help opens the guide; the
+    // toolbar's icons differ and it lists the catalog.
+    void navigationAndHelp()
+    {
+        MainWindow w;
+        QVERIFY(openAndPreview(w, QStringLiteral("example")));
+        w.show();
+        QVERIFY(QTest::qWaitForWindowActive(&w));
+        w.treeView()->setFocus();
+        QCOMPARE(w.pageActions().size(), w.tabs()->count());
+        QTest::keyClick(w.treeView(), Qt::Key_3, Qt::ControlModifier);
+        QCOMPARE(w.tabs()->currentIndex(), int(MainWindow::ShardsPage));
+        QTest::keyClick(w.treeView(), Qt::Key_Tab, Qt::ControlModifier);
+        QCOMPARE(w.tabs()->currentIndex(), int(MainWindow::DataflowPage));
+        QTest::keyClick(w.treeView(), Qt::Key_PageUp, Qt::ControlModifier);
+        QCOMPARE(w.tabs()->currentIndex(), int(MainWindow::ShardsPage));
+        QTest::keyClick(w.treeView(), Qt::Key_9, Qt::ControlModifier);
+        QCOMPARE(w.tabs()->currentIndex(), int(MainWindow::AdvisorPageIndex));
+
+        QVERIFY(QFileInfo::exists(MainWindow::userGuidePath()));
+        w.guideAction()->trigger();
+        auto* guide = w.findChild<QDialog*>(QStringLiteral("userGuide"));
+        QVERIFY(guide);
+        auto* text = guide->findChild<QTextBrowser*>();
+        QVERIFY(text);
+        QVERIFY(text->toPlainText().contains(QStringLiteral("TP Studio user guide")));
+        QVERIFY(text->toPlainText().contains(QStringLiteral("Advisor")));
+
+        QCOMPARE(w.catalogButton()->menu()->actions().size(), int(tp::catalog().size()));
+        QAction *import = nullptr, *exportPlan = nullptr;
+        for (QAction* a : w.findChildren<QAction*>()) {
+            if (a->text() == QStringLiteral("&Import Plan…"))
+                import = a;
+            if (a->text() == QStringLiteral("&Export Plan…"))
+                exportPlan = a;
+        }
+        QVERIFY(import && exportPlan);
+        QVERIFY(import->icon().pixmap(16).toImage() != exportPlan->icon().pixmap(16).toImage());
     }
 
     // Run → Verify with Transformers… opens the dialog on the plan at the toolbar's T; a Python that

@@ -1,9 +1,11 @@
 // tpstudio — the TP Studio GUI.
 #include "models/background.h"
+#include "models/settings.h"
 #include "widgets/advisor_page.h"
 #include "widgets/main_window.h"
 #include "widgets/results_page.h"
 #include "widgets/run_page.h"
+#include "widgets/theme.h"
 #include "widgets/verify_dialog.h"
 
 #include "tp/model/catalog.h"
@@ -119,9 +121,18 @@ int main(int argc, char** argv)
     QCommandLineOption verify(QStringLiteral("verify"),
                               QStringLiteral("With --screenshot: Run > Verify with Transformers at --tp (the Python of "
                                              "TPSTUDIO_PYTHON), and save a PNG of the dialog when it is done."));
-    for (const auto& o : {screenshot, filter, tab, tp, select, run, chart, hardware, emulate, decode, phase, bench, shootOpening, verify})
+    QCommandLineOption theme(QStringLiteral("theme"),
+                             QStringLiteral("Appearance: system (the platform's palette), light or dark; View > Theme "
+                                            "remembers the choice, this option only applies to this start."),
+                             QStringLiteral("THEME"));
+    for (const auto& o : {screenshot, filter, tab, tp, select, run, chart, hardware, emulate, decode, phase, bench, shootOpening, verify, theme})
         parser.addOption(o);
     parser.process(app);
+    if (parser.isSet(theme) && tpui::themeName(tpui::themeFromName(parser.value(theme))) != parser.value(theme)) {
+        std::fprintf(stderr, "tpstudio: --theme must be system, light or dark, not '%s'\n", qPrintable(parser.value(theme)));
+        return 1;
+    }
+    tpui::applyTheme(tpui::themeFromName(parser.isSet(theme) ? parser.value(theme) : tpui::Settings::theme()));
 
     // Destroyed before main returns (below), so that nothing of the window outlives it.
     std::optional<tpui::MainWindow> windowHolder;

@@ -4,6 +4,9 @@
 
 #include <QPalette>
 
+#include <algorithm>
+#include <functional>
+
 namespace tpui {
 
 ModuleTreeModel::ModuleTreeModel(QObject* parent)
@@ -41,7 +44,79 @@ void ModuleTreeModel::setSpec(std::shared_ptr<const tp::ModelSpec> spec)
             }
         }
     }
+    foldIdenticalChildren();
     endResetModel();
+}
+
+void ModuleTreeModel::foldIdenticalChildren()
+{
+    m_groups.clear();
+    const std::size_t n = m_spec ? m_spec->modules.size() : 0;
+    m_rows.assign(n, {});
+    m_groupOf.assign(n, -1);
+    if (!m_spec)
+        return;
+    const auto& modules = m_spec->modules;
+    // A structure signature per module: its class, its parameters' names, shapes and dtypes, and its
+    // children's names and signatures (parents precede children, so a reverse pass builds them).
+    std::vector<std::size_t> sig(n);
+    const std::hash<std::string> hashText;
+    for (std::size_t i = n; i-- > 0;) {
+        const auto& m = modules[i];
+        std::size_t h = hashText(m.className);
+        auto mix = [&h](std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+        for (const auto& p : m.params) {
+            mix(hashText(p.name));
+            mix(std::size_t(p.dtype) * 4 + std::size_t(p.buffer) * 2 + std::size_t(p.tiedTo.empty()));
+            for (std::int64_t d : p.shape)
+                mix(std::size_t(d));
+            mix(~std::size_t(0));
+        }
+        for (int c : m.children) {
+            mix(hashText(modules[std::size_t(c)].name));
+            mix(sig[std::size_t(c)]);
+        }
+        sig[i] = h;
+    }
+    auto numbered = [&](int c) {
+        const std::string& name = modules[std::size_t(c)].name;
+        return !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    };
+    for (std::size_t mi = 0; mi < n; ++mi) {
+        const auto& m = modules[mi];
+        if (m.children.size() < 2 || !std::all_of(m.children.begin(), m.children.end(), numbered))
+            continue;
+        std::vector<int> rows;
+        const std::size_t firstGroup = m_groups.size();
+        for (std::size_t a = 0; a < m.children.size();) {
+            std::size_t b = a + 1;
+            while (b < m.children.size() && sig[std::size_t(m.children[b])] == sig[std::size_t(m.children[a])])
+                ++b;
+            const int row = int(m.params.size() + rows.size());
+            if (b - a >= 2) {
+                Group g{int(mi), int(a), int(b - a), row, 0, 0};
+                for (std::size_t k = a; k < b; ++k) {
+                    const auto c = std::size_t(m.children[k]);
+                    g.params += m_subtreeParams[c];
+                    g.bytes += m_subtreeBytes[c];
+                    m_groupOf[c] = int(m_groups.size());
+                    m_rowInParent[c] = int(k - a);
+                }
+                rows.push_back(int(m_groups.size()));
+                m_groups.push_back(g);
+            } else {
+                rows.push_back(-2 - m.children[a]);
+                m_rowInParent[std::size_t(m.children[a])] = row;
+            }
+            a = b;
+        }
+        if (m_groups.size() > firstGroup) {
+            m_rows[mi] = std::move(rows);
+        } else { // nothing folds: the children keep their plain rows
+            for (std::size_t c = 0; c < m.children.size(); ++c)
+                m_rowInParent[std::size_t(m.children[c])] = int(m.params.size() + c);
+        }
+    }
 }
 
 void ModuleTreeModel::setPreview(std::shared_ptr<const PreviewResult> preview)
@@ -68,6 +143,8 @@ const tp::ParamAssignment* ModuleTreeModel::assignment(Node n) const
 Qt::ItemFlags ModuleTreeModel::flags(const QModelIndex& index) const
 {
     Qt::ItemFlags f = QAbstractItemModel::flags(index);
+    if (nodeOf(index).group >= 0)
+        return f; // a fold: styles go on its layers (or on every layer at once), not on the fold
     if (index.isValid() && index.column() == StyleColumn && nodeOf(index).module > 0)
         f |= Qt::ItemIsEditable;
     if (index.isValid())
@@ -77,7 +154,7 @@ Qt::ItemFlags ModuleTreeModel::flags(const QModelIndex& index) const
 
 bool ModuleTreeModel::setData(const QModelIndex& index, const QVariant& value, int role)
 {
-    if (!m_spec || !index.isValid() || index.column() != StyleColumn || role != Qt::EditRole)
+    if (!m_spec || !index.isValid() || index.column() != StyleColumn || role != Qt::EditRole || nodeOf(index).group >= 0)
         return false;
     emit styleEditRequested(index.data(PathRole).toString(), value.toString());
     return true;
@@ -97,12 +174,24 @@ QModelIndex ModuleTreeModel::index(int row, int column, const QModelIndex& paren
     if (!parent.isValid())
         return row == 0 ? createIndex(0, column, encode({0, -1})) : QModelIndex();
     const Node p = nodeOf(parent);
+    if (p.group >= 0) {
+        const Group& g = m_groups[std::size_t(p.group)];
+        if (row >= g.count)
+            return {};
+        return createIndex(row, column, encode({m_spec->modules[std::size_t(g.list)].children[std::size_t(g.first + row)], -1}));
+    }
     if (p.param >= 0)
         return {};
     const auto& m = m_spec->modules[std::size_t(p.module)];
     const int nParams = int(m.params.size());
     if (row < nParams)
         return createIndex(row, column, encode({p.module, row}));
+    if (const auto& rows = m_rows[std::size_t(p.module)]; !rows.empty()) {
+        if (row - nParams >= int(rows.size()))
+            return {};
+        const int e = rows[std::size_t(row - nParams)];
+        return createIndex(row, column, e >= 0 ? encode({-1, -1, e}) : encode({-2 - e, -1}));
+    }
     if (row - nParams < int(m.children.size()))
         return createIndex(row, column, encode({m.children[std::size_t(row - nParams)], -1}));
     return {};
@@ -113,8 +202,12 @@ QModelIndex ModuleTreeModel::parent(const QModelIndex& child) const
     if (!m_spec || !child.isValid())
         return {};
     const Node n = nodeOf(child);
+    if (n.group >= 0)
+        return moduleIndex(m_groups[std::size_t(n.group)].list);
     if (n.param >= 0) // a parameter's parent is its module
         return moduleIndex(n.module);
+    if (const int g = m_groupOf[std::size_t(n.module)]; g >= 0)
+        return groupIndex(g);
     const int parentModule = m_spec->modules[std::size_t(n.module)].parent;
     return parentModule < 0 ? QModelIndex() : moduleIndex(parentModule);
 }
@@ -128,6 +221,11 @@ QModelIndex ModuleTreeModel::moduleIndex(int mi) const
     return createIndex(m_rowInParent[std::size_t(mi)], 0, encode({mi, -1}));
 }
 
+QModelIndex ModuleTreeModel::groupIndex(int group) const
+{
+    return createIndex(m_groups[std::size_t(group)].row, 0, encode({-1, -1, group}));
+}
+
 int ModuleTreeModel::rowCount(const QModelIndex& parent) const
 {
     if (!m_spec)
@@ -137,10 +235,13 @@ int ModuleTreeModel::rowCount(const QModelIndex& parent) const
     if (parent.column() != 0)
         return 0;
     const Node n = nodeOf(parent);
+    if (n.group >= 0)
+        return m_groups[std::size_t(n.group)].count;
     if (n.param >= 0)
         return 0;
     const auto& m = m_spec->modules[std::size_t(n.module)];
-    return int(m.params.size() + m.children.size());
+    const auto& rows = m_rows[std::size_t(n.module)];
+    return int(m.params.size() + (rows.empty() ? m.children.size() : rows.size()));
 }
 
 int ModuleTreeModel::columnCount(const QModelIndex&) const { return NUM_COLUMNS; }
@@ -176,6 +277,8 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const
     if (role == Qt::TextAlignmentRole)
         return index.column() >= ParamsColumn ? QVariant(int(Qt::AlignRight | Qt::AlignVCenter)) : QVariant();
     const Node n = nodeOf(index);
+    if (n.group >= 0)
+        return groupData(n.group, index.column(), role);
     const auto& m = m_spec->modules[std::size_t(n.module)];
     if (n.param >= 0) {
         const auto& p = m.params[std::size_t(n.param)];
@@ -260,6 +363,42 @@ QVariant ModuleTreeModel::data(const QModelIndex& index, int role) const
         case TypeColumn: return QString::fromStdString(m.className);
         case ParamsColumn: return m_subtreeParams[std::size_t(n.module)] ? humanCount(m_subtreeParams[std::size_t(n.module)]) : QString();
         case SizeColumn: return m_subtreeBytes[std::size_t(n.module)] ? humanBytes(double(m_subtreeBytes[std::size_t(n.module)])) : QString();
+        }
+        return {};
+    }
+    return {};
+}
+
+QVariant ModuleTreeModel::groupData(int group, int column, int role) const
+{
+    const Group& g = m_groups[std::size_t(group)];
+    const auto& list = m_spec->modules[std::size_t(g.list)];
+    const auto& first = m_spec->modules[std::size_t(list.children[std::size_t(g.first)])];
+    const auto& last = m_spec->modules[std::size_t(list.children[std::size_t(g.first + g.count - 1)])];
+    switch (role) {
+    case PathRole: return QString::fromStdString(list.path + ".*");
+    case IsParameterRole: return false;
+    case IsGroupRole: return true;
+    case SortRole:
+        if (column == ParamsColumn)
+            return qlonglong(g.params);
+        if (column == SizeColumn)
+            return qlonglong(g.bytes);
+        return groupData(group, column, Qt::DisplayRole);
+    case Qt::ToolTipRole:
+        return tr("%1 identical %2 modules, %3.%4 to %3.%5: the same parameters, shapes and dtypes. Expand to see each.")
+            .arg(g.count)
+            .arg(QString::fromStdString(first.className), QString::fromStdString(list.path), QString::fromStdString(first.name),
+                 QString::fromStdString(last.name));
+    case Qt::DisplayRole:
+        switch (column) {
+        case NameColumn:
+            return tr("%1 %2–%3 ×%4")
+                .arg(QString::fromStdString(list.name), QString::fromStdString(first.name), QString::fromStdString(last.name))
+                .arg(g.count);
+        case TypeColumn: return QString::fromStdString(first.className);
+        case ParamsColumn: return g.params ? humanCount(g.params) : QString();
+        case SizeColumn: return g.bytes ? humanBytes(double(g.bytes)) : QString();
         }
         return {};
     }

@@ -1,7 +1,12 @@
 // module_tree_model.h — the module tree of a ModelSpec: modules with their parameters as children.
 //
 // Rows are computed on demand from the spec (no item objects), so a 126-layer model costs nothing
-// until its rows are expanded. Internal ids encode (module index, parameter index + 1).
+// until its rows are expanded. Internal ids encode (module index, parameter index + 1), or a group.
+//
+// Identical layers fold: the children of a list module (numbered "0", "1", …) that have the same
+// structure (class, parameter names, shapes and dtypes, all the way down) and follow each other
+// form one group row, "layers 0–79 ×80", whose rows are the layers themselves. DeepSeek-V3's dense
+// layers 0–2 and MoE layers 3–60 are two groups; a layer unlike its neighbours stays a row of its own.
 #pragma once
 
 #include "tp/model/model_spec.h"
@@ -33,6 +38,7 @@ public:
         PathRole = Qt::UserRole + 1, // full dotted path of the module or parameter
         SortRole,                    // numbers for numeric columns
         IsParameterRole,
+        IsGroupRole,                 // a fold of identical list entries
     };
 
     explicit ModuleTreeModel(QObject* parent = nullptr);
@@ -63,14 +69,39 @@ private:
     {
         int module = -1;
         int param = -1; // -1: the module itself
+        int group = -1; // ≥ 0: a group row (module and param unused)
     };
-    static quintptr encode(Node n) { return (quintptr(n.module + 1) << 24) | quintptr(n.param + 1); }
-    static Node decode(quintptr id) { return {int(id >> 24) - 1, int(id & 0xffffff) - 1}; }
+    static constexpr quintptr kGroupBit = quintptr(1) << (sizeof(quintptr) * 8 - 2);
+    static quintptr encode(Node n)
+    {
+        return n.group >= 0 ? kGroupBit | quintptr(n.group) : (quintptr(n.module + 1) << 24) | quintptr(n.param + 1);
+    }
+    static Node decode(quintptr id)
+    {
+        if (id & kGroupBit)
+            return {-1, -1, int(id & ~kGroupBit)};
+        return {int(id >> 24) - 1, int(id & 0xffffff) - 1, -1};
+    }
     Node nodeOf(const QModelIndex& index) const;
     QModelIndex moduleIndex(int module) const;
+    QModelIndex groupIndex(int group) const;
+    QVariant groupData(int group, int column, int role) const;
+    void foldIdenticalChildren();
+    // A run of identical children of a list module: children[first, first + count) of `list`.
+    struct Group
+    {
+        int list = -1, first = 0, count = 0;
+        int row = 0; // its row under the list
+        std::int64_t params = 0, bytes = 0;
+    };
+    std::vector<Group> m_groups;
+    // Per list module that folds: its rows after its parameters, each a group (≥ 0) or a child
+    // module (−2 − module index). Empty for a module that does not fold.
+    std::vector<std::vector<int>> m_rows;
+    std::vector<int> m_groupOf; // per module: the group it is a row of, or -1
     // Subtree totals per module, for the Params and Size columns.
     std::vector<std::int64_t> m_subtreeParams, m_subtreeBytes;
-    std::vector<int> m_rowInParent; // per module: its row under its parent
+    std::vector<int> m_rowInParent; // per module: its row under its parent (or its group)
     const tp::ParamAssignment* assignment(Node n) const;
     std::shared_ptr<const tp::ModelSpec> m_spec;
     std::shared_ptr<const PreviewResult> m_preview;

@@ -1,5 +1,6 @@
 // advisor_page.cpp — see advisor_page.h.
 #include "widgets/advisor_page.h"
+#include "widgets/theme.h"
 
 #include "models/background.h"
 #include "models/format.h"
@@ -199,19 +200,8 @@ AdvisorPage::AdvisorPage(PlanDocument* doc, QWidget* parent)
 
     // --- plot -----------------------------------------------------------------------------------
     m_plot->setMinimumHeight(260);
-    m_plot->setBackground(m_plot->palette().color(QPalette::Base));
-    const QColor text = m_plot->palette().color(QPalette::Text);
-    for (QCPAxis* a : {m_plot->xAxis, m_plot->yAxis}) {
-        a->setBasePen(QPen(text));
-        a->setTickPen(QPen(text));
-        a->setSubTickPen(QPen(text));
-        a->setTickLabelColor(text);
-        a->setLabelColor(text);
-    }
     m_plot->yAxis->setLabel(tr("Decode tokens/s per GPU"));
     m_plot->legend->setVisible(true);
-    m_plot->legend->setBrush(QColor(255, 255, 255, 210));
-    m_plot->legend->setTextColor(Qt::black);
     // Beside the plot, not over it: candidates can lie in any corner (the front runs from low latency
     // and throughput at large T to high at small T, dominated ones lie below and right of it).
     auto* side = new QCPLayoutGrid; // the legend at the top of a column of its own
@@ -221,6 +211,7 @@ AdvisorPage::AdvisorPage(PlanDocument* doc, QWidget* parent)
     side->addElement(1, 0, new QCPLayoutElement(m_plot));
     side->setRowStretchFactor(0, 0.001);
     m_plot->legend->setMargins(QMargins(6, 4, 6, 4));
+    themePlot(m_plot);
     m_plot->setMouseTracking(true);
     connect(m_plot, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) {
         if (const int i = candidateAt(e->position()); i >= 0)

@@ -4,23 +4,29 @@
 #include "models/format.h"
 #include "models/module_tree_model.h"
 #include "models/preview_models.h"
+#include "models/settings.h"
 #include "widgets/advisor_page.h"
 #include "widgets/calibrate_dialog.h"
 #include "widgets/custom_style_dialog.h"
 #include "widgets/dataflow_view.h"
+#include "widgets/placeholder_view.h"
 #include "widgets/results_page.h"
 #include "widgets/shard_view.h"
 #include "widgets/style_delegate.h"
+#include "widgets/theme.h"
 #include "widgets/verify_dialog.h"
 
 #include "tp/cost/hardware.h"
 #include "tp/model/catalog.h"
 
 #include <QAction>
+#include <QActionGroup>
 #include <QApplication>
 #include <QCheckBox>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QCoreApplication>
+#include <QDialog>
 #include <QDragEnterEvent>
 #include <QElapsedTimer>
 #include <QFile>
@@ -39,7 +45,6 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
-#include <QSettings>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
 #include <QSplitter>
@@ -117,7 +122,7 @@ protected:
 };
 
 // The module tree accepts styles dropped from the palette.
-class StyleDropTree final : public QTreeView
+class StyleDropTree final : public PlaceholderTree
 {
 public:
     std::function<void(const QModelIndex&, const QString&)> onDrop;
@@ -134,7 +139,7 @@ protected:
         if (e->mimeData()->hasFormat(kStyleMime))
             e->acceptProposedAction();
         else
-            QTreeView::dragEnterEvent(e);
+            PlaceholderTree::dragEnterEvent(e);
     }
     void dragMoveEvent(QDragMoveEvent* e) override
     {
@@ -153,9 +158,10 @@ protected:
     }
 };
 
-QTableView* makeTable(QAbstractItemModel* model)
+QTableView* makeTable(QAbstractItemModel* model, const QString& placeholder = {})
 {
-    auto* t = new QTableView;
+    auto* t = new PlaceholderTable;
+    t->setPlaceholderText(placeholder);
     t->setModel(model);
     t->setAlternatingRowColors(true);
     t->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -200,6 +206,8 @@ MainWindow::MainWindow(QWidget* parent)
                                 "that one layer (honoured by current Transformers only)."));
 
     auto* tree = new StyleDropTree;
+    tree->setPlaceholderText(tr("No model open. File → Open Folder… or Open File… reads a Hugging Face model (config.json, "
+                                "safetensors); the catalog button in the toolbar lists built-in models."));
     tree->onDrop = [this](const QModelIndex& idx, const QString& style) {
         editStyle(idx.data(ModuleTreeModel::PathRole).toString(), style);
     };
@@ -217,6 +225,18 @@ MainWindow::MainWindow(QWidget* parent)
                                           {ModuleTreeModel::SizeColumn, 7}};
     for (const auto& [c, w] : widths)
         m_tree->header()->resizeSection(c, w * em);
+    // Columns fit what they show (styles such as colwise_gather_output, keys such as
+    // model.layers.*.self_attn.q_proj), up to 48 em; a user's drag then holds until the next model.
+    auto fitColumns = [this, em] {
+        for (int c = ModuleTreeModel::NameColumn; c <= ModuleTreeModel::LocalShapeColumn; ++c) {
+            const int want = std::min(std::max(static_cast<QAbstractItemView*>(m_tree)->sizeHintForColumn(c), m_tree->header()->sectionSizeHint(c)), 48 * em);
+            if (want > m_tree->header()->sectionSize(c))
+                m_tree->header()->resizeSection(c, want);
+        }
+    };
+    connect(m_treeModel, &QAbstractItemModel::layoutChanged, this, fitColumns, Qt::QueuedConnection);
+    connect(m_treeModel, &QAbstractItemModel::modelReset, this, fitColumns, Qt::QueuedConnection);
+    connect(m_tree, &QTreeView::expanded, this, fitColumns, Qt::QueuedConnection);
     m_tree->setColumnHidden(ModuleTreeModel::DTypeColumn, true);
     m_tree->setColumnHidden(ModuleTreeModel::ParamsColumn, true);
     auto styleNames = [this] { return this->styleNames(); };
@@ -256,7 +276,8 @@ MainWindow::MainWindow(QWidget* parent)
     dl->addWidget(scroll, 1);
 
     m_diagnosticsModel = new DiagnosticsModel(this);
-    m_diagnostics = makeTable(m_diagnosticsModel);
+    m_diagnostics = makeTable(m_diagnosticsModel, tr("No diagnostics: the plan matches the model and has no errors or warnings at "
+                                                     "this T on this hardware."));
     m_diagnostics->horizontalHeader()->setSectionResizeMode(DiagnosticsModel::MessageColumn, QHeaderView::Stretch);
     m_diagnostics->horizontalHeader()->setSectionResizeMode(DiagnosticsModel::WhereColumn, QHeaderView::ResizeToContents);
     m_diagnostics->setWordWrap(true);
@@ -281,11 +302,11 @@ MainWindow::MainWindow(QWidget* parent)
     m_tabs->setDocumentMode(true);
     m_tabs->addTab(m_summary, themeIcon("dialog-information", ":/icons/info.svg"), tr("Summary"));
     m_tabs->addTab(makePlanPage(), QIcon(QStringLiteral(":/icons/plan.svg")), tr("Plan"));
-    m_tabs->addTab(m_shardView, themeIcon("view-grid", ":/icons/plan.svg"), tr("Shards"));
-    m_tabs->addTab(dataflowPage, themeIcon("view-list-tree", ":/icons/plan.svg"), tr("Layer dataflow"));
+    m_tabs->addTab(m_shardView, themeIcon("view-grid", ":/icons/shards.svg"), tr("Shards"));
+    m_tabs->addTab(dataflowPage, themeIcon("view-list-tree", ":/icons/dataflow.svg"), tr("Layer dataflow"));
     m_tabs->addTab(makeCollectivesPage(), themeIcon("network-transmit-receive", ":/icons/plan.svg"), tr("Collectives && memory"));
     m_tabs->addTab(m_diagnostics, themeIcon("dialog-warning", ":/icons/warning.svg"), tr("Diagnostics"));
-    m_tabs->addTab(m_runPage, themeIcon("media-playback-start", ":/icons/plan.svg"), tr("Run"));
+    m_tabs->addTab(m_runPage, QIcon(QStringLiteral(":/icons/run.svg")), tr("Run"));
     m_tabs->addTab(m_results, themeIcon("x-office-spreadsheet", ":/icons/plan.svg"), tr("Results"));
     m_tabs->addTab(m_advisor, themeIcon("system-search", ":/icons/info.svg"), tr("Advisor"));
 
@@ -353,9 +374,8 @@ MainWindow::MainWindow(QWidget* parent)
             m_statusLabel->setText(tr("Opening %1… %2 s").arg(m_openingWhat).arg(s));
     });
     resize(1440, 900);
-    QSettings settings;
-    restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
-    restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    restoreGeometry(Settings::windowGeometry());
+    restoreState(Settings::windowState());
 }
 
 // No wait: an open still running holds only its own copies and finishes unseen; told it is unwanted,
@@ -372,7 +392,8 @@ QWidget* MainWindow::makePlanPage()
     connect(m_planModel, &PlanTableModel::styleEditRequested, this, [this](const QString& key, const QString& style) {
         m_doc->setStyle(key, style);
     });
-    m_planView = makeTable(m_planModel);
+    m_planView = makeTable(m_planModel, tr("The plan has no keys: every module is replicated on every rank. Drag a style from "
+                                           "the palette onto a module, Add Key…, or Reset to Default."));
     m_planView->setEditTriggers(QAbstractItemView::AllEditTriggers);
     m_planView->horizontalHeader()->setSectionResizeMode(PlanTableModel::KeyColumn, QHeaderView::Stretch);
     for (int c = PlanTableModel::StyleColumn; c < PlanTableModel::NUM_COLUMNS; ++c)
@@ -480,13 +501,7 @@ void MainWindow::setupPreviewBar()
     tb->addWidget(m_dtype);
 
     // Settings kept between runs.
-    QSettings settings;
-    PreviewSettings s;
-    s.tpSize = settings.value(QStringLiteral("preview/tp"), 2).toInt();
-    s.batch = settings.value(QStringLiteral("preview/batch"), 1).toLongLong();
-    s.seq = settings.value(QStringLiteral("preview/seq"), 512).toLongLong();
-    s.dtype = settings.value(QStringLiteral("preview/dtype"), QStringLiteral("model")).toString();
-    s.hardware = settings.value(QStringLiteral("preview/hardware"), QStringLiteral("h100-sxm-8")).toString();
+    const PreviewSettings s = Settings::preview();
     m_tp->setValue(s.tpSize);
     m_batch->setValue(int(s.batch));
     m_seq->setValue(int(s.seq));
@@ -571,7 +586,7 @@ void MainWindow::setupActions()
         if (ok && !id.trimmed().isEmpty())
             openModel(id.trimmed());
     });
-    auto* catalogMenu = file->addMenu(themeIcon("text-x-generic-template", ":/icons/plan.svg"), tr("Open from &Catalog"));
+    auto* catalogMenu = file->addMenu(QIcon(QStringLiteral(":/icons/catalog.svg")), tr("Open from &Catalog"));
     for (const auto& e : tp::catalog()) {
         const QString id = qs(e.id);
         catalogMenu->addAction(qs(e.displayName), this, [this, id] { openModel(id); });
@@ -584,7 +599,7 @@ void MainWindow::setupActions()
     m_cancelOpenAction->setToolTip(tr("Stop waiting for the model being opened and keep the one shown"));
     m_cancelOpenAction->setEnabled(false);
     file->addSeparator();
-    auto* importPlan = file->addAction(themeIcon("document-import", ":/icons/document-open.svg"), tr("&Import Plan…"), this, [this] {
+    auto* importPlan = file->addAction(themeIcon("document-import", ":/icons/import.svg"), tr("&Import Plan…"), this, [this] {
         const QString f = QFileDialog::getOpenFileName(this, tr("Import plan"), QString(), tr("Plans (*.json);;All files (*)"));
         if (f.isEmpty())
             return;
@@ -592,7 +607,7 @@ void MainWindow::setupActions()
             QMessageBox::warning(this, tr("Cannot import plan"), qs(st.message()));
     });
     importPlan->setShortcut(QKeySequence(tr("Ctrl+I")));
-    auto* exportPlan = file->addAction(themeIcon("document-export", ":/icons/document-open.svg"), tr("&Export Plan…"), this, [this] {
+    auto* exportPlan = file->addAction(themeIcon("document-export", ":/icons/export.svg"), tr("&Export Plan…"), this, [this] {
         QString selected;
         const QString f = QFileDialog::getSaveFileName(this, tr("Export plan"), QStringLiteral("tp_plan.json"),
                                                        tr("Transformers JSON (*.json);;Python script (*.py)"), &selected);
@@ -612,13 +627,13 @@ void MainWindow::setupActions()
             openSession(f);
     });
     file->addAction(tr("Restore &Last Session"), this, [this] {
-        const QString last = QFileInfo(QSettings().fileName()).dir().filePath(QStringLiteral("last.tpsession"));
+        const QString last = Settings::lastSessionPath();
         if (QFile::exists(last))
             openSession(last);
         else
             report(tr("No session was saved at the last quit"));
     });
-    auto* save = file->addAction(themeIcon("document-save", ":/icons/document-open.svg"), tr("&Save Session…"), this, [this] {
+    auto* save = file->addAction(themeIcon("document-save", ":/icons/export.svg"), tr("&Save Session…"), this, [this] {
         const QString f = QFileDialog::getSaveFileName(this, tr("Save session"), QStringLiteral("plan.tpsession"),
                                                        tr("TP Studio sessions (*.tpsession)"));
         if (!f.isEmpty())
@@ -652,9 +667,46 @@ void MainWindow::setupActions()
     find->setShortcut(QKeySequence::Find);
     view->addAction(tr("&Expand All"), m_tree, &QTreeView::expandAll);
     view->addAction(tr("&Collapse All"), m_tree, &QTreeView::collapseAll);
+    view->addSeparator();
+    // Pages from anywhere in the window (the tree keeps focus otherwise): Ctrl+1…9, Ctrl+Tab.
+    auto* pages = view->addMenu(tr("&Go to Page"));
+    for (int i = 0; i < m_tabs->count(); ++i) {
+        QAction* a = pages->addAction(m_tabs->tabIcon(i), m_tabs->tabText(i), this, [this, i] { m_tabs->setCurrentIndex(i); });
+        a->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
+        a->setShortcutContext(Qt::WindowShortcut);
+        addAction(a);
+        m_pageActions.push_back(a);
+    }
+    pages->addSeparator();
+    auto* next = pages->addAction(tr("&Next Page"), this, [this] { m_tabs->setCurrentIndex((m_tabs->currentIndex() + 1) % m_tabs->count()); });
+    next->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_Tab), QKeySequence(Qt::CTRL | Qt::Key_PageDown)});
+    auto* previous = pages->addAction(tr("&Previous Page"), this, [this] {
+        m_tabs->setCurrentIndex((m_tabs->currentIndex() + m_tabs->count() - 1) % m_tabs->count());
+    });
+    previous->setShortcuts({QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Backtab), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Tab),
+                            QKeySequence(Qt::CTRL | Qt::Key_PageUp)});
+    for (QAction* a : {next, previous}) {
+        a->setShortcutContext(Qt::WindowShortcut);
+        addAction(a);
+    }
+    auto* themes = view->addMenu(tr("&Theme"));
+    auto* themeGroup = new QActionGroup(this);
+    for (const auto& [t, label] : {std::pair{Theme::System, tr("Follow &System")}, std::pair{Theme::Light, tr("&Light")},
+                                   std::pair{Theme::Dark, tr("&Dark")}}) {
+        QAction* a = themes->addAction(label);
+        a->setCheckable(true);
+        a->setChecked(currentTheme() == t);
+        a->setData(themeName(t));
+        themeGroup->addAction(a);
+        connect(a, &QAction::triggered, this, [t] {
+            applyTheme(t);
+            Settings::setTheme(themeName(t));
+        });
+        m_themeActions.push_back(a);
+    }
 
     auto* runMenu = menuBar()->addMenu(tr("&Run"));
-    auto* run = runMenu->addAction(themeIcon("media-playback-start", ":/icons/plan.svg"), tr("&Run Plan"), this, [this] {
+    auto* run = runMenu->addAction(QIcon(QStringLiteral(":/icons/run.svg")), tr("&Run Plan"), this, [this] {
         m_tabs->setCurrentIndex(RunPageIndex);
         m_runPage->start();
     });
@@ -714,6 +766,9 @@ void MainWindow::setupActions()
     });
 
     auto* help = menuBar()->addMenu(tr("&Help"));
+    m_guideAction = help->addAction(themeIcon("help-contents", ":/icons/guide.svg"), tr("TP Studio &User Guide"), this, &MainWindow::showUserGuide);
+    m_guideAction->setShortcut(QKeySequence::HelpContents);
+    help->addSeparator();
     help->addAction(tr("&About TP Studio"), this, [this] {
         QMessageBox::about(this, tr("About TP Studio"),
                            tr("<b>TP Studio</b> %1<br>Plan and profile tensor parallelism for Transformer language "
@@ -726,12 +781,63 @@ void MainWindow::setupActions()
 
     for (QAction* a : {openFolder, openFile, openHub})
         tb->addAction(a);
+    // The catalog in the toolbar: one click lists the built-in models.
+    m_catalogButton = new QToolButton;
+    m_catalogButton->setMenu(catalogMenu);
+    m_catalogButton->setPopupMode(QToolButton::InstantPopup);
+    m_catalogButton->setIcon(catalogMenu->icon());
+    m_catalogButton->setToolTip(tr("Open a model from the built-in catalog (configs only, nothing downloaded)"));
+    m_catalogButton->setAccessibleName(tr("Open from Catalog"));
+    tb->addWidget(m_catalogButton);
     tb->addSeparator();
     tb->addAction(undo);
     tb->addAction(redo);
     tb->addAction(importPlan);
     tb->addAction(exportPlan);
+    tb->addSeparator();
+    // Run says what it does: a green start icon with its name beside it.
     tb->addAction(run);
+    if (auto* runButton = qobject_cast<QToolButton*>(tb->widgetForAction(run)))
+        runButton->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    run->setToolTip(tr("Run the plan on the embedded engine with the Run page's settings (F5)"));
+}
+
+QString MainWindow::userGuidePath()
+{
+    const QString exeDir = QCoreApplication::applicationDirPath();
+    for (const QString& f : {exeDir + QStringLiteral("/../share/doc/tpstudio/user-guide.md"),
+                             QStringLiteral(TP_SOURCE_DIR "/docs/user-guide.md")})
+        if (QFileInfo::exists(f))
+            return QFileInfo(f).canonicalFilePath();
+    return QStringLiteral(":/docs/user-guide.md");
+}
+
+void MainWindow::showUserGuide()
+{
+    if (auto* open = findChild<QDialog*>(QStringLiteral("userGuide"))) {
+        open->raise();
+        open->activateWindow();
+        return;
+    }
+    auto* dialog = new QDialog(this);
+    dialog->setObjectName(QStringLiteral("userGuide"));
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    dialog->setWindowTitle(tr("TP Studio User Guide"));
+    auto* browser = new QTextBrowser(dialog);
+    browser->setOpenExternalLinks(true);
+    const QString path = userGuidePath();
+    QFile f(path);
+    if (f.open(QIODevice::ReadOnly)) {
+        browser->setSearchPaths({QFileInfo(path).absolutePath()}); // its screenshots sit beside it
+        browser->setMarkdown(QString::fromUtf8(f.readAll()));
+    } else {
+        browser->setPlainText(tr("The user guide cannot be read from %1.").arg(path));
+    }
+    auto* layout = new QVBoxLayout(dialog);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(browser);
+    dialog->resize(900, 760);
+    dialog->show();
 }
 
 void MainWindow::openModel(const QString& what) { startOpen(what, {}); }
@@ -1048,20 +1154,14 @@ void MainWindow::openSession(const QString& path)
 
 void MainWindow::addRecent(const QString& what)
 {
-    QSettings settings;
-    QStringList recent = settings.value(QStringLiteral("recentModels")).toStringList();
-    recent.removeAll(what);
-    recent.prepend(what);
-    while (recent.size() > 10)
-        recent.removeLast();
-    settings.setValue(QStringLiteral("recentModels"), recent);
+    Settings::addRecentModel(what);
     rebuildRecentMenu();
 }
 
 void MainWindow::rebuildRecentMenu()
 {
     m_recentMenu->clear();
-    const QStringList recent = QSettings().value(QStringLiteral("recentModels")).toStringList();
+    const QStringList recent = Settings::recentModels();
     for (const QString& r : recent)
         m_recentMenu->addAction(r, this, [this, r] { openModel(r); });
     m_recentMenu->setEnabled(!recent.isEmpty());
@@ -1088,18 +1188,11 @@ void MainWindow::dropEvent(QDropEvent* event)
 
 void MainWindow::closeEvent(QCloseEvent* event)
 {
-    QSettings settings;
-    settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
-    settings.setValue(QStringLiteral("window/state"), saveState());
-    const PreviewSettings& s = m_doc->settings();
-    settings.setValue(QStringLiteral("preview/tp"), s.tpSize);
-    settings.setValue(QStringLiteral("preview/batch"), s.batch);
-    settings.setValue(QStringLiteral("preview/seq"), s.seq);
-    settings.setValue(QStringLiteral("preview/dtype"), s.dtype);
-    settings.setValue(QStringLiteral("preview/hardware"), s.hardware);
+    Settings::setWindow(saveGeometry(), saveState());
+    Settings::setPreview(m_doc->settings());
     // The plan survives a quit: the session is saved next to the settings.
     if (m_doc->spec()) {
-        QFile f(QFileInfo(settings.fileName()).dir().filePath(QStringLiteral("last.tpsession")));
+        QFile f(Settings::lastSessionPath());
         if (f.open(QIODevice::WriteOnly | QIODevice::Truncate))
             f.write(m_doc->sessionJson());
     }

@@ -74,6 +74,15 @@ public:
     QAction* calibrateAction() const { return m_calibrateAction; }
     // The toolbar's hardware list: the built-in profiles, then the user's calibrated ones.
     QComboBox* hardwareBox() const { return m_hardware; }
+    // View → Go to Page: one action a page (Ctrl+1…9), in page order.
+    const QList<QAction*>& pageActions() const { return m_pageActions; }
+    // View → Theme: Follow System, Light, Dark (data: the theme's name).
+    const QList<QAction*>& themeActions() const { return m_themeActions; }
+    // Help → User Guide (F1) and the toolbar's catalog button.
+    QAction* guideAction() const { return m_guideAction; }
+    QToolButton* catalogButton() const { return m_catalogButton; }
+    // The user guide shown by Help: the installed one, else the source tree's, else the built-in text.
+    static QString userGuidePath();
     // Lists the profiles again (after a calibration) and selects `select` ("" keeps the selection).
     void refreshHardwareList(const QString& select = {});
     // Opens of every window inside the engine right now, superseded and abandoned ones included
@@ -140,6 +149,7 @@ private:
     void editStyle(const QString& path, const QString& style);
     QStringList styleNames() const;
     void report(const QString& text);
+    void showUserGuide();
 
     PlanDocument* m_doc;
     PreviewService* m_previews;
@@ -169,6 +179,9 @@ private:
     QSpinBox *m_tp = nullptr, *m_batch = nullptr, *m_seq = nullptr;
     QComboBox *m_hardware = nullptr, *m_dtype = nullptr;
     QMenu* m_recentMenu = nullptr;
+    QList<QAction*> m_pageActions, m_themeActions;
+    QAction* m_guideAction = nullptr;
+    QToolButton* m_catalogButton = nullptr;
     QLabel* m_statusLabel = nullptr;
     QLabel* m_previewLabel = nullptr;
     std::vector<tp::Diagnostic> m_modelDiagnostics;

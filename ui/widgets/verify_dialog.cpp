@@ -3,6 +3,7 @@
 
 #include "models/format.h"
 #include "models/plan_document.h"
+#include "models/settings.h"
 #include "widgets/run_page.h"
 
 #include <QDialogButtonBox>
@@ -16,15 +17,10 @@
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPushButton>
-#include <QSettings>
 #include <QTableWidget>
 #include <QVBoxLayout>
 
 namespace tpui {
-
-namespace {
-const QString kPythonKey = QStringLiteral("verify/python");
-}
 
 VerifyDialog::VerifyDialog(const PlanDocument* doc, int tp, QWidget* parent) : QDialog(parent), m_doc(doc), m_tp(tp)
 {
@@ -39,7 +35,7 @@ VerifyDialog::VerifyDialog(const PlanDocument* doc, int tp, QWidget* parent) : Q
     intro->setWordWrap(true);
     layout->addWidget(intro);
     auto* form = new QFormLayout;
-    QString python = QSettings().value(kPythonKey).toString();
+    QString python = Settings::verifyPython();
     if (python.isEmpty())
         python = qEnvironmentVariable("TPSTUDIO_PYTHON", QStringLiteral("python3"));
     m_python = new QLineEdit(python, this);
@@ -88,7 +84,7 @@ void VerifyDialog::start()
         emit done(false);
         return;
     }
-    QSettings().setValue(kPythonKey, m_python->text());
+    Settings::setVerifyPython(m_python->text());
     m_table->setRowCount(0);
     m_log->clear();
     m_verdict->setText(tr("Verifying… Transformers starts %1 processes; this takes a minute.").arg(m_tp));
