@@ -657,16 +657,26 @@ private slots:
         run->seqBox()->setValue(2048);
         QSignalSpy failed(run, &RunPage::runFailed);
         run->start();
+        QCOMPARE(run->progressBar()->maximum(), 0); // busy while the weights load: no 0% standing still
         QTest::qWait(300);
         run->cancel();
         QVERIFY(failed.count() > 0 || failed.wait(30000));
         QVERIFY(failed.last().first().toString().contains(QStringLiteral("cancelled")));
+        QCOMPARE(run->progressBar()->value(), 0); // not left part way
+        QVERIFY(run->progressBar()->maximum() > 0);
         // A child that dies without a record is reported; the plan is untouched.
         qputenv("TPSTUDIO_CLI", "/bin/false");
         run->start();
         QVERIFY(failed.wait(30000));
         qputenv("TPSTUDIO_CLI", TP_CLI_PATH);
         QVERIFY(failed.last().first().toString().contains(QStringLiteral("exited with code 1")));
+        // A plan invalid at the run's T (8 heads over 3 ranks): the engine's error is logged once.
+        run->tpSizes()->setText(QStringLiteral("3"));
+        run->seqBox()->setValue(4);
+        run->start();
+        QVERIFY(failed.wait(30000));
+        QVERIFY(failed.last().first().toString().contains(QStringLiteral("the plan has errors at tp_size 3")));
+        QCOMPARE(run->log()->toPlainText().count(QStringLiteral("the plan has errors at tp_size 3")), 1);
         QVERIFY(w.document()->plan().entries == entries);
         QVERIFY(w.spec());
         QCOMPARE(w.resultsPage()->run(), earlier); // earlier results intact
@@ -872,6 +882,22 @@ private slots:
         QVERIFY(openAndPreview(w, id));
         w.selectPath(QStringLiteral("model.layers.5.self_attn"));
         QCOMPARE(w.treeView()->currentIndex().data(ModuleTreeModel::PathRole).toString(), QStringLiteral("model.layers.5.self_attn"));
+    }
+
+    // Add Key takes keys that name something of the model, generic or indexed, and refuses the rest.
+    void addKeyChecksTheModel()
+    {
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QVERIFY(openAndPreview(w, QStringLiteral("example")));
+        const auto before = w.document()->plan().entries;
+        for (const char* bad : {"model.layers.*.mlp:act", "model.layers.*.mlp.gate", "hello world", "model.layers.99.mlp.up_proj"})
+            QVERIFY2(w.addPlanKey(QString::fromLatin1(bad)).contains(QStringLiteral("names no module or parameter")), bad);
+        QVERIFY(w.document()->plan().entries == before);
+        QVERIFY(w.addPlanKey(QStringLiteral("model.layers.*.input_layernorm")).isEmpty());
+        QVERIFY(w.addPlanKey(QStringLiteral("model.layers.3.mlp.up_proj.weight")).isEmpty());
+        QCOMPARE(planStyle(w, "model.layers.*.input_layernorm"), QStringLiteral("replicate"));
+        QCOMPARE(w.document()->plan().entries.size(), before.size() + 2);
     }
 
     // Every table and the tree say why they are empty.

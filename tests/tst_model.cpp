@@ -365,6 +365,14 @@ private slots:
         QVERIFY2(missing.status().message().find("not in the local Hugging Face cache (looked in:") != std::string::npos,
                  missing.status().message().c_str());
         QVERIFY(!resolveHubCache("../etc").ok());
+        // An uncached repo id of a catalog model is an error that points at the catalog id, not a
+        // silent open of the catalog's config.
+        auto uncached = openModel("meta-llama/Llama-3.1-8B");
+        QVERIFY(!uncached.ok());
+        QVERIFY2(uncached.status().message().find("not in the local Hugging Face cache") != std::string::npos,
+                 uncached.status().message().c_str());
+        QVERIFY2(uncached.status().message().find("open 'llama-3.1-8b'") != std::string::npos, uncached.status().message().c_str());
+        QVERIFY(openModel("llama-3.1-8b").ok());
         qunsetenv("HF_HOME");
     }
 

@@ -208,6 +208,8 @@ private slots:
         QCOMPARE(m.entryMatches.back(), 0);
         // Current Transformers refuses an override key that names nothing (ValueError before sharding).
         QVERIFY(hasDiag(m, Severity::Error, key.toStdString(), "does not match any module or parameter of LlamaForCausalLM"));
+        // … and the error says why this one is an error where the class's own dead keys only warn.
+        QVERIFY(hasDiag(m, Severity::Error, key.toStdString(), "refuses a plan key that names nothing"));
         // Older generations only warned ("Layer pattern … does not match any parameters").
         p.profile = VersionProfile::G2;
         QVERIFY(hasDiag(matchPlan(s, p), Severity::Warning, key.toStdString(), "does not match any module or parameter"));
@@ -220,7 +222,13 @@ private slots:
         const ModelSpec s = spec("llama-4-scout");
         const PlanMatch m = matchPlan(s, defaultPlan(s, 2));
         QVERIFY(hasDiag(m, Severity::Warning, "layers.*.self_attn.q_proj", "does not match"));
+        QVERIFY(hasDiag(m, Severity::Warning, "layers.*.self_attn.q_proj", "own default plan"));
         QVERIFY(!hasErrors(m.diagnostics));
+        // Qwen3-MoE's own plan keeps the dense MLP's keys, which its all-MoE layers never build.
+        const ModelSpec moe = spec("qwen3-30b-a3b");
+        const PlanMatch q = matchPlan(moe, defaultPlan(moe, 4));
+        QVERIFY(hasDiag(q, Severity::Warning, "model.layers.*.mlp.gate_proj", "own default plan"));
+        QVERIFY(!hasErrors(q.diagnostics));
     }
 
     void indexedOverride()
@@ -332,6 +340,10 @@ private slots:
         QCOMPARE(a2a->epImplementation, EpImplementation::AllToAll);
         QVERIFY(planToPython(e, s).find("EP_IMPLEMENTATION = \"all_to_all\"") != std::string::npos);
         QVERIFY(planToPython(e, s).find("ep_implementation=EP_IMPLEMENTATION") != std::string::npos);
+        // The usage lines name the file the script is written to, never a name that could end the docstring.
+        QVERIFY(planToPython(e, s, "/srv/plans/serve_mixtral.py").find("python3 serve_mixtral.py --check") != std::string::npos);
+        QVERIFY(planToPython(e, s, "/srv/plans/serve_mixtral.py").find("plan.py") == std::string::npos);
+        QVERIFY(planToPython(e, s, "/tmp/x\"\"\"y.py").find("python3 plan.py --check") != std::string::npos);
         // A bare dict imports too.
         auto bare = parsePlanJson(R"({"lm_head": "colwise_rep"})", "bare.json", VersionProfile::G1);
         QVERIFY(bare.ok());

@@ -395,6 +395,27 @@ private slots:
         QVERIFY2(hasDiag(g, Severity::Error, where.toStdString(), message.toStdString()), dump(g).c_str());
     }
 
+    // A hint names what a style can go on: a module, never an op such as 'model.layers.*.mlp:act'.
+    void hintsNameModules()
+    {
+        const ModelSpec s = spec("llama-3.1-8b");
+        const ShardedGraph g = shardModel(s, edited(s, 2, {{"model.layers.*.mlp.down_proj", "replicate"}}));
+        QVERIFY(!g.valid());
+        const auto d = std::find_if(g.diagnostics.begin(), g.diagnostics.end(), [](const Diagnostic& x) {
+            return x.severity == Severity::Error && x.where == "model.layers.*.mlp.down_proj";
+        });
+        QVERIFY2(d != g.diagnostics.end(), dump(g).c_str());
+        QVERIFY2(d->hint.find("make 'model.layers.*.mlp.down_proj' rowwise") != std::string::npos, d->hint.c_str());
+        QVERIFY2(d->hint.find("make 'model.layers.*.mlp:act'") == std::string::npos, d->hint.c_str());
+        // A colwise o_proj into the residual add: one comma before "but".
+        const ShardedGraph r = shardModel(s, edited(s, 2, {{"model.layers.*.self_attn.o_proj", "colwise"}}));
+        const auto residual = std::find_if(r.diagnostics.begin(), r.diagnostics.end(), [](const Diagnostic& x) {
+            return x.message.find("residual stream") != std::string::npos;
+        });
+        QVERIFY2(residual != r.diagnostics.end(), dump(r).c_str());
+        QVERIFY2(residual->message.find("must be whole, but") != std::string::npos, residual->message.c_str());
+    }
+
     void packedSizesThatDropRows()
     {
         // moe_intermediate_size 100 at T=8: halves of 100 rows do not split evenly.

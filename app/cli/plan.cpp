@@ -449,7 +449,7 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
         if (o.format == "json" && !plan.customStyles.empty())
             fmt::print(stderr, "note: the plan defines custom styles; DistributedConfig needs them registered first "
                                "(use --format python, which does it)\n");
-        const std::string text = o.format == "python" ? tp::planToPython(plan, om->spec) : tp::planToJson(plan, &om->spec);
+        const std::string text = o.format == "python" ? tp::planToPython(plan, om->spec, o.output.empty() ? "plan.py" : o.output) : tp::planToJson(plan, &om->spec);
         if (o.output.empty()) {
             std::cout << text;
         } else {

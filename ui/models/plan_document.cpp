@@ -231,7 +231,7 @@ tp::Status PlanDocument::exportPython(const QString& path) const
         return tp::Status(tp::StatusCode::FailedPrecondition, "no model");
     tp::Plan p = m_plan;
     p.tpSize = m_settings.tpSize;
-    return writeText(path, tp::planToPython(p, *m_spec));
+    return writeText(path, tp::planToPython(p, *m_spec, path.toStdString()));
 }
 
 void PlanDocument::setSettings(const PreviewSettings& s)

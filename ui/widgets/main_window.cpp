@@ -412,8 +412,13 @@ QWidget* MainWindow::makePlanPage()
         bool ok = false;
         const QString key = QInputDialog::getText(this, tr("Add key"), tr("Full key from the loaded class ('*' = one layer index):"),
                                                   QLineEdit::Normal, QStringLiteral("model.layers.*."), &ok);
-        if (ok && !key.trimmed().isEmpty())
-            m_doc->setStyle(key.trimmed(), QStringLiteral("replicate"));
+        if (!ok || key.trimmed().isEmpty())
+            return;
+        if (const QString why = addPlanKey(key.trimmed()); !why.isEmpty()) {
+            if (m_showErrorDialogs)
+                QMessageBox::warning(this, tr("Add key"), why);
+            report(why);
+        }
     });
     connect(remove, &QPushButton::clicked, this, [this] {
         const QModelIndex i = m_planView->currentIndex();
@@ -484,6 +489,10 @@ void MainWindow::setupPreviewBar()
     m_seq->setRange(1, 1 << 20);
     m_hardware = new QComboBox;
     m_hardware->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    // A list that opens below the box with every entry in view (a popup centred on the current
+    // entry pushed the first ones above the screen's edge).
+    m_hardware->setStyleSheet(QStringLiteral("QComboBox { combobox-popup: 0; }"));
+    m_hardware->setMaxVisibleItems(24);
     m_dtype = new QComboBox;
     m_dtype->addItem(tr("model dtype"), QStringLiteral("model"));
     for (const char* d : {"bf16", "f16", "f32"})
@@ -838,6 +847,27 @@ void MainWindow::showUserGuide()
     layout->addWidget(browser);
     dialog->resize(900, 760);
     dialog->show();
+}
+
+QString MainWindow::addPlanKey(const QString& key)
+{
+    const tp::ModelSpec* spec = m_doc->spec();
+    if (!spec)
+        return tr("Open a model before adding plan keys");
+    const std::string k = key.toStdString();
+    // Transformers matches a key against module and parameter names with each layer index as '*'
+    // (and, in current versions, the exact indexed name first).
+    const auto names = [&](const std::string& path) { return path == k || tp::genericName(path) == k; };
+    const bool matches = std::any_of(spec->modules.begin(), spec->modules.end(), [&](const tp::ModuleSpec& m) {
+        return (!m.path.empty() && names(m.path))
+            || std::any_of(m.params.begin(), m.params.end(), [&](const tp::ParamSpec& p) { return names(m.paramPath(p)); });
+    });
+    if (!matches)
+        return tr("'%1' names no module or parameter of %2: keys are full paths from the loaded class, with '*' for the "
+                  "layer index (e.g. model.layers.*.mlp.down_proj)")
+            .arg(key, qs(spec->className));
+    m_doc->setStyle(key, QStringLiteral("replicate"));
+    return {};
 }
 
 void MainWindow::openModel(const QString& what) { startOpen(what, {}); }

@@ -114,6 +114,9 @@ public:
     double lastApplyMs() const { return m_lastApplyMs; }
     // Tests turn the modal error box off and read loadFailed instead.
     void setShowErrorDialogs(bool on) { m_showErrorDialogs = on; }
+    // Plan → Add Key: adds `key` (as replicate) when it names a module or parameter of the model;
+    // else returns why not and changes nothing.
+    QString addPlanKey(const QString& key);
     // Selects a module or parameter by path (a generic path selects its first instance).
     void selectPath(const QString& path);
     // Session files: plan + settings + the model they belong to.

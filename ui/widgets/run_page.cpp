@@ -228,8 +228,8 @@ void RunPage::start()
     m_buffer.clear();
     m_cancelled = false;
     m_steps = 0;
-    const int sizes = int(m_tp->text().split(QLatin1Char(','), Qt::SkipEmptyParts).size());
-    m_progress->setRange(0, std::max(1, sizes * (m_warmup->value() + m_iters->value()) * (1 + m_decode->value())));
+    // Busy until the first iteration reports (the weights load first), then a percentage.
+    m_progress->setRange(0, 0);
     m_progress->setValue(0);
     m_proc = new QProcess(this);
     m_proc->setProcessChannelMode(QProcess::SeparateChannels);
@@ -290,14 +290,14 @@ void RunPage::handle(const QJsonObject& e)
                                             ? tr(" (emulated: communication modelled with %1)").arg(e.value(QStringLiteral("comm_model")).toString())
                                             : QString()));
     } else if (ev == QLatin1String("progress")) {
-        m_progress->setValue(++m_steps);
+        advance();
         m_log->appendPlainText(tr("T=%1 %2 %3: %4 ms")
                                    .arg(e.value(QStringLiteral("tp")).toInt())
                                    .arg(e.value(QStringLiteral("warmup")).toBool() ? tr("warm-up") : tr("iteration"))
                                    .arg(e.value(QStringLiteral("iteration")).toInt())
                                    .arg(e.value(QStringLiteral("seconds")).toDouble() * 1e3, 0, 'f', 2));
     } else if (ev == QLatin1String("step")) { // decode steps: progress only, the result line sums them up
-        m_progress->setValue(++m_steps);
+        advance();
     } else if (ev == QLatin1String("result")) {
         m_log->appendPlainText(tr("T=%1: median %2 ms, %3 tokens/s, speedup %4×, communication %5%")
                                    .arg(e.value(QStringLiteral("tp")).toInt())
@@ -324,6 +324,15 @@ void RunPage::handle(const QJsonObject& e)
     }
 }
 
+void RunPage::advance()
+{
+    if (m_progress->maximum() == 0) {
+        const int sizes = int(m_tp->text().split(QLatin1Char(','), Qt::SkipEmptyParts).size());
+        m_progress->setRange(0, std::max(1, sizes * (m_warmup->value() + m_iters->value()) * (1 + m_decode->value())));
+    }
+    m_progress->setValue(std::min(++m_steps, m_progress->maximum()));
+}
+
 void RunPage::finished(int code, QProcess::ExitStatus status)
 {
     if (m_proc)
@@ -343,7 +352,10 @@ void RunPage::finished(int code, QProcess::ExitStatus status)
         m_proc = nullptr;
     }
     if (!failure.isEmpty()) {
-        m_log->appendPlainText(failure);
+        if (failure != m_error) // the engine's own error is in the log already
+            m_log->appendPlainText(failure);
+        m_progress->setRange(0, 1); // nothing measured: back to empty, not left part way
+        m_progress->setValue(0);
         emit runFailed(failure);
         return;
     }

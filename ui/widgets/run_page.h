@@ -53,6 +53,7 @@ public:
     QSpinBox* seqBox() const { return m_seq; }
     QSpinBox* decodeBox() const { return m_decode; }
     QPushButton* runButton() const { return m_run; }
+    QProgressBar* progressBar() const { return m_progress; }
 
 public slots:
     void start();
@@ -64,6 +65,7 @@ signals:
 
 private:
     void readLines();
+    void advance(); // one iteration or decode step done
     void handle(const QJsonObject& event);
     void finished(int code, QProcess::ExitStatus status);
 

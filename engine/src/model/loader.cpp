@@ -586,17 +586,21 @@ Result<OpenedModel> openModel(const std::string& what)
         }
         return openLocated(l, what);
     }
-    // Not a path: a repo id in the HF cache, then the catalog.
-    Status cacheStatus = notFound("");
+    // Not a path: a repo id in the HF cache (only there: an uncached id is an error, never the
+    // catalog's copy of its config in disguise), else a catalog id.
     const bool looksLikeRepoId = std::count(what.begin(), what.end(), '/') == 1 && what.front() != '/'
         && what.front() != '.' && what.back() != '/';
     if (looksLikeRepoId) {
         auto snap = resolveHubCache(what);
-        if (snap.ok()) {
-            TP_ASSIGN_OR_RETURN(Located l, locateInFolder(*snap));
-            return openLocated(l, what);
+        if (!snap.ok()) {
+            const CatalogEntry* e = findCatalogEntry(what);
+            return e ? Status(snap.status().code(), fmt::format("{}; the built-in catalog has its configuration without weights: "
+                                                               "open '{}' for that",
+                                                               snap.status().message(), e->id))
+                     : snap.status();
         }
-        cacheStatus = snap.status();
+        TP_ASSIGN_OR_RETURN(Located l, locateInFolder(*snap));
+        return openLocated(l, what);
     }
     if (const CatalogEntry* e = findCatalogEntry(what)) {
         OpenedModel out;
@@ -610,8 +614,6 @@ Result<OpenedModel> openModel(const std::string& what)
         out.spec.diagnostics.insert(out.spec.diagnostics.begin(), diags.begin(), diags.end());
         return out;
     }
-    if (!cacheStatus.message().empty())
-        return cacheStatus;
     std::string ids;
     for (const auto& e : catalog())
         ids += (ids.empty() ? "" : ", ") + e.id;

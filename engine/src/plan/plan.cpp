@@ -208,11 +208,22 @@ PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan)
                                        "use '*' for the layer index to apply it to every layer"});
         // Transformers ≥ 5.2x refuses override keys that name nothing, unless the class's own plan has them.
         const bool ownKey = ownKeys.contains(key);
-        if (out.entryMatches[i] == 0)
-            out.diagnostics.push_back(
-                {prof == VersionProfile::G3 && !ownKey ? Severity::Error : Severity::Warning, key,
-                 fmt::format("Layer pattern '{}' does not match any module or parameter of {}", key, spec.className),
-                 "keys are full paths from the loaded class ('model.layers.*…'); '*' stands for one numeric index"});
+        if (out.entryMatches[i] == 0) {
+            const bool refused = prof == VersionProfile::G3 && !ownKey;
+            std::string why = fmt::format("Layer pattern '{}' does not match any module or parameter of {}", key, spec.className);
+            if (ownKey)
+                why += fmt::format("; it comes from {}'s own default plan, which Transformers accepts as it is (a key "
+                                   "for modules this configuration does not build), so it does nothing",
+                                   spec.className);
+            else if (refused)
+                why += fmt::format("; Transformers under profile {} refuses a plan key that names nothing unless the "
+                                   "class's own default plan has it",
+                                   profileName(prof));
+            out.diagnostics.push_back({refused ? Severity::Error : Severity::Warning, key, std::move(why),
+                                       ownKey ? "harmless; remove the key to silence this warning"
+                                              : "keys are full paths from the loaded class ('model.layers.*…'); '*' stands "
+                                                "for one numeric index"});
+        }
     }
 
     // Divisibility (hf-tp-semantics §2.2, §4.1): local heads come from the shard size, so sharded

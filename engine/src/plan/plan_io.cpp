@@ -397,8 +397,13 @@ std::string planToJson(const Plan& plan, const ModelSpec* spec)
     return j.dump(2, ' ', false, kReplaceInvalidUtf8) + "\n";
 }
 
-std::string planToPython(const Plan& plan, const ModelSpec& spec)
+std::string planToPython(const Plan& plan, const ModelSpec& spec, std::string_view scriptPath)
 {
+    std::string_view script = scriptPath.substr(scriptPath.find_last_of('/') == std::string_view::npos ? 0 : scriptPath.find_last_of('/') + 1);
+    if (script.empty() || script.size() > 128 || !std::all_of(script.begin(), script.end(), [](char c) {
+            return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '+' || c == '-';
+        }))
+        script = "plan.py";
     const auto [map, epMap] = planMaps(plan, &spec);
     auto lines = [](const nlohmann::ordered_json& m) {
         std::string out;
@@ -426,8 +431,8 @@ std::string planToPython(const Plan& plan, const ModelSpec& spec)
         R"py(#!/usr/bin/env python3
 """Load {cls} with tensor parallelism over {tp} ranks, as planned in TP Studio.
 
-    torchrun --nproc-per-node {tp} plan.py [MODEL]    # load and run one forward
-    python3 plan.py --check                           # verify the plan, load nothing
+    torchrun --nproc-per-node {tp} {script} [MODEL]    # load and run one forward
+    python3 {script} --check                           # verify the plan, load nothing
 
 MODEL defaults to {repo_doc}. Written by tpstudio-cli plan export --format python.
 """
@@ -497,7 +502,7 @@ def main():
 if __name__ == "__main__":
     main()
 )py",
-        fmt::arg("cls", docstringText(spec.className)), fmt::arg("tp", plan.tpSize), fmt::arg("repo_doc", docstringText(repo)),
+        fmt::arg("cls", docstringText(spec.className)), fmt::arg("script", script), fmt::arg("tp", plan.tpSize), fmt::arg("repo_doc", docstringText(repo)),
         fmt::arg("repo", pyString(repo)),
         fmt::arg("plan", planLines), fmt::arg("ep_plan", epLines),
         fmt::arg("ep_impl", pyString(epImplementationName(plan.epImplementation))), fmt::arg("registrations", registrations));

@@ -297,6 +297,32 @@ private:
         return p < 0 ? std::string("the input ids") : genericNode(m_g.graph.nodes[static_cast<std::size_t>(p)].name);
     }
 
+    // The hint for a tensor left sharded on its last dim: a module's own output names that module; an
+    // op's (model.layers.*.mlp:act) names the module upstream whose style split it, since a style can
+    // only go on a module.
+    std::string lastDimHint(int t, const std::string& consumer) const
+    {
+        int at = t;
+        for (int hops = 0; hops < 64; ++hops) {
+            const int p = gt(at).producer;
+            if (p < 0)
+                break;
+            const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(p)];
+            if (n.module >= 0) {
+                const std::string module = genericNode(n.name);
+                if (at == t)
+                    return fmt::format("make '{}' rowwise after a colwise, or use colwise_gather_output on it", module);
+                const std::string reader = consumer.find(':') == std::string::npos
+                    ? fmt::format("'{}'", consumer) : std::string("the module that reads it");
+                return fmt::format("'{}' carries the split of colwise '{}': make {} rowwise", producerName(t), module, reader);
+            }
+            if (n.inputs.empty())
+                break;
+            at = n.inputs[0];
+        }
+        return "";
+    }
+
     const Style* installed(int module) const
     {
         if (module < 0)
@@ -376,7 +402,7 @@ private:
                    fmt::format("'{}' {}, but '{}' leaves its output sharded on the last dim; Transformers does not "
                                "gather it",
                                consumer.str(), what, producerName(t)),
-                   fmt::format("make '{}' rowwise after a colwise, or use colwise_gather_output on it", producerName(t)));
+                   lastDimHint(t, consumer.str()));
         return false;
     }
 
@@ -570,7 +596,7 @@ private:
                        fmt::format("colwise '{}' receives an input already sharded on its last dim from '{}' "
                                    "(colwise feeding colwise); Transformers does not gather it",
                                    where.str(), producerName(in)),
-                       fmt::format("make '{}' rowwise, or colwise_gather_output", producerName(in)));
+                       lastDimHint(in, where.str()));
             else if (inL.layout == Layout::Partial)
                 requireWhole(in, where, "");
             const int blocks = w->placement.kind == Placement::Kind::StridedShard ? w->placement.splitFactor : 1;
@@ -847,12 +873,12 @@ private:
         if (A.layout == Layout::ShardSeq || B.layout == Layout::ShardSeq) { // the residual stream's rows
             for (int t : {a, b})
                 if (lay(t).layout != Layout::ShardSeq)
-                    requireWhole(t, where, "adds to the residual stream, which must be whole,");
+                    requireWhole(t, where, "adds to the residual stream, which must be whole");
             onRows(ni, out);
             return;
         }
-        requireWhole(a, where, "adds to the residual stream, which must be whole,");
-        requireWhole(b, where, "adds to the residual stream, which must be whole,");
+        requireWhole(a, where, "adds to the residual stream, which must be whole");
+        requireWhole(b, where, "adds to the residual stream, which must be whole");
         setWhole(out, gt(out).features);
     }
 

@@ -33,6 +33,8 @@ std::string planToJson(const Plan& plan, const ModelSpec* spec = nullptr);
 
 // A ready script: registers custom styles, builds DistributedConfig(tp_size, tp_plan), and loads the
 // model with from_pretrained under torchrun. `--check` verifies the plan without loading weights.
-std::string planToPython(const Plan& plan, const ModelSpec& spec);
+// `scriptPath`: where it will be written; its usage lines name the file (any directory dropped; a
+// name of other characters than letters, digits and "._+-" reads "plan.py").
+std::string planToPython(const Plan& plan, const ModelSpec& spec, std::string_view scriptPath = "plan.py");
 
 } // namespace tp
