@@ -1,12 +1,14 @@
 // tst_gui — the module tree model (checked by QAbstractItemModelTester) and the main window.
 #include "models/background.h"
 #include "models/format.h"
+#include "models/job_tracker.h"
 #include "models/module_tree_model.h"
 #include "models/preview_models.h"
 #include "widgets/advisor_page.h"
 #include "widgets/calibrate_dialog.h"
 #include "widgets/custom_style_dialog.h"
 #include "widgets/dataflow_view.h"
+#include "widgets/jobs_button.h"
 #include "widgets/main_window.h"
 #include "widgets/placeholder_view.h"
 #include "widgets/results_page.h"
@@ -898,6 +900,34 @@ private slots:
         QVERIFY(w.addPlanKey(QStringLiteral("model.layers.3.mlp.up_proj.weight")).isEmpty());
         QCOMPARE(planStyle(w, "model.layers.*.input_layernorm"), QStringLiteral("replicate"));
         QCOMPARE(w.document()->plan().entries.size(), before.size() + 2);
+    }
+
+    // Background work is listed while it runs and can be stopped from the list.
+    void jobTrackerListsBackgroundWork()
+    {
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        w.show();
+        QVERIFY(w.jobs()->jobs().empty());
+        QVERIFY(!w.jobsButton()->isVisible());
+        QSignalSpy cancelled(&w, &MainWindow::loadCancelled);
+        w.openModel(m_big);
+        QCOMPARE(int(w.jobs()->jobs().size()), 1);
+        QVERIFY(w.jobs()->jobs().front().title.startsWith(QStringLiteral("Opening ")));
+        QVERIFY(w.jobsButton()->isVisible());
+        QVERIFY(w.jobs()->cancel(w.jobs()->jobs().front().id));
+        QCOMPARE(cancelled.count(), 1);
+        QVERIFY(w.jobs()->jobs().empty());
+        QVERIFY(!w.jobsButton()->isVisible());
+        // An advisor search is listed until its result shows.
+        QVERIFY(openAndPreview(w, QStringLiteral("example")));
+        QVERIFY(w.jobs()->jobs().empty());
+        QSignalSpy found(w.advisorPage(), &AdvisorPage::searchFinished);
+        QSignalSpy listed(w.jobs(), &JobTracker::changed);
+        w.tabs()->setCurrentIndex(MainWindow::AdvisorPageIndex);
+        QVERIFY(found.wait(120000));
+        QVERIFY(listed.count() >= 2); // listed, then gone
+        QVERIFY(w.jobs()->jobs().empty());
     }
 
     // Every table and the tree say why they are empty.

@@ -366,6 +366,7 @@ void AdvisorPage::search()
     m_lastHardware = m_doc->settings().hardware;
     m_lastDtype = m_doc->settings().activationDtype();
     m_searchSpec = m_doc->specPtr();
+    emit searchStarted();
     m_watcher.setFuture(runInBackground([spec = m_doc->specPtr(), hardware = m_lastHardware.toStdString(), o = options(),
                                          gen = m_generation] {
         Outcome out;

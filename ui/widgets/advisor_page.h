@@ -79,6 +79,7 @@ public:
 signals:
     // A result of the current inputs is shown (or their error).
     void searchFinished();
+    void searchStarted(); // a search went to its worker
     void calibrateRequested();
     void message(const QString& text);
 

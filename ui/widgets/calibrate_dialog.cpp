@@ -128,6 +128,7 @@ void CalibrateDialog::start()
     m_start->setEnabled(false);
     m_stop->setEnabled(true);
     m_proc->start(RunPage::cliPath(), arguments());
+    emit started();
 }
 
 void CalibrateDialog::stop()

@@ -42,6 +42,7 @@ public:
 signals:
     // The profile `id` is installed (ok), or the calibration failed or was stopped.
     void done(bool ok, const QString& id);
+    void started(); // the calibration's child process is starting
 
 private:
     void readLines();

@@ -2,6 +2,7 @@
 
 #include "models/background.h"
 #include "models/format.h"
+#include "models/job_tracker.h"
 #include "models/module_tree_model.h"
 #include "models/preview_models.h"
 #include "models/settings.h"
@@ -9,6 +10,7 @@
 #include "widgets/calibrate_dialog.h"
 #include "widgets/custom_style_dialog.h"
 #include "widgets/dataflow_view.h"
+#include "widgets/jobs_button.h"
 #include "widgets/placeholder_view.h"
 #include "widgets/results_page.h"
 #include "widgets/shard_view.h"
@@ -42,6 +44,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
@@ -333,7 +336,18 @@ MainWindow::MainWindow(QWidget* parent)
     m_statusLabel = new QLabel;
     m_previewLabel = new QLabel;
     statusBar()->addWidget(m_statusLabel, 1);
+    m_jobs = new JobTracker(this);
+    m_jobsButton = new JobsButton(m_jobs);
+    statusBar()->addPermanentWidget(m_jobsButton);
     statusBar()->addPermanentWidget(m_previewLabel);
+    connect(m_advisor, &AdvisorPage::searchStarted, this, [this] {
+        if (!m_advisorJob)
+            m_advisorJob = m_jobs->start(tr("Advisor search"));
+    });
+    connect(m_advisor, &AdvisorPage::searchFinished, this, [this] {
+        m_jobs->finish(m_advisorJob);
+        m_advisorJob = 0;
+    });
 
     // Tree selection drives the shard view and the dataflow layer.
     connect(m_tree->selectionModel(), &QItemSelectionModel::currentChanged, this, [this](const QModelIndex& cur) {
@@ -726,6 +740,8 @@ void MainWindow::setupActions()
             return;
         auto* dialog = new VerifyDialog(m_doc, m_tp->value(), this);
         dialog->setAttribute(Qt::WA_DeleteOnClose);
+        track(dialog, &VerifyDialog::started, &VerifyDialog::done, tr("Verify with Transformers (T=%1)").arg(m_tp->value()),
+              [dialog] { dialog->cancel(); });
         dialog->show();
     });
     m_verifyAction->setToolTip(tr("Run the plan in Hugging Face Transformers and compare its collectives and logits "
@@ -738,6 +754,7 @@ void MainWindow::setupActions()
         }
         auto* dialog = new CalibrateDialog(this);
         dialog->setAttribute(Qt::WA_DeleteOnClose);
+        track(dialog, &CalibrateDialog::started, &CalibrateDialog::done, tr("Calibrating this machine"), [dialog] { dialog->stop(); });
         connect(dialog, &CalibrateDialog::done, this, [this](bool ok, const QString& id) {
             if (!ok)
                 return;
@@ -809,6 +826,26 @@ void MainWindow::setupActions()
     if (auto* runButton = qobject_cast<QToolButton*>(tb->widgetForAction(run)))
         runButton->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
     run->setToolTip(tr("Run the plan on the embedded engine with the Run page's settings (F5)"));
+}
+
+template <class Source, class Done>
+void MainWindow::track(Source* source, void (Source::*started)(), Done done, const QString& title, std::function<void()> cancel)
+{
+    auto id = std::make_shared<quint64>(0);
+    // A dialog still open when the window closes is destroyed after the tracker (its sibling).
+    const QPointer<JobTracker> jobs = m_jobs;
+    auto end = [jobs, id] {
+        if (jobs)
+            jobs->finish(*id);
+        *id = 0;
+    };
+    connect(source, started, this, [jobs, id, end, title, cancel] {
+        end();
+        if (jobs)
+            *id = jobs->start(title, cancel);
+    });
+    connect(source, done, this, end);
+    connect(source, &QObject::destroyed, this, end);
 }
 
 QString MainWindow::userGuidePath()
@@ -950,6 +987,8 @@ void MainWindow::cancelOpening()
 
 void MainWindow::setOpening(bool on)
 {
+    m_jobs->finish(m_openJob); // done, cancelled or superseded
+    m_openJob = on ? m_jobs->start(tr("Opening %1").arg(m_openingWhat), [this] { cancelOpening(); }) : 0;
     m_opening = on;
     if (!on)
         m_openingWhat.clear();

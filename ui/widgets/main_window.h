@@ -20,6 +20,7 @@
 #include <QMainWindow>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -50,6 +51,8 @@ class PlanTableModel;
 class AdvisorPage;
 class ResultsPage;
 class ShardView;
+class JobTracker;
+class JobsButton;
 
 class MainWindow final : public QMainWindow
 {
@@ -80,6 +83,10 @@ public:
     const QList<QAction*>& themeActions() const { return m_themeActions; }
     // Help → User Guide (F1) and the toolbar's catalog button.
     QAction* guideAction() const { return m_guideAction; }
+    // Background work of this window (opening, runs, benchmarks, searches, calibrations,
+    // verifications) and the status bar's list of it.
+    JobTracker* jobs() const { return m_jobs; }
+    JobsButton* jobsButton() const { return m_jobsButton; }
     QToolButton* catalogButton() const { return m_catalogButton; }
     // The user guide shown by Help: the installed one, else the source tree's, else the built-in text.
     static QString userGuidePath();
@@ -153,6 +160,9 @@ private:
     QStringList styleNames() const;
     void report(const QString& text);
     void showUserGuide();
+    // Lists `source`'s work in the job tracker from each `started` to `done` (or its destruction).
+    template <class Source, class Done>
+    void track(Source* source, void (Source::*started)(), Done done, const QString& title, std::function<void()> cancel);
 
     PlanDocument* m_doc;
     PreviewService* m_previews;
@@ -185,6 +195,9 @@ private:
     QList<QAction*> m_pageActions, m_themeActions;
     QAction* m_guideAction = nullptr;
     QToolButton* m_catalogButton = nullptr;
+    JobTracker* m_jobs = nullptr;
+    JobsButton* m_jobsButton = nullptr;
+    quint64 m_openJob = 0, m_advisorJob = 0;
     QLabel* m_statusLabel = nullptr;
     QLabel* m_previewLabel = nullptr;
     std::vector<tp::Diagnostic> m_modelDiagnostics;

@@ -102,6 +102,7 @@ void VerifyDialog::start()
                   {QStringLiteral("plan"), QStringLiteral("verify"), m_doc->source(), QStringLiteral("--plan"), plan,
                    QStringLiteral("--tp"), QString::number(m_tp), QStringLiteral("--python"), m_python->text(),
                    QStringLiteral("--json"), m_work->filePath(QStringLiteral("verify.json"))});
+    emit started();
 }
 
 void VerifyDialog::cancel()

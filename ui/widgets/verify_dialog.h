@@ -44,6 +44,7 @@ public:
 
 signals:
     void done(bool ok);
+    void started(); // Transformers' processes are starting
 
 private:
     void finished(int code, QProcess::ExitStatus status);
