@@ -462,6 +462,7 @@ QWidget* MainWindow::makeCollectivesPage()
     memorySplit->addWidget(m_memory);
     memorySplit->setStretchFactor(0, 1);
     memorySplit->setStretchFactor(1, 1);
+    memorySplit->setSizes({500, 600});
     ml->addWidget(memorySplit, 1);
 
     auto* split = new QSplitter(Qt::Vertical);

@@ -156,7 +156,7 @@ QVariant ScalingTableModel::data(const QModelIndex& index, int role) const
     case FitsColumn: return hasMemory ? (p.fits ? tr("yes") : tr("no")) : dash;
     case MemoryColumn: return hasMemory ? humanBytes(double(p.memoryBytes)) : dash;
     case HeadroomColumn:
-        return !hasMemory ? dash : headroom >= 0 ? humanBytes(headroom) : tr("−%1 over").arg(humanBytes(-headroom));
+        return !hasMemory ? dash : headroom >= 0 ? humanBytes(headroom) : tr("%1 over").arg(humanBytes(-headroom));
     case BytesColumn: return p.valid ? humanBytes(double(p.commBytes)) : dash;
     case PrefillColumn: return p.valid ? humanSeconds(p.seconds) : dash;
     case DecodeColumn: return p.valid && p.decodeStepSeconds > 0 ? humanSeconds(p.decodeStepSeconds) : dash;
@@ -179,7 +179,6 @@ ScalingTable::ScalingTable(QWidget* parent)
     verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 8);
     horizontalHeader()->setHighlightSections(false);
     horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    horizontalHeader()->setStretchLastSection(true);
     setToolTip(tr("Click a row to set T"));
     connect(this, &QTableView::clicked, this, [this](const QModelIndex& i) {
         if (i.isValid())
