@@ -326,6 +326,136 @@ private slots:
         QCOMPARE(pts[std::size_t(tp - 1)].kvCacheBytes, perToken * 4 * 4096);
     }
 
+    // Memory per rank: every rank's weights, KV cache, activation peak and communication buffer from
+    // the sharded graph; memoryFit is the rank that needs the most of them.
+    void memoryPerRankSumsToMemoryFit()
+    {
+        const ModelSpec s = tptest::openSpec("llama-3.1-8b");
+        const HardwareProfile hw = *findHardware("h100-sxm-8");
+        const ShardedGraph g = shardModel(s, defaultPlan(s, 8), {.batch = 4, .seq = 512, .activationDtype = DType::BF16});
+        QVERIFY(g.valid());
+        const auto ranks = memoryPerRank(g, hw, 4, 4096);
+        QVERIFY2(ranks.ok(), ranks.status().message().c_str());
+        QCOMPARE(int(ranks->size()), 8);
+        // The largest collective is the head's all-gather of the logits: B·S·vocab·2 bytes.
+        const std::int64_t comm = std::int64_t(4) * 512 * 128256 * 2;
+        QCOMPARE(*commBufferBytes(g), comm);
+        std::int64_t most = 0;
+        for (const RankMemoryUse& u : *ranks) {
+            const RankMemory& m = g.memory[std::size_t(u.rank)];
+            QCOMPARE(u.weightBytes, m.weightBytes);
+            QCOMPARE(u.kvCacheBytes, m.kvCacheBytesPerToken * 4 * 4096);
+            QCOMPARE(u.activationBytes, m.activationPeakBytes);
+            QCOMPARE(u.commBufferBytes, comm);
+            QCOMPARE(u.deviceBytes, std::int64_t(80) << 30);
+            QCOMPARE(u.neededBytes(), u.weightBytes + u.kvCacheBytes + u.activationBytes + u.commBufferBytes);
+            QCOMPARE(u.headroomBytes(), u.deviceBytes - u.neededBytes());
+            QVERIFY(u.fits());
+            most = std::max(most, u.neededBytes());
+        }
+        const auto fit = memoryFit(g, hw, 4, 4096);
+        QVERIFY(fit.ok());
+        const RankMemoryUse& r = (*ranks)[std::size_t(fit->rank)];
+        QCOMPARE(fit->neededBytes, most);
+        QCOMPARE(fit->weightBytes + fit->kvCacheBytes + fit->activationBytes + fit->commBufferBytes, most);
+        QCOMPARE(fit->weightBytes, r.weightBytes);
+        QCOMPARE(fit->kvCacheBytes, r.kvCacheBytes);
+        QCOMPARE(fit->activationBytes, r.activationBytes);
+        QCOMPARE(fit->commBufferBytes, r.commBufferBytes);
+
+        // KV cache: linear in context and batch; the attention heads split over T divide it by T.
+        QCOMPARE((*memoryPerRank(g, hw, 4, 8192))[3].kvCacheBytes, 2 * r.kvCacheBytes);
+        QCOMPARE((*memoryPerRank(g, hw, 12, 4096))[3].kvCacheBytes, 3 * r.kvCacheBytes);
+        const ShardedGraph one = shardModel(s, defaultPlan(s, 1), {.batch = 4, .seq = 512, .activationDtype = DType::BF16});
+        const auto single = memoryPerRank(one, hw, 4, 4096);
+        QVERIFY(single.ok());
+        QCOMPARE(int(single->size()), 1);
+        QCOMPARE((*single)[0].kvCacheBytes, 8 * r.kvCacheBytes);
+        QCOMPARE((*single)[0].kvCacheBytes, std::int64_t(128) * 1024 * 4 * 4096); // 128 KiB per token
+        QCOMPARE((*single)[0].commBufferBytes, std::int64_t(0));                  // no collectives at T = 1
+        QVERIFY((*single)[0].weightBytes > 7 * r.weightBytes);
+
+        // Hostile inputs: beyond the workload bounds, a profile without memory.
+        QVERIFY(!memoryPerRank(g, hw, 0, 4096).ok());
+        QVERIFY(!memoryPerRank(g, hw, 1, kMaxWorkloadContext + 1).ok());
+        HardwareProfile none = hw;
+        none.memoryGiB = 0;
+        QVERIFY(!memoryPerRank(g, none, 1, 4096).ok());
+        QVERIFY(!memoryFit(g, none, 1, 4096).ok());
+    }
+
+    // A vocabulary of 100 rows over 3 ranks is chunked 34, 34, 32: with the embedding sharded the
+    // ranks differ, rank 0 needs the most; replicated, every rank holds the whole table. (The head
+    // stays replicated: a gathered head needs a divisible vocabulary.)
+    void memoryPerRankDiffersWhereTheShardsDo()
+    {
+        const ModelSpec s = tptest::specFromConfig(R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
+            "num_attention_heads": 3, "num_key_value_heads": 3, "head_dim": 8, "num_hidden_layers": 1, "vocab_size": 100,
+            "torch_dtype": "float32"})");
+        const HardwareProfile hw = *findHardware("h100-sxm-8");
+        Plan sharded = defaultPlan(s, 3);
+        const bool hasEmbedding = std::any_of(sharded.entries.begin(), sharded.entries.end(),
+                                              [](const PlanEntry& e) { return e.key == "model.embed_tokens"; });
+        if (!hasEmbedding)
+            sharded.entries.push_back({"model.embed_tokens", "embedding_rowwise"});
+        std::erase_if(sharded.entries, [](const PlanEntry& p) { return p.key == "lm_head"; });
+        const ShardedGraph g = shardModel(s, sharded, {.batch = 1, .seq = 16});
+        QVERIFY(g.valid());
+        const auto ranks = *memoryPerRank(g, hw, 1, 16);
+        QCOMPARE(int(ranks.size()), 3);
+        const std::int64_t e = g.elementBytes();
+        // The embedding: 34 vs 32 rows of 64 on rank 0 vs rank 2.
+        QCOMPARE(ranks[0].weightBytes - ranks[2].weightBytes, 2 * 64 * e);
+        QCOMPARE(ranks[0].weightBytes, ranks[1].weightBytes);
+        QCOMPARE(memoryFit(g, hw, 1, 16)->rank, 0);
+
+        Plan replicated = sharded;
+        std::erase_if(replicated.entries, [](const PlanEntry& p) { return p.key == "model.embed_tokens"; });
+        const ShardedGraph rg = shardModel(s, replicated, {.batch = 1, .seq = 16});
+        QVERIFY(rg.valid());
+        const auto rranks = *memoryPerRank(rg, hw, 1, 16);
+        QCOMPARE(rranks[0].weightBytes, rranks[2].weightBytes);
+        // The whole table instead of rank 0's 34 rows.
+        QCOMPARE(rranks[0].weightBytes - ranks[0].weightBytes, 66 * 64 * e);
+        // The KV cache splits by heads either way: one head of k and v, 8 wide, per rank.
+        for (const RankMemoryUse& u : rranks)
+            QCOMPARE(u.kvCacheBytes, 2 * 8 * e * 16);
+    }
+
+    // predictScaling carries each T's memory need (memoryFit) and bytes communicated per forward.
+    void scalingCarriesMemoryAndBytes()
+    {
+        const ModelSpec s = tptest::openSpec("llama-3.1-8b");
+        const HardwareProfile hw = *findHardware("h100-sxm-8");
+        const ShardOptions o{.batch = 2, .seq = 512, .activationDtype = DType::BF16};
+        const auto pts = predictScaling(s, defaultPlan(s, 1), o, hw, 8, 2048);
+        QCOMPARE(int(pts.size()), 8);
+        for (const ScalingPoint& p : pts) {
+            if (!p.valid) {
+                QVERIFY(!p.reason.empty());
+                QCOMPARE(p.memoryBytes, std::int64_t(0));
+                continue;
+            }
+            const ShardedGraph g = shardModel(s, defaultPlan(s, p.tp), o);
+            const auto fit = memoryFit(g, hw, 2, 2048);
+            QCOMPARE(p.memoryBytes, fit->neededBytes);
+            QCOMPARE(p.memoryRank, fit->rank);
+            QCOMPARE(p.deviceBytes, fit->deviceBytes);
+            QCOMPARE(p.fits, fit->fits());
+            std::int64_t bytes = 0;
+            for (const CollectiveCost& c : estimateCost(s, g, hw).collectives)
+                bytes += c.bytes;
+            QCOMPARE(p.commBytes, bytes);
+            QCOMPARE(p.commBytes == 0, p.tp == 1);
+            QVERIFY(p.decodeCommBytes < p.commBytes || p.tp == 1);
+            QCOMPARE(p.efficiency(), p.speedup / p.tp);
+        }
+        QCOMPARE(pts[0].efficiency(), 1.0);
+        // T=1 holds the 16 GB of weights on one 80-GiB device; T=8 an eighth of the layers.
+        QVERIFY(pts[0].fits);
+        QVERIFY(pts[7].memoryBytes < pts[0].memoryBytes / 4);
+    }
+
     // The cached k and v a decode step reads are, summed over the attention nodes, the sharded
     // graph's KV bytes per token times the cached positions (MLA and sliding windows included).
     void decodeReadsTheCacheTheGraphHolds_data()

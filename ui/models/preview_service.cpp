@@ -30,6 +30,10 @@ std::shared_ptr<const PreviewResult> computePreview(std::shared_ptr<const tp::Mo
             if (auto step = tp::estimateDecodeStep(*spec, r->graph, *hw, o.batch, o.seq); step.ok())
                 r->decodeCost = std::move(*step);
             r->feasibility = tp::feasibilityDiagnostics(*spec, r->graph, *hw, o.seq);
+            if (auto mem = tp::memoryPerRank(r->graph, *hw, o.batch, o.seq); mem.ok())
+                r->memory = std::move(*mem);
+            else
+                r->memoryError = QString::fromStdString(mem.status().message());
         }
         r->scaling = tp::predictScaling(*spec, plan, o, *hw, std::max(8, std::min(settings.tpSize, 64)));
     } else {

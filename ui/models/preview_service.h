@@ -21,7 +21,11 @@ struct PreviewResult
     tp::ShardedGraph graph;
     std::optional<tp::CostReport> cost;          // when the plan is valid and the profile loads
     std::optional<tp::CostReport> decodeCost;    // one decode step at context seq, likewise
-    std::vector<tp::ScalingPoint> scaling;
+    std::vector<tp::ScalingPoint> scaling;       // T = 1…max(8, T): time, memory need, bytes per forward
+    // Every rank's memory at batch × seq (weights, KV cache, activations, communication buffer)
+    // against the profile's device; empty with memoryError set when it cannot be computed.
+    std::vector<tp::RankMemoryUse> memory;
+    QString memoryError;
     std::optional<tp::HardwareProfile> hardware;
     QString hardwareError;
     // The valid plan against the hardware (errors when it cannot run there: T above its devices, a

@@ -12,7 +12,9 @@
 #include "widgets/dataflow_view.h"
 #include "widgets/jobs_button.h"
 #include "widgets/placeholder_view.h"
+#include "widgets/memory_bars.h"
 #include "widgets/results_page.h"
+#include "widgets/scaling_table.h"
 #include "widgets/shard_view.h"
 #include "widgets/style_delegate.h"
 #include "widgets/theme.h"
@@ -464,7 +466,8 @@ QWidget* MainWindow::makeCollectivesPage()
     auto* proxy = new QSortFilterProxyModel(this);
     proxy->setSourceModel(m_collectivesModel);
     proxy->setSortRole(CollectivesModel::SortRole);
-    m_collectives = makeTable(proxy);
+    m_collectives = makeTable(proxy, tr("No collectives: at T=1, or with a plan that keeps every module whole, the ranks "
+                                        "never communicate. Raise the TP size in the toolbar."));
     m_collectives->setSortingEnabled(true);
     m_collectives->sortByColumn(-1, Qt::AscendingOrder);
     m_collectives->horizontalHeader()->setSectionResizeMode(CollectivesModel::WhereColumn, QHeaderView::Stretch);
@@ -472,22 +475,44 @@ QWidget* MainWindow::makeCollectivesPage()
         selectPath(i.data(CollectivesModel::PathRole).toString());
     });
     m_memoryModel = new MemoryModel(this);
-    m_memory = makeTable(m_memoryModel);
+    m_memory = makeTable(m_memoryModel, tr("Open a model to see what each rank holds."));
     m_memory->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
     m_scaling = new QLabel;
     m_scaling->setWordWrap(true);
     m_scaling->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    // T side by side; a click sets the toolbar's T.
+    m_scalingTable = new ScalingTable;
+    connect(m_scalingTable, &ScalingTable::tpActivated, this, [this](int t) { m_tp->setValue(t); });
+    m_memoryBars = new MemoryBars;
+    auto* bars = new QScrollArea;
+    bars->setWidget(m_memoryBars);
+    bars->setWidgetResizable(true);
+    bars->setFrameShape(QFrame::NoFrame);
+
+    auto* scaling = new QWidget;
+    auto* sl = new QVBoxLayout(scaling);
+    sl->setContentsMargins(0, 0, 0, 0);
+    sl->addWidget(m_scaling);
+    sl->addWidget(m_scalingTable, 1);
+    auto* memory = new QWidget;
+    auto* ml = new QVBoxLayout(memory);
+    ml->setContentsMargins(0, 0, 0, 0);
+    ml->addWidget(new QLabel(tr("<b>Memory per rank</b> (batch × sequence tokens in the KV cache)")));
+    auto* memorySplit = new QSplitter(Qt::Horizontal);
+    memorySplit->addWidget(bars);
+    memorySplit->addWidget(m_memory);
+    memorySplit->setStretchFactor(0, 1);
+    memorySplit->setStretchFactor(1, 1);
+    memorySplit->setSizes({500, 600});
+    ml->addWidget(memorySplit, 1);
+
     auto* split = new QSplitter(Qt::Vertical);
     split->addWidget(m_collectives);
-    auto* bottom = new QWidget;
-    auto* bl = new QVBoxLayout(bottom);
-    bl->setContentsMargins(0, 0, 0, 0);
-    bl->addWidget(m_scaling);
-    bl->addWidget(new QLabel(tr("<b>Memory per rank</b>")));
-    bl->addWidget(m_memory, 1);
-    split->addWidget(bottom);
+    split->addWidget(scaling);
+    split->addWidget(memory);
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
+    split->setStretchFactor(2, 2);
     return split;
 }
 
@@ -1050,32 +1075,21 @@ void MainWindow::applyPreview(std::shared_ptr<const PreviewResult> r)
     const int errors = m_diagnosticsModel->count(tp::Severity::Error), warnings = m_diagnosticsModel->count(tp::Severity::Warning);
     m_tabs->setTabText(DiagnosticsPage, errors + warnings ? tr("Diagnostics (%1)").arg(errors + warnings) : tr("Diagnostics"));
     m_tabs->setTabIcon(DiagnosticsPage, errors ? themeIcon("dialog-error", ":/icons/error.svg") : themeIcon("dialog-warning", ":/icons/warning.svg"));
+    m_scalingTable->setPreview(r);
+    m_memoryBars->setPreview(r);
     QString scaling;
     if (r->cost)
-        scaling = tr("<b>Predicted forward</b> on %1 at T=%2: %3 ms compute + %4 ms communication (%5% communicating). ")
+        scaling = tr("<b>Predicted scaling</b> on %1, batch %2 × sequence %3 (decode at context %3). At T=%4: "
+                     "forward %5 compute + %6 communication (%7% communicating). Click a row to set T.")
                       .arg(r->hardware ? qs(r->hardware->name) : QString())
+                      .arg(r->settings.batch)
+                      .arg(r->settings.seq)
                       .arg(r->graph.tpSize)
-                      .arg(r->cost->computeSeconds * 1e3, 0, 'f', 2)
-                      .arg(r->cost->commSeconds * 1e3, 0, 'f', 2)
+                      .arg(humanSeconds(r->cost->computeSeconds), humanSeconds(r->cost->commSeconds))
                       .arg(r->cost->commShare() * 100, 0, 'f', 1);
     else
-        scaling = r->hardwareError.isEmpty() ? tr("<b>The plan has errors</b> at T=%1: see Diagnostics. ").arg(r->graph.tpSize)
+        scaling = r->hardwareError.isEmpty() ? tr("<b>The plan has errors</b> at T=%1: see Diagnostics. Click a row to set T.").arg(r->graph.tpSize)
                                              : r->hardwareError.toHtmlEscaped();
-    for (const auto& p : r->scaling)
-        if (p.valid && p.tp == r->graph.tpSize && p.decodeStepSeconds > 0)
-            scaling += tr("<b>Predicted decode step</b> at context %1 × batch %2: %3 ms (%4% communicating), %5 tokens/s; "
-                          "KV cache of the largest rank %6 per token, %7 at that context. ")
-                           .arg(r->settings.seq)
-                           .arg(r->settings.batch)
-                           .arg(p.decodeStepSeconds * 1e3, 0, 'f', 3)
-                           .arg(p.decodeCommShare * 100, 0, 'f', 1)
-                           .arg(p.decodeTokensPerSecond, 0, 'f', 1)
-                           .arg(humanBytes(double(p.kvCacheBytesPerToken)), humanBytes(double(p.kvCacheBytes)));
-    QStringList pts;
-    for (const auto& p : r->scaling)
-        pts << (p.valid ? QStringLiteral("T=%1: %2×").arg(p.tp).arg(p.speedup, 0, 'f', 2) : QStringLiteral("T=%1: –").arg(p.tp));
-    if (!pts.isEmpty())
-        scaling += tr("Predicted speedup: %1").arg(pts.join(QStringLiteral(", ")));
     m_scaling->setText(scaling);
     m_lastApplyMs = double(timer.nsecsElapsed()) / 1e6;
     m_previewLabel->setText(tr("T=%1 · %2 collectives · %3 errors, %4 warnings · preview %5 ms worker + %6 ms GUI")

@@ -53,6 +53,8 @@ class ResultsPage;
 class ShardView;
 class JobTracker;
 class JobsButton;
+class ScalingTable;
+class MemoryBars;
 
 class MainWindow final : public QMainWindow
 {
@@ -103,6 +105,8 @@ public:
     PlanTableModel* planModel() const { return m_planModel; }
     CollectivesModel* collectivesModel() const { return m_collectivesModel; }
     MemoryModel* memoryModel() const { return m_memoryModel; }
+    ScalingTable* scalingTable() const { return m_scalingTable; }
+    MemoryBars* memoryBars() const { return m_memoryBars; }
     DiagnosticsModel* diagnosticsModel() const { return m_diagnosticsModel; }
     QTreeView* treeView() const { return m_tree; }
     QTableView* diagnosticsView() const { return m_diagnostics; }
@@ -182,7 +186,9 @@ private:
     QTableView* m_collectives = nullptr;
     QTableView* m_memory = nullptr;
     QTableView* m_diagnostics = nullptr;
-    QLabel* m_scaling = nullptr;
+    QLabel* m_scaling = nullptr;          // the scaling table's caption: hardware, batch × seq, this T's split
+    ScalingTable* m_scalingTable = nullptr;
+    MemoryBars* m_memoryBars = nullptr;
     ShardView* m_shardView = nullptr;
     DataflowView* m_dataflow = nullptr;
     QSpinBox* m_layerBox = nullptr;

@@ -313,22 +313,63 @@ Result<std::int64_t> kvCacheBytes(const ShardedGraph& g, std::int64_t batch, std
     return perToken * batch * context;
 }
 
-Result<MemoryFit> memoryFit(const ShardedGraph& g, const HardwareProfile& hw, std::int64_t batch, std::int64_t context)
+Result<std::int64_t> commBufferBytes(const ShardedGraph& g)
+{
+    double most = 0;
+    for (const Collective& c : g.collectives) {
+        const double bytes = c.fixedBytes > 0 ? static_cast<double>(c.fixedBytes)
+                                              : static_cast<double>(g.options.batch) * static_cast<double>(c.lastPositions ? 1 : g.options.seq)
+                * static_cast<double>(c.tokensPerToken) * static_cast<double>(c.featuresPerToken) * static_cast<double>(g.elementBytes());
+        if (bytes > 0x1p62)
+            return invalidArgument(fmt::format("{}: {} of {} × {} tokens would be {:.3g} bytes, too large to model", c.where,
+                                               collectiveName(c.kind), g.options.batch, g.options.seq, bytes));
+        most = std::max(most, bytes);
+    }
+    return static_cast<std::int64_t>(most);
+}
+
+Result<std::vector<RankMemoryUse>> memoryPerRank(const ShardedGraph& g, const HardwareProfile& hw, std::int64_t batch,
+                                                 std::int64_t context)
 {
     if (!(hw.memoryGiB > 0))
         return invalidArgument(fmt::format("hardware profile '{}' gives no device memory (memory_gib)", hw.id));
-    MemoryFit f;
-    TP_ASSIGN_OR_RETURN(f.kvCacheBytes, kvCacheBytes(g, batch, context));
+    // Bounds checked once, for the rank that holds the most cache: every rank's product fits then.
+    TP_RETURN_IF_ERROR(kvCacheBytes(g, batch, context).status());
+    TP_ASSIGN_OR_RETURN(const std::int64_t comm, commBufferBytes(g));
+    const auto device = static_cast<std::int64_t>(hw.memoryGiB * double(std::int64_t(1) << 30));
+    std::vector<RankMemoryUse> out;
+    out.reserve(g.memory.size());
     for (std::size_t r = 0; r < g.memory.size(); ++r) {
         const RankMemory& m = g.memory[r];
-        if (r == 0 || m.weightBytes + m.activationPeakBytes > f.weightBytes + f.activationBytes) {
-            f.rank = static_cast<int>(r);
-            f.weightBytes = m.weightBytes;
-            f.activationBytes = m.activationPeakBytes;
-        }
+        RankMemoryUse u;
+        u.rank = static_cast<int>(r);
+        u.weightBytes = m.weightBytes;
+        u.kvCacheBytes = m.kvCacheBytesPerToken * batch * context;
+        u.activationBytes = m.activationPeakBytes;
+        u.commBufferBytes = comm;
+        u.deviceBytes = device;
+        out.push_back(u);
     }
-    f.neededBytes = f.weightBytes + f.kvCacheBytes + f.activationBytes;
+    return out;
+}
+
+Result<MemoryFit> memoryFit(const ShardedGraph& g, const HardwareProfile& hw, std::int64_t batch, std::int64_t context)
+{
+    TP_ASSIGN_OR_RETURN(const std::vector<RankMemoryUse> ranks, memoryPerRank(g, hw, batch, context));
+    MemoryFit f;
     f.deviceBytes = static_cast<std::int64_t>(hw.memoryGiB * double(std::int64_t(1) << 30));
+    const RankMemoryUse* most = nullptr;
+    for (const RankMemoryUse& u : ranks)
+        if (!most || u.neededBytes() > most->neededBytes())
+            most = &u;
+    if (most) {
+        f.rank = most->rank;
+        f.weightBytes = most->weightBytes;
+        f.kvCacheBytes = most->kvCacheBytes;
+        f.activationBytes = most->activationBytes;
+        f.commBufferBytes = most->commBufferBytes;
+        f.neededBytes = most->neededBytes();
+    }
     return f;
 }
 
@@ -372,10 +413,11 @@ std::vector<Diagnostic> feasibilityDiagnostics(const ModelSpec& spec, const Shar
     }
     out.push_back({Severity::Error, "memory",
                    fmt::format("rank {} needs {} per device (weights {}, KV cache {} at batch {} × context {}, "
-                               "activations {}) and {} has {}: {}",
+                               "activations {}, communication buffers {}) and {} has {}: {}",
                                fit->rank, humanBytes(static_cast<double>(fit->neededBytes)),
                                humanBytes(static_cast<double>(fit->weightBytes)), humanBytes(static_cast<double>(fit->kvCacheBytes)),
-                               g.options.batch, context, humanBytes(static_cast<double>(fit->activationBytes)), hw.id,
+                               g.options.batch, context, humanBytes(static_cast<double>(fit->activationBytes)),
+                               humanBytes(static_cast<double>(fit->commBufferBytes)), hw.id,
                                humanBytes(static_cast<double>(fit->deviceBytes)), smallest),
                    "raise tp_size, lower batch or context, or choose a device with more memory"});
     return out;
@@ -405,6 +447,8 @@ std::vector<ScalingPoint> predictScaling(const ModelSpec& spec, const Plan& plan
         } else {
             const CostReport c = estimateCost(spec, g, hw);
             pt.seconds = c.totalSeconds();
+            for (const CollectiveCost& cc : c.collectives)
+                pt.commBytes += cc.bytes;
             pt.commShare = c.commShare();
             if (t == 1)
                 base = pt.seconds;
@@ -413,6 +457,8 @@ std::vector<ScalingPoint> predictScaling(const ModelSpec& spec, const Plan& plan
             if (auto d = estimateDecodeStep(spec, g, hw, options.batch, context)) {
                 pt.decodeStepSeconds = d->totalSeconds();
                 pt.decodeCommShare = d->commShare();
+                for (const CollectiveCost& cc : d->collectives)
+                    pt.decodeCommBytes += cc.bytes;
                 pt.decodeTokensPerSecond = pt.decodeStepSeconds > 0 ? static_cast<double>(options.batch) / pt.decodeStepSeconds : 0;
                 if (t == 1)
                     decodeBase = pt.decodeStepSeconds;
@@ -420,6 +466,12 @@ std::vector<ScalingPoint> predictScaling(const ModelSpec& spec, const Plan& plan
             }
             if (auto kv = kvCacheBytes(g, options.batch, context))
                 pt.kvCacheBytes = *kv;
+            if (auto fit = memoryFit(g, hw, options.batch, context)) {
+                pt.memoryRank = fit->rank;
+                pt.memoryBytes = fit->neededBytes;
+                pt.deviceBytes = fit->deviceBytes;
+                pt.fits = fit->fits();
+            }
         }
         graph = std::move(g.graph);
         out.push_back(std::move(pt));

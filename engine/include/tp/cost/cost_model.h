@@ -101,17 +101,43 @@ Result<double> decodeStepSeconds(const ModelSpec& spec, const ShardedGraph& g, c
 std::int64_t kvCacheBytesPerToken(const ShardedGraph& g);
 Result<std::int64_t> kvCacheBytes(const ShardedGraph& g, std::int64_t batch, std::int64_t context);
 
-// What a plan needs of each device: the largest rank's weights, its KV cache at batch × context
-// and the prefill's activation peak (the graph's options), against the profile's memory_gib.
+// What one rank needs of its device (docs/metrics.md, "Memory per rank"): its weights, its KV cache
+// at batch × context, the prefill's activation peak (the graph's options) and the communication
+// buffer of the largest collective, against the profile's memory_gib.
+struct RankMemoryUse
+{
+    int rank = 0;
+    std::int64_t weightBytes = 0;
+    std::int64_t kvCacheBytes = 0;       // the rank's kvCacheBytesPerToken × batch × context
+    std::int64_t activationBytes = 0;    // RankMemory::activationPeakBytes
+    std::int64_t commBufferBytes = 0;    // commBufferBytes(g): 0 at T = 1
+    std::int64_t deviceBytes = 0;        // memory_gib in bytes
+    std::int64_t neededBytes() const { return weightBytes + kvCacheBytes + activationBytes + commBufferBytes; }
+    std::int64_t headroomBytes() const { return deviceBytes - neededBytes(); }   // < 0: overflow
+    bool fits() const { return neededBytes() <= deviceBytes; }
+};
+
+// The staging buffer of a collective, on every rank alike: the full tensor (nccl-tests' size) of the
+// largest collective at the graph's own options' B × S — an all-gather's or all-to-all's output, an
+// all-reduce's or reduce-scatter's input, which the ranks hold while it runs. 0 without collectives
+// (T = 1). InvalidArgument when it would not fit 62 bits.
+Result<std::int64_t> commBufferBytes(const ShardedGraph& g);
+
+// Every rank's use, rank order. InvalidArgument beyond checkWorkload's bounds (batch × context) or
+// for a profile without device memory.
+Result<std::vector<RankMemoryUse>> memoryPerRank(const ShardedGraph& g, const HardwareProfile& hw, std::int64_t batch,
+                                                 std::int64_t context);
+
+// What a plan needs of each device: memoryPerRank's rank that needs the most (the first of equals).
 struct MemoryFit
 {
     int rank = 0;                       // the rank that needs the most
-    std::int64_t weightBytes = 0, kvCacheBytes = 0, activationBytes = 0;
+    std::int64_t weightBytes = 0, kvCacheBytes = 0, activationBytes = 0, commBufferBytes = 0;
     std::int64_t neededBytes = 0;       // their sum
     std::int64_t deviceBytes = 0;
     bool fits() const { return neededBytes <= deviceBytes; }
 };
-// InvalidArgument beyond checkWorkload's bounds or for a profile without device memory.
+// InvalidArgument as memoryPerRank.
 Result<MemoryFit> memoryFit(const ShardedGraph& g, const HardwareProfile& hw, std::int64_t batch, std::int64_t context);
 
 // Error diagnostics of a valid plan that cannot run on the machine: T above its device count, and
@@ -136,6 +162,18 @@ struct ScalingPoint
     double decodeSpeedup = 0;             // step at T=1 / step at T
     std::int64_t kvCacheBytesPerToken = 0; // largest rank, all layers
     std::int64_t kvCacheBytes = 0;         // largest rank, at decodeContext × B
+    // Memory: memoryFit at B × decodeContext (0 and fits false when the profile has no memory).
+    int memoryRank = 0;                    // the rank that needs the most
+    std::int64_t memoryBytes = 0;          // what that rank needs
+    std::int64_t deviceBytes = 0;
+    bool fits = false;
+    // Communication: Σ of the collectives' full tensors (nccl-tests' size) in one prefill forward
+    // and in one decode step.
+    std::int64_t commBytes = 0;
+    std::int64_t decodeCommBytes = 0;
+
+    double efficiency() const { return tp > 0 ? speedup / tp : 0; }              // prefill speedup / T
+    double decodeEfficiency() const { return tp > 0 ? decodeSpeedup / tp : 0; }
 };
 
 // The plan's predicted prefill forward and decode step at T = 1…maxTp (sizes beyond the machine's
