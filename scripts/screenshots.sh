@@ -35,4 +35,19 @@ for theme in light dark; do
     shot "results-$chart" "$theme" example --tp 2 --run 1,2 --decode 16 --tab results --chart "$chart"
   done
 done
+# Single shots (light): opening a large model, an emulated run, decode, a checkpoint, DeepSeek-V3's
+# default plan, the Advisor when nothing fits, and (with TPSTUDIO_PYTHON set to a Python with torch
+# and transformers) Verify with Transformers.
+shot opening light llama-3.1-405b --tab summary --screenshot-opening 150
+shot emulated light example --tp 4 --hardware h100-sxm-8 --run 1,2,4 --emulate --tab results --chart timeline
+shot decode-layers light example --tp 2 --run 1,2 --decode 16 --phase decode --tab results --chart layers
+shot decode-timeline light example --tp 2 --run 1,2 --decode 16 --phase decode --tab results --chart timeline
+shot checkpoint light tests/fixtures/models/mixtral --tp 2 --tab plan --select model.layers.0.mlp.experts.gate_up_proj
+shot default-plan light deepseek-v3 --tp 8 --hardware h200-sxm-8 --tab plan --select model.layers.3.mlp.experts
+shot advisor-nothing-fits light deepseek-v3 --hardware h100-sxm-8 --tab advisor
+if [ -n "${TPSTUDIO_PYTHON:-}" ]; then
+  shot verify light mixtral-8x7b --tp 2 --verify
+else
+  echo "screenshots: verify-light.png left as it is (set TPSTUDIO_PYTHON to retake it)" >&2
+fi
 echo "screenshots: written to $out" >&2
