@@ -122,7 +122,9 @@ TimelineView::TimelineView(QWidget* parent)
 {
     m_search->setPlaceholderText(tr("Search spans (Enter: next match)"));
     m_search->setClearButtonEnabled(true);
+    m_search->setMinimumWidth(220);
     m_search->setMaximumWidth(320);
+    m_matchLabel->setMinimumWidth(m_matchLabel->fontMetrics().horizontalAdvance(tr("%1 of %2").arg(9999).arg(9999)) + 8);
     m_caption->setTextFormat(Qt::RichText);
     m_caption->setWordWrap(true);
     auto* bar = new QHBoxLayout;
@@ -446,16 +448,15 @@ void TimelineView::paintCanvas(QPainter& p)
             p.setBrush(Qt::NoBrush);
             p.drawRect(r);
         }
-        // The name, where at least a few characters fit.
-        const QRectF textBox = r.adjusted(3, 0, -3, 0);
-        if (textBox.width() >= fm.horizontalAdvance(QStringLiteral("ab…")) && r.height() >= fm.height()) {
-            const QString name = QString::fromStdString(s.name);
-            const QString shown = fm.elidedText(name, Qt::ElideMiddle, int(textBox.width()));
+        // The name, where at least a few characters fit: on the solid part in a colour for its fill,
+        // else (a span that is mostly wait) across the span in the palette's text colour.
+        const double minText = fm.horizontalAdvance(QStringLiteral("ab…")) + 6;
+        const bool onSolid = solid.width() >= minText;
+        const QRectF textBox = (onSolid ? solid : r).adjusted(3, 0, -3, 0);
+        if (textBox.width() + 6 >= minText && r.height() >= fm.height()) {
+            const QString shown = fm.elidedText(QString::fromStdString(s.name), Qt::ElideMiddle, int(textBox.width()));
             if (!shown.isEmpty() && shown != QStringLiteral("…")) {
-                QColor tc = textOn(comm ? commColor() : computeColor());
-                if (dim)
-                    tc = text;
-                p.setPen(tc);
+                p.setPen(onSolid && !dim ? textOn(comm ? commColor() : computeColor()) : text);
                 p.drawText(textBox, Qt::AlignVCenter | Qt::AlignLeft, shown);
                 m_drawnLabels << shown;
             }
