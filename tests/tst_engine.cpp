@@ -1260,6 +1260,22 @@ private slots:
         std::ostringstream trace;
         writeChromeTrace(rec, trace);
         QVERIFY(trace.str().find("\"wait_us\"") != std::string::npos);
+        // Emulated: every rank's collective starts when the last one arrives, so no span waits
+        // (the wait is the gap before it).
+        const HardwareProfile hw = findHardware("h100-sxm-8").value();
+        o.emulate = true;
+        o.commModel = &hw;
+        auto emu = runModel(s, g, {}, o);
+        QVERIFY2(emu.ok(), emu.status().message().c_str());
+        RunRecord erec;
+        addRun(erec, g, *emu);
+        int comms = 0;
+        for (const auto& sp : erec.runs.back().spans)
+            if (sp.kind == "comm") {
+                ++comms;
+                QCOMPARE(sp.waitUs, 0.0);
+            }
+        QCOMPARE(comms, 2 * int(g.collectives.size()));
     }
 
     void emulatedTimeline()
