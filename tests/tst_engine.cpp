@@ -5,6 +5,7 @@
 #include "tp/cost/hardware.h"
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
+#include "tp/profile/run_record.h"
 #include "tp/runtime/arena.h"
 #include "tp/runtime/communicator.h"
 #include "tp/runtime/executor.h"
@@ -27,6 +28,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 
 // Heap allocations through operator new, on every thread: a test reads the count before and after
@@ -1180,6 +1182,100 @@ private slots:
         // Without a model of the collectives there is nothing to time them with.
         o.commModel = nullptr;
         QCOMPARE(runModel(s, g, {}, o).status().code(), StatusCode::InvalidArgument);
+    }
+
+    void commSpansSplitWaitFromTransfer()
+    {
+        // A measured T=2 run: every comm span's wait (for the other rank to arrive) lies in
+        // [0, duration]; per collective the last rank to arrive waits ~0, and its wait is exactly
+        // last arrival − own arrival. The record keeps it through JSON; hostile values are refused.
+        const ModelSpec s = tptest::openSpec("example");
+        RunOptions o;
+        o.seq = 8;
+        const ShardedGraph g = shardModel(s, defaultPlan(s, 2), {.batch = 1, .seq = 8, .activationDtype = DType::F32});
+        auto two = runModel(s, g, {}, o);
+        QVERIFY2(two.ok(), two.status().message().c_str());
+        RunRecord rec;
+        rec.settings.model = "example";
+        addRun(rec, g, *two);
+        const auto& spans = rec.runs.back().spans;
+        std::map<int, std::vector<std::size_t>> byCollective; // collective span index → its spans
+        std::map<int, double> lastArrival;
+        for (std::size_t i = 0, ci = 0; i < two->spans.size(); ++i) {
+            const Span& sp = two->spans[i];
+            const RecordedSpan& rs = spans[i];
+            QCOMPARE(rs.kind == "comm", sp.collective >= 0);
+            if (sp.collective < 0) {
+                QCOMPARE(rs.waitUs, 0.0);
+                continue;
+            }
+            ++ci;
+            QVERIFY2(rs.waitUs >= 0 && rs.waitUs <= rs.endUs - rs.startUs, rs.name.c_str());
+            byCollective[sp.collective].push_back(i);
+            lastArrival[sp.collective] = std::max(lastArrival.count(sp.collective) ? lastArrival[sp.collective] : -1e300, sp.startUs);
+        }
+        QVERIFY(!byCollective.empty());
+        for (const auto& [c, idx] : byCollective) {
+            QCOMPARE(idx.size(), std::size_t(2)); // one per rank
+            double least = 1e300;
+            for (std::size_t i : idx) {
+                least = std::min(least, spans[i].waitUs);
+                const double expect = std::min(lastArrival[c] - spans[i].startUs, spans[i].endUs - spans[i].startUs);
+                QVERIFY(std::abs(spans[i].waitUs - expect) < 1e-9);
+            }
+            QCOMPARE(least, 0.0); // the last to arrive did not wait
+        }
+        // Round trip: wait_us written for comm spans only, read back equal.
+        const nlohmann::ordered_json j = recordToJson(rec);
+        bool sawWait = false;
+        for (const auto& x : j["runs"][0]["spans"]) {
+            QCOMPARE(x.contains("wait_us"), x["kind"] == "comm");
+            sawWait |= x.contains("wait_us");
+        }
+        QVERIFY(sawWait);
+        auto back = parseRunRecord(j.dump(), "rec.json");
+        QVERIFY2(back.ok(), back.status().message().c_str());
+        QCOMPARE(back->runs[0].spans.size(), spans.size());
+        for (std::size_t i = 0; i < spans.size(); ++i)
+            QCOMPARE(back->runs[0].spans[i].waitUs, spans[i].waitUs);
+        // Older records lack it: 0.
+        std::size_t commAt = 0;
+        while (j["runs"][0]["spans"][commAt]["kind"] != "comm")
+            ++commAt;
+        nlohmann::ordered_json old = j;
+        old["runs"][0]["spans"][commAt].erase("wait_us");
+        auto o2 = parseRunRecord(old.dump(), "old.json");
+        QVERIFY2(o2.ok(), o2.status().message().c_str());
+        QCOMPARE(o2->runs[0].spans[commAt].waitUs, 0.0);
+        // Hostile: negative, beyond the span, not a number.
+        const double dur = spans[commAt].endUs - spans[commAt].startUs;
+        for (const nlohmann::json& bad : {nlohmann::json(-1.0), nlohmann::json(dur + 1.0), nlohmann::json("5"), nlohmann::json(1e300)}) {
+            nlohmann::ordered_json h = j;
+            h["runs"][0]["spans"][commAt]["wait_us"] = bad;
+            auto r = parseRunRecord(h.dump(), "bad.json");
+            QVERIFY(!r.ok());
+            QVERIFY2(r.status().message().find("wait_us") != std::string::npos, r.status().message().c_str());
+        }
+        // The Chrome trace carries it in the comm events' args.
+        std::ostringstream trace;
+        writeChromeTrace(rec, trace);
+        QVERIFY(trace.str().find("\"wait_us\"") != std::string::npos);
+        // Emulated: every rank's collective starts when the last one arrives, so no span waits
+        // (the wait is the gap before it).
+        const HardwareProfile hw = findHardware("h100-sxm-8").value();
+        o.emulate = true;
+        o.commModel = &hw;
+        auto emu = runModel(s, g, {}, o);
+        QVERIFY2(emu.ok(), emu.status().message().c_str());
+        RunRecord erec;
+        addRun(erec, g, *emu);
+        int comms = 0;
+        for (const auto& sp : erec.runs.back().spans)
+            if (sp.kind == "comm") {
+                ++comms;
+                QCOMPARE(sp.waitUs, 0.0);
+            }
+        QCOMPARE(comms, 2 * int(g.collectives.size()));
     }
 
     void emulatedTimeline()

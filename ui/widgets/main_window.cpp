@@ -300,6 +300,10 @@ MainWindow::MainWindow(QWidget* parent)
     });
     connect(m_runPage, &RunPage::runFailed, this, [this](const QString& m) { report(m); });
     connect(m_results, &ResultsPage::message, this, &MainWindow::report);
+    connect(m_results, &ResultsPage::moduleActivated, this, [this](const QString& path) {
+        m_tabs->setCurrentIndex(PlanPage);
+        selectPath(path);
+    });
     m_advisor = new AdvisorPage(m_doc);
     connect(m_advisor, &AdvisorPage::message, this, &MainWindow::report);
 

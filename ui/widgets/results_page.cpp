@@ -1,5 +1,7 @@
 #include "widgets/results_page.h"
 
+#include "widgets/timeline_view.h"
+
 #include "tp/cost/cost_model.h"
 
 #include <qcustomplot.h>
@@ -9,6 +11,8 @@
 #include <QHBoxLayout>
 #include <QJsonDocument>
 #include <QLabel>
+#include <QPainter>
+#include <QPdfWriter>
 #include <QProcess>
 #include <QPushButton>
 #include <QStandardPaths>
@@ -87,7 +91,7 @@ ResultsPage::ResultsPage(QWidget* parent)
     , m_layers(makePlot())
     , m_speedup(makePlot())
     , m_latency(makePlot())
-    , m_timeline(makePlot())
+    , m_timeline(new TimelineView)
     , m_compare(makePlot())
     , m_bench(makePlot())
     , m_tpBox(new QComboBox)
@@ -150,24 +154,7 @@ ResultsPage::ResultsPage(QWidget* parent)
     });
     connect(bench, &QPushButton::clicked, this, [this] { runBenchmark(m_commBox->currentData().toString()); });
 
-    // Timeline: zoom and pan on time; tooltips name the span under the cursor.
-    m_timeline->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
-    m_timeline->axisRect()->setRangeDrag(Qt::Horizontal);
-    m_timeline->axisRect()->setRangeZoom(Qt::Horizontal);
-    m_timeline->legend->setVisible(false);
-    connect(m_timeline, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
-        for (int i = 0; i < m_timeline->itemCount(); ++i) {
-            auto* r = qobject_cast<QCPItemRect*>(m_timeline->item(i));
-            if (!r)
-                continue;
-            const QRectF box = QRectF(r->topLeft->pixelPosition(), r->bottomRight->pixelPosition()).normalized();
-            if (box.contains(e->position())) {
-                QToolTip::showText(e->globalPosition().toPoint(), r->property("tip").toString(), m_timeline);
-                return;
-            }
-        }
-        QToolTip::hideText();
-    });
+    connect(m_timeline, &TimelineView::spanActivated, this, &ResultsPage::moduleActivated);
     for (auto* p : {m_speedup, m_latency, m_layers, m_compare, m_bench}) {
         p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
     }
@@ -399,43 +386,29 @@ void ResultsPage::plotLatency()
 
 void ResultsPage::plotTimeline()
 {
-    m_timeline->clearItems();
     if (!m_run)
-        return m_timeline->replot();
+        return m_timeline->setSpans({}, 1, {});
     const QJsonObject run = selectedPhase(*m_run);
     const int tp = run.value(QStringLiteral("tp")).toInt();
-    double end = 0;
+    std::vector<tp::RecordedSpan> spans;
     for (const auto& v : run.value(QStringLiteral("spans")).toArray()) {
         const QJsonObject s = v.toObject();
-        const int r = s.value(QStringLiteral("rank")).toInt();
-        const double a = s.value(QStringLiteral("start_us")).toDouble() / 1e3, b = s.value(QStringLiteral("end_us")).toDouble() / 1e3;
-        const bool comm = s.value(QStringLiteral("kind")).toString() == QLatin1String("comm");
-        auto* rect = new QCPItemRect(m_timeline);
-        rect->topLeft->setCoords(a, r + (comm ? 0.55 : 0.1));
-        rect->bottomRight->setCoords(std::max(b, a + 1e-4), r + (comm ? 0.9 : 0.5));
-        rect->setPen(Qt::NoPen);
-        rect->setBrush(comm ? commColor() : computeColor());
-        const qint64 bytes = s.value(QStringLiteral("bytes")).toInteger();
-        rect->setProperty("tip", tr("%1\nrank %2 · %3 · %4 µs%5")
-                                     .arg(s.value(QStringLiteral("name")).toString())
-                                     .arg(r)
-                                     .arg(s.value(QStringLiteral("op")).toString())
-                                     .arg((b - a) * 1e3, 0, 'f', 1)
-                                     .arg(bytes > 0 ? tr(" · %1 bytes").arg(bytes) : QString()));
-        end = std::max(end, b);
+        tp::RecordedSpan x;
+        x.rank = std::clamp(s.value(QStringLiteral("rank")).toInt(), 0, std::max(0, tp - 1));
+        x.name = s.value(QStringLiteral("name")).toString().toStdString();
+        x.kind = s.value(QStringLiteral("kind")).toString().toStdString();
+        x.op = s.value(QStringLiteral("op")).toString().toStdString();
+        x.layer = s.value(QStringLiteral("layer")).toInt(-1);
+        x.startUs = s.value(QStringLiteral("start_us")).toDouble();
+        x.endUs = s.value(QStringLiteral("end_us")).toDouble();
+        x.bytes = s.value(QStringLiteral("bytes")).toInteger();
+        x.waitUs = s.value(QStringLiteral("wait_us")).toDouble(); // absent in older records: 0
+        spans.push_back(std::move(x));
     }
-    QSharedPointer<QCPAxisTickerText> ranks(new QCPAxisTickerText);
-    for (int r = 0; r < tp; ++r)
-        ranks->addTick(r + 0.5, tr("rank %1").arg(r));
-    m_timeline->yAxis->setTicker(ranks);
-    m_timeline->yAxis->setRange(tp + 0.1, -0.1); // rank 0 on top
-    m_timeline->xAxis->setRange(0, end * 1.02);
-    m_timeline->xAxis->setLabel(run.contains(QStringLiteral("span_step"))
-                                    ? tr("ms within decode step %1 of the last iteration (T=%2) — blue compute, orange communication")
-                                          .arg(run.value(QStringLiteral("span_step")).toInt())
-                                          .arg(tp)
-                                    : tr("ms within the last timed iteration (T=%1) — blue compute, orange communication").arg(tp));
-    m_timeline->replot();
+    m_timeline->setSpans(std::move(spans), tp,
+                         run.contains(QStringLiteral("span_step"))
+                             ? tr("Decode step %1 of the last iteration (T=%2)").arg(run.value(QStringLiteral("span_step")).toInt()).arg(tp)
+                             : tr("The last timed iteration (T=%1)").arg(tp));
 }
 
 void ResultsPage::plotCompare()
@@ -578,6 +551,38 @@ QCustomPlot* ResultsPage::currentPlot() const { return qobject_cast<QCustomPlot*
 
 bool ResultsPage::exportChart(const QString& path) const
 {
+    if (m_tabs->currentWidget() == m_timeline) {
+        // Not a QCustomPlot: the widget (search bar, lanes, axis) rendered as shown.
+        QWidget* c = m_timeline;
+        if (path.endsWith(QLatin1String(".png"), Qt::CaseInsensitive))
+            return c->grab().save(path, "PNG");
+        if (path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)) {
+            QSvgGenerator gen;
+            gen.setFileName(path);
+            gen.setSize(c->size());
+            gen.setViewBox(c->rect());
+            gen.setTitle(m_tabs->tabText(m_tabs->currentIndex()));
+            QPainter painter;
+            if (!painter.begin(&gen))
+                return false;
+            c->render(&painter);
+            painter.end();
+            return QFile::exists(path);
+        }
+        if (path.endsWith(QLatin1String(".pdf"), Qt::CaseInsensitive)) {
+            QPdfWriter pdf(path);
+            pdf.setPageSize(QPageSize(QSizeF(c->width(), c->height()), QPageSize::Point));
+            pdf.setPageMargins(QMarginsF(0, 0, 0, 0));
+            pdf.setResolution(72);
+            QPainter painter;
+            if (!painter.begin(&pdf))
+                return false;
+            c->render(&painter);
+            painter.end();
+            return QFile::exists(path);
+        }
+        return c->grab().save(path);
+    }
     QCustomPlot* p = currentPlot();
     if (!p)
         return false;
@@ -611,6 +616,8 @@ bool ResultsPage::exportRecord(const QString& path, const QString& kind) const
 
 int ResultsPage::itemCount(int tab) const
 {
+    if (m_tabs->widget(tab) == m_timeline)
+        return static_cast<int>(m_timeline->spans().size());
     auto* p = qobject_cast<QCustomPlot*>(m_tabs->widget(tab));
     if (!p)
         return 0;

@@ -1,9 +1,9 @@
 // results_page.h — charts of runs (QCustomPlot): per-layer compute vs communication per rank,
 // measured speedup against the predicted one, time to first token and inter-token latency against T
-// (measured beside predicted), a timeline per rank (zoom, pan, tooltips), a baseline-vs-current
+// (measured beside predicted), a timeline per rank (TimelineView), a baseline-vs-current
 // comparison, and collective benchmark curves. Per layer, timeline and comparison show prefill or
 // the representative decode step. Charts export to PNG, SVG and
-// PDF; records to JSON, CSV and Chrome trace.
+// PDF (the timeline: its widget rendered); records to JSON, CSV and Chrome trace.
 #pragma once
 
 #include "models/preview_service.h"
@@ -19,6 +19,8 @@ class QProcess;
 class QTabWidget;
 
 namespace tpui {
+
+class TimelineView;
 
 class ResultsPage final : public QWidget
 {
@@ -45,10 +47,13 @@ public:
     bool exportRecord(const QString& path, const QString& kind) const;
     // Number of plottables and items drawn in each chart (for tests and the status bar).
     int itemCount(int tab) const;
+    TimelineView* timeline() const { return m_timeline; }
 
 signals:
     void benchmarkFinished();
     void message(const QString& text);
+    // A timeline span was clicked: the module it belongs to.
+    void moduleActivated(const QString& modulePath);
 
 private:
     void refresh();
@@ -63,7 +68,9 @@ private:
     QJsonObject selectedPhase(const RunData& d) const;
 
     QTabWidget* m_tabs;
-    QCustomPlot *m_layers, *m_speedup, *m_latency, *m_timeline, *m_compare, *m_bench;
+    QCustomPlot *m_layers, *m_speedup, *m_latency;
+    TimelineView* m_timeline;
+    QCustomPlot *m_compare, *m_bench;
     QComboBox *m_tpBox, *m_rankBox, *m_phaseBox, *m_commBox;
     QLabel* m_info;
     std::shared_ptr<const RunData> m_run, m_baseline;

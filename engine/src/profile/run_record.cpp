@@ -88,6 +88,12 @@ PhaseTiming foldSpans(const ShardedGraph& g, const std::vector<Span>& spans, int
     const std::size_t L = static_cast<std::size_t>(maxLayer + 2);
     std::vector<std::vector<double>> compute(static_cast<std::size_t>(tp), std::vector<double>(L)),
         comm(static_cast<std::size_t>(tp), std::vector<double>(L));
+    // Each rank's comm span starts when it arrives at the collective; a collective's index names one
+    // occurrence within a forward, so the last arrival per index is when its transfer can start.
+    std::vector<double> lastArrival(g.collectives.size(), -std::numeric_limits<double>::infinity());
+    for (const Span& s : spans)
+        if (s.collective >= 0 && static_cast<std::size_t>(s.collective) < lastArrival.size())
+            lastArrival[static_cast<std::size_t>(s.collective)] = std::max(lastArrival[static_cast<std::size_t>(s.collective)], s.startUs);
     for (const Span& s : spans) {
         const GraphNode& n = g.graph.nodes[static_cast<std::size_t>(s.node)];
         RecordedSpan rs;
@@ -102,6 +108,7 @@ PhaseTiming foldSpans(const ShardedGraph& g, const std::vector<Span>& spans, int
             rs.name = fmt::format("{}/{}", n.name, collectiveName(c.kind));
             rs.kind = "comm";
             rs.op = collectiveName(c.kind);
+            rs.waitUs = std::clamp(lastArrival[static_cast<std::size_t>(s.collective)] - s.startUs, 0.0, std::max(0.0, d));
             comm[static_cast<std::size_t>(s.rank)][static_cast<std::size_t>(s.layer + 1)] += d;
         } else {
             rs.name = n.name;
@@ -199,9 +206,13 @@ nlohmann::ordered_json layersJson(const std::vector<LayerTiming>& layers)
 nlohmann::ordered_json spansJson(const std::vector<RecordedSpan>& spans)
 {
     auto out = nlohmann::ordered_json::array();
-    for (const auto& sp : spans)
-        out.push_back({{"rank", sp.rank}, {"name", sp.name}, {"kind", sp.kind}, {"op", sp.op}, {"layer", sp.layer},
-                       {"start_us", sp.startUs}, {"end_us", sp.endUs}, {"bytes", sp.bytes}});
+    for (const auto& sp : spans) {
+        nlohmann::ordered_json x{{"rank", sp.rank}, {"name", sp.name}, {"kind", sp.kind}, {"op", sp.op}, {"layer", sp.layer},
+                                 {"start_us", sp.startUs}, {"end_us", sp.endUs}, {"bytes", sp.bytes}};
+        if (sp.kind == "comm")
+            x["wait_us"] = sp.waitUs;
+        out.push_back(std::move(x));
+    }
     return out;
 }
 
@@ -330,6 +341,12 @@ Result<std::vector<RecordedSpan>> parseSpans(const Reader& r, int tp)
         TP_ASSIGN_OR_RETURN(x.startUs, sr.num("start_us"));
         TP_ASSIGN_OR_RETURN(x.endUs, sr.num("end_us"));
         TP_ASSIGN_OR_RETURN(x.bytes, sr.integer("bytes", 0, std::numeric_limits<std::int64_t>::max()));
+        if (sp.contains("wait_us")) { // optional: records from before it lack it
+            TP_ASSIGN_OR_RETURN(x.waitUs, sr.num("wait_us"));
+            if (x.waitUs > std::max(0.0, x.endUs - x.startUs))
+                return invalidArgument(fmt::format("{}: key 'wait_us' ({}) must not exceed the span's duration (end_us − start_us = {})",
+                                                   sr.where, x.waitUs, std::max(0.0, x.endUs - x.startUs)));
+        }
         out.push_back(std::move(x));
     }
     return out;
@@ -531,7 +548,9 @@ void writeChromeTrace(const RunRecord& rec, std::ostream& out)
                                   {"dur", std::max(0.0, s.endUs - s.startUs)},
                                   {"pid", s.rank},
                                   {"tid", phase == &r.spans ? r.tp : decodeTid},
-                                  {"args", {{"op", s.op}, {"layer", s.layer}, {"bytes", s.bytes}}}});
+                                  {"args", s.kind == "comm"
+                                               ? nlohmann::ordered_json{{"op", s.op}, {"layer", s.layer}, {"bytes", s.bytes}, {"wait_us", s.waitUs}}
+                                               : nlohmann::ordered_json{{"op", s.op}, {"layer", s.layer}, {"bytes", s.bytes}}}});
     }
     nlohmann::ordered_json j;
     j["traceEvents"] = std::move(events);

@@ -63,6 +63,13 @@ struct RecordedSpan
     int layer = -1;
     double startUs = 0, endUs = 0;
     std::int64_t bytes = 0;
+    // Comm spans: how long this rank waited for the others to arrive. A comm span starts when its
+    // rank arrives at the collective; the transfer can start when the last rank of the same
+    // collective of the same forward arrives, so waitUs = last arrival − this arrival, within
+    // [0, endUs − startUs], and the rest is the transfer. 0 for compute, for the last rank to arrive,
+    // for emulated runs (their collectives start when the last rank arrives: the wait is the gap
+    // before the span) and in records from before the field.
+    double waitUs = 0;
 };
 
 // The value below which a fraction p of the samples lie: sorted[min(n − 1, ⌊p·n⌋)] (p = 0.5: the
