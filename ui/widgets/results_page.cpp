@@ -387,7 +387,9 @@ const std::vector<tp::LayerTiming>* ResultsPage::typedLayers(const RunData& d) c
     const tp::TpRun* r = typedRun(d);
     if (!r)
         return nullptr;
-    return decodePhase() && r->decode.steps > 0 ? &r->decode.layers : &r->layers;
+    if (decodePhase())
+        return r->decode.steps > 0 ? &r->decode.layers : nullptr; // a baseline that did not decode has no step
+    return &r->layers;
 }
 
 std::optional<tp::HardwareProfile> ResultsPage::predictionProfile() const
@@ -764,8 +766,9 @@ void ResultsPage::plotCompare()
         m_compare->yAxis->setLabel(tr("time per forward"));
         showEmpty(m_compare, !m_baseline ? tr("No baseline: click Set as Baseline after a run, then run again to compare")
                                          : !m_run ? tr("No current run: run a plan to compare it with the baseline")
-                                                  : tr("The baseline has no T=%1: choose a tp size both runs measured")
-                                                        .arg(m_tpBox->currentData().toInt()));
+                                                  : tr("The baseline has no T=%1%2: choose a tp size and phase both runs measured")
+                                                        .arg(m_tpBox->currentData().toInt())
+                                                        .arg(decodePhase() ? tr(" decode step") : QString()));
         return m_compare->replot();
     }
     const int n = int(std::max(base->size(), cur->size()));
