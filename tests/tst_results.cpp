@@ -204,9 +204,17 @@ private slots:
         QVERIFY(ttft && ttft->name().contains(QStringLiteral("local-cpu")));
         QCOMPARE(plottables<QCPErrorBars>(plotOf(page, 2)).size(), std::size_t(2)); // TTFT min–max, ITL p10–p90
         QString shown;
-        for (int i = 0; i < p->itemCount(); ++i)
-            if (p->item(i)->objectName() == QLatin1String("profile-note"))
-                shown = qobject_cast<QCPItemText*>(p->item(i))->text();
+        for (int i = 0; i < p->plotLayout()->elementCount(); ++i)
+            if (auto* t = qobject_cast<QCPTextElement*>(p->plotLayout()->elementAt(i)); t && t->objectName() == QLatin1String("profile-note"))
+                shown = t->text();
+        // Re-plotting keeps one note, not one per refresh.
+        page.phaseBox()->setCurrentIndex(0);
+        page.setPreview(preview(toolbar));
+        int notes = 0;
+        for (int i = 0; i < p->plotLayout()->elementCount(); ++i)
+            if (auto* t = qobject_cast<QCPTextElement*>(p->plotLayout()->elementAt(i)); t && t->objectName() == QLatin1String("profile-note"))
+                ++notes;
+        QCOMPARE(notes, note ? 1 : 0);
         QCOMPARE(shown, page.profileNote());
         if (note) {
             QVERIFY2(shown.contains(QStringLiteral("local-cpu")) && shown.contains(QStringLiteral("h100-sxm-8")), qPrintable(shown));
@@ -215,8 +223,8 @@ private slots:
         }
     }
 
-    // Baseline vs current: an identical run is all within the noise; a run 4× faster beyond its
-    // spread is coloured faster, none slower.
+    // Baseline vs current: an identical run, and one 2 % faster within the same spread, are all
+    // within the noise; a run 100× faster beyond its spread is coloured faster, none slower.
     void baselineColoursOnlyBeyondTheNoise()
     {
         ResultsPage page;
@@ -227,6 +235,17 @@ private slots:
         QCOMPARE(barsNamed(p, QStringLiteral("current, faster"))->dataCount(), 0);
         QCOMPARE(barsNamed(p, QStringLiteral("current, slower"))->dataCount(), 0);
         const int layers = int(m_run->record.runs.back().layers.size());
+        QCOMPARE(barsNamed(p, QStringLiteral("current, within"))->dataCount(), layers);
+
+        // 2 % faster in the last iteration but with the same spread: noise, not a gain.
+        auto noisy = std::make_shared<RunData>(*m_run);
+        for (auto& r : noisy->record.runs)
+            for (auto& l : r.layers) {
+                l.computeUs *= 0.98;
+                l.commUs *= 0.98;
+            }
+        page.setRun(noisy);
+        QCOMPARE(barsNamed(p, QStringLiteral("current, faster"))->dataCount(), 0);
         QCOMPARE(barsNamed(p, QStringLiteral("current, within"))->dataCount(), layers);
 
         auto faster = std::make_shared<RunData>(*m_run);
@@ -272,6 +291,7 @@ private slots:
             QVERIFY2(!l.contains(QStringLiteral("1048576")) && !l.contains(QLatin1Char('e')), qPrintable(l));
         QVERIFY(p->yAxis->label().startsWith(QStringLiteral("time (ms)"))); // 16 MiB: 16.8 ms
         QVERIFY(!p->legend->outerRect().intersects(p->axisRect()->rect()));
+        QVERIFY(p->legend->outerRect().height() < p->axisRect()->rect().height()); // at the top, not stretched
 
         QSignalSpy done(&page, &ResultsPage::benchmarkFinished);
         page.runBenchmark(QStringLiteral("local"));

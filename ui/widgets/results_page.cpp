@@ -59,7 +59,7 @@ QCustomPlot* makePlot()
 }
 
 // A centred line over the axis rect saying why the chart is empty and what to do.
-void showEmpty(QCustomPlot* p, const QString& text)
+void showEmpty(QCustomPlot* p, const QString& text, bool hideLegend = true)
 {
     auto* t = new QCPItemText(p);
     t->setObjectName(QLatin1String(kEmptyName));
@@ -74,23 +74,30 @@ void showEmpty(QCustomPlot* p, const QString& text)
         f.setPointSizeF(f.pointSizeF() * 1.15);
     t->setFont(f);
     t->setClipToAxisRect(false);
+    if (hideLegend)
+        p->legend->setVisible(false); // an empty legend box says nothing
 }
 
-// A note in the chart's top left corner (inside the axis rect), e.g. which profile predicted.
+// A line above the chart (a row of its layout, so it never covers the curves or the legend), e.g.
+// which profile predicted; removed by clearNote.
+void clearNote(QCustomPlot* p)
+{
+    for (int i = 0; i < p->plotLayout()->elementCount(); ++i)
+        if (auto* t = qobject_cast<QCPTextElement*>(p->plotLayout()->elementAt(i)); t && t->objectName() == QLatin1String(kNoteName)) {
+            p->plotLayout()->remove(t);
+            p->plotLayout()->simplify();
+            return;
+        }
+}
+
 void showNote(QCustomPlot* p, const QString& text)
 {
-    auto* t = new QCPItemText(p);
+    clearNote(p);
+    p->plotLayout()->insertRow(0);
+    auto* t = new QCPTextElement(p, text);
     t->setObjectName(QLatin1String(kNoteName));
-    t->position->setType(QCPItemPosition::ptAxisRectRatio);
-    t->position->setCoords(0.01, 0.01);
-    t->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
-    t->setTextAlignment(Qt::AlignLeft);
-    t->setText(text);
-    t->setColor(slowerColor());
-    QColor bg = p->palette().color(QPalette::Base);
-    bg.setAlpha(215);
-    t->setBrush(bg);
-    t->setPadding(QMargins(4, 2, 4, 2));
+    t->setTextColor(slowerColor());
+    p->plotLayout()->addElement(0, 0, t);
 }
 
 // Min–max whiskers around `g`'s points (errors below and above each value).
@@ -287,8 +294,13 @@ ResultsPage::ResultsPage(QWidget* parent)
         });
     // The collective benchmark's legend beside the curves, never over them.
     m_bench->axisRect()->insetLayout()->take(m_bench->legend);
-    m_bench->plotLayout()->addElement(0, 1, m_bench->legend);
+    auto* side = new QCPLayoutGrid;
+    m_bench->plotLayout()->addElement(0, 1, side);
     m_bench->plotLayout()->setColumnStretchFactor(1, 0.001);
+    side->addElement(0, 0, m_bench->legend);
+    side->addElement(1, 0, new QCPLayoutElement(m_bench)); // the legend at the top, the rest empty
+    side->setRowStretchFactor(0, 0.001);
+    side->setRowStretchFactor(1, 1);
     m_bench->legend->setMargins(QMargins(6, 6, 6, 6));
     refresh();
     plotBenchmark();
@@ -435,6 +447,13 @@ QString ResultsPage::profileNote() const
 
 QString ResultsPage::exportTitle() const
 {
+    if (m_tabs->currentWidget() == m_bench) {
+        QStringList comms;
+        for (const auto& [comm, rows] : m_benchRows)
+            comms << comm;
+        return tr("Collectives — tpstudio-cli bench comm, 2 ranks, over %1")
+            .arg(comms.isEmpty() ? tr("nothing yet") : comms.join(QStringLiteral(", ")));
+    }
     if (!m_run)
         return m_tabs->tabText(m_tabs->currentIndex()).remove(QLatin1Char('&'));
     const tp::RunSettings& s = m_run->record.settings;
@@ -464,6 +483,7 @@ void ResultsPage::plotLayers()
 {
     m_layers->clearPlottables();
     m_layers->clearItems();
+    m_layers->legend->setVisible(true);
     const tp::TpRun* run = m_run ? typedRun(*m_run) : nullptr;
     if (!run) {
         showEmpty(m_layers, tr("No run yet: run a plan on the Run page (Run ▶); per-layer compute and communication appear here"));
@@ -549,6 +569,8 @@ void ResultsPage::plotSpeedup()
 {
     m_speedup->clearPlottables();
     m_speedup->clearItems();
+    m_speedup->legend->setVisible(true);
+    clearNote(m_speedup);
     QVector<double> mx, my, lo, hi, px, py;
     const tp::RunRecord* rec = m_run ? &m_run->record : nullptr;
     double t1 = 0;
@@ -612,7 +634,7 @@ void ResultsPage::plotSpeedup()
     if (!rec)
         showEmpty(m_speedup, tr("No run yet: run the plan at T=1 and larger sizes (e.g. 1,2,4) to measure the speedup"));
     else if (mx.isEmpty())
-        showEmpty(m_speedup, tr("No speedup: the run has no T=1 to compare with; include 1 in the tp sizes"));
+        showEmpty(m_speedup, tr("No speedup: the run has no T=1 to compare with; include 1 in the tp sizes"), false);
     else if (const QString note = profileNote(); !note.isEmpty())
         showNote(m_speedup, note);
     m_speedup->replot();
@@ -625,6 +647,8 @@ void ResultsPage::plotLatency()
 {
     m_latency->clearPlottables();
     m_latency->clearItems();
+    m_latency->legend->setVisible(true);
+    clearNote(m_latency);
     m_latency->yAxis2->setVisible(true);
     m_latency->xAxis->setTicker(tpTicker());
     m_latency->xAxis->setLabel(tr("tp size"));
@@ -759,6 +783,7 @@ void ResultsPage::plotCompare()
 {
     m_compare->clearPlottables();
     m_compare->clearItems();
+    m_compare->legend->setVisible(true);
     const auto* cur = m_run ? typedLayers(*m_run) : nullptr;
     const auto* base = m_baseline ? typedLayers(*m_baseline) : nullptr;
     if (!m_run || !m_baseline || !cur || !base) {
@@ -864,6 +889,7 @@ void ResultsPage::plotBenchmark()
 {
     m_bench->clearPlottables();
     m_bench->clearItems();
+    m_bench->legend->setVisible(true);
     m_bench->xAxis->setScaleType(QCPAxis::stLogarithmic);
     QSharedPointer<BytesTicker> bytes(new BytesTicker);
     bytes->setLogBase(4);
@@ -930,8 +956,10 @@ void ResultsPage::plotBenchmark()
     }
     m_bench->yAxis2->setRange(0, std::max(0.1, maxBw * 1.1));
     if (m_benchProc)
-        showEmpty(m_bench, tr("Benchmarking collectives over %1… (tpstudio-cli bench comm, about 10 s)")
-                               .arg(m_benchProc->property("communicator").toString()));
+        showEmpty(m_bench,
+                  tr("Benchmarking collectives over %1… (tpstudio-cli bench comm, about 10 s)")
+                      .arg(m_benchProc->property("communicator").toString()),
+                  maxT <= 0);
     else if (maxT <= 0)
         showEmpty(m_bench, tr("No collective benchmark yet: Benchmark Collectives runs bench comm (~10 s)"));
     m_bench->replot();
