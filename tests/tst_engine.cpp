@@ -9,6 +9,7 @@
 #include "tp/runtime/arena.h"
 #include "tp/runtime/communicator.h"
 #include "tp/runtime/executor.h"
+#include "tp/profile/run_record.h"
 
 #include "testutils.h"
 
@@ -1147,6 +1148,77 @@ private slots:
         QCOMPARE(r->iterationSeconds.size(), std::size_t(iterations));
         QCOMPARE(r->decode.stepSeconds.size(), std::size_t(iterations * steps));
         QCOMPARE(r->stepLogits.size(), keepLogits ? std::size_t(steps * o.batch * s.config.vocabSize) : std::size_t(0));
+    }
+
+    // Per-layer spread: every timed prefill iteration's per-layer compute + comm (slowest rank) and
+    // the last iteration's sampled decode steps; the record carries [min, median, max] per layer,
+    // the last iteration's figure lies within it, it round-trips through JSON, and a hostile
+    // spread is refused naming the key while a record without one (older versions) still reads.
+    void layerSpreadOverIterations()
+    {
+        const ModelSpec s = tptest::openSpec("example");
+        RunOptions o;
+        o.seq = 8;
+        o.warmup = 1;
+        o.iterations = 4;
+        o.decodeSteps = 3;
+        const ShardedGraph g = shardModel(s, defaultPlan(s, 2), {.batch = o.batch, .seq = o.seq});
+        auto r = runModel(s, g, {}, o);
+        QVERIFY2(r.ok(), r.status().message().c_str());
+        QVERIFY(!r->layerSamplesUs.empty());
+        for (const auto& samples : r->layerSamplesUs)
+            QCOMPARE(samples.size(), std::size_t(4));
+        QCOMPARE(r->decode.layerSamplesUs.size(), r->layerSamplesUs.size());
+        for (const auto& samples : r->decode.layerSamplesUs)
+            QCOMPARE(samples.size(), std::size_t(3)); // every step of the last iteration is sampled (3 < 64)
+        RunRecord rec;
+        rec.settings.batch = o.batch;
+        rec.settings.seq = o.seq;
+        rec.settings.decodeSteps = o.decodeSteps;
+        rec.settings.iterations = o.iterations;
+        rec.settings.warmup = o.warmup;
+        addRun(rec, g, *r);
+        QCOMPARE(rec.runs.size(), std::size_t(1));
+        for (const auto* layers : {&rec.runs[0].layers, &rec.runs[0].decode.layers}) {
+            QVERIFY(layers->size() >= 3);
+            for (const LayerTiming& l : *layers) {
+                QVERIFY2(l.hasSpread, qPrintable(QStringLiteral("layer %1").arg(l.layer)));
+                QVERIFY(l.minUs <= l.medianUs && l.medianUs <= l.maxUs);
+                if (l.layer >= 0)
+                    QVERIFY(l.minUs > 0);
+                // The last iteration's (or the representative step's) figure is one of the samples.
+                const double last = l.computeUs + l.commUs;
+                QVERIFY2(last >= l.minUs - 1e-6 && last <= l.maxUs + 1e-6,
+                         qPrintable(QStringLiteral("layer %1: %2 outside [%3, %4]").arg(l.layer).arg(last).arg(l.minUs).arg(l.maxUs)));
+            }
+        }
+        const std::string text = recordToJson(rec).dump();
+        auto back = parseRunRecord(text, "spread.json");
+        QVERIFY2(back.ok(), back.status().message().c_str());
+        for (std::size_t i = 0; i < rec.runs[0].layers.size(); ++i) {
+            const LayerTiming &a = rec.runs[0].layers[i], &b = back->runs[0].layers[i];
+            QVERIFY(b.hasSpread);
+            QCOMPARE(b.minUs, a.minUs);
+            QCOMPARE(b.medianUs, a.medianUs);
+            QCOMPARE(b.maxUs, a.maxUs);
+        }
+        QVERIFY(back->runs[0].decode.layers[1].hasSpread);
+        // Older records: no spread_us, still read, no spread.
+        nlohmann::json j = nlohmann::json::parse(text);
+        for (auto& l : j["runs"][0]["layers"])
+            l.erase("spread_us");
+        auto old = parseRunRecord(j.dump(), "old.json");
+        QVERIFY2(old.ok(), old.status().message().c_str());
+        QVERIFY(!old->runs[0].layers[0].hasSpread);
+        // Hostile spreads: refused, naming the key.
+        for (const char* bad : {R"([1, 2])", R"([3, 2, 1])", R"([-1, 0, 1])", R"(["a", 1, 2])", R"([1, 2, 1e300])", R"({"min": 1})"}) {
+            nlohmann::json h = nlohmann::json::parse(text);
+            h["runs"][0]["layers"][1]["spread_us"] = nlohmann::json::parse(bad);
+            auto e = parseRunRecord(h.dump(), "hostile.json");
+            QVERIFY2(!e.ok(), bad);
+            QVERIFY2(e.status().message().find("'spread_us'") != std::string::npos, e.status().message().c_str());
+            QVERIFY(e.status().message().find("hostile.json") != std::string::npos);
+        }
     }
 
     void emulatedRanksAreExactAndModelled()

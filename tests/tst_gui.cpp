@@ -558,7 +558,7 @@ private slots:
         QCOMPARE(failed.count(), 0);
         ResultsPage* res = w.resultsPage();
         QVERIFY(res->run());
-        QCOMPARE(res->run()->record.value(QStringLiteral("runs")).toArray().size(), 2);
+        QCOMPARE(res->run()->record.runs.size(), std::size_t(2));
         QCOMPARE(w.tabs()->currentIndex(), int(MainWindow::ResultsPageIndex));
         QVERIFY(res->itemCount(0) > 0); // per-layer bars
         QVERIFY(res->itemCount(1) > 0); // speedup points
@@ -632,9 +632,9 @@ private slots:
         QSignalSpy done(run, &RunPage::runFinished);
         run->start();
         QVERIFY2(done.wait(120000), qPrintable(run->log()->toPlainText()));
-        const QJsonObject settings = w.resultsPage()->run()->record.value(QStringLiteral("settings")).toObject();
-        QCOMPARE(settings.value(QStringLiteral("emulated")).toBool(), true);
-        QCOMPARE(settings.value(QStringLiteral("storage_dtype")).toString(), QStringLiteral("bf16"));
+        const tp::RunSettings& settings = w.resultsPage()->run()->record.settings;
+        QCOMPARE(settings.emulated, true);
+        QCOMPARE(settings.dtype, std::string("bf16"));
         QVERIFY(run->log()->toPlainText().contains(QStringLiteral("emulated: communication modelled")));
         QVERIFY(w.resultsPage()->infoText().contains(QStringLiteral("EMULATED")));
     }

@@ -2,8 +2,10 @@
 // measured speedup against the predicted one, time to first token and inter-token latency against T
 // (measured beside predicted), a timeline per rank (TimelineView), a baseline-vs-current
 // comparison, and collective benchmark curves. Per layer, timeline and comparison show prefill or
-// the representative decode step. Charts export to PNG, SVG and
-// PDF (the timeline: its widget rendered); records to JSON, CSV and Chrome trace.
+// the representative decode step. Every measured figure carries its spread (min–max over the timed
+// iterations); predictions use the run's own settings on a profile of the run's backend. Charts
+// export to PNG, SVG and PDF with a title line (the timeline: its widget rendered); records to JSON,
+// CSV and Chrome trace.
 #pragma once
 
 #include "models/preview_service.h"
@@ -13,6 +15,7 @@
 #include <QWidget>
 
 class QCustomPlot;
+class QPushButton;
 class QComboBox;
 class QLabel;
 class QProcess;
@@ -48,6 +51,15 @@ public:
     // Number of plottables and items drawn in each chart (for tests and the status bar).
     int itemCount(int tab) const;
     TimelineView* timeline() const { return m_timeline; }
+    // The centred text a chart shows when it has nothing to show ("" when it shows data).
+    QString emptyText(int tab) const;
+    // The hardware profile predictions on Results use for the current run: a calibrated profile of
+    // this CPU or local-cpu for a CPU run, the toolbar's for a CUDA run (nullopt: none).
+    std::optional<tp::HardwareProfile> predictionProfile() const;
+    // The visible note when the toolbar's profile is not the one predictions use ("" when equal).
+    QString profileNote() const;
+    // The title line drawn into exported charts: model, T, profile, batch × seq, dtype, phase.
+    QString exportTitle() const;
 
 signals:
     void benchmarkFinished();
@@ -63,9 +75,10 @@ private:
     void plotTimeline();
     void plotCompare();
     void plotBenchmark();
-    QJsonObject selectedRun(const RunData& d) const;
-    // The selected run's prefill, or its decode step (layers and spans) when that phase is chosen.
-    QJsonObject selectedPhase(const RunData& d) const;
+    // The selected tp size's typed run and phase (nullptr when the run has no such tp size).
+    const tp::TpRun* typedRun(const RunData& d) const;
+    const std::vector<tp::LayerTiming>* typedLayers(const RunData& d) const;
+    bool decodePhase() const;
 
     QTabWidget* m_tabs;
     QCustomPlot *m_layers, *m_speedup, *m_latency;
@@ -73,6 +86,8 @@ private:
     QCustomPlot *m_compare, *m_bench;
     QComboBox *m_tpBox, *m_rankBox, *m_phaseBox, *m_commBox;
     QLabel* m_info;
+    QPushButton* m_benchButton;
+    std::vector<tp::HardwareProfile> m_userProfiles; // calibrated profiles, read when a run is set
     std::shared_ptr<const RunData> m_run, m_baseline;
     std::shared_ptr<const PreviewResult> m_preview;
     std::map<QString, QJsonArray> m_benchRows;

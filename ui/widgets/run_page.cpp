@@ -11,6 +11,7 @@
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QIcon>
+#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QLabel>
@@ -359,9 +360,28 @@ void RunPage::finished(int code, QProcess::ExitStatus status)
         emit runFailed(failure);
         return;
     }
-    m_progress->setValue(m_progress->maximum());
     auto data = std::make_shared<RunData>();
-    data->record = m_record;
+    // The record the Results page reads: the child's JSON file, parsed by the engine's own reader
+    // (a record it cannot read is the run's failure, named by its key).
+    const QString jsonPath = m_dir->filePath(QStringLiteral("run.json"));
+    QFile file(jsonPath);
+    QString parseError;
+    if (!file.open(QIODevice::ReadOnly)) {
+        parseError = tr("The run record %1 could not be read: %2").arg(jsonPath, file.errorString());
+    } else {
+        const QByteArray text = file.read(std::int64_t(1) << 30);
+        auto rec = tp::parseRunRecord(std::string_view(text.constData(), std::size_t(text.size())), "run.json");
+        if (rec.ok())
+            data->record = std::move(*rec);
+        else
+            parseError = tr("The run record could not be read: %1").arg(QString::fromStdString(rec.status().message()));
+    }
+    if (!parseError.isEmpty()) {
+        m_log->appendPlainText(parseError);
+        emit runFailed(parseError);
+        return;
+    }
+    m_progress->setValue(m_progress->maximum());
     data->tracePath = m_dir->filePath(QStringLiteral("trace.json"));
     data->csvPath = m_dir->filePath(QStringLiteral("spans.csv"));
     data->jsonPath = m_dir->filePath(QStringLiteral("run.json"));

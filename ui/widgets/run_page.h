@@ -3,6 +3,8 @@
 // and the run record when it ends.
 #pragma once
 
+#include "tp/profile/run_record.h"
+
 #include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
@@ -26,7 +28,7 @@ class PlanDocument;
 
 struct RunData
 {
-    QJsonObject record;                 // tpstudio.run/2
+    tp::RunRecord record;               // the child's run.json, read with tp::parseRunRecord
     QString tracePath, csvPath, jsonPath; // files the child wrote
     std::shared_ptr<QTemporaryDir> dir;   // holds them while the run is shown
 };

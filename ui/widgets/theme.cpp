@@ -82,8 +82,9 @@ void colourPlot(QCustomPlot* plot)
     plot->legend->setBorderPen(QPen(pal.color(QPalette::Mid)));
     plot->legend->setTextColor(text);
     for (int i = 0; i < plot->plotLayout()->elementCount(); ++i)
-        if (auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->elementAt(i)))
+        if (auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->elementAt(i)); title && title->property("themed").toBool())
             title->setTextColor(text);
+    // Texts that take the palette's text colour say so (property "themed"); notes keep their colour.
     for (int i = 0; i < plot->itemCount(); ++i)
         if (auto* label = qobject_cast<QCPItemText*>(plot->item(i)); label && label->property("themed").toBool())
             label->setColor(text);

@@ -142,6 +142,21 @@ PhaseTiming foldSpans(const ShardedGraph& g, const std::vector<Span>& spans, int
     return out;
 }
 
+// The spread of each layer's samples ([slot][sample], slot = layer + 1) onto its timing.
+void addSpread(std::vector<LayerTiming>& layers, const std::vector<std::vector<double>>& samples)
+{
+    for (LayerTiming& t : layers) {
+        const auto slot = static_cast<std::size_t>(t.layer + 1);
+        if (slot >= samples.size() || samples[slot].empty())
+            continue;
+        const auto& v = samples[slot];
+        t.hasSpread = true;
+        t.minUs = *std::min_element(v.begin(), v.end());
+        t.maxUs = *std::max_element(v.begin(), v.end());
+        t.medianUs = percentile(v, 0.5);
+    }
+}
+
 } // namespace
 
 void addRun(RunRecord& record, const ShardedGraph& g, const Measurement& result)
@@ -156,6 +171,7 @@ void addRun(RunRecord& record, const ShardedGraph& g, const Measurement& result)
     run.tokensPerSecond = run.medianSeconds > 0 ? tokens / run.medianSeconds : 0;
     PhaseTiming prefill = foldSpans(g, result.spans, run.tp);
     run.layers = std::move(prefill.layers);
+    addSpread(run.layers, result.layerSamplesUs);
     run.spans = std::move(prefill.spans);
     run.commShare = prefill.commShare;
 
@@ -172,6 +188,7 @@ void addRun(RunRecord& record, const ShardedGraph& g, const Measurement& result)
         d.spanStep = dm.spanStep;
         PhaseTiming step = foldSpans(g, dm.spans, run.tp);
         d.layers = std::move(step.layers);
+        addSpread(d.layers, dm.layerSamplesUs);
         d.spans = std::move(step.spans);
         d.commShare = step.commShare;
         d.generated = dm.generated;
@@ -198,8 +215,12 @@ constexpr const char* kSchema = "tpstudio.run/2";
 nlohmann::ordered_json layersJson(const std::vector<LayerTiming>& layers)
 {
     auto out = nlohmann::ordered_json::array();
-    for (const auto& l : layers)
-        out.push_back({{"layer", l.layer}, {"compute_us", l.computeUs}, {"comm_us", l.commUs}});
+    for (const auto& l : layers) {
+        nlohmann::ordered_json x = {{"layer", l.layer}, {"compute_us", l.computeUs}, {"comm_us", l.commUs}};
+        if (l.hasSpread)
+            x["spread_us"] = {l.minUs, l.medianUs, l.maxUs};
+        out.push_back(std::move(x));
+    }
     return out;
 }
 
@@ -319,6 +340,30 @@ Result<std::vector<LayerTiming>> parseLayers(const Reader& r)
         t.layer = static_cast<int>(layer);
         TP_ASSIGN_OR_RETURN(t.computeUs, lr.num("compute_us"));
         TP_ASSIGN_OR_RETURN(t.commUs, lr.num("comm_us"));
+        if (l.is_object() && l.contains("spread_us")) { // added later in schema 2: optional
+            const auto& v = l["spread_us"];
+            auto bad = [&] {
+                return invalidArgument(fmt::format("{}: key 'spread_us' must be [min, median, max] µs, numbers from 0 to 1e15 "
+                                                   "with min <= median <= max, found {}",
+                                                   lr.where, jsonExcerpt(v)));
+            };
+            if (!v.is_array() || v.size() != 3)
+                return bad();
+            double x[3];
+            for (std::size_t i = 0; i < 3; ++i) {
+                if (!v[i].is_number())
+                    return bad();
+                x[i] = v[i].get<double>();
+                if (!(x[i] >= 0 && x[i] <= 1e15))
+                    return bad();
+            }
+            if (!(x[0] <= x[1] && x[1] <= x[2]))
+                return bad();
+            t.hasSpread = true;
+            t.minUs = x[0];
+            t.medianUs = x[1];
+            t.maxUs = x[2];
+        }
         out.push_back(t);
     }
     return out;

@@ -128,6 +128,9 @@ struct Rank
     std::vector<Span> spans;                   // the last iteration's prefill
     std::vector<std::vector<Span>> stepSpans;  // the last iteration's sampled decode steps (every spanStride-th)
     std::size_t sampledSteps = 0;              // of stepSpans, filled
+    // Per timed prefill iteration, per layer slot (layer + 1): compute µs then comm µs of this rank,
+    // flat [iteration][slot][compute, comm]; reserved in setUp.
+    std::vector<double> layerSums;
     std::vector<double> iterations, steps;     // timed prefills and decode steps
     // Per phase, per collective: the elements each rank contributes or keeps (rows · piece width).
     std::vector<std::vector<std::vector<std::int64_t>>> counts;
@@ -165,8 +168,12 @@ public:
         m_events.collectives = static_cast<int>(g.collectives.size());
         for (const NodeSharding& ns : g.nodes)
             m_dispatchOrdinal.push_back(ns.dispatch >= 0 ? m_dispatched++ : -1);
-        for (const auto& n : g.graph.nodes)
+        int maxLayer = -1;
+        for (const auto& n : g.graph.nodes) {
             m_nvtx.push_back(nvtxName(n.name, n.layer));
+            maxLayer = std::max(maxLayer, n.layer);
+        }
+        m_layerSlots = static_cast<std::size_t>(maxLayer + 2);
         m_tokens = o.tokens;
         if (m_tokens.empty())
             for (std::int64_t i = 0; i < m_N; ++i)
@@ -263,6 +270,19 @@ public:
         }
         res.iterationSeconds = m_ranks[0].iterations;
         res.decode.stepSeconds = m_ranks[0].steps;
+        {
+            std::vector<std::vector<double>> decodeSums;
+            std::vector<const std::vector<double>*> prefill, decode;
+            for (const Rank& k : m_ranks) {
+                prefill.push_back(&k.layerSums);
+                decodeSums.push_back(decodeLayerSums(k));
+            }
+            for (const auto& d : decodeSums)
+                decode.push_back(&d);
+            res.layerSamplesUs = foldLayerSums(prefill);
+            if (m_o.decodeSteps > 0)
+                res.decode.layerSamplesUs = foldLayerSums(decode);
+        }
         m_ranks.clear(); // device memory goes back before the backends and communicators do
         return res;
     }
@@ -303,6 +323,8 @@ public:
         const RankFootprint mine = footprint(k);
         const std::vector<Span> spans = std::move(k.spans);
         const int mySample = representativeSample(k);
+        const std::vector<double> prefillSums = std::move(k.layerSums);
+        const std::vector<double> decodeSums = decodeLayerSums(k);
         const std::vector<std::vector<Span>> stepSpans = std::move(k.stepSpans);
         RunResult res = result(mineBackend);
         res.loadSeconds = k.loadSeconds;
@@ -323,6 +345,25 @@ public:
         TP_RETURN_IF_ERROR(host.exchange(std::vector<std::int64_t>{mine.weightBytes, mine.workspaceBytes, mine.allocations}, all, counts));
         for (std::size_t i = 0; i + 2 < all.size(); i += 3)
             res.footprint.push_back({all[i], all[i + 1], all[i + 2]});
+        // Every rank's per-layer sums (prefill iterations, then decode samples) as integer ns.
+        for (const auto* sums : {&prefillSums, &decodeSums}) {
+            std::vector<std::int64_t> ns;
+            ns.reserve(sums->size());
+            for (double us : *sums)
+                ns.push_back(std::llround(us * 1e3));
+            TP_RETURN_IF_ERROR(host.exchange(ns, all, counts));
+            std::vector<std::vector<double>> perRank(static_cast<std::size_t>(m_T));
+            std::size_t from = 0;
+            for (int p = 0; p < m_T && p < static_cast<int>(counts.size()); ++p)
+                for (std::int64_t i = 0; i < counts[static_cast<std::size_t>(p)] && from < all.size(); ++i)
+                    perRank[static_cast<std::size_t>(p)].push_back(static_cast<double>(all[from++]) / 1e3);
+            std::vector<const std::vector<double>*> ranks;
+            for (const auto& v : perRank)
+                ranks.push_back(&v);
+            (sums == &prefillSums ? res.layerSamplesUs : res.decode.layerSamplesUs) = foldLayerSums(ranks);
+        }
+        if (m_o.decodeSteps == 0)
+            res.decode.layerSamplesUs.clear();
         std::vector<std::int64_t> packed; // node, collective, start ns, end ns, phase (0 prefill, 1 decode)
         auto pack = [&](const std::vector<Span>& from, std::int64_t phase) {
             for (const Span& s : from)
@@ -475,6 +516,55 @@ private:
                 names.push_back(b->name());
         res.devices = fmt::format("{}", fmt::join(names, ", "));
         return res;
+    }
+
+    // Layer slots of a forward: one per decoder layer and one (slot 0) for what lies outside them.
+    std::size_t layerSlots() const { return m_layerSlots; }
+
+    // Appends one forward's per-slot compute and comm µs of one rank to `out` ([slot][compute, comm]).
+    void addLayerSums(const std::vector<Span>& spans, std::vector<double>& out) const
+    {
+        const std::size_t L = layerSlots(), at = out.size();
+        out.resize(at + 2 * L, 0.0);
+        for (const Span& s : spans) {
+            const auto slot = static_cast<std::size_t>(s.layer + 1);
+            if (slot < L)
+                out[at + 2 * slot + (s.collective >= 0 ? 1 : 0)] += s.endUs - s.startUs;
+        }
+    }
+
+    // Every rank's sums ([sample][slot][compute, comm], one vector per rank) folded as the record
+    // folds a forward's spans: per layer the slowest rank's compute plus the slowest rank's comm.
+    // Returns [slot][sample]; empty when the ranks disagree on the number of samples.
+    std::vector<std::vector<double>> foldLayerSums(const std::vector<const std::vector<double>*>& ranks) const
+    {
+        const std::size_t L = layerSlots();
+        if (ranks.empty() || L == 0 || ranks[0]->size() % (2 * L) != 0)
+            return {};
+        const std::size_t samples = ranks[0]->size() / (2 * L);
+        for (const auto* r : ranks)
+            if (r->size() != samples * 2 * L)
+                return {};
+        std::vector<std::vector<double>> out(L, std::vector<double>(samples, 0.0));
+        for (std::size_t i = 0; i < samples; ++i)
+            for (std::size_t l = 0; l < L; ++l) {
+                double c = 0, m = 0;
+                for (const auto* r : ranks) {
+                    c = std::max(c, (*r)[(i * L + l) * 2]);
+                    m = std::max(m, (*r)[(i * L + l) * 2 + 1]);
+                }
+                out[l][i] = c + m;
+            }
+        return out;
+    }
+
+    // One rank's sums of the last iteration's sampled decode steps.
+    std::vector<double> decodeLayerSums(const Rank& k) const
+    {
+        std::vector<double> out;
+        for (const auto& step : k.stepSpans)
+            addLayerSums(step, out);
+        return out;
     }
 
     // Spans are kept for at most kSpanSamples evenly spaced steps of the last iteration (memory
@@ -644,6 +734,7 @@ private:
         for (auto& step : k.stepSpans)
             step.reserve(spans);
         k.iterations.reserve(static_cast<std::size_t>(std::max(m_o.iterations, 1)));
+        k.layerSums.reserve(static_cast<std::size_t>(std::max(m_o.iterations, 1)) * 2 * layerSlots());
         k.steps.reserve(static_cast<std::size_t>(std::max(m_o.iterations, 1)) * static_cast<std::size_t>(m_o.decodeSteps));
         if (m_o.decodeSteps > 0)
             k.ids.assign(static_cast<std::size_t>(m_o.batch), 0);
@@ -766,9 +857,11 @@ private:
             const auto t0 = Clock::now();
             TP_RETURN_IF_ERROR(forward(k));
             TP_RETURN_IF_ERROR(k.comm->barrier());
-            TP_ASSIGN_OR_RETURN(const double secs, spansOf(k, std::chrono::duration<double>(Clock::now() - t0).count(), last));
-            if (!warm)
+            TP_ASSIGN_OR_RETURN(const double secs, spansOf(k, std::chrono::duration<double>(Clock::now() - t0).count(), !warm));
+            if (!warm) {
                 k.iterations.push_back(secs);
+                addLayerSums(k.lastSpans, k.layerSums); // within the capacity setUp reserved
+            }
             if (last) {
                 k.spans = k.lastSpans;
                 if (k.r == 0)
@@ -1315,6 +1408,7 @@ private:
     EventMap m_events;
     std::vector<int> m_dispatchOrdinal;    // per node: its place among the dispatched experts nodes, -1: not one
     int m_dispatched = 0;
+    std::size_t m_layerSlots = 1;                 // decoder layers + 1 (slot 0: outside them)
     std::vector<std::string> m_nvtx;
     std::vector<std::string> m_labels;                    // per collective: "layer 3/self_attn.o_proj/all_reduce"
     std::vector<std::vector<std::int64_t>> m_offsets;     // per collective: 0, then where each rank's columns end

@@ -81,6 +81,10 @@ struct LayerTiming
     int layer = -1;            // -1: outside the decoder layers
     double computeUs = 0;      // slowest rank
     double commUs = 0;
+    // Spread of compute + comm over the timed iterations (prefill) or the sampled steps of the last
+    // iteration (decode): min, median, max. hasSpread false: not measured (records before it).
+    bool hasSpread = false;
+    double minUs = 0, medianUs = 0, maxUs = 0;
 };
 
 // Per-layer totals of one forward's spans (slowest rank per layer) and the slowest rank's share of

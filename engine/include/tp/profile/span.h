@@ -38,6 +38,9 @@ struct DecodeMeasurement
     std::vector<Span> spans;                   // every rank, one representative step of the last iteration: the
                                                // median of up to 64 evenly spaced steps
     int spanStep = -1;                         // which step of the last iteration that is
+    // Per layer (index layer + 1; 0: outside the layers), per sampled step of the last iteration:
+    // compute + communication µs, each the slowest rank's (the per-layer rule of the record's layers).
+    std::vector<std::vector<double>> layerSamplesUs;
     std::vector<std::vector<std::int32_t>> generated; // per sequence, the steps + 1 tokens of the last iteration
                                                       // (the first from prefill)
 };
@@ -51,6 +54,10 @@ struct Measurement
                                                // token's argmax when decoding (time to first token)
     std::vector<Span> spans;                   // every rank, last timed iteration's prefill
     std::vector<RankFootprint> footprint;      // per rank
+    // Per layer (index layer + 1; 0: outside the layers), per timed iteration: prefill's compute +
+    // communication µs, each the slowest rank's (the per-layer rule of the record's layers). Its
+    // spread over iterations is the noise of a layer's figure.
+    std::vector<std::vector<double>> layerSamplesUs;
     // Single-device emulation: compute spans were measured one rank at a time on one device,
     // collective spans and the iteration times come from the hardware profile's model.
     bool emulated = false;
