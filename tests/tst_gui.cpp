@@ -928,6 +928,17 @@ private slots:
         QVERIFY(found.wait(120000));
         QVERIFY(listed.count() >= 2); // listed, then gone
         QVERIFY(w.jobs()->jobs().empty());
+        // A run is listed, and Stop in the list cancels it.
+        w.runPage()->tpSizes()->setText(QStringLiteral("1"));
+        w.runPage()->seqBox()->setValue(2048);
+        QSignalSpy failed(w.runPage(), &RunPage::runFailed);
+        w.runPage()->start();
+        QCOMPARE(int(w.jobs()->jobs().size()), 1);
+        QCOMPARE(w.jobs()->jobs().front().title, QStringLiteral("Running the plan"));
+        QVERIFY(w.jobs()->cancel(w.jobs()->jobs().front().id));
+        QVERIFY(failed.count() > 0 || failed.wait(30000));
+        QVERIFY(failed.last().first().toString().contains(QStringLiteral("cancelled")));
+        QVERIFY(w.jobs()->jobs().empty());
     }
 
     // Every table and the tree say why they are empty.
@@ -1193,10 +1204,15 @@ private slots:
         QVERIFY2(p->feasibility[0].message.find("the smallest tp size that fits is 2") != std::string::npos,
                  p->feasibility[0].message.c_str());
         QCOMPARE(w.diagnosticsModel()->count(tp::Severity::Error), 1);
+        // The tab's text (and so every tab's place) stays; its tooltip counts.
+        QCOMPARE(w.tabs()->tabText(MainWindow::DiagnosticsPage), QStringLiteral("Diagnostics"));
+        QVERIFY(w.tabs()->tabToolTip(MainWindow::DiagnosticsPage).startsWith(QStringLiteral("1 error")));
         w.tpBox()->setValue(2);
         QVERIFY(settle(w));
         QVERIFY(w.previews()->latest()->feasibility.empty());
         QCOMPARE(w.diagnosticsModel()->count(tp::Severity::Error), 0);
+        QCOMPARE(w.tabs()->tabText(MainWindow::DiagnosticsPage), QStringLiteral("Diagnostics"));
+        QVERIFY(w.tabs()->tabToolTip(MainWindow::DiagnosticsPage).startsWith(QStringLiteral("0 error")));
         // T=2 at a long context: the KV cache and activations count too (batch 1 × 131072 tokens).
         w.seqBox()->setValue(131072);
         QVERIFY(settle(w));

@@ -346,6 +346,11 @@ MainWindow::MainWindow(QWidget* parent)
     m_jobsButton = new JobsButton(m_jobs);
     statusBar()->addPermanentWidget(m_jobsButton);
     statusBar()->addPermanentWidget(m_previewLabel);
+    const auto runEnded = track(m_runPage, &RunPage::runStarted, &RunPage::runFinished, tr("Running the plan"),
+                                [this] { m_runPage->cancel(); });
+    connect(m_runPage, &RunPage::runFailed, this, runEnded);
+    track(m_results, &ResultsPage::benchmarkStarted, &ResultsPage::benchmarkFinished, tr("Benchmarking collectives"),
+          [this] { m_results->stopBenchmark(); });
     connect(m_advisor, &AdvisorPage::searchStarted, this, [this] {
         if (!m_advisorJob)
             m_advisorJob = m_jobs->start(tr("Advisor search"));
@@ -857,8 +862,8 @@ void MainWindow::setupActions()
     run->setToolTip(tr("Run the plan on the embedded engine with the Run page's settings (F5)"));
 }
 
-template <class Source, class Done>
-void MainWindow::track(Source* source, void (Source::*started)(), Done done, const QString& title, std::function<void()> cancel)
+template <class Source, class Started, class Done>
+std::function<void()> MainWindow::track(Source* source, Started started, Done done, const QString& title, std::function<void()> cancel)
 {
     auto id = std::make_shared<quint64>(0);
     // A dialog still open when the window closes is destroyed after the tracker (its sibling).
@@ -875,6 +880,7 @@ void MainWindow::track(Source* source, void (Source::*started)(), Done done, con
     });
     connect(source, done, this, end);
     connect(source, &QObject::destroyed, this, end);
+    return end;
 }
 
 QString MainWindow::userGuidePath()
@@ -1077,8 +1083,12 @@ void MainWindow::applyPreview(std::shared_ptr<const PreviewResult> r)
     m_results->setPreview(r);
 
     const int errors = m_diagnosticsModel->count(tp::Severity::Error), warnings = m_diagnosticsModel->count(tp::Severity::Warning);
-    m_tabs->setTabText(DiagnosticsPage, errors + warnings ? tr("Diagnostics (%1)").arg(errors + warnings) : tr("Diagnostics"));
-    m_tabs->setTabIcon(DiagnosticsPage, errors ? themeIcon("dialog-error", ":/icons/error.svg") : themeIcon("dialog-warning", ":/icons/warning.svg"));
+    // The tab keeps its width (a count in its text shifted every tab after it): the icon tells errors,
+    // warnings or neither, the tooltip and the status bar count them.
+    m_tabs->setTabIcon(DiagnosticsPage, errors     ? themeIcon("dialog-error", ":/icons/error.svg")
+                                        : warnings ? themeIcon("dialog-warning", ":/icons/warning.svg")
+                                                   : themeIcon("dialog-information", ":/icons/info.svg"));
+    m_tabs->setTabToolTip(DiagnosticsPage, tr("%n error(s)", nullptr, errors) + tr(", %n warning(s)", nullptr, warnings));
     m_scalingTable->setPreview(r);
     m_memoryBars->setPreview(r);
     QString scaling;

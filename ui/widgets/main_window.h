@@ -164,9 +164,10 @@ private:
     QStringList styleNames() const;
     void report(const QString& text);
     void showUserGuide();
-    // Lists `source`'s work in the job tracker from each `started` to `done` (or its destruction).
-    template <class Source, class Done>
-    void track(Source* source, void (Source::*started)(), Done done, const QString& title, std::function<void()> cancel);
+    // Lists `source`'s work in the job tracker from each `started` to `done` (or its destruction);
+    // returns what ends it, for other signals that end it too.
+    template <class Source, class Started, class Done>
+    std::function<void()> track(Source* source, Started started, Done done, const QString& title, std::function<void()> cancel);
 
     PlanDocument* m_doc;
     PreviewService* m_previews;

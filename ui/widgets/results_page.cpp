@@ -930,10 +930,17 @@ void ResultsPage::runBenchmark(const QString& communicator)
     } else {
         m_benchProc->start(RunPage::cliPath(), bench);
     }
+    emit benchmarkStarted(communicator);
     // Busy state while the child runs.
     m_tabs->setCurrentWidget(m_bench);
     plotBenchmark();
     emit message(tr("Benchmarking collectives over %1 (about 10 s)…").arg(communicator));
+}
+
+void ResultsPage::stopBenchmark()
+{
+    if (m_benchProc)
+        m_benchProc->kill();
 }
 
 QCustomPlot* ResultsPage::currentPlot() const { return qobject_cast<QCustomPlot*>(m_tabs->currentWidget()); }

@@ -37,6 +37,8 @@ public:
     // Runs a child `tpstudio-cli bench comm` over `communicator`: "local" (threads), "mpi" (under
     // mpirun -n 2) or "nccl" (one GPU per rank); its curves join those already shown.
     void runBenchmark(const QString& communicator = QStringLiteral("local"));
+    // Stops the benchmark's child, if one runs (it ends as a failed benchmark).
+    void stopBenchmark();
     std::shared_ptr<const RunData> run() const { return m_run; }
     QString infoText() const; // the run's settings line above the charts
     std::shared_ptr<const RunData> baseline() const { return m_baseline; }
@@ -62,6 +64,7 @@ public:
     QString exportTitle() const;
 
 signals:
+    void benchmarkStarted(const QString& communicator);
     void benchmarkFinished();
     void message(const QString& text);
     // A timeline span was clicked: the module it belongs to.

@@ -250,6 +250,7 @@ void RunPage::start()
     m_run->setEnabled(false);
     m_cancel->setEnabled(true);
     m_proc->start(cliPath(), args);
+    emit runStarted();
 }
 
 void RunPage::cancel()

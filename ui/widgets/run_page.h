@@ -62,6 +62,7 @@ public slots:
     void cancel();
 
 signals:
+    void runStarted(); // the engine's child process is starting
     void runFinished(std::shared_ptr<const tpui::RunData> data);
     void runFailed(const QString& message);
 
