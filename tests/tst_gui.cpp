@@ -8,6 +8,7 @@
 #include "widgets/calibrate_dialog.h"
 #include "widgets/custom_style_dialog.h"
 #include "widgets/dataflow_view.h"
+#include "widgets/editor_pages.h"
 #include "widgets/jobs_button.h"
 #include "widgets/main_window.h"
 #include "widgets/placeholder_view.h"
@@ -894,10 +895,10 @@ private slots:
         QVERIFY(openAndPreview(w, QStringLiteral("example")));
         const auto before = w.document()->plan().entries;
         for (const char* bad : {"model.layers.*.mlp:act", "model.layers.*.mlp.gate", "hello world", "model.layers.99.mlp.up_proj"})
-            QVERIFY2(w.addPlanKey(QString::fromLatin1(bad)).contains(QStringLiteral("names no module or parameter")), bad);
+            QVERIFY2(w.planPage()->addKey(QString::fromLatin1(bad)).contains(QStringLiteral("names no module or parameter")), bad);
         QVERIFY(w.document()->plan().entries == before);
-        QVERIFY(w.addPlanKey(QStringLiteral("model.layers.*.input_layernorm")).isEmpty());
-        QVERIFY(w.addPlanKey(QStringLiteral("model.layers.3.mlp.up_proj.weight")).isEmpty());
+        QVERIFY(w.planPage()->addKey(QStringLiteral("model.layers.*.input_layernorm")).isEmpty());
+        QVERIFY(w.planPage()->addKey(QStringLiteral("model.layers.3.mlp.up_proj.weight")).isEmpty());
         QCOMPARE(planStyle(w, "model.layers.*.input_layernorm"), QStringLiteral("replicate"));
         QCOMPARE(w.document()->plan().entries.size(), before.size() + 2);
     }

@@ -10,11 +10,10 @@
 #include "widgets/calibrate_dialog.h"
 #include "widgets/custom_style_dialog.h"
 #include "widgets/dataflow_view.h"
+#include "widgets/editor_pages.h"
 #include "widgets/jobs_button.h"
 #include "widgets/placeholder_view.h"
-#include "widgets/memory_bars.h"
 #include "widgets/results_page.h"
-#include "widgets/scaling_table.h"
 #include "widgets/shard_view.h"
 #include "widgets/style_delegate.h"
 #include "widgets/theme.h"
@@ -163,19 +162,6 @@ protected:
     }
 };
 
-QTableView* makeTable(QAbstractItemModel* model, const QString& placeholder = {})
-{
-    auto* t = new PlaceholderTable;
-    t->setPlaceholderText(placeholder);
-    t->setModel(model);
-    t->setAlternatingRowColors(true);
-    t->setSelectionBehavior(QAbstractItemView::SelectRows);
-    t->verticalHeader()->hide();
-    t->verticalHeader()->setDefaultSectionSize(t->fontMetrics().height() + 8);
-    t->horizontalHeader()->setHighlightSections(false);
-    t->setWordWrap(false);
-    return t;
-}
 
 } // namespace
 
@@ -259,37 +245,22 @@ MainWindow::MainWindow(QWidget* parent)
     leftLayout->addWidget(m_palette);
 
     // --- pages ------------------------------------------------------------------------------
-    m_summary = new QTextBrowser;
-    m_summary->setOpenLinks(false);
-    m_shardView = new ShardView;
-    m_dataflow = new DataflowView;
-    connect(m_dataflow, &DataflowView::moduleActivated, this, &MainWindow::selectPath);
-    m_layerBox = new QSpinBox;
-    m_layerBox->setPrefix(tr("layer "));
-    connect(m_layerBox, &QSpinBox::valueChanged, m_dataflow, &DataflowView::setLayer);
-    auto* dataflowPage = new QWidget;
-    auto* dl = new QVBoxLayout(dataflowPage);
-    dl->setContentsMargins(0, 4, 0, 0);
-    auto* dlBar = new QHBoxLayout;
-    dlBar->addWidget(new QLabel(tr("Decoder layer:")));
-    dlBar->addWidget(m_layerBox);
-    dlBar->addStretch(1);
-    dl->addLayout(dlBar);
-    auto* scroll = new QScrollArea;
-    scroll->setWidget(m_dataflow);
-    scroll->setWidgetResizable(true);
-    dl->addWidget(scroll, 1);
-
-    m_diagnosticsModel = new DiagnosticsModel(this);
-    m_diagnostics = makeTable(m_diagnosticsModel, tr("No diagnostics: the plan matches the model and has no errors or warnings at "
-                                                     "this T on this hardware."));
-    m_diagnostics->horizontalHeader()->setSectionResizeMode(DiagnosticsModel::MessageColumn, QHeaderView::Stretch);
-    m_diagnostics->horizontalHeader()->setSectionResizeMode(DiagnosticsModel::WhereColumn, QHeaderView::ResizeToContents);
-    m_diagnostics->setWordWrap(true);
-    m_diagnostics->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    connect(m_diagnostics, &QTableView::activated, this, [this](const QModelIndex& i) {
-        selectPath(i.data(DiagnosticsModel::WhereRole).toString());
+    m_summary = new tpui::SummaryPage;
+    m_planPage = new tpui::PlanPage(m_doc, styleNames);
+    connect(m_planPage, &tpui::PlanPage::pathActivated, this, &MainWindow::selectPath);
+    connect(m_planPage, &tpui::PlanPage::keyRefused, this, [this](const QString& why) {
+        if (m_showErrorDialogs)
+            QMessageBox::warning(this, tr("Add key"), why);
+        report(why);
     });
+    m_shardView = new ShardView;
+    m_dataflowPage = new tpui::DataflowPage;
+    connect(m_dataflowPage->view(), &DataflowView::moduleActivated, this, &MainWindow::selectPath);
+    m_collectivesPage = new tpui::CollectivesPage;
+    connect(m_collectivesPage, &tpui::CollectivesPage::pathActivated, this, &MainWindow::selectPath);
+    connect(m_collectivesPage, &tpui::CollectivesPage::tpActivated, this, [this](int t) { m_tp->setValue(t); });
+    m_diagnosticsPage = new tpui::DiagnosticsPage;
+    connect(m_diagnosticsPage, &tpui::DiagnosticsPage::pathActivated, this, &MainWindow::selectPath);
 
     m_runPage = new RunPage(m_doc);
     m_results = new ResultsPage;
@@ -310,11 +281,11 @@ MainWindow::MainWindow(QWidget* parent)
     m_tabs = new QTabWidget;
     m_tabs->setDocumentMode(true);
     m_tabs->addTab(m_summary, themeIcon("dialog-information", ":/icons/info.svg"), tr("Summary"));
-    m_tabs->addTab(makePlanPage(), QIcon(QStringLiteral(":/icons/plan.svg")), tr("Plan"));
+    m_tabs->addTab(m_planPage, QIcon(QStringLiteral(":/icons/plan.svg")), tr("Plan"));
     m_tabs->addTab(m_shardView, themeIcon("view-grid", ":/icons/shards.svg"), tr("Shards"));
-    m_tabs->addTab(dataflowPage, themeIcon("view-list-tree", ":/icons/dataflow.svg"), tr("Layer dataflow"));
-    m_tabs->addTab(makeCollectivesPage(), themeIcon("network-transmit-receive", ":/icons/plan.svg"), tr("Collectives && memory"));
-    m_tabs->addTab(m_diagnostics, themeIcon("dialog-warning", ":/icons/warning.svg"), tr("Diagnostics"));
+    m_tabs->addTab(m_dataflowPage, themeIcon("view-list-tree", ":/icons/dataflow.svg"), tr("Layer dataflow"));
+    m_tabs->addTab(m_collectivesPage, themeIcon("network-transmit-receive", ":/icons/plan.svg"), tr("Collectives && memory"));
+    m_tabs->addTab(m_diagnosticsPage, themeIcon("dialog-warning", ":/icons/warning.svg"), tr("Diagnostics"));
     m_tabs->addTab(m_runPage, QIcon(QStringLiteral(":/icons/run.svg")), tr("Run"));
     m_tabs->addTab(m_results, themeIcon("x-office-spreadsheet", ":/icons/plan.svg"), tr("Results"));
     m_tabs->addTab(m_advisor, themeIcon("system-search", ":/icons/info.svg"), tr("Advisor"));
@@ -366,7 +337,7 @@ MainWindow::MainWindow(QWidget* parent)
         m_shardView->setParameter(path);
         const QRegularExpression layer(QStringLiteral("^model\\.layers\\.(\\d+)\\."));
         if (const auto m = layer.match(path); m.hasMatch())
-            m_layerBox->setValue(m.captured(1).toInt());
+            m_dataflowPage->layerBox()->setValue(m.captured(1).toInt());
     });
 
     connect(m_previews, &PreviewService::ready, this, &MainWindow::applyPreview);
@@ -409,120 +380,6 @@ MainWindow::~MainWindow()
 {
     if (m_loadCancelled)
         m_loadCancelled->store(true);
-}
-
-QWidget* MainWindow::makePlanPage()
-{
-    m_planModel = new PlanTableModel(this);
-    connect(m_planModel, &PlanTableModel::styleEditRequested, this, [this](const QString& key, const QString& style) {
-        m_doc->setStyle(key, style);
-    });
-    m_planView = makeTable(m_planModel, tr("The plan has no keys: every module is replicated on every rank. Drag a style from "
-                                           "the palette onto a module, Add Key…, or Reset to Default."));
-    m_planView->setEditTriggers(QAbstractItemView::AllEditTriggers);
-    m_planView->horizontalHeader()->setSectionResizeMode(PlanTableModel::KeyColumn, QHeaderView::Stretch);
-    for (int c = PlanTableModel::StyleColumn; c < PlanTableModel::NUM_COLUMNS; ++c)
-        m_planView->horizontalHeader()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
-    m_planView->setItemDelegateForColumn(PlanTableModel::StyleColumn,
-                                         new StyleDelegate([this] { return styleNames(); }, this));
-    connect(m_planView, &QTableView::activated, this, [this](const QModelIndex& i) {
-        if (i.column() == PlanTableModel::KeyColumn)
-            selectPath(m_planModel->keyAt(i.row()));
-    });
-    auto* add = new QPushButton(themeIcon("list-add", ":/icons/plan.svg"), tr("&Add Key…"));
-    auto* remove = new QPushButton(themeIcon("list-remove", ":/icons/plan.svg"), tr("&Remove Key"));
-    auto* custom = new QPushButton(tr("&Custom Style…"));
-    auto* reset = new QPushButton(themeIcon("edit-undo", ":/icons/plan.svg"), tr("Reset to &Default"));
-    connect(add, &QPushButton::clicked, this, [this] {
-        bool ok = false;
-        const QString key = QInputDialog::getText(this, tr("Add key"), tr("Full key from the loaded class ('*' = one layer index):"),
-                                                  QLineEdit::Normal, QStringLiteral("model.layers.*."), &ok);
-        if (!ok || key.trimmed().isEmpty())
-            return;
-        if (const QString why = addPlanKey(key.trimmed()); !why.isEmpty()) {
-            if (m_showErrorDialogs)
-                QMessageBox::warning(this, tr("Add key"), why);
-            report(why);
-        }
-    });
-    connect(remove, &QPushButton::clicked, this, [this] {
-        const QModelIndex i = m_planView->currentIndex();
-        if (i.isValid())
-            m_doc->setStyle(m_planModel->keyAt(i.row()), QString());
-    });
-    connect(custom, &QPushButton::clicked, this, [this] {
-        CustomStyleDialog dlg(this);
-        if (dlg.exec() == QDialog::Accepted)
-            if (auto s = dlg.style(); s.ok())
-                m_doc->addCustomStyle(*s);
-    });
-    connect(reset, &QPushButton::clicked, m_doc, &PlanDocument::resetToDefault);
-    auto* page = new QWidget;
-    auto* lay = new QVBoxLayout(page);
-    lay->setContentsMargins(0, 4, 0, 0);
-    auto* bar = new QHBoxLayout;
-    for (auto* b : {add, remove, custom, reset})
-        bar->addWidget(b);
-    bar->addStretch(1);
-    lay->addLayout(bar);
-    lay->addWidget(m_planView, 1);
-    return page;
-}
-
-QWidget* MainWindow::makeCollectivesPage()
-{
-    m_collectivesModel = new CollectivesModel(this);
-    auto* proxy = new QSortFilterProxyModel(this);
-    proxy->setSourceModel(m_collectivesModel);
-    proxy->setSortRole(CollectivesModel::SortRole);
-    m_collectives = makeTable(proxy, tr("No collectives: at T=1, or with a plan that keeps every module whole, the ranks "
-                                        "never communicate. Raise the TP size in the toolbar."));
-    m_collectives->setSortingEnabled(true);
-    m_collectives->sortByColumn(-1, Qt::AscendingOrder);
-    m_collectives->horizontalHeader()->setSectionResizeMode(CollectivesModel::WhereColumn, QHeaderView::Stretch);
-    connect(m_collectives, &QTableView::activated, this, [this](const QModelIndex& i) {
-        selectPath(i.data(CollectivesModel::PathRole).toString());
-    });
-    m_memoryModel = new MemoryModel(this);
-    m_memory = makeTable(m_memoryModel, tr("Open a model to see what each rank holds."));
-    m_memory->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
-    m_scaling = new QLabel;
-    m_scaling->setWordWrap(true);
-    m_scaling->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    // T side by side; a click sets the toolbar's T.
-    m_scalingTable = new ScalingTable;
-    connect(m_scalingTable, &ScalingTable::tpActivated, this, [this](int t) { m_tp->setValue(t); });
-    m_memoryBars = new MemoryBars;
-    auto* bars = new QScrollArea;
-    bars->setWidget(m_memoryBars);
-    bars->setWidgetResizable(true);
-    bars->setFrameShape(QFrame::NoFrame);
-
-    auto* scaling = new QWidget;
-    auto* sl = new QVBoxLayout(scaling);
-    sl->setContentsMargins(0, 0, 0, 0);
-    sl->addWidget(m_scaling);
-    sl->addWidget(m_scalingTable, 1);
-    auto* memory = new QWidget;
-    auto* ml = new QVBoxLayout(memory);
-    ml->setContentsMargins(0, 0, 0, 0);
-    ml->addWidget(new QLabel(tr("<b>Memory per rank</b> (batch × sequence tokens in the KV cache)")));
-    auto* memorySplit = new QSplitter(Qt::Horizontal);
-    memorySplit->addWidget(bars);
-    memorySplit->addWidget(m_memory);
-    memorySplit->setStretchFactor(0, 1);
-    memorySplit->setStretchFactor(1, 1);
-    memorySplit->setSizes({500, 600});
-    ml->addWidget(memorySplit, 1);
-
-    auto* split = new QSplitter(Qt::Vertical);
-    split->addWidget(m_collectives);
-    split->addWidget(scaling);
-    split->addWidget(memory);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
-    split->setStretchFactor(2, 2);
-    return split;
 }
 
 void MainWindow::setupPreviewBar()
@@ -921,26 +778,15 @@ void MainWindow::showUserGuide()
     dialog->show();
 }
 
-QString MainWindow::addPlanKey(const QString& key)
-{
-    const tp::ModelSpec* spec = m_doc->spec();
-    if (!spec)
-        return tr("Open a model before adding plan keys");
-    const std::string k = key.toStdString();
-    // Transformers matches a key against module and parameter names with each layer index as '*'
-    // (and, in current versions, the exact indexed name first).
-    const auto names = [&](const std::string& path) { return path == k || tp::genericName(path) == k; };
-    const bool matches = std::any_of(spec->modules.begin(), spec->modules.end(), [&](const tp::ModuleSpec& m) {
-        return (!m.path.empty() && names(m.path))
-            || std::any_of(m.params.begin(), m.params.end(), [&](const tp::ParamSpec& p) { return names(m.paramPath(p)); });
-    });
-    if (!matches)
-        return tr("'%1' names no module or parameter of %2: keys are full paths from the loaded class, with '*' for the "
-                  "layer index (e.g. model.layers.*.mlp.down_proj)")
-            .arg(key, qs(spec->className));
-    m_doc->setStyle(key, QStringLiteral("replicate"));
-    return {};
-}
+PlanTableModel* MainWindow::planModel() const { return m_planPage->model(); }
+QTableView* MainWindow::planView() const { return m_planPage->view(); }
+CollectivesModel* MainWindow::collectivesModel() const { return m_collectivesPage->collectivesModel(); }
+MemoryModel* MainWindow::memoryModel() const { return m_collectivesPage->memoryModel(); }
+ScalingTable* MainWindow::scalingTable() const { return m_collectivesPage->scalingTable(); }
+MemoryBars* MainWindow::memoryBars() const { return m_collectivesPage->memoryBars(); }
+DiagnosticsModel* MainWindow::diagnosticsModel() const { return m_diagnosticsPage->model(); }
+QTableView* MainWindow::diagnosticsView() const { return m_diagnosticsPage->view(); }
+DataflowView* MainWindow::dataflowView() const { return m_dataflowPage->view(); }
 
 void MainWindow::openModel(const QString& what) { startOpen(what, {}); }
 
@@ -1054,8 +900,8 @@ void MainWindow::showModel(const LoadResult& r)
     }
     m_tree->expandToDepth(1);
     m_tree->setCurrentIndex(m_proxy->index(0, 0));
-    m_layerBox->setRange(0, int(std::max<std::int64_t>(0, spec->config.numLayers - 1)));
-    fillSummary(r);
+    m_dataflowPage->setLayerCount(int(std::min<std::int64_t>(spec->config.numLayers, std::numeric_limits<int>::max())));
+    m_summary->showModel(*r.spec, r.checkpointFiles, r.checkpointTensors, r.checkpointBytes);
     setWindowTitle(tr("%1 — TP Studio").arg(qs(spec->source)));
     m_idleStatus = tr("%1: %2 modules, %3 parameters, opened in %4 ms")
                        .arg(qs(spec->className))
@@ -1071,40 +917,23 @@ void MainWindow::applyPreview(std::shared_ptr<const PreviewResult> r)
     QElapsedTimer timer;
     timer.start();
     m_treeModel->setPreview(r);
-    m_planModel->setPreview(r);
-    m_collectivesModel->setPreview(r);
-    m_memoryModel->setPreview(r);
+    m_planPage->setPreview(r);
+    m_collectivesPage->setPreview(r);
     std::vector<tp::Diagnostic> all = m_modelDiagnostics;
     all.insert(all.end(), r->graph.diagnostics.begin(), r->graph.diagnostics.end());
     all.insert(all.end(), r->feasibility.begin(), r->feasibility.end());
-    m_diagnosticsModel->setDiagnostics(std::move(all));
+    m_diagnosticsPage->setDiagnostics(std::move(all));
     m_shardView->setPreview(r);
-    m_dataflow->setPreview(r);
+    m_dataflowPage->view()->setPreview(r);
     m_results->setPreview(r);
 
-    const int errors = m_diagnosticsModel->count(tp::Severity::Error), warnings = m_diagnosticsModel->count(tp::Severity::Warning);
+    const int errors = diagnosticsModel()->count(tp::Severity::Error), warnings = diagnosticsModel()->count(tp::Severity::Warning);
     // The tab keeps its width (a count in its text shifted every tab after it): the icon tells errors,
     // warnings or neither, the tooltip and the status bar count them.
     m_tabs->setTabIcon(DiagnosticsPage, errors     ? themeIcon("dialog-error", ":/icons/error.svg")
                                         : warnings ? themeIcon("dialog-warning", ":/icons/warning.svg")
                                                    : themeIcon("dialog-information", ":/icons/info.svg"));
     m_tabs->setTabToolTip(DiagnosticsPage, tr("%n error(s)", nullptr, errors) + tr(", %n warning(s)", nullptr, warnings));
-    m_scalingTable->setPreview(r);
-    m_memoryBars->setPreview(r);
-    QString scaling;
-    if (r->cost)
-        scaling = tr("<b>Predicted scaling</b> on %1, batch %2 × sequence %3 (decode at context %3). At T=%4: "
-                     "forward %5 compute + %6 communication (%7% communicating). Click a row to set T.")
-                      .arg(r->hardware ? qs(r->hardware->name) : QString())
-                      .arg(r->settings.batch)
-                      .arg(r->settings.seq)
-                      .arg(r->graph.tpSize)
-                      .arg(humanSeconds(r->cost->computeSeconds), humanSeconds(r->cost->commSeconds))
-                      .arg(r->cost->commShare() * 100, 0, 'f', 1);
-    else
-        scaling = r->hardwareError.isEmpty() ? tr("<b>The plan has errors</b> at T=%1: see Diagnostics. Click a row to set T.").arg(r->graph.tpSize)
-                                             : r->hardwareError.toHtmlEscaped();
-    m_scaling->setText(scaling);
     m_lastApplyMs = double(timer.nsecsElapsed()) / 1e6;
     m_previewLabel->setText(tr("T=%1 · %2 collectives · %3 errors, %4 warnings · preview %5 ms worker + %6 ms GUI")
                                 .arg(r->graph.tpSize)
@@ -1114,52 +943,6 @@ void MainWindow::applyPreview(std::shared_ptr<const PreviewResult> r)
                                 .arg(r->workerMs)
                                 .arg(m_lastApplyMs, 0, 'f', 1));
     emit previewApplied();
-}
-
-void MainWindow::fillSummary(const LoadResult& r)
-{
-    const tp::ModelSpec& s = *r.spec;
-    const tp::ModelConfig& c = s.config;
-    QString h;
-    auto row = [&h](const QString& k, const QString& v) {
-        h += QStringLiteral("<tr><td style='padding-right:16px'><b>%1</b></td><td>%2</td></tr>").arg(k, v);
-    };
-    h += QStringLiteral("<h3>%1</h3><table>").arg(qs(s.className).toHtmlEscaped());
-    row(tr("Source"), qs(s.source).toHtmlEscaped());
-    row(tr("model_type"), qs(c.modelType) + (c.wrapperModelType.empty() ? QString() : tr(" (text model of %1)").arg(qs(c.wrapperModelType))));
-    row(tr("Parameters"), tr("%1 (%2)").arg(QLocale(QLocale::English).toString(qlonglong(s.parameterCount())), humanBytes(double(s.parameterBytes()))));
-    for (const auto& [t, b] : s.bytesByDtype())
-        row(QStringLiteral("&nbsp;&nbsp;%1").arg(dtypeText(t)), humanBytes(double(b)));
-    row(tr("Layers"), QString::number(c.numLayers));
-    row(tr("Hidden / intermediate"), QStringLiteral("%1 / %2").arg(c.hiddenSize).arg(c.intermediateSize));
-    row(tr("Vocabulary"), QString::number(c.vocabSize));
-    row(tr("Heads"), tr("%1 query, %2 key/value, head_dim %3%4").arg(c.numHeads).arg(c.numKvHeads).arg(c.headDim).arg(c.headDimGiven ? QString() : tr(" (derived)")));
-    if (c.isMoe())
-        row(tr("Experts"), tr("%1, %2 per token, intermediate %3%4").arg(c.numExperts).arg(c.expertsPerToken).arg(c.moeIntermediateSize)
-                                .arg(c.numSharedExperts ? tr(", %1 shared").arg(c.numSharedExperts) : QString()));
-    if (c.isMla())
-        row(tr("MLA"), tr("kv_lora_rank %1, q_lora_rank %2, rope %3, nope %4, v %5").arg(c.kvLoraRank)
-                           .arg(c.qLoraRank ? QString::number(*c.qLoraRank) : tr("none")).arg(c.qkRopeHeadDim).arg(c.qkNopeHeadDim).arg(c.vHeadDim));
-    row(tr("Embeddings"), c.tieWordEmbeddings ? tr("tied to lm_head") : tr("untied"));
-    QStringList tps;
-    for (int t : tp::tpSizesDividingHeads(c, 64))
-        tps << QString::number(t);
-    row(tr("Valid tp sizes"), tps.join(QStringLiteral(", ")));
-    row(tr("supports_tp_plan"), s.supportsTpPlan ? tr("yes") : tr("no"));
-    if (r.checkpointBytes >= 0)
-        row(tr("Checkpoint"), tr("%1 file(s), %2 tensors, %3").arg(r.checkpointFiles)
-                                  .arg(QLocale(QLocale::English).toString(qlonglong(r.checkpointTensors))).arg(humanBytes(double(r.checkpointBytes))));
-    else
-        row(tr("Checkpoint"), tr("none (config only; runs use seeded random weights)"));
-    h += QStringLiteral("</table>");
-    if (!s.defaultEpPlan.empty()) {
-        h += tr("<p><b>Expert-parallel plan</b> (ep_plan): ");
-        QStringList eps;
-        for (const auto& e : s.defaultEpPlan)
-            eps << QStringLiteral("%1 → %2").arg(qs(e.key), qs(e.style)).toHtmlEscaped();
-        h += eps.join(QStringLiteral(", ")) + QStringLiteral("</p>");
-    }
-    m_summary->setHtml(h);
 }
 
 QStringList MainWindow::styleNames() const

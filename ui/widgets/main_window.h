@@ -55,6 +55,11 @@ class JobTracker;
 class JobsButton;
 class ScalingTable;
 class MemoryBars;
+class SummaryPage;
+class PlanPage;
+class DataflowPage;
+class CollectivesPage;
+class DiagnosticsPage;
 
 class MainWindow final : public QMainWindow
 {
@@ -102,15 +107,21 @@ public:
     PlanDocument* document() const { return m_doc; }
     PreviewService* previews() const { return m_previews; }
     ModuleTreeModel* treeModel() const { return m_treeModel; }
-    PlanTableModel* planModel() const { return m_planModel; }
-    CollectivesModel* collectivesModel() const { return m_collectivesModel; }
-    MemoryModel* memoryModel() const { return m_memoryModel; }
-    ScalingTable* scalingTable() const { return m_scalingTable; }
-    MemoryBars* memoryBars() const { return m_memoryBars; }
-    DiagnosticsModel* diagnosticsModel() const { return m_diagnosticsModel; }
+    // The pages, one class each, and what tests and the command line reach through them.
+    tpui::SummaryPage* summaryPage() const { return m_summary; }
+    tpui::PlanPage* planPage() const { return m_planPage; }
+    tpui::DataflowPage* dataflowPage() const { return m_dataflowPage; }
+    tpui::CollectivesPage* collectivesPage() const { return m_collectivesPage; }
+    tpui::DiagnosticsPage* diagnosticsPage() const { return m_diagnosticsPage; }
+    PlanTableModel* planModel() const;
+    CollectivesModel* collectivesModel() const;
+    MemoryModel* memoryModel() const;
+    ScalingTable* scalingTable() const;
+    MemoryBars* memoryBars() const;
+    DiagnosticsModel* diagnosticsModel() const;
     QTreeView* treeView() const { return m_tree; }
-    QTableView* diagnosticsView() const { return m_diagnostics; }
-    QTableView* planView() const { return m_planView; }
+    QTableView* diagnosticsView() const;
+    QTableView* planView() const;
     QLineEdit* filterEdit() const { return m_filter; }
     QTabWidget* tabs() const { return m_tabs; }
     QCheckBox* everyLayerBox() const { return m_everyLayer; }
@@ -120,14 +131,11 @@ public:
     ResultsPage* resultsPage() const { return m_results; }
     AdvisorPage* advisorPage() const { return m_advisor; }
     ShardView* shardView() const { return m_shardView; }
-    DataflowView* dataflowView() const { return m_dataflow; }
+    DataflowView* dataflowView() const;
     // GUI-thread milliseconds the last preview took to reach every view.
     double lastApplyMs() const { return m_lastApplyMs; }
     // Tests turn the modal error box off and read loadFailed instead.
     void setShowErrorDialogs(bool on) { m_showErrorDialogs = on; }
-    // Plan → Add Key: adds `key` (as replicate) when it names a module or parameter of the model;
-    // else returns why not and changes nothing.
-    QString addPlanKey(const QString& key);
     // Selects a module or parameter by path (a generic path selects its first instance).
     void selectPath(const QString& path);
     // Session files: plan + settings + the model they belong to.
@@ -148,14 +156,11 @@ protected:
 private:
     void setupActions();
     void setupPreviewBar();
-    QWidget* makePlanPage();
-    QWidget* makeCollectivesPage();
     struct LoadResult;
     void startOpen(const QString& what, const QByteArray& session);
     void loadFinished();
     void setOpening(bool on);
     void showModel(const LoadResult& r);
-    void fillSummary(const LoadResult& r);
     void applyPreview(std::shared_ptr<const PreviewResult> r);
     void settingsFromBar();
     void addRecent(const QString& what);
@@ -172,27 +177,18 @@ private:
     PlanDocument* m_doc;
     PreviewService* m_previews;
     ModuleTreeModel* m_treeModel = nullptr;
-    PlanTableModel* m_planModel = nullptr;
-    CollectivesModel* m_collectivesModel = nullptr;
-    MemoryModel* m_memoryModel = nullptr;
-    DiagnosticsModel* m_diagnosticsModel = nullptr;
     QSortFilterProxyModel* m_proxy = nullptr;
     QTreeView* m_tree = nullptr;
     QLineEdit* m_filter = nullptr;
     QCheckBox* m_everyLayer = nullptr;
     QListWidget* m_palette = nullptr;
     QTabWidget* m_tabs = nullptr;
-    QTextBrowser* m_summary = nullptr;
-    QTableView* m_planView = nullptr;
-    QTableView* m_collectives = nullptr;
-    QTableView* m_memory = nullptr;
-    QTableView* m_diagnostics = nullptr;
-    QLabel* m_scaling = nullptr;          // the scaling table's caption: hardware, batch × seq, this T's split
-    ScalingTable* m_scalingTable = nullptr;
-    MemoryBars* m_memoryBars = nullptr;
+    tpui::SummaryPage* m_summary = nullptr;
+    tpui::PlanPage* m_planPage = nullptr;
+    tpui::DataflowPage* m_dataflowPage = nullptr;
+    tpui::CollectivesPage* m_collectivesPage = nullptr;
+    tpui::DiagnosticsPage* m_diagnosticsPage = nullptr;
     ShardView* m_shardView = nullptr;
-    DataflowView* m_dataflow = nullptr;
-    QSpinBox* m_layerBox = nullptr;
     RunPage* m_runPage = nullptr;
     ResultsPage* m_results = nullptr;
     AdvisorPage* m_advisor = nullptr;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <QAbstractItemModel>
+#include <QHeaderView>
 #include <QPainter>
 #include <QPaintEvent>
 #include <QString>
@@ -44,5 +45,21 @@ private:
 
 using PlaceholderTable = WithPlaceholder<QTableView>;
 using PlaceholderTree = WithPlaceholder<QTreeView>;
+
+// A table of the editor's look (alternating rows, whole-row selection, no row numbers) that says
+// `placeholder` while it has no rows.
+inline QTableView* makeTable(QAbstractItemModel* model, const QString& placeholder = {})
+{
+    auto* t = new PlaceholderTable;
+    t->setPlaceholderText(placeholder);
+    t->setModel(model);
+    t->setAlternatingRowColors(true);
+    t->setSelectionBehavior(QAbstractItemView::SelectRows);
+    t->verticalHeader()->hide();
+    t->verticalHeader()->setDefaultSectionSize(t->fontMetrics().height() + 8);
+    t->horizontalHeader()->setHighlightSections(false);
+    t->setWordWrap(false);
+    return t;
+}
 
 } // namespace tpui

@@ -1,0 +1,304 @@
+#include "widgets/editor_pages.h"
+
+#include "models/format.h"
+#include "models/plan_document.h"
+#include "models/preview_models.h"
+#include "widgets/custom_style_dialog.h"
+#include "widgets/dataflow_view.h"
+#include "widgets/memory_bars.h"
+#include "widgets/placeholder_view.h"
+#include "widgets/scaling_table.h"
+#include "widgets/style_delegate.h"
+
+#include "tp/model/loader.h"
+
+#include <QFrame>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QIcon>
+#include <QInputDialog>
+#include <QLabel>
+#include <QLineEdit>
+#include <QLocale>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSortFilterProxyModel>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QVBoxLayout>
+
+#include <algorithm>
+
+namespace tpui {
+
+namespace {
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+QIcon themeIcon(const char* name, const char* fallback)
+{
+    return QIcon::fromTheme(QString::fromLatin1(name), QIcon(QString::fromLatin1(fallback)));
+}
+
+} // namespace
+
+// --- Summary --------------------------------------------------------------------------------------
+
+SummaryPage::SummaryPage(QWidget* parent) : QTextBrowser(parent)
+{
+    setOpenLinks(false);
+    setPlaceholderText(tr("No model open."));
+}
+
+void SummaryPage::showModel(const tp::ModelSpec& spec, std::size_t checkpointFiles, std::size_t checkpointTensors, std::int64_t checkpointBytes)
+{
+    const tp::ModelSpec& s = spec;
+    const tp::ModelConfig& c = s.config;
+    QString h;
+    auto row = [&h](const QString& k, const QString& v) {
+        h += QStringLiteral("<tr><td style='padding-right:16px'><b>%1</b></td><td>%2</td></tr>").arg(k, v);
+    };
+    h += QStringLiteral("<h3>%1</h3><table>").arg(qs(s.className).toHtmlEscaped());
+    row(tr("Source"), qs(s.source).toHtmlEscaped());
+    row(tr("model_type"), qs(c.modelType) + (c.wrapperModelType.empty() ? QString() : tr(" (text model of %1)").arg(qs(c.wrapperModelType))));
+    row(tr("Parameters"), tr("%1 (%2)").arg(QLocale(QLocale::English).toString(qlonglong(s.parameterCount())), humanBytes(double(s.parameterBytes()))));
+    for (const auto& [t, b] : s.bytesByDtype())
+        row(QStringLiteral("&nbsp;&nbsp;%1").arg(dtypeText(t)), humanBytes(double(b)));
+    row(tr("Layers"), QString::number(c.numLayers));
+    row(tr("Hidden / intermediate"), QStringLiteral("%1 / %2").arg(c.hiddenSize).arg(c.intermediateSize));
+    row(tr("Vocabulary"), QString::number(c.vocabSize));
+    row(tr("Heads"), tr("%1 query, %2 key/value, head_dim %3%4").arg(c.numHeads).arg(c.numKvHeads).arg(c.headDim).arg(c.headDimGiven ? QString() : tr(" (derived)")));
+    if (c.isMoe())
+        row(tr("Experts"), tr("%1, %2 per token, intermediate %3%4").arg(c.numExperts).arg(c.expertsPerToken).arg(c.moeIntermediateSize)
+                                .arg(c.numSharedExperts ? tr(", %1 shared").arg(c.numSharedExperts) : QString()));
+    if (c.isMla())
+        row(tr("MLA"), tr("kv_lora_rank %1, q_lora_rank %2, rope %3, nope %4, v %5").arg(c.kvLoraRank)
+                           .arg(c.qLoraRank ? QString::number(*c.qLoraRank) : tr("none")).arg(c.qkRopeHeadDim).arg(c.qkNopeHeadDim).arg(c.vHeadDim));
+    row(tr("Embeddings"), c.tieWordEmbeddings ? tr("tied to lm_head") : tr("untied"));
+    QStringList tps;
+    for (int t : tp::tpSizesDividingHeads(c, 64))
+        tps << QString::number(t);
+    row(tr("Valid tp sizes"), tps.join(QStringLiteral(", ")));
+    row(tr("supports_tp_plan"), s.supportsTpPlan ? tr("yes") : tr("no"));
+    if (checkpointBytes >= 0)
+        row(tr("Checkpoint"), tr("%1 file(s), %2 tensors, %3").arg(checkpointFiles)
+                                  .arg(QLocale(QLocale::English).toString(qlonglong(checkpointTensors))).arg(humanBytes(double(checkpointBytes))));
+    else
+        row(tr("Checkpoint"), tr("none (config only; runs use seeded random weights)"));
+    h += QStringLiteral("</table>");
+    if (!s.defaultEpPlan.empty()) {
+        h += tr("<p><b>Expert-parallel plan</b> (ep_plan): ");
+        QStringList eps;
+        for (const auto& e : s.defaultEpPlan)
+            eps << QStringLiteral("%1 → %2").arg(qs(e.key), qs(e.style)).toHtmlEscaped();
+        h += eps.join(QStringLiteral(", ")) + QStringLiteral("</p>");
+    }
+    setHtml(h);
+}
+
+// --- Plan -----------------------------------------------------------------------------------------
+
+PlanPage::PlanPage(PlanDocument* doc, std::function<QStringList()> styleNames, QWidget* parent)
+    : QWidget(parent)
+    , m_doc(doc)
+    , m_model(new PlanTableModel(this))
+    , m_view(makeTable(m_model, tr("The plan has no keys: every module is replicated on every rank. Drag a style from "
+                                   "the palette onto a module, Add Key…, or Reset to Default.")))
+{
+    connect(m_model, &PlanTableModel::styleEditRequested, this, [this](const QString& key, const QString& style) {
+        m_doc->setStyle(key, style);
+    });
+    m_view->setEditTriggers(QAbstractItemView::AllEditTriggers);
+    m_view->horizontalHeader()->setSectionResizeMode(PlanTableModel::KeyColumn, QHeaderView::Stretch);
+    for (int c = PlanTableModel::StyleColumn; c < PlanTableModel::NUM_COLUMNS; ++c)
+        m_view->horizontalHeader()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+    m_view->setItemDelegateForColumn(PlanTableModel::StyleColumn, new StyleDelegate(std::move(styleNames), this));
+    connect(m_view, &QTableView::activated, this, [this](const QModelIndex& i) {
+        if (i.column() == PlanTableModel::KeyColumn)
+            emit pathActivated(m_model->keyAt(i.row()));
+    });
+    auto* add = new QPushButton(themeIcon("list-add", ":/icons/plan.svg"), tr("&Add Key…"));
+    auto* remove = new QPushButton(themeIcon("list-remove", ":/icons/plan.svg"), tr("&Remove Key"));
+    auto* custom = new QPushButton(tr("&Custom Style…"));
+    auto* reset = new QPushButton(themeIcon("edit-undo", ":/icons/plan.svg"), tr("Reset to &Default"));
+    connect(add, &QPushButton::clicked, this, [this] {
+        bool ok = false;
+        const QString key = QInputDialog::getText(this, tr("Add key"), tr("Full key from the loaded class ('*' = one layer index):"),
+                                                  QLineEdit::Normal, QStringLiteral("model.layers.*."), &ok);
+        if (!ok || key.trimmed().isEmpty())
+            return;
+        if (const QString why = addKey(key.trimmed()); !why.isEmpty())
+            emit keyRefused(why);
+    });
+    connect(remove, &QPushButton::clicked, this, [this] {
+        const QModelIndex i = m_view->currentIndex();
+        if (i.isValid())
+            m_doc->setStyle(m_model->keyAt(i.row()), QString());
+    });
+    connect(custom, &QPushButton::clicked, this, [this] {
+        CustomStyleDialog dlg(this);
+        if (dlg.exec() == QDialog::Accepted)
+            if (auto s = dlg.style(); s.ok())
+                m_doc->addCustomStyle(*s);
+    });
+    connect(reset, &QPushButton::clicked, m_doc, &PlanDocument::resetToDefault);
+    auto* lay = new QVBoxLayout(this);
+    lay->setContentsMargins(0, 4, 0, 0);
+    auto* bar = new QHBoxLayout;
+    for (auto* b : {add, remove, custom, reset})
+        bar->addWidget(b);
+    bar->addStretch(1);
+    lay->addLayout(bar);
+    lay->addWidget(m_view, 1);
+}
+
+void PlanPage::setPreview(std::shared_ptr<const PreviewResult> preview) { m_model->setPreview(std::move(preview)); }
+
+QString PlanPage::addKey(const QString& key)
+{
+    const tp::ModelSpec* spec = m_doc->spec();
+    if (!spec)
+        return tr("Open a model before adding plan keys");
+    const std::string k = key.toStdString();
+    // Transformers matches a key against module and parameter names with each layer index as '*'
+    // (and, in current versions, the exact indexed name first).
+    const auto names = [&](const std::string& path) { return path == k || tp::genericName(path) == k; };
+    const bool matches = std::any_of(spec->modules.begin(), spec->modules.end(), [&](const tp::ModuleSpec& m) {
+        return (!m.path.empty() && names(m.path))
+            || std::any_of(m.params.begin(), m.params.end(), [&](const tp::ParamSpec& p) { return names(m.paramPath(p)); });
+    });
+    if (!matches)
+        return tr("'%1' names no module or parameter of %2: keys are full paths from the loaded class, with '*' for the "
+                  "layer index (e.g. model.layers.*.mlp.down_proj)")
+            .arg(key, qs(spec->className));
+    m_doc->setStyle(key, QStringLiteral("replicate"));
+    return {};
+}
+
+// --- Layer dataflow -------------------------------------------------------------------------------
+
+DataflowPage::DataflowPage(QWidget* parent) : QWidget(parent), m_view(new DataflowView), m_layer(new QSpinBox)
+{
+    m_layer->setPrefix(tr("layer "));
+    connect(m_layer, &QSpinBox::valueChanged, m_view, &DataflowView::setLayer);
+    auto* dl = new QVBoxLayout(this);
+    dl->setContentsMargins(0, 4, 0, 0);
+    auto* bar = new QHBoxLayout;
+    bar->addWidget(new QLabel(tr("Decoder layer:")));
+    bar->addWidget(m_layer);
+    bar->addStretch(1);
+    dl->addLayout(bar);
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(m_view);
+    scroll->setWidgetResizable(true);
+    dl->addWidget(scroll, 1);
+}
+
+void DataflowPage::setLayerCount(int layers) { m_layer->setRange(0, std::max(0, layers - 1)); }
+
+// --- Collectives & memory -------------------------------------------------------------------------
+
+CollectivesPage::CollectivesPage(QWidget* parent)
+    : QWidget(parent)
+    , m_collectivesModel(new CollectivesModel(this))
+    , m_memoryModel(new MemoryModel(this))
+    , m_scalingTable(new ScalingTable)
+    , m_memoryBars(new MemoryBars)
+    , m_caption(new QLabel)
+{
+    auto* proxy = new QSortFilterProxyModel(this);
+    proxy->setSourceModel(m_collectivesModel);
+    proxy->setSortRole(CollectivesModel::SortRole);
+    QTableView* collectives = makeTable(proxy, tr("No collectives: at T=1, or with a plan that keeps every module whole, the ranks "
+                                                  "never communicate. Raise the TP size in the toolbar."));
+    collectives->setSortingEnabled(true);
+    collectives->sortByColumn(-1, Qt::AscendingOrder);
+    collectives->horizontalHeader()->setSectionResizeMode(CollectivesModel::WhereColumn, QHeaderView::Stretch);
+    connect(collectives, &QTableView::activated, this, [this](const QModelIndex& i) {
+        emit pathActivated(i.data(CollectivesModel::PathRole).toString());
+    });
+    QTableView* memory = makeTable(m_memoryModel, tr("Open a model to see what each rank holds."));
+    memory->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+    m_caption->setWordWrap(true);
+    m_caption->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    // T side by side; a click sets the toolbar's T.
+    connect(m_scalingTable, &ScalingTable::tpActivated, this, &CollectivesPage::tpActivated);
+    auto* bars = new QScrollArea;
+    bars->setWidget(m_memoryBars);
+    bars->setWidgetResizable(true);
+    bars->setFrameShape(QFrame::NoFrame);
+
+    auto* scaling = new QWidget;
+    auto* sl = new QVBoxLayout(scaling);
+    sl->setContentsMargins(0, 0, 0, 0);
+    sl->addWidget(m_caption);
+    sl->addWidget(m_scalingTable, 1);
+    auto* memoryPart = new QWidget;
+    auto* ml = new QVBoxLayout(memoryPart);
+    ml->setContentsMargins(0, 0, 0, 0);
+    ml->addWidget(new QLabel(tr("<b>Memory per rank</b> (batch × sequence tokens in the KV cache)")));
+    auto* memorySplit = new QSplitter(Qt::Horizontal);
+    memorySplit->addWidget(bars);
+    memorySplit->addWidget(memory);
+    memorySplit->setStretchFactor(0, 1);
+    memorySplit->setStretchFactor(1, 1);
+    memorySplit->setSizes({500, 600});
+    ml->addWidget(memorySplit, 1);
+
+    auto* split = new QSplitter(Qt::Vertical);
+    split->addWidget(collectives);
+    split->addWidget(scaling);
+    split->addWidget(memoryPart);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    split->setStretchFactor(2, 2);
+    auto* lay = new QVBoxLayout(this);
+    lay->setContentsMargins(0, 0, 0, 0);
+    lay->addWidget(split);
+}
+
+void CollectivesPage::setPreview(std::shared_ptr<const PreviewResult> r)
+{
+    m_collectivesModel->setPreview(r);
+    m_memoryModel->setPreview(r);
+    m_scalingTable->setPreview(r);
+    m_memoryBars->setPreview(r);
+    QString scaling;
+    if (r->cost)
+        scaling = tr("<b>Predicted scaling</b> on %1, batch %2 × sequence %3 (decode at context %3). At T=%4: "
+                     "forward %5 compute + %6 communication (%7% communicating). Click a row to set T.")
+                      .arg(r->hardware ? qs(r->hardware->name) : QString())
+                      .arg(r->settings.batch)
+                      .arg(r->settings.seq)
+                      .arg(r->graph.tpSize)
+                      .arg(humanSeconds(r->cost->computeSeconds), humanSeconds(r->cost->commSeconds))
+                      .arg(r->cost->commShare() * 100, 0, 'f', 1);
+    else
+        scaling = r->hardwareError.isEmpty() ? tr("<b>The plan has errors</b> at T=%1: see Diagnostics. Click a row to set T.").arg(r->graph.tpSize)
+                                             : r->hardwareError.toHtmlEscaped();
+    m_caption->setText(scaling);
+}
+
+// --- Diagnostics ----------------------------------------------------------------------------------
+
+DiagnosticsPage::DiagnosticsPage(QWidget* parent)
+    : QWidget(parent)
+    , m_model(new DiagnosticsModel(this))
+    , m_view(makeTable(m_model, tr("No diagnostics: the plan matches the model and has no errors or warnings at "
+                                   "this T on this hardware.")))
+{
+    m_view->horizontalHeader()->setSectionResizeMode(DiagnosticsModel::MessageColumn, QHeaderView::Stretch);
+    m_view->horizontalHeader()->setSectionResizeMode(DiagnosticsModel::WhereColumn, QHeaderView::ResizeToContents);
+    m_view->setWordWrap(true);
+    m_view->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    connect(m_view, &QTableView::activated, this, [this](const QModelIndex& i) {
+        emit pathActivated(i.data(DiagnosticsModel::WhereRole).toString());
+    });
+    auto* lay = new QVBoxLayout(this);
+    lay->setContentsMargins(0, 0, 0, 0);
+    lay->addWidget(m_view);
+}
+
+void DiagnosticsPage::setDiagnostics(std::vector<tp::Diagnostic> diagnostics) { m_model->setDiagnostics(std::move(diagnostics)); }
+
+} // namespace tpui
