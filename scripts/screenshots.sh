@@ -38,7 +38,11 @@ done
 # Single shots (light): opening a large model, an emulated run, decode, a checkpoint, DeepSeek-V3's
 # default plan, the Advisor when nothing fits, and (with TPSTUDIO_PYTHON set to a Python with torch
 # and transformers) Verify with Transformers.
-shot opening light llama-3.1-405b --tab summary --screenshot-opening 150
+# A (small) Llama config with 100,000 layers opens for long enough to be caught opening.
+mkdir -p "$hw/llama-100000-layers"
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["num_hidden_layers"]=100000; json.dump(c,open(sys.argv[2],"w"))' \
+  tests/fixtures/models/llama/config.json "$hw/llama-100000-layers/config.json"
+shot opening light "$hw/llama-100000-layers" --tab summary --screenshot-opening 400
 shot emulated light example --tp 4 --hardware h100-sxm-8 --run 1,2,4 --emulate --tab results --chart timeline
 shot decode-layers light example --tp 2 --run 1,2 --decode 16 --phase decode --tab results --chart layers
 shot decode-timeline light example --tp 2 --run 1,2 --decode 16 --phase decode --tab results --chart timeline

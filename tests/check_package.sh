@@ -39,6 +39,7 @@ fi
 if command -v appstreamcli > /dev/null; then
   check "appstreamcli validate" "appstreamcli validate --no-net --pedantic '$scratch/usr/share/metainfo/io.github.tpstudio.TPStudio.metainfo.xml' > '$scratch/as.log' 2>&1 || { cat '$scratch/as.log'; false; }"
 fi
+check "user guide and its screenshots installed" "test -s '$scratch/usr/share/doc/tpstudio/user-guide.md' && test -s '$scratch/usr/share/doc/tpstudio/screenshots/plan-dark.png'"
 check "copyright names GPL-3+" "grep -q '^License: GPL-3+' '$scratch/usr/share/doc/tpstudio/copyright'"
 check "AppStream license is GPL-3.0-or-later" "grep -q '<project_license>GPL-3.0-or-later</project_license>' '$scratch/usr/share/metainfo/io.github.tpstudio.TPStudio.metainfo.xml'"
 check "man page renders" "zcat '$scratch/usr/share/man/man1/tpstudio-cli.1.gz' | grep -q '^.SS plan preview'"

@@ -10,6 +10,7 @@
 #include "widgets/dataflow_view.h"
 #include "widgets/editor_pages.h"
 #include "widgets/jobs_button.h"
+#include "guitestutils.h"
 #include "widgets/main_window.h"
 #include "widgets/placeholder_view.h"
 #include "widgets/results_page.h"
@@ -54,36 +55,13 @@
 #include <set>
 
 using namespace tpui;
+using tptest::openAndPreview;
+using tptest::settle;
 
 namespace {
 std::shared_ptr<const tp::ModelSpec> catalogSpec(const char* id)
 {
     return std::make_shared<const tp::ModelSpec>(tptest::openSpec(id));
-}
-
-// Opens `what` in the window and waits for the model and its first preview.
-bool openAndPreview(MainWindow& w, const QString& what)
-{
-    QSignalSpy loaded(&w, &MainWindow::modelLoaded);
-    QSignalSpy applied(&w, &MainWindow::previewApplied);
-    w.openModel(what);
-    if (!loaded.wait(30000))
-        return false;
-    return applied.count() > 0 || applied.wait(30000);
-}
-
-// Waits until the preview reflects the document (the newest request has been applied).
-bool settle(MainWindow& w)
-{
-    QSignalSpy applied(&w, &MainWindow::previewApplied);
-    for (int i = 0; i < 100; ++i) {
-        auto p = w.previews()->latest();
-        if (p && !w.previews()->busy() && p->settings == w.document()->settings() && p->graph.plan
-            && p->graph.plan->entries == w.document()->plan().entries)
-            return true;
-        applied.wait(200);
-    }
-    return false;
 }
 
 // A folder with the llama fixture's config.json and num_hidden_layers = `layers` (no weights).

@@ -1,4 +1,5 @@
 // tst_scaling — the Collectives & memory page's T-side-by-side table and memory bars (offscreen).
+#include "guitestutils.h"
 #include "widgets/main_window.h"
 #include "widgets/memory_bars.h"
 #include "widgets/scaling_table.h"
@@ -13,32 +14,10 @@
 #include <QtTest>
 
 using namespace tpui;
+using tptest::openAndPreview;
+using tptest::settle;
 
 namespace {
-bool openAndPreview(MainWindow& w, const QString& what)
-{
-    QSignalSpy loaded(&w, &MainWindow::modelLoaded);
-    QSignalSpy applied(&w, &MainWindow::previewApplied);
-    w.openModel(what);
-    if (!loaded.wait(30000))
-        return false;
-    return applied.count() > 0 || applied.wait(30000);
-}
-
-// Waits until the preview reflects the document (the newest request has been applied).
-bool settle(MainWindow& w)
-{
-    QSignalSpy applied(&w, &MainWindow::previewApplied);
-    for (int i = 0; i < 150; ++i) {
-        auto p = w.previews()->latest();
-        if (p && !w.previews()->busy() && p->settings == w.document()->settings() && p->graph.plan
-            && p->graph.plan->entries == w.document()->plan().entries)
-            return true;
-        applied.wait(200);
-    }
-    return false;
-}
-
 QString cell(const QAbstractItemModel* m, int row, int column, int role = Qt::DisplayRole)
 {
     return m->index(row, column).data(role).toString();

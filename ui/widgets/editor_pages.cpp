@@ -218,7 +218,9 @@ CollectivesPage::CollectivesPage(QWidget* parent)
         emit pathActivated(i.data(CollectivesModel::PathRole).toString());
     });
     QTableView* memory = makeTable(m_memoryModel, tr("Open a model to see what each rank holds."));
-    memory->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+    // Whole headers ("KV cache (B×S)", "Activation peak"); the table scrolls when narrow.
+    memory->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    memory->horizontalHeader()->setStretchLastSection(true);
     m_caption->setWordWrap(true);
     m_caption->setTextInteractionFlags(Qt::TextSelectableByMouse);
     // T side by side; a click sets the toolbar's T.

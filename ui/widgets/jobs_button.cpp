@@ -1,35 +1,37 @@
 #include "widgets/jobs_button.h"
 
-#include "models/format.h"
 #include "models/job_tracker.h"
 
 #include <QHBoxLayout>
 #include <QMenu>
-#include <QProgressBar>
+#include <QIcon>
 #include <QTimer>
 #include <QToolButton>
 
 namespace tpui {
 
+namespace {
+
+// Whole seconds: the list ticks once a second.
+QString elapsedText(const JobTracker::Job& j) { return QObject::tr("%1 s").arg(j.started.elapsed() / 1000); }
+
+} // namespace
+
 JobsButton::JobsButton(JobTracker* tracker, QWidget* parent)
     : QWidget(parent)
     , m_tracker(tracker)
     , m_button(new QToolButton(this))
-    , m_busy(new QProgressBar(this))
     , m_menu(new QMenu(this))
     , m_tick(new QTimer(this))
 {
     auto* layout = new QHBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
-    m_busy->setRange(0, 0);
-    m_busy->setTextVisible(false);
-    m_busy->setMaximumWidth(fontMetrics().horizontalAdvance(QLatin1Char('M')) * 6);
-    m_busy->setMaximumHeight(fontMetrics().height() + 2);
     m_button->setAutoRaise(true);
+    m_button->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    m_button->setIcon(QIcon::fromTheme(QStringLiteral("view-refresh"), QIcon(QStringLiteral(":/icons/info.svg"))));
     m_button->setPopupMode(QToolButton::InstantPopup);
     m_button->setMenu(m_menu);
     m_button->setToolTip(tr("Background work: what runs, for how long, and Stop"));
-    layout->addWidget(m_busy);
     layout->addWidget(m_button);
     connect(m_menu, &QMenu::aboutToShow, this, &JobsButton::fillMenu);
     connect(m_tracker, &JobTracker::changed, this, &JobsButton::refresh);
@@ -48,8 +50,8 @@ void JobsButton::refresh()
     }
     if (!m_tick->isActive())
         m_tick->start();
-    m_button->setText(jobs.size() == 1 ? tr("%1 · %2").arg(jobs.front().title, humanSeconds(double(jobs.front().started.elapsed()) / 1e3))
-                                       : tr("%n jobs", nullptr, int(jobs.size())));
+    m_button->setText(jobs.size() == 1 ? tr("%1 · %2").arg(jobs.front().title, elapsedText(jobs.front()))
+                                       : tr("%n jobs running", nullptr, int(jobs.size())));
     if (m_menu->isVisible())
         fillMenu();
 }
@@ -58,7 +60,7 @@ void JobsButton::fillMenu()
 {
     m_menu->clear();
     for (const auto& j : m_tracker->jobs()) {
-        const QString text = tr("%1 — %2").arg(j.title, humanSeconds(double(j.started.elapsed()) / 1e3));
+        const QString text = tr("%1 — %2").arg(j.title, elapsedText(j));
         if (j.cancel) {
             const JobTracker::Id id = j.id;
             m_menu->addAction(tr("Stop: %1").arg(text), this, [this, id] { m_tracker->cancel(id); });

@@ -1,12 +1,11 @@
-// jobs_button.h — the status bar's view of the JobTracker: hidden while nothing runs, else "2 jobs"
-// with a busy bar; its menu lists each job with how long it has run and a Stop entry where the job
+// jobs_button.h — the status bar's view of the JobTracker: hidden while nothing runs, else the job
+// and how long it has run ("2 jobs running" for more); its menu lists each job with how long it has run and a Stop entry where the job
 // can be stopped.
 #pragma once
 
 #include <QWidget>
 
 class QMenu;
-class QProgressBar;
 class QTimer;
 class QToolButton;
 
@@ -28,7 +27,6 @@ private:
 
     JobTracker* m_tracker;
     QToolButton* m_button;
-    QProgressBar* m_busy;
     QMenu* m_menu;
     QTimer* m_tick;
 };

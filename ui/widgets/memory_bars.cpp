@@ -144,8 +144,8 @@ void MemoryBars::paintEvent(QPaintEvent*)
     }
     const QFontMetrics fm = fontMetrics();
     const Layout l = layout();
-    // Legend: the four segments and the capacity line.
-    int x = l.barLeft;
+    // Legend: the four segments and the capacity line, from the left edge (the bars' gutter too).
+    int x = 4;
     const int ly = 4, box = fm.height() - 4;
     for (int i = 0; i < 4; ++i) {
         p.fillRect(QRect(x, ly + 2, box, box), kSegment[i]);

@@ -200,6 +200,7 @@ ResultsPage::ResultsPage(QWidget* parent)
     bar->addWidget(new QLabel(tr("Rank:")));
     m_rankBox->setToolTip(tr("Per layer: the slowest rank of each layer (with the spread over iterations), or one rank's "
                              "figures of the last iteration"));
+    m_rankBox->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     bar->addWidget(m_rankBox);
     m_phaseBox->addItem(tr("Prefill"), QStringLiteral("prefill"));
     m_phaseBox->addItem(tr("Decode step"), QStringLiteral("decode"));
@@ -517,7 +518,7 @@ void ResultsPage::plotLayers()
     m_layers->yAxis->setLabel(decode ? tr("%1 per decode step").arg(u.name) : tr("%1 per forward").arg(u.name));
     m_layers->rescaleAxes();
     m_layers->xAxis->setRange(-1, keys.size());
-    m_layers->yAxis->setRange(0, std::max(top * k, 1e-9) * 1.1);
+    m_layers->yAxis->setRange(0, std::max(top * k, 1e-9) * 1.3); // headroom: the legend sits above the bars
     m_layers->replot();
 }
 
@@ -801,7 +802,7 @@ void ResultsPage::plotCompare()
                                    .arg(m_tpBox->currentData().toInt()));
     m_compare->yAxis->setLabel(decodePhase() ? tr("%1 per decode step").arg(u.name) : tr("%1 per forward").arg(u.name));
     m_compare->xAxis->setRange(-1, n);
-    m_compare->yAxis->setRange(0, std::max(top * k, 1e-9) * 1.25);
+    m_compare->yAxis->setRange(0, std::max(top * k, 1e-9) * 1.45); // headroom: the five-row legend sits above the bars
     m_compare->replot();
 }
 

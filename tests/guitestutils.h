@@ -1,0 +1,37 @@
+// guitestutils.h — what the GUI tests share: open a model in a MainWindow and wait for its preview.
+#pragma once
+
+#include "models/preview_service.h"
+#include "widgets/main_window.h"
+
+#include <QSignalSpy>
+#include <QString>
+
+namespace tptest {
+
+// Opens `what` in the window and waits for the model and its first preview.
+inline bool openAndPreview(tpui::MainWindow& w, const QString& what)
+{
+    QSignalSpy loaded(&w, &tpui::MainWindow::modelLoaded);
+    QSignalSpy applied(&w, &tpui::MainWindow::previewApplied);
+    w.openModel(what);
+    if (!loaded.wait(30000))
+        return false;
+    return applied.count() > 0 || applied.wait(30000);
+}
+
+// Waits until the preview reflects the document (the newest request has been applied).
+inline bool settle(tpui::MainWindow& w)
+{
+    QSignalSpy applied(&w, &tpui::MainWindow::previewApplied);
+    for (int i = 0; i < 150; ++i) {
+        auto p = w.previews()->latest();
+        if (p && !w.previews()->busy() && p->settings == w.document()->settings() && p->graph.plan
+            && p->graph.plan->entries == w.document()->plan().entries)
+            return true;
+        applied.wait(200);
+    }
+    return false;
+}
+
+} // namespace tptest
