@@ -4,7 +4,9 @@
 #include "models/preview_service.h"
 #include "widgets/main_window.h"
 
+#include <QComboBox>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QString>
 
 namespace tptest {
@@ -32,6 +34,16 @@ inline bool settle(tpui::MainWindow& w)
         applied.wait(200);
     }
     return false;
+}
+
+// Opens `what` on the built-in `hardware` profile at tp size `tp` and waits for that preview.
+inline bool openOn(tpui::MainWindow& w, const QString& what, const QString& hardware, int tp)
+{
+    if (!openAndPreview(w, what))
+        return false;
+    w.hardwareBox()->setCurrentIndex(w.hardwareBox()->findData(hardware));
+    w.tpBox()->setValue(tp);
+    return settle(w);
 }
 
 } // namespace tptest

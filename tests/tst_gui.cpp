@@ -56,6 +56,7 @@
 
 using namespace tpui;
 using tptest::openAndPreview;
+using tptest::openOn;
 using tptest::settle;
 
 namespace {
@@ -1171,10 +1172,7 @@ private slots:
     {
         MainWindow w;
         w.setShowErrorDialogs(false);
-        QVERIFY(openAndPreview(w, QStringLiteral("llama-3.1-70b")));
-        w.hardwareBox()->setCurrentIndex(w.hardwareBox()->findData(QStringLiteral("h100-sxm-8")));
-        w.tpBox()->setValue(1);
-        QVERIFY(settle(w));
+        QVERIFY(openOn(w, QStringLiteral("llama-3.1-70b"), QStringLiteral("h100-sxm-8"), 1));
         auto p = w.previews()->latest();
         QCOMPARE(p->graph.tpSize, 1);
         QVERIFY(p->cost.has_value());

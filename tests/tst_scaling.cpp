@@ -15,6 +15,7 @@
 
 using namespace tpui;
 using tptest::openAndPreview;
+using tptest::openOn;
 using tptest::settle;
 
 namespace {
@@ -34,10 +35,7 @@ private slots:
     {
         MainWindow w;
         w.setShowErrorDialogs(false);
-        QVERIFY(openAndPreview(w, QStringLiteral("llama-3.1-8b")));
-        w.hardwareBox()->setCurrentIndex(w.hardwareBox()->findData(QStringLiteral("h100-sxm-8")));
-        w.tpBox()->setValue(2);
-        QVERIFY(settle(w));
+        QVERIFY(openOn(w, QStringLiteral("llama-3.1-8b"), QStringLiteral("h100-sxm-8"), 2));
         ScalingTable* t = w.scalingTable();
         QVERIFY(t);
         auto* m = t->scalingModel();
@@ -108,10 +106,7 @@ private slots:
     {
         MainWindow w;
         w.setShowErrorDialogs(false);
-        QVERIFY(openAndPreview(w, QStringLiteral("llama-3.1-70b")));
-        w.hardwareBox()->setCurrentIndex(w.hardwareBox()->findData(QStringLiteral("h100-sxm-8")));
-        w.tpBox()->setValue(1);
-        QVERIFY(settle(w));
+        QVERIFY(openOn(w, QStringLiteral("llama-3.1-70b"), QStringLiteral("h100-sxm-8"), 1));
         MemoryBars* bars = w.memoryBars();
         QVERIFY(bars);
         QCOMPARE(bars->barCount(), 1);

@@ -47,8 +47,6 @@
 #include <QMimeData>
 #include <QPointer>
 #include <QProgressBar>
-#include <QPushButton>
-#include <QScrollArea>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
 #include <QSplitter>

@@ -34,10 +34,7 @@ public:
     {
         CostReport c;
         c.workload = m_w;
-        int maxLayer = -1;
-        for (const auto& n : m_g.graph.nodes)
-            maxLayer = std::max(maxLayer, n.layer);
-        c.layers.resize(static_cast<std::size_t>(maxLayer + 2));
+        c.layers.resize(layerSlots(m_g.graph));
         for (std::size_t i = 0; i < c.layers.size(); ++i)
             c.layers[i].layer = static_cast<int>(i) - 1;
         c.nodes.reserve(m_g.graph.nodes.size());

@@ -420,6 +420,14 @@ private:
 
 } // namespace
 
+std::size_t layerSlots(const LayerGraph& g)
+{
+    int maxLayer = -1;
+    for (const auto& n : g.nodes)
+        maxLayer = std::max(maxLayer, n.layer);
+    return static_cast<std::size_t>(maxLayer + 2);
+}
+
 LayerGraph buildLayerGraph(const ModelSpec& spec)
 {
     LayerGraph g;

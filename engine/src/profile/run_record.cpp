@@ -82,10 +82,7 @@ namespace {
 PhaseTiming foldSpans(const ShardedGraph& g, const std::vector<Span>& spans, int tp)
 {
     PhaseTiming out;
-    int maxLayer = -1;
-    for (const auto& n : g.graph.nodes)
-        maxLayer = std::max(maxLayer, n.layer);
-    const std::size_t L = static_cast<std::size_t>(maxLayer + 2);
+    const std::size_t L = layerSlots(g.graph);
     std::vector<std::vector<double>> compute(static_cast<std::size_t>(tp), std::vector<double>(L)),
         comm(static_cast<std::size_t>(tp), std::vector<double>(L));
     // Each rank's comm span starts when it arrives at the collective; a collective's index names one

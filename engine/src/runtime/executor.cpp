@@ -168,12 +168,9 @@ public:
         m_events.collectives = static_cast<int>(g.collectives.size());
         for (const NodeSharding& ns : g.nodes)
             m_dispatchOrdinal.push_back(ns.dispatch >= 0 ? m_dispatched++ : -1);
-        int maxLayer = -1;
-        for (const auto& n : g.graph.nodes) {
+        for (const auto& n : g.graph.nodes)
             m_nvtx.push_back(nvtxName(n.name, n.layer));
-            maxLayer = std::max(maxLayer, n.layer);
-        }
-        m_layerSlots = static_cast<std::size_t>(maxLayer + 2);
+        m_layerSlots = tp::layerSlots(g.graph);
         m_tokens = o.tokens;
         if (m_tokens.empty())
             for (std::int64_t i = 0; i < m_N; ++i)

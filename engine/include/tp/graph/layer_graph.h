@@ -101,6 +101,10 @@ struct LayerGraph
     std::string unsupported;
 };
 
+// Per-layer figures (cost, measured spans, spreads) have one slot per decoder layer and slot 0 for
+// what lies outside the layers (embedding, final norm, head): layer l is slot l + 1.
+std::size_t layerSlots(const LayerGraph& g);
+
 // Every known family has a graph; an unknown one gets an empty graph.
 LayerGraph buildLayerGraph(const ModelSpec& spec);
 
