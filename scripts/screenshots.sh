@@ -14,12 +14,16 @@ out=docs/screenshots
 mkdir -p "$out"
 hw=$(mktemp -d)
 trap 'rm -rf "$hw"' EXIT
-shot() { # NAME THEME ARGS…
-  local name=$1 theme=$2
+# Ctrl-C stops here (the GUI under Xvfb stays in this process group, so it gets the signal too);
+# every picture already taken is whole, the one being taken keeps its previous version.
+trap 'echo "screenshots: interrupted; nothing half written" >&2; exit 130' INT TERM
+shot() { # NAME THEME ARGS…: written beside, then moved over the old one (an interrupted shot
+  local name=$1 theme=$2 # leaves the previous picture, never half a file)
   shift 2
   echo "screenshots: $name-$theme" >&2
-  TPSTUDIO_HARDWARE_DIR="$hw" XDG_CONFIG_HOME="$hw/config" timeout 600 \
-    xvfb-run -a -s "-screen 0 1600x1000x24" "$gui" --theme "$theme" "$@" --screenshot "$out/$name-$theme.png"
+  TPSTUDIO_HARDWARE_DIR="$hw" XDG_CONFIG_HOME="$hw/config" timeout --foreground 600 \
+    xvfb-run -a -s "-screen 0 1600x1000x24" "$gui" --theme "$theme" "$@" --screenshot "$hw/shot.png"
+  mv -f "$hw/shot.png" "$out/$name-$theme.png"
 }
 for theme in light dark; do
   shot summary "$theme" llama-3.1-70b --tp 8 --hardware h100-sxm-8 --tab summary

@@ -170,7 +170,7 @@ QString PlanPage::addKey(const QString& key)
     if (!matches)
         return tr("'%1' names no module or parameter of %2: keys are full paths from the loaded class, with '*' for the "
                   "layer index (e.g. model.layers.*.mlp.down_proj)")
-            .arg(key, qs(spec->className));
+            .arg(key.size() > 200 ? key.left(200) + QStringLiteral("…") : key, qs(spec->className));
     m_doc->setStyle(key, QStringLiteral("replicate"));
     return {};
 }
