@@ -147,6 +147,13 @@ std::int64_t alignUp(std::int64_t n, std::int64_t a) { return (n + a - 1) / a * 
 constexpr std::int64_t kQueryTile = 64;
 constexpr std::int64_t kKeyTile = 256;
 std::int64_t attentionTileFloats(std::int64_t headDim) { return kQueryTile * kKeyTile + kQueryTile * headDim + 2 * kQueryTile; }
+// Attention's working floats: one query tile's scores, accumulator and softmax state, then one KV
+// head's keys packed for the kernels' scoreTile (rows rounded up to 32 keys); a decode step uses the
+// start as one row of scores.
+std::int64_t attentionWorkFloats(const AttentionShape& s)
+{
+    return std::max(attentionTileFloats(std::max(s.headDim, s.vDim())) + s.headDim * alignUp(s.rows(), 32), s.rows());
+}
 
 // One integer from a small /proc or /sys file; -1 when absent or not a number ("max").
 std::int64_t readSysInt(const std::string& path)
@@ -251,10 +258,9 @@ public:
 
     std::int64_t attentionScratchBytes(const AttentionShape& s) const override
     {
-        // One query tile's scores, accumulator and softmax state (a decode step: one row of scores
-        // over the keys); in 16-bit storage also q, y and each sequence's keys and values widened to
-        // fp32 (sized by the rows the keys may fill, so that a cache's scratch fits every step).
-        std::int64_t floats = std::max(attentionTileFloats(std::max(s.headDim, s.vDim())), s.rows());
+        // attentionWorkFloats; in 16-bit storage also q, y and each sequence's keys and values widened
+        // to fp32 (sized by the rows the keys may fill, so that a cache's scratch fits every step).
+        std::int64_t floats = attentionWorkFloats(s);
         if (storage() != DType::F32)
             floats += s.batch * (s.seq * s.heads + s.rows() * s.kvHeads) * (s.headDim + s.vDim());
         return 4 * floats;
@@ -420,7 +426,8 @@ protected:
             using St = decltype(st);
             // q, then each sequence's first L key and value rows, as fp32 (views of q, k and v
             // themselves in f32), then y.
-            float* buf = p + std::max(attentionTileFloats(std::max(hd, vd)), sh.rows());
+            float* buf = p + attentionWorkFloats(sh);
+            float* kp = p + attentionTileFloats(std::max(hd, vd));
             const float* Q = widened<St>(q, buf);
             buf += q.numel();
             float* kvBuf = buf;
@@ -436,10 +443,13 @@ protected:
                     float* yh = Y + b * S * yw + h * vd;
                     const float sink = sinks ? St::get(sinks->as<typename St::T>(), h) : -std::numeric_limits<float>::infinity();
                     const HeadDims dims{hd, vd, qw, kw, vw, yw, sh.window, sh.chunk};
-                    if (S == 1)
+                    if (S == 1) {
                         decodeHead(qh, kh, vh, yh, L, dims, scale, cap, sink, p, m_vk);
-                    else
-                        prefillHead(qh, kh, vh, yh, S, sh.past, dims, scale, cap, sink, p, m_vk);
+                        continue;
+                    }
+                    if (h % group == 0) // the group's keys packed once
+                        m_vk.packKeys(kh, kw, L, hd, kp);
+                    prefillHead(qh, kp, vh, yh, S, sh.past, dims, scale, cap, sink, p, m_vk);
                 }
             }
         });
@@ -489,15 +499,16 @@ protected:
 
     // S queries of one head, causal (query i sees keys 0 … past + i, the last `window` of them with
     // a sliding window), in tiles: for each query tile the key tiles from its first query's oldest
-    // key to its last query's diagonal, scores by SGEMM, an online softmax (running max m and sum l
-    // per row; the accumulator rescaled by exp(m_old − m_new) when the max grows), the accumulator
-    // updated by SGEMM, divided by l at the end. Tiles wholly outside are never computed; in a tile
+    // key to its last query's diagonal (from a whole key panel), scores by the kernels' scoreTile
+    // against the packed keys kp, an online softmax (running max m and sum l per row; the accumulator rescaled by
+    // exp(m_old − m_new) when the max grows), the accumulator updated by weightedSum, divided by l
+    // at the end. Tiles wholly outside are never computed; in a tile
     // each row's unseen keys get weight 0. A sink logit (finite) starts each row's max and sum as a
     // key of value 0 would.
-    static void prefillHead(const float* qh, const float* kh, const float* vh, float* yh, std::int64_t S, std::int64_t past,
+    static void prefillHead(const float* qh, const float* kp, const float* vh, float* yh, std::int64_t S, std::int64_t past,
                             const HeadDims& dm, float scale, float cap, float sink, float* p, const cpu::Kernels& vk)
     {
-        const std::int64_t hd = dm.hd, vd = dm.vd, qw = dm.qw, kw = dm.kw;
+        const std::int64_t hd = dm.hd, vd = dm.vd, qw = dm.qw, panel = vk.keyPanel;
         float* sc = p;                          // [kQueryTile × kKeyTile] scores, then weights
         float* acc = sc + kQueryTile * kKeyTile; // [kQueryTile × vd]
         float* m = acc + kQueryTile * std::max(hd, vd); // [kQueryTile] running max
@@ -508,11 +519,9 @@ protected:
             std::fill_n(m, rq, sink);
             std::fill_n(l, rq, std::isfinite(sink) ? 1.0f : 0.0f);
             std::fill_n(acc, rq * vd, 0.0f);
-            for (std::int64_t j0 = firstKey(past + i0); j0 < keyEnd; j0 += kKeyTile) {
+            for (std::int64_t j0 = firstKey(past + i0) / panel * panel; j0 < keyEnd; j0 += kKeyTile) {
                 const std::int64_t ck = std::min(kKeyTile, keyEnd - j0);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rq), static_cast<blasint>(ck),
-                            static_cast<blasint>(hd), scale, qh + i0 * qw, static_cast<blasint>(qw), kh + j0 * kw,
-                            static_cast<blasint>(kw), 0.0f, sc, static_cast<blasint>(kKeyTile));
+                vk.scoreTile(qh + i0 * qw, qw, kp + j0 * hd, rq, ck, hd, scale, sc, kKeyTile);
                 for (std::int64_t r = 0; r < rq; ++r) {
                     float* row = sc + r * kKeyTile;
                     const std::int64_t pos = past + i0 + r;
@@ -532,9 +541,7 @@ protected:
                     std::fill(row, row + from, 0.0f);
                     std::fill(row + to, row + ck, 0.0f);
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rq), static_cast<blasint>(vd),
-                            static_cast<blasint>(ck), 1.0f, sc, static_cast<blasint>(kKeyTile), vh + j0 * dm.vw,
-                            static_cast<blasint>(dm.vw), 1.0f, acc, static_cast<blasint>(vd));
+                vk.weightedSum(sc, kKeyTile, vh + j0 * dm.vw, dm.vw, rq, ck, vd, acc, vd);
             }
             for (std::int64_t r = 0; r < rq; ++r) {
                 float* out = yh + (i0 + r) * dm.yw;

@@ -34,7 +34,7 @@ inline void storeTail(float* p, vf v, std::int64_t n)
     for (std::int64_t i = 0; i < n; ++i)
         p[i] = b[i];
 }
-inline vf splat(float a) { return vf{} + a; }
+inline vf splat(float a) { return a - vf{}; } // a − 0 is a exactly: one broadcast, no add
 inline float hsum(vf v)
 {
     float s = 0;
@@ -158,6 +158,160 @@ void add(const float* a, const float* b, float* y, std::int64_t n)
         y[i] = a[i] + b[i];
 }
 
+// --- prefill attention tiles ------------------------------------------------------------------
+// Register blocks of R rows × C vectors: the accumulators stay in registers over the whole inner
+// dimension (6 × 2 vectors: 12 accumulators, two loads and a broadcast in 16 registers), each
+// product one FMA. Columns past the last whole vector are summed by a plain loop.
+
+template<int R, int C>
+inline void scoreBlock(const float* __restrict q, std::int64_t ldq, const float* __restrict kt, std::int64_t ldkt,
+                       std::int64_t hd, float scale, float* __restrict s, std::int64_t lds)
+{
+    vf acc[R][C];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c)
+            acc[r][c] = vf{};
+    for (std::int64_t d = 0; d < hd; ++d) {
+        vf b[C];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c)
+            b[c] = load(kt + d * ldkt + c * L);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const vf a = splat(q[r * ldq + d]);
+#pragma GCC unroll 4
+            for (int c = 0; c < C; ++c)
+                acc[r][c] += a * b[c];
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c)
+            store(s + r * lds + c * L, acc[r][c] * scale);
+}
+
+// Keys packed for scoreTile: panels of kPanel keys, each [hd × kPanel] (key j's element d at
+// (j / kPanel)·hd·kPanel + d·kPanel + j % kPanel), the last panel padded with zeros, so that the
+// score block reads one contiguous stream.
+constexpr std::int64_t kPanel = 2 * L;
+
+void packKeys(const float* k, std::int64_t ldk, std::int64_t n, std::int64_t hd, float* out)
+{
+    for (std::int64_t j0 = 0; j0 < n; j0 += kPanel) {
+        float* panel = out + j0 * hd;
+        const std::int64_t m = n - j0 < kPanel ? n - j0 : kPanel;
+        for (std::int64_t d = 0; d < hd; ++d) {
+            for (std::int64_t j = 0; j < m; ++j)
+                panel[d * kPanel + j] = k[(j0 + j) * ldk + d];
+            for (std::int64_t j = m; j < kPanel; ++j)
+                panel[d * kPanel + j] = 0.0f;
+        }
+    }
+}
+
+template<int R>
+void scoreRows(const float* q, std::int64_t ldq, const float* kp, std::int64_t cols, std::int64_t hd, float scale,
+               float* s, std::int64_t lds)
+{
+    for (std::int64_t j = 0; j < cols; j += kPanel)
+        scoreBlock<R, 2>(q, ldq, kp + j * hd, kPanel, hd, scale, s + j, lds);
+}
+
+template<int R, int C>
+inline void weightedBlock(const float* __restrict p, std::int64_t ldp, const float* __restrict v, std::int64_t ldv,
+                          std::int64_t keys, float* __restrict acc, std::int64_t ldacc)
+{
+    vf a[R][C];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c)
+            a[r][c] = vf{};
+    for (std::int64_t j = 0; j < keys; ++j) {
+        vf b[C];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c)
+            b[c] = load(v + j * ldv + c * L);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+            const vf w = splat(p[r * ldp + j]);
+#pragma GCC unroll 4
+            for (int c = 0; c < C; ++c)
+                a[r][c] += w * b[c];
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c)
+            store(acc + r * ldacc + c * L, load(acc + r * ldacc + c * L) + a[r][c]);
+}
+
+template<int R>
+void weightedRows(const float* p, std::int64_t ldp, const float* v, std::int64_t ldv, std::int64_t keys, std::int64_t vd,
+                  float* acc, std::int64_t ldacc)
+{
+    std::int64_t c = 0;
+    for (; c + 2 * L <= vd; c += 2 * L)
+        weightedBlock<R, 2>(p, ldp, v + c, ldv, keys, acc + c, ldacc);
+    for (; c + L <= vd; c += L)
+        weightedBlock<R, 1>(p, ldp, v + c, ldv, keys, acc + c, ldacc);
+    for (; c < vd; ++c)
+        for (int r = 0; r < R; ++r) {
+            float t = 0;
+            for (std::int64_t j = 0; j < keys; ++j)
+                t += p[r * ldp + j] * v[j * ldv + c];
+            acc[r * ldacc + c] += t;
+        }
+}
+
+// Rows in blocks of 6, the last 1–5 by a block of their own height.
+template<template<int> class Rows, typename... A> void byRowBlocks(std::int64_t rows, std::int64_t ld, const float* in, std::int64_t ldOut, float* out, A... a)
+{
+    std::int64_t r = 0;
+    for (; r + 6 <= rows; r += 6)
+        Rows<6>::run(in + r * ld, ld, out + r * ldOut, ldOut, a...);
+    switch (rows - r) {
+    case 5: Rows<5>::run(in + r * ld, ld, out + r * ldOut, ldOut, a...); break;
+    case 4: Rows<4>::run(in + r * ld, ld, out + r * ldOut, ldOut, a...); break;
+    case 3: Rows<3>::run(in + r * ld, ld, out + r * ldOut, ldOut, a...); break;
+    case 2: Rows<2>::run(in + r * ld, ld, out + r * ldOut, ldOut, a...); break;
+    case 1: Rows<1>::run(in + r * ld, ld, out + r * ldOut, ldOut, a...); break;
+    default: break;
+    }
+}
+template<int R> struct ScoreRows
+{
+    static void run(const float* q, std::int64_t ldq, float* s, std::int64_t lds, const float* kp, std::int64_t cols,
+                    std::int64_t hd, float scale)
+    {
+        scoreRows<R>(q, ldq, kp, cols, hd, scale, s, lds);
+    }
+};
+template<int R> struct WeightedRows
+{
+    static void run(const float* p, std::int64_t ldp, float* acc, std::int64_t ldacc, const float* v, std::int64_t ldv,
+                    std::int64_t keys, std::int64_t vd)
+    {
+        weightedRows<R>(p, ldp, v, ldv, keys, vd, acc, ldacc);
+    }
+};
+
+void scoreTile(const float* q, std::int64_t ldq, const float* kp, std::int64_t rows, std::int64_t cols, std::int64_t hd,
+               float scale, float* s, std::int64_t lds)
+{
+    byRowBlocks<ScoreRows>(rows, ldq, q, lds, s, kp, cols, hd, scale);
+}
+
+void weightedSum(const float* p, std::int64_t ldp, const float* v, std::int64_t ldv, std::int64_t rows, std::int64_t keys,
+                 std::int64_t vd, float* acc, std::int64_t ldacc)
+{
+    byRowBlocks<WeightedRows>(rows, ldp, p, ldacc, acc, v, ldv, keys, vd);
+}
+
 // --- the local communicator's reduction -------------------------------------------------------
 
 inline std::uint32_t bitsOf(float f)
@@ -268,6 +422,6 @@ void round16(Storage storage, const float* __restrict acc, std::int64_t n, std::
 } // namespace
 
 extern const Kernels table;
-const Kernels table = {TP_KERNEL_ISA, expShiftSum, maxOf, scale, gatedAct, rmsNorm, add, sumChunk, round16};
+const Kernels table = {TP_KERNEL_ISA, expShiftSum, maxOf, scale, gatedAct, rmsNorm, add, kPanel, packKeys, scoreTile, weightedSum, sumChunk, round16};
 
 } // namespace tp::cpu::TP_KERNEL_NS

@@ -24,6 +24,19 @@ struct Kernels
     // y = (offset + w) · (x / sqrt(mean(x²) + eps)), as Transformers' RMSNorm (Gemma's: offset 1).
     void (*rmsNorm)(const float* x, const float* w, float* y, std::int64_t n, float eps, float offset);
     void (*add)(const float* a, const float* b, float* y, std::int64_t n);
+    // Prefill attention's two tile products, register-blocked (small K and N are poor SGEMM shapes).
+    // The keys are packed first: packKeys writes n keys (rows of k, hd wide) as panels of keyPanel
+    // keys, [hd × keyPanel] each, the last one padded with zeros; (n rounded up to keyPanel) · hd
+    // floats. scoreTile: s[r·lds + j] = scale · q_r · key_j for r < rows, j < cols, from the panel
+    // holding key 0 at kp, writing whole panels (s rows hold cols rounded up to keyPanel; keyPanel
+    // divides 32). weightedSum: acc[r·ldacc + c] += Σ_j p[r·ldp + j] · v[j·ldv + c] for r < rows,
+    // c < vd, j < keys.
+    std::int64_t keyPanel;
+    void (*packKeys)(const float* k, std::int64_t ldk, std::int64_t n, std::int64_t hd, float* out);
+    void (*scoreTile)(const float* q, std::int64_t ldq, const float* kp, std::int64_t rows, std::int64_t cols,
+                      std::int64_t hd, float scale, float* s, std::int64_t lds);
+    void (*weightedSum)(const float* p, std::int64_t ldp, const float* v, std::int64_t ldv, std::int64_t rows,
+                        std::int64_t keys, std::int64_t vd, float* acc, std::int64_t ldacc);
     // The local communicator's reduction of one chunk: acc[i] = src[0][from + i] + … +
     // src[t − 1][from + i], left to right in fp32, the inputs of storage type `storage` (the same
     // IEEE adds in every table: the same bits from any of them).
