@@ -8,7 +8,7 @@ pkgs=(
   qt6-base-dev qt6-base-dev-tools libqt6opengl6-dev libgl-dev
   libqcustomplot-dev libqcustomplot2.1-qt6 qt6-svg-dev
   nlohmann-json3-dev libfmt-dev libcli11-dev
-  libopenblas-dev libopenmpi-dev openmpi-bin
+  libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin
   qt6-qpa-plugins xvfb xauth adwaita-icon-theme
   clang libclang-rt-14-dev
   python3 python3-venv help2man appstream desktop-file-utils lintian man-db

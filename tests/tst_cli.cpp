@@ -756,14 +756,23 @@ private slots:
         QCOMPARE(plain.code, 0);
         const auto cpu = nlohmann::json::parse(plain.out.toStdString())["cpu"];
         const std::string kernels = cpu["kernels"].get<std::string>();
-        QVERIFY2(kernels.find("OpenBLAS kernel ") == 0 && kernels.find("vector kernels ") != std::string::npos, kernels.c_str());
+        QVERIFY2(kernels.find("GEMM oneDNN v") == 0 && kernels.find(", GEMV OpenBLAS kernel ") != std::string::npos
+                     && kernels.find("vector kernels ") != std::string::npos,
+                 kernels.c_str());
         qputenv("TPSTUDIO_CPU_ISA", "sse2");
         const Run capped = cli({"devices"});
         qunsetenv("TPSTUDIO_CPU_ISA");
         QCOMPARE(capped.code, 0);
         QVERIFY2(capped.out.contains("vector kernels sse2"), qPrintable(capped.out));
-        if (kernels.find("CPU: sse2") == std::string::npos) // the CPU has more than the baseline
+        qputenv("ONEDNN_MAX_CPU_ISA", "SSE41");
+        const Run dnnlCapped = cli({"devices"});
+        qunsetenv("ONEDNN_MAX_CPU_ISA");
+        QCOMPARE(dnnlCapped.code, 0);
+        QVERIFY2(dnnlCapped.out.contains("sse41 (sse2), GEMV OpenBLAS"), qPrintable(dnnlCapped.out));
+        if (kernels.find("CPU: sse2") == std::string::npos) { // the CPU has more than the baseline
             QVERIFY2(capped.out.contains("warning: this CPU has") && capped.out.contains("TPSTUDIO_CPU_ISA"), qPrintable(capped.out));
+            QVERIFY2(dnnlCapped.out.contains("oneDNN's GEMMs run sse41, ONEDNN_MAX_CPU_ISA=SSE41"), qPrintable(dnnlCapped.out));
+        }
         const Run g = cli({"bench", "gemm", "--backend", "cpu", "--model", "example", "--tp", "2", "--tokens", "8", "--iters", "2",
                            "--rounds", "1", "--json"});
         QCOMPARE(g.code, 0);

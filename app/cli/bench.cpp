@@ -2,7 +2,7 @@
 //              `tpstudio-cli bench plan`: time propagating a plan over a full-size model, step by
 //              step; --layers and --keys make the scaling inputs (deep models, long plans).
 //              `tpstudio-cli bench gemm`: one rank's Linear GEMMs against the machine's measured peak
-//              (cuBLAS bf16 on a GPU; the CPU backend against OpenBLAS SGEMM with --backend cpu).
+//              (cuBLAS bf16 on a GPU; the CPU backend against plain SGEMM, the better of oneDNN and OpenBLAS, with --backend cpu).
 #include "commands.h"
 #include "tp/core/json.h"
 
@@ -390,8 +390,20 @@ tp::Result<std::vector<double>> sgemmPeaks(const std::vector<Shape>& shapes, int
     return out;
 }
 
-// The same in a child process (this program, `bench gemm --peak-only`) without OPENBLAS_CORETYPE,
-// so that OpenBLAS picks the widest kernel this CPU runs.
+// The variables that cap the CPU backend's math below this CPU's widest kernels.
+constexpr const char* kIsaCaps[] = {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "OPENBLAS_CORETYPE"};
+
+std::string isaCapsSet()
+{
+    std::string set;
+    for (const char* var : kIsaCaps)
+        if (const char* v = std::getenv(var); v && *v)
+            set += fmt::format("{}{}={}", set.empty() ? "" : ", ", var, v);
+    return set;
+}
+
+// The same in a child process (this program, `bench gemm --peak-only`) without those variables, so
+// that oneDNN and OpenBLAS pick the widest kernels this CPU runs.
 tp::Result<std::vector<double>> sgemmPeaksUnforced(const std::vector<Shape>& shapes, int iters)
 {
     std::string list;
@@ -404,7 +416,8 @@ tp::Result<std::vector<double>> sgemmPeaksUnforced(const std::vector<Shape>& sha
         argv.push_back(a.data());
     argv.push_back(nullptr);
     for (char** e = environ; *e; ++e)
-        if (std::string_view(*e).rfind("OPENBLAS_CORETYPE=", 0) != 0)
+        if (std::none_of(std::begin(kIsaCaps), std::end(kIsaCaps),
+                         [&](const char* var) { return std::string_view(*e).rfind(std::string(var) + "=", 0) == 0; }))
             envp.push_back(*e);
     envp.push_back(nullptr);
     int fds[2];
@@ -428,7 +441,7 @@ tp::Result<std::vector<double>> sgemmPeaksUnforced(const std::vector<Shape>& sha
     ::close(fds[0]);
     int status = 0;
     if (rc != 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return tp::Status(tp::StatusCode::Internal, "bench gemm: the peak measurement without OPENBLAS_CORETYPE failed");
+        return tp::Status(tp::StatusCode::Internal, "bench gemm: the peak measurement without the ISA caps failed");
     const auto j = nlohmann::json::parse(text, nullptr, false);
     if (!j.is_array() || j.size() != shapes.size())
         return tp::Status(tp::StatusCode::Internal, "bench gemm: the peak measurement printed no result");
@@ -511,8 +524,8 @@ int benchGemmCpu(const GemmOpts& o)
         std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
         return s.flops() / seconds[seconds.size() / 2] / 1e9;
     };
-    const char* forced = std::getenv("OPENBLAS_CORETYPE");
-    const bool unforce = forced && *forced;
+    const std::string caps = isaCapsSet();
+    const bool unforce = !caps.empty();
     std::vector<std::vector<double>> eng(shapes.size()), peak(shapes.size());
     for (int r = 0; r < o.rounds; ++r) { // in this process shape by shape, engine then peak; else pass by pass
         for (std::size_t i = 0; i < shapes.size(); ++i) {
@@ -539,7 +552,8 @@ int benchGemmCpu(const GemmOpts& o)
         std::sort(v.begin(), v.end());
         return v[v.size() / 2];
     };
-    const std::string peakKernel = unforce ? "OpenBLAS without OPENBLAS_CORETYPE (its own pick for this CPU)" : "OpenBLAS, this process";
+    const std::string peakKernel = unforce ? fmt::format("a child process without {} (the libraries' own pick for this CPU)", caps)
+                                           : "this process";
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     double engSeconds = 0, peakSeconds = 0;
     if (!o.json)
@@ -659,7 +673,7 @@ std::function<int()> addBench(CLI::App& app)
     auto* gemm = bench->add_subcommand(
         "gemm", "GEMM throughput for the shapes one rank of a model runs at a tp size, against the machine's measured peak: "
                 "cuBLAS bf16 against a 8192^3 GEMM (needs a GPU), or with --backend cpu the CPU backend's GEMM against "
-                "plain OpenBLAS SGEMM on the same shapes with the widest kernel this CPU runs, rounds interleaved");
+                "plain SGEMM on the same shapes (the better of oneDNN and OpenBLAS, with the widest kernels this CPU runs), rounds interleaved");
     gemm->add_option("--backend", go->backend, "cuda or cpu")->check(CLI::IsMember({"cuda", "cpu"}))->capture_default_str();
     gemm->add_option("--dtype", go->dtype, "CPU backend storage: f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
     gemm->add_option("--rounds", go->rounds, "CPU: interleaved rounds (engine, then peak), medians")->check(CLI::Range(1, 100))->capture_default_str();

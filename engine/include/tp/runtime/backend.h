@@ -302,22 +302,26 @@ private:
     BackendStats m_stats;
 };
 
-// The reference backend: host memory, fp32 math (OpenBLAS SGEMM, one thread), f32/bf16/f16 storage.
+// The reference backend: host memory, fp32 math (oneDNN SGEMM, OpenBLAS SGEMV for one row, one
+// thread per rank), f32/bf16/f16 storage.
 Result<std::unique_ptr<Backend>> makeCpuBackend(DType storage);
 // Host memory this process may still use: MemAvailable, lowered to what the memory cgroup (v2 or
 // v1) and an address-space limit (ulimit -v) leave, and to TPSTUDIO_MAX_MEMORY when it is set
 // (bytes, or with a K, M, G or T suffix; an unreadable value is ignored).
 std::int64_t hostMemoryAvailable();
-// The CPU backend's math library and the kernel it runs ("OpenBLAS 0.3.21 … Haswell …").
+// The CPU backend's math libraries and what they run ("oneDNN v2.6.3 (SGEMM, avx2) + OpenBLAS 0.3.21
+// … Zen … (SGEMV)").
 std::string cpuMathLibrary();
-// The kernels the CPU backend runs and what the CPU could run: "OpenBLAS kernel Zen (avx2), vector
-// kernels avx2; CPU: avx2 sse2".
+// The kernels the CPU backend runs and what the CPU could run: "GEMM oneDNN v2.6.3 avx2 (avx2), GEMV
+// OpenBLAS kernel Zen (avx2), vector kernels avx2; CPU: avx2 sse2".
 std::string cpuKernelsInUse();
-// Why the CPU backend runs below what this CPU can do (e.g. OpenBLAS forced to its AVX2 kernels by
-// OPENBLAS_CORETYPE on an AVX-512 CPU), or "" when it runs the widest kernels there are.
+// Why the CPU backend runs below what this CPU can do (e.g. oneDNN capped by ONEDNN_MAX_CPU_ISA, or
+// OpenBLAS forced to its AVX2 kernels by OPENBLAS_CORETYPE on an AVX-512 CPU), or "" when it runs the
+// widest kernels there are.
 std::string cpuMathWarning();
-// Plain OpenBLAS SGEMM, y[m×n] = x[m×k]·w[n×k]ᵀ as the engine's Linear layers, one thread: the
-// median GFLOP/s of `iters` timed calls after one untimed.
+// Plain SGEMM, y[m×n] = x[m×k]·w[n×k]ᵀ as the engine's Linear layers, one thread: the better of the
+// CPU backend's product (oneDNN; one row: OpenBLAS SGEMV) and OpenBLAS SGEMM, each the median
+// GFLOP/s of `iters` timed calls after one untimed.
 Result<double> cpuSgemmGflops(std::int64_t m, std::int64_t n, std::int64_t k, int iters);
 // A CUDA device (bf16/f16/f32 storage, cuBLAS GEMMs with fp32 accumulation, a compute and a
 // communication stream, CUDA events). Unimplemented in builds without CUDA; FailedPrecondition when

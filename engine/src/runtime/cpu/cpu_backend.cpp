@@ -3,10 +3,11 @@
 // Math follows Transformers' modeling code (modeling_llama.py and siblings): RMSNorm, rotate_half
 // rotary embedding, causal GQA attention, gated activations, softmax top-k routing with fused
 // experts. Prefill attention is blocked (flash-style): query tiles against key tiles up to the
-// diagonal, an online softmax, never the whole S×S square. Element-wise work in fp32 runs on the
-// vector kernels of cpu_kernels.h (AVX-512, AVX2 or SSE2, picked for the CPU at hand). GEMMs are
-// OpenBLAS SGEMM with one BLAS thread per rank; with 16-bit storage the operands
-// are widened to fp32 in scratch panels first (Debian's OpenBLAS has no bf16 GEMM), so a bf16 run
+// diagonal, an online softmax, never the whole S×S square. Element-wise work in fp32 and the
+// attention tiles run on the vector kernels of cpu_kernels.h (AVX-512, AVX2 or SSE2, picked for the
+// CPU at hand). GEMMs are oneDNN's SGEMM (its kernels picked by oneDNN for the CPU; one-row
+// products OpenBLAS SGEMV), one thread per rank; with 16-bit storage the operands
+// are widened to fp32 in scratch panels first (no bf16 GEMM in either C API), so a bf16 run
 // computes what a GPU computes: 16-bit values, fp32 accumulation, one rounding per stored result.
 // The two streams are the calling thread: every op is done when it returns, and an event is a
 // host timestamp.
@@ -15,6 +16,8 @@
 #include "cpu_kernels.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
+#include <oneapi/dnnl/dnnl.h>
 extern "C" char* openblas_get_corename(); // OpenBLAS's, not in its cblas.h
 #include <sys/resource.h>
 #include <unistd.h>
@@ -103,28 +106,48 @@ template<typename S> const float* widened(const Tensor& t, float* buf)
     return buf;
 }
 
-// y[n, out] = x[n, in] · w[in, out] (weights stored as x · W uses them: gpt-oss's experts).
-void sgemmNN(std::int64_t n, std::int64_t out, std::int64_t in, const float* x, std::int64_t ldx, const float* w,
-             std::int64_t ldw, float* y, std::int64_t ldy)
+// GEMMs are oneDNN's SGEMM, one thread per rank: oneDNN runs its OpenMP teams with the calling
+// thread's omp_set_num_threads, set once per thread (libgomp comes with libdnnl, so it is looked up
+// rather than linked).
+void oneOmpThread()
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(n), static_cast<blasint>(out),
-                static_cast<blasint>(in), 1.0f, x, static_cast<blasint>(ldx), w, static_cast<blasint>(ldw), 0.0f, y,
-                static_cast<blasint>(ldy));
+    static thread_local const bool once = [] {
+        if (auto set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
+            set(1);
+        return true;
+    }();
+    (void)once;
 }
 
-// One row (a decode step of one sequence) is a matrix-vector product: SGEMV streams the weight once,
-// where SGEMM would pack it first.
-void sgemmNT(std::int64_t n, std::int64_t out, std::int64_t in, const float* x, std::int64_t ldx, const float* w,
-             std::int64_t ldw, float beta, float* y, std::int64_t ldy)
+Status dnnlGemm(char transB, std::int64_t n, std::int64_t out, std::int64_t in, const float* x, std::int64_t ldx,
+                const float* w, std::int64_t ldw, float beta, float* y, std::int64_t ldy)
+{
+    oneOmpThread();
+    const dnnl_status_t st = dnnl_sgemm('N', transB, n, out, in, 1.0f, x, ldx, w, ldw, beta, y, ldy);
+    if (st != dnnl_success)
+        return Status(StatusCode::Internal, fmt::format("oneDNN sgemm {}×{}×{} (ld {}, {}, {}) failed: status {}", n, out, in,
+                                                        ldx, ldw, ldy, static_cast<int>(st)));
+    return {};
+}
+
+// y[n, out] = x[n, in] · w[in, out] (weights stored as x · W uses them: gpt-oss's experts).
+[[nodiscard]] Status sgemmNN(std::int64_t n, std::int64_t out, std::int64_t in, const float* x, std::int64_t ldx, const float* w,
+                             std::int64_t ldw, float* y, std::int64_t ldy)
+{
+    return dnnlGemm('N', n, out, in, x, ldx, w, ldw, 0.0f, y, ldy);
+}
+
+// y[n, out] = x[n, in] · w[out, in]ᵀ + beta · y. One row (a decode step of one sequence) is a
+// matrix-vector product: OpenBLAS's SGEMV streams the weight once, where SGEMM would pack it first.
+[[nodiscard]] Status sgemmNT(std::int64_t n, std::int64_t out, std::int64_t in, const float* x, std::int64_t ldx, const float* w,
+                             std::int64_t ldw, float beta, float* y, std::int64_t ldy)
 {
     if (n == 1) {
         cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(out), static_cast<blasint>(in), 1.0f, w,
                     static_cast<blasint>(ldw), x, 1, beta, y, 1);
-        return;
+        return {};
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(n), static_cast<blasint>(out),
-                static_cast<blasint>(in), 1.0f, x, static_cast<blasint>(ldx), w, static_cast<blasint>(ldw), beta, y,
-                static_cast<blasint>(ldy));
+    return dnnlGemm('T', n, out, in, x, ldx, w, ldw, beta, y, ldy);
 }
 
 // Weight rows converted per panel: about 1 MiB of fp32 at a time.
@@ -307,10 +330,11 @@ protected:
                 else if (in == 0)
                     std::fill_n(Y + t * y.stride, out, 0.0f);
             if (in > 0)
-                sgemmNT(n, out, in, x.as<float>(), x.stride, w.as<float>(), in, bias ? 1.0f : 0.0f, Y, y.stride);
+                return sgemmNT(n, out, in, x.as<float>(), x.stride, w.as<float>(), in, bias ? 1.0f : 0.0f, Y, y.stride);
             return {};
         }
-        return withStorage(storage(), [&](auto s) {
+        Status gemm;
+        TP_RETURN_IF_ERROR(withStorage(storage(), [&](auto s) {
             using S = decltype(s);
             float* X = floats(scratch);
             widened<S>(x, X);
@@ -323,9 +347,11 @@ protected:
                 for (std::int64_t i = 0; i < p * in; ++i)
                     Wp[i] = S::get(W, i);
                 if (in > 0)
-                    sgemmNT(n, p, in, X, in, Wp, in, 0.0f, C, p);
+                    gemm = sgemmNT(n, p, in, X, in, Wp, in, 0.0f, C, p);
                 else
                     std::fill_n(C, n * p, 0.0f);
+                if (!gemm.ok())
+                    return;
                 for (std::int64_t t = 0; t < n; ++t)
                     for (std::int64_t j = 0; j < p; ++j) {
                         float v = C[t * p + j];
@@ -337,7 +363,8 @@ protected:
                             S::put(y.as<typename S::T>(), t * y.stride + j0 + j, v);
                     }
             }
-        });
+        }));
+        return gemm;
     }
 
     Status doRmsNorm(const Tensor& x, const Tensor* w, const Tensor& y, std::int64_t d, float eps, float offset) override
@@ -744,7 +771,8 @@ protected:
             });
         // counts[e] is now the end of bucket e, i.e. the start of bucket e + 1; bucket e starts at counts[e - 1].
         std::fill_n(acc, N * H, 0.0f);
-        return withStorage(storage(), [&](auto st) {
+        Status gemm;
+        TP_RETURN_IF_ERROR(withStorage(storage(), [&](auto st) {
             using S = decltype(st);
             if (s.perExpertRows) // every expert's rows, zeros where a token did not pick it
                 for (std::int64_t i = 0; i < El * N * H; ++i)
@@ -775,10 +803,10 @@ protected:
                     D = wdn;
                 }
                 if (I > 0) {
-                    if (s.transposed) // x · W as stored: [H, 2I] and [I, H]
-                        sgemmNN(M, I2, H, xe, H, GU, I2, h, I2);
-                    else
-                        sgemmNT(M, I2, H, xe, H, GU, H, 0.0f, h, I2);
+                    gemm = s.transposed ? sgemmNN(M, I2, H, xe, H, GU, I2, h, I2) // x · W as stored: [H, 2I] and [I, H]
+                                        : sgemmNT(M, I2, H, xe, H, GU, H, 0.0f, h, I2);
+                    if (!gemm.ok())
+                        return;
                     if (gateUpBias)
                         addRow<S>(h, M, I2, *gateUpBias, e);
                     if (s.interleaved || s.swigluLimit > 0) {
@@ -800,10 +828,9 @@ protected:
                         for (std::int64_t i = 0; i < M; ++i)
                             m_vk.gatedAct(h + i * I2, h + i * I2 + I, a + i * I, I, actIndex(s.act));
                     }
-                    if (s.transposed)
-                        sgemmNN(M, H, I, a, I, D, H, o, H);
-                    else
-                        sgemmNT(M, H, I, a, I, D, I, 0.0f, o, H);
+                    gemm = s.transposed ? sgemmNN(M, H, I, a, I, D, H, o, H) : sgemmNT(M, H, I, a, I, D, I, 0.0f, o, H);
+                    if (!gemm.ok())
+                        return;
                 } else {
                     std::fill_n(o, M * H, 0.0f);
                 }
@@ -824,7 +851,8 @@ protected:
             if (!s.perExpertRows)
                 for (std::int64_t i = 0; i < N * H; ++i)
                     S::put(y.as<typename S::T>(), i, acc[i]);
-        });
+        }));
+        return gemm;
     }
 
     // One token's top-k from its scores row (ties to the lower expert id, as torch.topk on CPU):
@@ -971,8 +999,6 @@ std::int64_t hostMemoryAvailable()
     return have;
 }
 
-std::string cpuMathLibrary() { return openblas_get_config(); }
-
 namespace {
 // The instruction set of an OpenBLAS kernel (DYNAMIC_ARCH core names of 0.3.2x).
 std::string blasIsa(const std::string& core)
@@ -985,7 +1011,34 @@ std::string blasIsa(const std::string& core)
             return "avx2";
     return "sse2";
 }
+
+// The instruction set oneDNN dispatches to (capped by ONEDNN_MAX_CPU_ISA), in the vector kernels'
+// terms, and its own name for it.
+std::pair<std::string, std::string> dnnlIsa()
+{
+    const int isa = static_cast<int>(dnnl_get_effective_cpu_isa());
+    const auto has = [isa](dnnl_cpu_isa_t f) { return (isa & static_cast<int>(f)) == static_cast<int>(f); };
+    const char* name = has(dnnl_cpu_isa_avx512_core_bf16) ? "avx512_core_bf16"
+        : has(dnnl_cpu_isa_avx512_core_vnni)              ? "avx512_core_vnni"
+        : has(dnnl_cpu_isa_avx512_core)                   ? "avx512_core"
+        : has(dnnl_cpu_isa_avx2_vnni)                     ? "avx2_vnni"
+        : has(dnnl_cpu_isa_avx2)                          ? "avx2"
+        : has(dnnl_cpu_isa_avx)                           ? "avx"
+                                                          : "sse41";
+    return {has(dnnl_cpu_isa_avx512_core) ? "avx512" : has(dnnl_cpu_isa_avx2) ? "avx2" : "sse2", name};
+}
+
+std::string dnnlVersion()
+{
+    const dnnl_version_t* v = dnnl_version();
+    return fmt::format("oneDNN v{}.{}.{}", v->major, v->minor, v->patch);
+}
 } // namespace
+
+std::string cpuMathLibrary()
+{
+    return fmt::format("{} (SGEMM, {}) + {} (SGEMV)", dnnlVersion(), dnnlIsa().second, openblas_get_config());
+}
 
 Result<double> cpuSgemmGflops(std::int64_t m, std::int64_t n, std::int64_t k, int iters)
 {
@@ -1007,33 +1060,48 @@ Result<double> cpuSgemmGflops(std::int64_t m, std::int64_t n, std::int64_t k, in
     const float* x = buf.data();
     const float* w = x + m * k;
     float* y = buf.data() + m * k + n * k;
-    std::vector<double> seconds;
-    for (int i = -1; i < iters; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        sgemmNT(m, n, k, x, k, w, k, 0.0f, y, n);
-        if (i >= 0)
-            seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    // The backend's own product (oneDNN; SGEMV for one row) and OpenBLAS's SGEMM: the faster one.
+    double best = 0;
+    for (int lib = 0; lib < 2; ++lib) {
+        std::vector<double> seconds;
+        for (int i = -1; i < iters; ++i) {
+            const auto t0 = std::chrono::steady_clock::now();
+            if (lib == 0)
+                TP_RETURN_IF_ERROR(sgemmNT(m, n, k, x, k, w, k, 0.0f, y, n));
+            else
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(n),
+                            static_cast<blasint>(k), 1.0f, x, static_cast<blasint>(k), w, static_cast<blasint>(k), 0.0f, y,
+                            static_cast<blasint>(n));
+            if (i >= 0)
+                seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+        best = std::max(best, 2.0 * double(m) * double(n) * double(k) / seconds[seconds.size() / 2] / 1e9);
     }
-    std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
-    return 2.0 * double(m) * double(n) * double(k) / seconds[seconds.size() / 2] / 1e9;
+    return best;
 }
 
 std::string cpuKernelsInUse()
 {
     const std::string core = openblas_get_corename();
-    return fmt::format("OpenBLAS kernel {} ({}), vector kernels {}; CPU: {}", core, blasIsa(core), cpu::kernels().isa, cpu::cpuIsaList());
+    const auto [isa, name] = dnnlIsa();
+    return fmt::format("GEMM {} {} ({}), GEMV OpenBLAS kernel {} ({}), vector kernels {}; CPU: {}", dnnlVersion(), name, isa, core,
+                       blasIsa(core), cpu::kernels().isa, cpu::cpuIsaList());
 }
 
 std::string cpuMathWarning()
 {
     const std::string cpuIsas = cpu::cpuIsaList(), core = openblas_get_corename();
     const std::string best = cpuIsas.substr(0, cpuIsas.find(' '));
+    const auto forced = [](const char* var) {
+        const char* v = std::getenv(var);
+        return v && *v ? fmt::format(", {}={}", var, v) : std::string();
+    };
     std::vector<std::string> below;
-    if (blasIsa(core) != best && best != "sse2") {
-        const char* forced = std::getenv("OPENBLAS_CORETYPE");
-        below.push_back(fmt::format("OpenBLAS runs its {} kernels ({}{})", core, blasIsa(core),
-                                    forced && *forced ? fmt::format(", OPENBLAS_CORETYPE={}", forced) : std::string()));
-    }
+    if (const auto [isa, name] = dnnlIsa(); isa != best && best != "sse2")
+        below.push_back(fmt::format("oneDNN's GEMMs run {}{}{}", name, forced("ONEDNN_MAX_CPU_ISA"), forced("DNNL_MAX_CPU_ISA")));
+    if (blasIsa(core) != best && best != "sse2")
+        below.push_back(fmt::format("OpenBLAS (one-row products) runs its {} kernels ({}{})", core, blasIsa(core), forced("OPENBLAS_CORETYPE")));
     if (cpu::kernels().isa != best)
         below.push_back(fmt::format("the vector kernels run {} (TPSTUDIO_CPU_ISA)", cpu::kernels().isa));
     if (below.empty())
