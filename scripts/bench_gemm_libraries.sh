@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The CPU math library choice, measured on the engine's shapes: OpenBLAS, BLIS and oneDNN SGEMM side
-# by side (scripts/gemm_libraries.cpp), rounds interleaved. The engine links OpenBLAS only; BLIS and
-# oneDNN are for this comparison: apt-get install libblis4-pthread libdnnl2 (whichever is absent is
-# left out of the table).
+# by side (scripts/gemm_libraries.cpp), rounds interleaved. The engine links oneDNN (its GEMMs) and
+# OpenBLAS (one-row SGEMV); BLIS is for this comparison: apt-get install libblis4-pthread (whichever
+# is absent is left out of the table).
 #   bash scripts/bench_gemm_libraries.sh [ROUNDS]
 set -euo pipefail
 dir=$(mktemp -d)

@@ -28,7 +28,7 @@ ratios: T=1 and T=2 run in one invocation; the others are ratios of the medians)
 raw time, the summary and the provenance: torch's version, BLAS and oneDNN lines of torch.__config__,
 torch.backends.cpu.get_cpu_capability(), the CPU model (/proc/cpuinfo), OPENBLAS_CORETYPE,
 OMP_NUM_THREADS (and the MKL/OpenBLAS thread variables), and the engine run record's provenance
-(its OpenBLAS build, compiler, CPU).
+(its oneDNN and OpenBLAS builds, compiler, CPU).
 
 Decode (--decode N, --seq = prompt length): greedy generation of N steps after the prompt, per system
 TTFT (prefill + first token) and the decode step (ITL: median over the N steps of each round, then the

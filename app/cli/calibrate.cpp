@@ -293,7 +293,7 @@ std::function<int()> addCalibrate(CLI::App& app)
         "calibrate", "Measure this machine into a hardware profile for the cost model: the engine's GEMMs per weight shape "
                      "and row count, attention, memory-bound ops (1 and N ranks at once) and each collective per message "
                      "size (schema: docs/metrics.md)");
-    cmd->add_option("--backend", o->backend, "cpu (OpenBLAS, one core per rank) or cuda (one GPU per rank)")
+    cmd->add_option("--backend", o->backend, "cpu (oneDNN and OpenBLAS, one core per rank) or cuda (one GPU per rank)")
         ->check(CLI::IsMember({"cpu", "cuda"}))
         ->capture_default_str();
     cmd->add_option("--comm", o->comm, "Communicator whose collectives are timed: local (CPU threads) or nccl (CUDA)")

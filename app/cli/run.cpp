@@ -523,7 +523,7 @@ std::function<int()> addRun(CLI::App& app)
     run->add_option("--warmup", o->warmup, "Untimed iterations")->check(CLI::Range(0, 1000))->capture_default_str();
     run->add_option("--iters", o->iters, "Timed iterations")->check(CLI::Range(1, 100000))->capture_default_str();
     run->add_option("--backend", o->backend,
-                    "cpu (fp32 math, OpenBLAS) or cuda (cuBLAS, one GPU per rank; NCCL between them)")
+                    "cpu (fp32 math, oneDNN and OpenBLAS) or cuda (cuBLAS, one GPU per rank; NCCL between them)")
         ->check(CLI::IsMember({"cpu", "cuda"}))
         ->capture_default_str();
     run->add_option("--dtype", o->dtype,

@@ -46,7 +46,7 @@ RunPage::RunPage(PlanDocument* doc, QWidget* parent)
     , m_progress(new QProgressBar)
     , m_log(new QPlainTextEdit)
 {
-    m_backend->addItem(QIcon::fromTheme(QStringLiteral("cpu")), tr("CPU (one thread per rank, OpenBLAS)"), QStringLiteral("cpu"));
+    m_backend->addItem(QIcon::fromTheme(QStringLiteral("cpu")), tr("CPU (one thread per rank, oneDNN)"), QStringLiteral("cpu"));
     m_backend->addItem(QIcon::fromTheme(QStringLiteral("video-display")), tr("CUDA (one GPU per rank, cuBLAS, NCCL)"),
                        QStringLiteral("cuda"));
     cudaItem()->setEnabled(false); // once a GPU is found
