@@ -159,13 +159,13 @@ void add(const float* a, const float* b, float* y, std::int64_t n)
 }
 
 // --- prefill attention tiles ------------------------------------------------------------------
-// Register blocks of R rows × C vectors: the accumulators stay in registers over the whole inner
-// dimension (6 × 2 vectors: 12 accumulators, two loads and a broadcast in 16 registers), each
-// product one FMA. Columns past the last whole vector are summed by a plain loop.
-
-template<int R, int C>
-inline void scoreBlock(const float* __restrict q, std::int64_t ldq, const float* __restrict kt, std::int64_t ldkt,
-                       std::int64_t hd, float scale, float* __restrict s, std::int64_t lds)
+// Register blocks of R rows × C vectors: out[r][c] = Σ_i x[r·ldx + i] · y[i·ldy + c] over the
+// inner dimension, the accumulators in registers throughout (6 × 2 vectors: 12 accumulators, two
+// loads and a broadcast in 16 registers), each product one FMA; then stored times `scale`, or (Add)
+// added to out. Columns past the last whole vector are summed by a plain loop.
+template<int R, int C, bool Add>
+inline void block(const float* __restrict x, std::int64_t ldx, const float* __restrict y, std::int64_t ldy, std::int64_t inner,
+                  float scale, float* __restrict out, std::int64_t ldo)
 {
     vf acc[R][C];
 #pragma GCC unroll 8
@@ -173,14 +173,14 @@ inline void scoreBlock(const float* __restrict q, std::int64_t ldq, const float*
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c)
             acc[r][c] = vf{};
-    for (std::int64_t d = 0; d < hd; ++d) {
+    for (std::int64_t i = 0; i < inner; ++i) {
         vf b[C];
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c)
-            b[c] = load(kt + d * ldkt + c * L);
+            b[c] = load(y + i * ldy + c * L);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-            const vf a = splat(q[r * ldq + d]);
+            const vf a = splat(x[r * ldx + i]);
 #pragma GCC unroll 4
             for (int c = 0; c < C; ++c)
                 acc[r][c] += a * b[c];
@@ -190,7 +190,7 @@ inline void scoreBlock(const float* __restrict q, std::int64_t ldq, const float*
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c)
-            store(s + r * lds + c * L, acc[r][c] * scale);
+            store(out + r * ldo + c * L, Add ? load(out + r * ldo + c * L) + acc[r][c] : acc[r][c] * scale);
 }
 
 // Keys packed for scoreTile: panels of kPanel keys, each [hd × kPanel] (key j's element d at
@@ -217,37 +217,7 @@ void scoreRows(const float* q, std::int64_t ldq, const float* kp, std::int64_t c
                float* s, std::int64_t lds)
 {
     for (std::int64_t j = 0; j < cols; j += kPanel)
-        scoreBlock<R, 2>(q, ldq, kp + j * hd, kPanel, hd, scale, s + j, lds);
-}
-
-template<int R, int C>
-inline void weightedBlock(const float* __restrict p, std::int64_t ldp, const float* __restrict v, std::int64_t ldv,
-                          std::int64_t keys, float* __restrict acc, std::int64_t ldacc)
-{
-    vf a[R][C];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-        for (int c = 0; c < C; ++c)
-            a[r][c] = vf{};
-    for (std::int64_t j = 0; j < keys; ++j) {
-        vf b[C];
-#pragma GCC unroll 4
-        for (int c = 0; c < C; ++c)
-            b[c] = load(v + j * ldv + c * L);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-            const vf w = splat(p[r * ldp + j]);
-#pragma GCC unroll 4
-            for (int c = 0; c < C; ++c)
-                a[r][c] += w * b[c];
-        }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-        for (int c = 0; c < C; ++c)
-            store(acc + r * ldacc + c * L, load(acc + r * ldacc + c * L) + a[r][c]);
+        block<R, 2, false>(q, ldq, kp + j * hd, kPanel, hd, scale, s + j, lds);
 }
 
 template<int R>
@@ -256,9 +226,9 @@ void weightedRows(const float* p, std::int64_t ldp, const float* v, std::int64_t
 {
     std::int64_t c = 0;
     for (; c + 2 * L <= vd; c += 2 * L)
-        weightedBlock<R, 2>(p, ldp, v + c, ldv, keys, acc + c, ldacc);
+        block<R, 2, true>(p, ldp, v + c, ldv, keys, 1.0f, acc + c, ldacc);
     for (; c + L <= vd; c += L)
-        weightedBlock<R, 1>(p, ldp, v + c, ldv, keys, acc + c, ldacc);
+        block<R, 1, true>(p, ldp, v + c, ldv, keys, 1.0f, acc + c, ldacc);
     for (; c < vd; ++c)
         for (int r = 0; r < R; ++r) {
             float t = 0;
