@@ -527,10 +527,10 @@ protected:
     // S queries of one head, causal (query i sees keys 0 … past + i, the last `window` of them with
     // a sliding window), in tiles: for each query tile the key tiles from its first query's oldest
     // key to its last query's diagonal (from a whole key panel), scores by the kernels' scoreTile
-    // against the packed keys kp, an online softmax (running max m and sum l per row; the accumulator rescaled by
-    // exp(m_old − m_new) when the max grows), the accumulator updated by weightedSum, divided by l
-    // at the end. Tiles wholly outside are never computed; in a tile
-    // each row's unseen keys get weight 0. A sink logit (finite) starts each row's max and sum as a
+    // against the packed keys kp, an online softmax (running max m and sum l per row; the
+    // accumulator rescaled by exp(m_old − m_new) when the max grows), the accumulator updated by
+    // weightedSum, divided by l at the end. Tiles wholly outside are never computed; in a tile each
+    // row's unseen keys get weight 0. A sink logit (finite) starts each row's max and sum as a
     // key of value 0 would.
     static void prefillHead(const float* qh, const float* kp, const float* vh, float* yh, std::int64_t S, std::int64_t past,
                             const HeadDims& dm, float scale, float cap, float sink, float* p, const cpu::Kernels& vk)
