@@ -1,8 +1,8 @@
 // tst_backend_ops — every op of every backend present against a double-precision reference written
-// here, on fresh random inputs and many shapes: each catalog model's per-rank shapes at T = 1, 2, 4
-// and 8 (scaled down), plus one-row, odd-width and empty-shard cases. Errors are normalised mean
-// squared errors (ggml's test-backend-ops measure) with a threshold per storage dtype; a failure
-// prints the shape and the error.
+// here, on fresh random inputs (TP_TEST_SEED replays a run) and many shapes: each catalog model's
+// per-rank shapes at T = 1, 2, 4 and 8 (scaled down), plus one-row, odd-width and empty-shard
+// cases. Errors are normalised mean squared errors (ggml's test-backend-ops measure) with a
+// threshold per storage dtype; a failure prints the shape and the error.
 //
 //   tst_backend_ops cpu     the CPU backend (f32 against the reference, bf16 and f16 storage)
 //   tst_backend_ops cuda    the CUDA backend on device 0; exits 77 (ctest: Skipped) without one
@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -28,9 +29,20 @@ DeviceKind g_device = DeviceKind::Cpu;
 
 // --- data ---------------------------------------------------------------------------------------
 
+// Seeded from TP_TEST_SEED when set, else at random; the seed is printed, so that a failing run
+// replays with the same seed and the same test functions.
+std::uint32_t seed()
+{
+    static const std::uint32_t s = [] {
+        const char* env = std::getenv("TP_TEST_SEED");
+        return env ? static_cast<std::uint32_t>(std::strtoul(env, nullptr, 10)) : std::random_device{}();
+    }();
+    return s;
+}
+
 std::mt19937& rng()
 {
-    static std::mt19937 r(std::random_device{}());
+    static std::mt19937 r(seed());
     return r;
 }
 
@@ -44,6 +56,18 @@ std::vector<float> randomValues(std::int64_t n, DType dt, float scale = 1.0f)
     std::vector<unsigned char> raw(static_cast<std::size_t>(dtypeBytes(dt, n)));
     fromFloat(v.data(), dt, raw.data(), n);
     toFloat(raw.data(), dt, v.data(), n);
+    return v;
+}
+
+// A router's weights as the models make them: probabilities (a sigmoid or a softmax), not values
+// near 0 or negative. A pick weighted 1e-5 makes an output below f16's normal range, whose
+// relative error is the format's, not the op's.
+std::vector<float> routerWeights(std::int64_t n)
+{
+    std::uniform_real_distribution<float> d(-3.0f, 3.0f);
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (auto& x : v)
+        x = 1.0f / (1.0f + std::exp(-d(rng())));
     return v;
 }
 
@@ -307,7 +331,7 @@ private slots:
             QVERIFY2(b.ok(), b.status().message().c_str());
             m_be[dt == DType::F32 ? 0 : dt == DType::BF16 ? 1 : 2] = std::move(*b);
         }
-        qInfo("backend %s, %zu shapes", m_be[0]->name().c_str(), m_shapes.size());
+        qInfo("backend %s, %zu shapes, TP_TEST_SEED=%u", m_be[0]->name().c_str(), m_shapes.size(), seed());
     }
 
     void gemm_data() { rows(); }
@@ -880,7 +904,7 @@ private slots:
                 if (deepseek)
                     groupLimited(s);
                 s.weightInputs = llama4;
-                const auto x = randomValues(N * H, dt), scores = randomValues(N * E, DType::F32);
+                const auto x = randomValues(N * H, dt), scores = routerWeights(N * E);
                 const auto bias = randomValues(E, dt, 0.3f);
                 const Tensor biasT = b.put(bias, 1, E);
                 const auto gu = randomValues(El * 2 * I * H, dt, 0.3f), dn = randomValues(El * H * I, dt, 0.3f);
@@ -911,7 +935,7 @@ private slots:
             ExpertsShape s{E, d.topK, 0, E, I, false, Activation::Silu};
             s.weightInputs = true;
             s.perExpertRows = true;
-            const auto x = randomValues(N * H, dt), scores = randomValues(N * E, DType::F32);
+            const auto x = randomValues(N * H, dt), scores = routerWeights(N * E);
             const auto gu = randomValues(E * 2 * I * H, dt, 0.3f), dn = randomValues(E * H * I, dt, 0.3f);
             const Tensor Z = b.poisoned(E * N, H), Y = b.poisoned(N, H);
             Bench::check(be(dt).experts(b.put(x, N, H), b.put(scores, N, E, DType::F32), b.put(gu, E * 2 * I, H),
@@ -968,7 +992,7 @@ private slots:
                 ExpertsShape s{E, K, 0, E, I, normalize, Activation::Silu};
                 if (deepseek)
                     groupLimited(s);
-                const auto x = randomValues(N * H, dt), scores = randomValues(N * E, DType::F32);
+                const auto x = randomValues(N * H, dt), scores = routerWeights(N * E);
                 const auto bias = randomValues(E, dt, 0.3f);
                 const Tensor biasT = b.put(bias, 1, E);
                 const auto gu = randomValues(E * 2 * I * H, dt, 0.3f), dn = randomValues(E * H * I, dt, 0.3f);
