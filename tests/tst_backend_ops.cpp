@@ -13,6 +13,7 @@
 
 #include <QtTest>
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -30,19 +31,26 @@ DeviceKind g_device = DeviceKind::Cpu;
 // --- data ---------------------------------------------------------------------------------------
 
 // Seeded from TP_TEST_SEED when set, else at random; the seed is printed, so that a failing run
-// replays with the same seed and the same test functions.
-std::uint32_t seed()
+// replays with the same seed and the same test functions. Empty when TP_TEST_SEED is not a seed
+// (initTestCase fails then).
+const std::optional<std::uint32_t>& seed()
 {
-    static const std::uint32_t s = [] {
+    static const std::optional<std::uint32_t> s = []() -> std::optional<std::uint32_t> {
         const char* env = std::getenv("TP_TEST_SEED");
-        return env ? static_cast<std::uint32_t>(std::strtoul(env, nullptr, 10)) : std::random_device{}();
+        if (!env)
+            return std::random_device{}();
+        std::uint32_t v = 0;
+        const char* end = env + std::strlen(env);
+        if (const auto [at, ec] = std::from_chars(env, end, v); ec != std::errc{} || at != end || at == env)
+            return std::nullopt;
+        return v;
     }();
     return s;
 }
 
 std::mt19937& rng()
 {
-    static std::mt19937 r(seed());
+    static std::mt19937 r(seed().value_or(0));
     return r;
 }
 
@@ -326,12 +334,14 @@ class TestBackendOps : public QObject
 private slots:
     void initTestCase()
     {
+        QVERIFY2(seed(), qPrintable(QStringLiteral("TP_TEST_SEED=%1: not a seed (an integer from 0 to 4294967295)")
+                                        .arg(QString::fromLocal8Bit(qgetenv("TP_TEST_SEED")))));
         for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
             auto b = g_device == DeviceKind::Cuda ? makeCudaBackend(0, dt) : makeCpuBackend(dt);
             QVERIFY2(b.ok(), b.status().message().c_str());
             m_be[dt == DType::F32 ? 0 : dt == DType::BF16 ? 1 : 2] = std::move(*b);
         }
-        qInfo("backend %s, %zu shapes, TP_TEST_SEED=%u", m_be[0]->name().c_str(), m_shapes.size(), seed());
+        qInfo("backend %s, %zu shapes, TP_TEST_SEED=%u", m_be[0]->name().c_str(), m_shapes.size(), *seed());
     }
 
     void gemm_data() { rows(); }
