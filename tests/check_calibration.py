@@ -70,13 +70,16 @@ def main():
 
 def check(a, tmp):
     models = ["example", widened("qwen3", tmp), widened("mixtral", tmp)]
-    rounds = []
+    rounds, calibrated = [], []
     for rnd in range(a.rounds):
         profile = os.path.join(tmp, f"profile-{rnd}.json")
         cmd = [a.cli, "calibrate", "-o", profile, "--ranks", "2"]
         for m in models:
             cmd += ["--model", m]
-        run(cmd + (["--quick"] if a.quick else []))
+        wrote = run(cmd + (["--quick"] if a.quick else [])).strip()
+        # What the round's calibration measured, so that a failure shows whether the profile or the
+        # runs were off: "peak … GFLOP/s per rank, memory … GB/s, … measurements".
+        calibrated.append(wrote[wrote.find("peak"):])
         result = {}
         for m in models:
             record = os.path.join(tmp, f"run-{rnd}-{os.path.basename(m)}.json")
@@ -87,6 +90,8 @@ def check(a, tmp):
 
     # A check fails only when it fails in every round (noise passes in one of them).
     failures = {}
+    for rnd, c in enumerate(calibrated):
+        print(f"round {rnd + 1} calibration: {c}")
     print(f"{'model':<14} {'T':>2} {'phase':<8} {'measured':>12} {'predicted':>12} {'error':>8} {'worst layer':>12}   (round by round)")
     for name in rounds[0]:
         for i, r0 in enumerate(rounds[0][name]["runs"]):

@@ -3,14 +3,134 @@
 #include "tp/cost/cost_model.h"
 #include "tp/cost/plan_search.h"
 #include "tp/model/loader.h"
+#include "tp/profile/calibrate.h"
 
 #include "testutils.h"
 
 #include <QtTest>
 
+#include <atomic>
+#include <chrono>
 #include <set>
+#include <thread>
 
 using namespace tp;
+
+namespace {
+
+// The CPU backend with a slow phase: while `slow` is set, every GEMM, attention and add takes
+// kSlowSeconds longer (a neighbour on the core, a clock dip). Every other call is the CPU backend's.
+constexpr double kSlowSeconds = 0.01;
+class Phased final : public Backend
+{
+public:
+    Phased(std::unique_ptr<Backend> inner, const std::atomic<bool>& slow)
+        : Backend(inner->storage())
+        , m_in(std::move(inner))
+        , m_slow(slow)
+    {
+    }
+    DeviceKind device() const override { return m_in->device(); }
+    int ordinal() const override { return m_in->ordinal(); }
+    std::string name() const override { return "phased " + m_in->name(); }
+    std::int64_t availableBytes() const override { return m_in->availableBytes(); }
+    Result<DeviceBuffer> allocate(std::int64_t bytes) override { return m_in->allocate(bytes); }
+    Status reserveEvents(int n) override { return m_in->reserveEvents(n); }
+    Status record(int event, Stream s) override { return m_in->record(event, s); }
+    Status wait(Stream s, int event) override { return m_in->wait(s, event); }
+    Status synchronize() override { return m_in->synchronize(); }
+    Result<double> elapsedUs(int from, int to) const override { return m_in->elapsedUs(from, to); }
+    void* nativeStream(Stream s) override { return m_in->nativeStream(s); }
+    std::int64_t gemmScratchBytes(std::int64_t n, std::int64_t in, std::int64_t out) const override
+    {
+        return m_in->gemmScratchBytes(n, in, out);
+    }
+    std::int64_t attentionScratchBytes(const AttentionShape& s) const override { return m_in->attentionScratchBytes(s); }
+    std::int64_t expertsScratchBytes(std::int64_t t, std::int64_t h, const ExpertsShape& s) const override
+    {
+        return m_in->expertsScratchBytes(t, h, s);
+    }
+    std::int64_t routeScratchBytes(const ExpertsShape& s) const override { return m_in->routeScratchBytes(s); }
+
+protected:
+    Status doUpload(const void* host, const Tensor& dst) override { return m_in->upload(host, dst); }
+    Status doDownload(const Tensor& src, void* host) override { return m_in->download(src, host); }
+    Status doGemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, const Tensor& scratch) override
+    {
+        phase();
+        return m_in->gemm(x, w, bias, y, scratch);
+    }
+    Status doRmsNorm(const Tensor& x, const Tensor* w, const Tensor& y, std::int64_t group, float eps, float offset) override
+    {
+        return m_in->rmsNorm(x, w, y, group, eps, offset);
+    }
+    Status doRope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table,
+                  bool interleaved) override
+    {
+        return m_in->rope(x, y, headDim, positions, table, interleaved);
+    }
+    Status doAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& s,
+                       const Tensor& scratch, const Tensor* sinks) override
+    {
+        phase();
+        return m_in->attention(q, k, v, y, s, scratch, sinks);
+    }
+    Status doTemperature(const Tensor& x, const Tensor& y, const Tensor& positions, float floorScale, float attnScale) override
+    {
+        return m_in->temperature(x, y, positions, floorScale, attnScale);
+    }
+    Status doMlaKv(const Tensor& kv, const Tensor& rope, const Tensor& k, const Tensor& v, std::int64_t heads,
+                   std::int64_t nope) override
+    {
+        return m_in->mlaKv(kv, rope, k, v, heads, nope);
+    }
+    Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act) override
+    {
+        return m_in->gatedAct(gate, up, y, act);
+    }
+    Status doEmbedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow) override
+    {
+        return m_in->embedding(ids, w, y, firstRow);
+    }
+    Status doAdd(const Tensor& a, const Tensor& b, const Tensor& y) override
+    {
+        phase();
+        return m_in->add(a, b, y);
+    }
+    Status doCopy(const Tensor& src, const Tensor& dst) override { return m_in->copy(src, dst); }
+    Status doScale(const Tensor& x, const Tensor& y, float factor, float cap) override { return m_in->scale(x, y, factor, cap); }
+    Status doSoftmax(const Tensor& x, const Tensor& y) override { return m_in->softmax(x, y); }
+    Status doSigmoid(const Tensor& x, const Tensor& y) override { return m_in->sigmoid(x, y); }
+    Status doExperts(const Tensor& x, const Tensor& scores, const Tensor& gateUp, const Tensor& down, const Tensor& y,
+                     const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias, const Tensor* downBias,
+                     const Tensor* scoreBias) override
+    {
+        return m_in->experts(x, scores, gateUp, down, y, s, scratch, gateUpBias, downBias, scoreBias);
+    }
+    Status doRoute(const Tensor& scores, const ExpertsShape& s, const Tensor& ids, const Tensor& weights, const Tensor& scratch,
+                   const Tensor* scoreBias) override
+    {
+        return m_in->route(scores, s, ids, weights, scratch, scoreBias);
+    }
+    Status doCombine(const Tensor& z, const Tensor& slotIds, const Tensor& weights, const Tensor& y) override
+    {
+        return m_in->combine(z, slotIds, weights, y);
+    }
+    Status doSumBlocks(const Tensor& z, const Tensor& y) override { return m_in->sumBlocks(z, y); }
+    Status doArgmax(const Tensor& x, const Tensor& ids) override { return m_in->argmax(x, ids); }
+    Status doFillUniform(const Tensor& dst, const UniformFill& f) override { return m_in->fillUniform(dst, f); }
+
+private:
+    void phase() const
+    {
+        if (m_slow.load())
+            std::this_thread::sleep_for(std::chrono::duration<double>(kSlowSeconds));
+    }
+    std::unique_ptr<Backend> m_in;
+    const std::atomic<bool>& m_slow;
+};
+
+} // namespace
 
 class TestCost : public QObject
 {
@@ -210,6 +330,69 @@ private slots:
         QCOMPARE(hw.calibratedFor(3)->ranks, 1);
         QCOMPARE(hw.calibratedFor(8)->ranks, 4);
         QVERIFY(HardwareProfile{}.calibratedFor(2) == nullptr);
+    }
+
+    // calibrate takes every measurement in two passes and keeps the faster: a slow phase through one
+    // pass (either) leaves the profile as a calm machine's, and one through both passes shows in it
+    // (so the check can fail). One rank, quick; a point tells only where a calm machine takes well
+    // under kSlowSeconds (a slow time is at least kSlowSeconds: efficiency ≤ flops / (peak · kSlowSeconds)).
+    void calibrationKeepsTheFasterPass()
+    {
+        auto calibrate = [](int slowPass) { // 0 or 1: that pass is slow; 2: both; -1: neither
+            std::atomic<bool> slow{false};
+            CalibrateOptions o{.ranks = 1, .quick = true};
+            o.progress = [&](double fraction, const std::string&) {
+                slow = slowPass == 2 || (slowPass == 0 && fraction < 0.5) || (slowPass == 1 && fraction >= 0.5);
+                return true;
+            };
+            auto cal = calibrateOps(
+                [&](int) -> Result<std::unique_ptr<Backend>> {
+                    TP_ASSIGN_OR_RETURN(auto cpu, makeCpuBackend(DType::F32));
+                    return std::unique_ptr<Backend>(std::make_unique<Phased>(std::move(cpu), slow));
+                },
+                o);
+            if (!cal)
+                qFatal("calibrate: %s", cal.status().message().c_str());
+            return *cal;
+        };
+        const Calibration calm = calibrate(-1);
+        // Each point's efficiency at which it is slow at most: (GEMMs by shape and rows, then
+        // attention's and decode attention's by work), for the points a calm machine does in a tenth
+        // of kSlowSeconds or less.
+        auto slowAtMost = [&](const Calibration& c) {
+            std::vector<std::pair<double, double>> points; // (efficiency, the most a slow time gives)
+            const CalibratedFigures& f = c.figures.at(0), &k = calm.figures.at(0);
+            for (std::size_t g = 0; g < f.gemm.size(); ++g)
+                for (std::size_t i = 0; i < f.gemm[g].rows.size(); ++i) {
+                    const double flops = 2 * f.gemm[g].rows[i].first * double(f.gemm[g].out) * double(f.gemm[g].in);
+                    if (flops / (k.gemm[g].rows[i].second * calm.peakTflops * 1e12) < kSlowSeconds / 10)
+                        points.emplace_back(f.gemm[g].rows[i].second, flops / (c.peakTflops * 1e12 * kSlowSeconds));
+                }
+            for (auto [curve, calmCurve] : {std::pair{&f.attention, &k.attention}, {&f.attentionDecode, &k.attentionDecode}})
+                for (std::size_t i = 0; i < curve->size(); ++i) {
+                    const double flops = (*curve)[i].first * 1e9 * 8; // GFLOP per head, 8 heads
+                    if (flops / ((*calmCurve)[i].second * calm.peakTflops * 1e12) < kSlowSeconds / 10)
+                        points.emplace_back((*curve)[i].second, flops / (c.peakTflops * 1e12 * kSlowSeconds));
+                }
+            return points;
+        };
+        const auto calmPoints = slowAtMost(calm);
+        QVERIFY2(calmPoints.size() >= 10, qPrintable(QString("only %1 points tell").arg(calmPoints.size())));
+        const double addOverheadUs = calm.figures[0].ops.at(OpKind::Add).first;
+        QVERIFY(addOverheadUs < kSlowSeconds * 1e6 / 10);
+        for (int slowPass : {0, 1}) {
+            const Calibration c = calibrate(slowPass);
+            const auto points = slowAtMost(c);
+            QCOMPARE(points.size(), calmPoints.size());
+            for (const auto& [eff, slowest] : points)
+                QVERIFY2(eff > slowest, qPrintable(QString("pass %1 slow: efficiency %2, a slow time gives at most %3")
+                                                       .arg(slowPass).arg(eff).arg(slowest)));
+            QVERIFY(c.figures[0].ops.at(OpKind::Add).first < kSlowSeconds * 1e6 / 2);
+        }
+        const Calibration both = calibrate(2);
+        for (const auto& [eff, slowest] : slowAtMost(both))
+            QVERIFY2(eff <= slowest, qPrintable(QString("both passes slow: efficiency %1 above %2").arg(eff).arg(slowest)));
+        QVERIFY(both.figures[0].ops.at(OpKind::Add).first > kSlowSeconds * 1e6 / 2);
     }
 
     // A calibrated profile times each op of a forward by what was measured: a Linear at its shape's

@@ -45,7 +45,8 @@ struct Calibration
 using BackendFactory = std::function<Result<std::unique_ptr<Backend>>(int rank)>;
 
 // Runs every measurement on `ranks` backends from `make` (rank r on backend r): the median over
-// repetitions of the slowest rank's time. Each rank needs calibrationBytesPerRank() of its device.
+// repetitions of the slowest rank's time, the faster of two passes' medians.
+// Each rank needs calibrationBytesPerRank() of its device.
 Result<Calibration> calibrateOps(const BackendFactory& make, const CalibrateOptions& options);
 
 // What one rank allocates at most (f32): the cold-weight pool (2^24 elements + 4 x the last-level
