@@ -764,6 +764,16 @@ private slots:
         qunsetenv("TPSTUDIO_CPU_ISA");
         QCOMPARE(capped.code, 0);
         QVERIFY2(capped.out.contains("vector kernels sse2"), qPrintable(capped.out));
+        // An unknown value caps nothing, and says so.
+        qputenv("TPSTUDIO_CPU_ISA", "avx3\x1b[31m");
+        const Run unknown = cli({"devices"});
+        qunsetenv("TPSTUDIO_CPU_ISA");
+        QCOMPARE(unknown.code, 0);
+        QVERIFY2(unknown.out.contains("warning: TPSTUDIO_CPU_ISA=avx3?[31m is not avx512, avx2 or sse2, and caps nothing"),
+                 qPrintable(unknown.out));
+        const std::size_t vector = kernels.find("vector kernels ");
+        const std::string uncapped = kernels.substr(vector, kernels.find(';', vector) - vector); // "vector kernels avx2"
+        QVERIFY2(unknown.out.contains(QString::fromStdString(uncapped)), qPrintable(unknown.out));
         qputenv("ONEDNN_MAX_CPU_ISA", "SSE41");
         const Run dnnlCapped = cli({"devices"});
         qunsetenv("ONEDNN_MAX_CPU_ISA");

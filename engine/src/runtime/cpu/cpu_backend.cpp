@@ -11,6 +11,7 @@
 // computes what a GPU computes: 16-bit values, fp32 accumulation, one rounding per stored result.
 // The two streams are the calling thread: every op is done when it returns, and an event is a
 // host timestamp.
+#include "tp/core/json.h"
 #include "tp/runtime/backend.h"
 
 #include "cpu_kernels.h"
@@ -1104,9 +1105,14 @@ std::string cpuMathWarning()
         below.push_back(fmt::format("OpenBLAS (one-row products) runs its {} kernels ({}{})", core, blasIsa(core), forced("OPENBLAS_CORETYPE")));
     if (cpu::kernels().isa != best)
         below.push_back(fmt::format("the vector kernels run {} (TPSTUDIO_CPU_ISA)", cpu::kernels().isa));
+    std::string ignored;
+    if (const std::string cap = cpu::unknownIsaCap(); !cap.empty())
+        ignored = fmt::format("TPSTUDIO_CPU_ISA={}{} is not avx512, avx2 or sse2, and caps nothing",
+                              terminalSafe(cap.substr(0, 32)), cap.size() > 32 ? "…" : "");
     if (below.empty())
-        return {};
-    return fmt::format("this CPU has {} but {}: the CPU backend runs below the machine's peak", best, fmt::join(below, " and "));
+        return ignored;
+    return fmt::format("{}{}this CPU has {} but {}: the CPU backend runs below the machine's peak", ignored,
+                       ignored.empty() ? "" : "; ", best, fmt::join(below, " and "));
 }
 
 Result<std::unique_ptr<Backend>> makeCpuBackend(DType storage)

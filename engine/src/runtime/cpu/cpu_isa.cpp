@@ -31,12 +31,14 @@ bool hasAvx2()
 #endif
 }
 
+bool isIsaName(const std::string& c) { return c == "avx512" || c == "avx2" || c == "sse2"; }
+
 const Kernels& pick()
 {
-    // An unknown value caps nothing (as when it is not set).
+    // An unknown value caps nothing (as when it is not set); cpuMathWarning() says so.
     const char* cap = std::getenv("TPSTUDIO_CPU_ISA");
     std::string c = cap ? cap : "";
-    if (c != "avx512" && c != "avx2" && c != "sse2")
+    if (!isIsaName(c))
         c.clear();
 #if TP_KERNELS_X86
     if (hasAvx512() && (c.empty() || c == "avx512"))
@@ -53,6 +55,12 @@ const Kernels& kernels()
 {
     static const Kernels& k = pick();
     return k;
+}
+
+std::string unknownIsaCap()
+{
+    const char* cap = std::getenv("TPSTUDIO_CPU_ISA");
+    return cap && *cap && !isIsaName(cap) ? std::string(cap) : std::string();
 }
 
 const char* cpuIsaList()

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace tp::cpu {
 
@@ -49,6 +50,10 @@ struct Kernels
 // The table for this CPU: the widest instruction set it supports, capped by TPSTUDIO_CPU_ISA
 // (avx512, avx2 or sse2) when set; any other value caps nothing.
 const Kernels& kernels();
+
+// TPSTUDIO_CPU_ISA's value when it is set to something else than avx512, avx2 or sse2 (and so
+// ignored), else "".
+std::string unknownIsaCap();
 
 // The instruction sets the CPU itself supports, best first, e.g. "avx512 avx2 sse2".
 const char* cpuIsaList();
