@@ -472,6 +472,15 @@ private slots:
         const Run missing = cli({"plan", "export", "example", "-o", dir.filePath("no/such/plan.json")});
         QCOMPARE(missing.code, 1);
         QVERIFY(missing.err.contains("does not exist"));
+        // A folder no file can be made in (even by root): refused before the minute of measuring,
+        // with no probe file left behind.
+        const Run proc = cli({"calibrate", "-o", "/proc/tp-profile.json"});
+        QCOMPARE(proc.code, 1);
+        QVERIFY2(proc.err.contains("-o /proc/tp-profile.json: the folder /proc is not writable ("), qPrintable(proc.err));
+        QVERIFY2(!proc.err.contains("calibrating"), qPrintable(proc.err));
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files), QStringList{"plan.json"});
+        QCOMPARE(cli({"plan", "export", "example", "-o", plan}).code, 0); // over an existing file
+        QCOMPARE(QDir(dir.path()).entryList(QDir::Files), QStringList{"plan.json"});
     }
 
     void nonUtf8PathsAreReplacedNotThrown()

@@ -7,10 +7,12 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -81,8 +83,15 @@ std::string checkOutputPaths(const std::vector<std::pair<std::string, std::strin
         const fs::path dir = c.has_parent_path() ? c.parent_path() : fs::path(".");
         if (!fs::is_directory(dir, ec))
             return fmt::format("{} {}: the folder {} does not exist", option, path, dir.string());
-        if (::access(dir.c_str(), W_OK) != 0)
-            return fmt::format("{} {}: the folder {} is not writable", option, path, dir.string());
+        // Written as writeOutput() writes it: a file created beside it, then renamed. Creating (and
+        // removing) that file now is the one test that holds for root, read-only mounts and /proc.
+        const std::string probe = fmt::format("{}.tmp-{}", c.string(), ::getpid());
+        const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0)
+            return fmt::format("{} {}: the folder {} is not writable ({})", option, path, dir.string(),
+                               std::generic_category().message(errno));
+        ::close(fd);
+        ::unlink(probe.c_str());
         taken.push_back(c);
         takenBy.push_back(fmt::format("the output of {}", option));
     }
