@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs what TP Studio needs on Debian 12 (bookworm), and only what is missing. Idempotent.
 # Run as root (or with sudo available). CUDA is optional: it comes from the system CUDA install.
+#   bash scripts/install-deps.sh          install what is missing
+#   bash scripts/install-deps.sh --list   print the packages, one a line, and change nothing
+# Every package a build uses must be one of these or a dependency of one: ctest's
+# install_deps_cover_build (scripts/check-deps.py) maps the files the build used to their packages.
 set -euo pipefail
 
 pkgs=(
@@ -8,11 +12,18 @@ pkgs=(
   qt6-base-dev qt6-base-dev-tools libqt6opengl6-dev libgl-dev
   libqcustomplot-dev libqcustomplot2.1-qt6 qt6-svg-dev
   nlohmann-json3-dev libfmt-dev libcli11-dev
-  libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin
+  # libdnnl-dev's CMake package (dnnl-config.cmake) needs OpenCL's headers and libOpenCL.so, which
+  # Debian's libdnnl-dev does not depend on: ocl-icd-opencl-dev brings both.
+  libopenblas-dev libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin
   qt6-qpa-plugins xvfb xauth adwaita-icon-theme
   clang libclang-rt-14-dev
   python3 python3-venv help2man appstream desktop-file-utils lintian man-db
 )
+
+if [ "${1:-}" = --list ]; then
+  printf '%s\n' "${pkgs[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do
