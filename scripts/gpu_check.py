@@ -36,6 +36,15 @@ PROVIDED = re.compile(r"^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\
 BUDGET_S = 480
 
 
+def compute_ms(run):
+    """The slowest rank's compute (the sum of its compute spans) in a run of a record, ms."""
+    per = {}
+    for s in run["spans"]:
+        if s["kind"] == "compute":
+            per[s["rank"]] = per.get(s["rank"], 0.0) + (s["end_us"] - s["start_us"]) / 1e3
+    return max(per.values())
+
+
 class Check:
     def __init__(self, a):
         self.a = a
@@ -44,6 +53,7 @@ class Check:
         self.failed = False
         self.out = pathlib.Path(a.out) if a.out else None
         self.start = time.monotonic()
+        self.real_compute = []  # the plain (not emulated) T=1 prefill's compute, ms, per forward round
         self.env = dict(os.environ, TP_SOURCE_DIR=str(ROOT), QT_QPA_PLATFORM="offscreen",
                         LD_LIBRARY_PATH=":".join([str(self.bundle / "lib")] + self.device_libs()))
 
@@ -195,6 +205,7 @@ class Check:
             if rec is None:
                 return self.row("engine prefill and decode", why, "runs", False)
             ours[512].append(rec["runs"][0]["median_s"] * 1e3)
+            self.real_compute.append(compute_ms(rec["runs"][0]))
             ours[1].append(rec["runs"][0]["decode"]["itl_median_s"] * 1e3)
             p, why = self.run(f"forward-torch-{rnd}", torch_args, 240, python=True)
             if p is None or p.returncode != 0:
@@ -221,19 +232,18 @@ class Check:
                 self.row(f"{what} ({label})", f"engine {mine:.2f} ms", "engine ≤ PyTorch", "PyTorch not measured")
 
     def emulation(self):
+        """Emulated ranks' compute: T=1 as the plain run's (the same work), T > 1 against T=1's / T."""
         model, extra = ("example", ["--backend", "cpu", "--dtype", "bf16", "--emulate-tp", "1,2,4"]) if self.a.dry_run else \
             ("llama-3.1-8b", ["--backend", "cuda", "--dtype", "bf16", "--emulate-tp", "1,2,4,8"])
         rec, why = self.engine_run("emulation", model, 512 if not self.a.dry_run else 64, extra)
         if rec is None:
             return self.row("emulated per-rank compute", why, "within 15% of T=1/T", False)
 
-        def compute_ms(run):
-            per = {}
-            for s in run["spans"]:
-                if s["kind"] == "compute":
-                    per[s["rank"]] = per.get(s["rank"], 0.0) + (s["end_us"] - s["start_us"]) / 1e3
-            return max(per.values())
         base = compute_ms(rec["runs"][0])
+        if self.real_compute and not self.a.dry_run:
+            real = statistics.median(self.real_compute)
+            self.row("emulated T=1 compute vs the plain T=1 run's", f"{base:.2f} ms vs {real:.2f} ms ({100 * (base / real - 1):+.0f}%)",
+                     "within 10%", abs(base / real - 1) <= 0.10)
         for run in rec["runs"][1:]:
             t = run["tp"]
             c = compute_ms(run)
