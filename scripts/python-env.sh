@@ -9,7 +9,12 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 req="$here/python-requirements.txt"
-hash="$(sha256sum "$req" | cut -c1-16)"
+# Debian's Python (install-deps installs it with python3-venv), not whichever python3 comes first on
+# PATH (pyenv, conda): torch's wheels need a version they are built for, and a venv is tied to the
+# interpreter that made it, so the interpreter's version is part of the key.
+base=/usr/bin/python3
+[ -x "$base" ] || { echo "python-env: $base is missing: bash scripts/install-deps.sh installs it" >&2; exit 1; }
+hash="$( (cat "$req"; "$base" -c 'import sys; print(sys.version)') | sha256sum | cut -c1-16)"
 root="${TP_PYTHON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tpstudio}"
 env="$root/python-$hash"
 fail() {
@@ -25,7 +30,7 @@ if [ ! -f "$env/.complete" ]; then
   # A half-made environment (an interrupted download) is made again from nothing.
   rm -rf "$env"
   echo "python-env: making $env from $(basename "$req") (about 5.6 GB the first time)" >&2
-  python3 -m venv "$env" >&2 || fail "python3 -m venv $env failed (on Debian it needs python3-venv)"
+  "$base" -m venv "$env" >&2 || fail "$base -m venv $env failed (on Debian it needs python3-venv)"
   "$env/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -r "$req" >&2 \
     || fail "pip could not install $req into $env"
   "$env/bin/python" -c "import torch, transformers, safetensors, accelerate" >&2 || fail "$env does not import its packages"
