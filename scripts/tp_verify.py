@@ -4,11 +4,19 @@
   tp_verify.py probe
   tp_verify.py verify --cli TPSTUDIO_CLI --model SRC --tp T [--plan P] [--reduce auto|yes|no]
                       [--batch B] [--seq S] [--json OUT] [--name TEXT]
-  tp_verify.py audit  --cli TPSTUDIO_CLI --repo ROOT [--max-tp 4] [--only FILE@MODEL:T,...] [--json OUT]
+  tp_verify.py audit  --cli TPSTUDIO_CLI --repo ROOT [--max-tp 4] [--only FILE@MODEL:T,...]
+                      [--fixtures-tp 2,4] [--families F,...] [--json OUT]
 
 `tpstudio-cli plan verify` runs `verify` with the Python the user names; ctest runs `audit`, which
-verifies every shipped plan (plans/index.json) at every tp size it claims up to --max-tp, on a
-depth-reduced random-weight copy of its catalog model.
+verifies, in one torchrun per tp size shared by every job:
+- every shipped plan (plans/index.json) at every tp size it claims up to --max-tp, on a
+  depth-reduced random-weight copy of its catalog model;
+- every fixture family (tests/fixtures/models/F, Transformers' own tiny checkpoints) at each
+  --fixtures-tp (default 2,4; "" for none), with its default plan and each of its shipped plans
+  (plans/F/*.json, tp_size and the ep_size of an ep_plan set to T), on the fixture's weights and
+  prompt. A default plan the planner refuses at T (heads that do not split) is reported and not
+  compared; a shipped plan it refuses must be refused by Transformers too; every family needs at
+  least one plan compared.
 
 For each (model, plan, T):
 1. The model: SRC is a folder with config.json, or a config.json. Transformers makes a copy of it
@@ -29,16 +37,19 @@ For each (model, plan, T):
    preview's, in nccl-tests' "size": all_reduce the tensor, all_gather the gathered output,
    reduce_scatter the input, all_to_all every rank's send buffer summed (the whole exchange; the
    preview's per-expert counts, E int32 per rank, are per rank). The engine's logits must be within
-   1e-4 relative (max |d| / max |logit|) of Transformers'.
+   1e-4 relative (max |d| / max |logit|) of Transformers'. The engine's own collectives (its run
+   record's communication spans on rank 0, per kind) must be the preview's counts too.
 
 A plan with `sequence_parallel` keys runs in Transformers 5.24 as plain TP (its SequenceParallel takes
 each rank's whole input as its shard, as the planner warns); its collectives are compared with the
-preview of the plan without those keys, and said so.
+preview of the plan without those keys, and said so; the engine runs it as Megatron's TP+SP, so its
+own collectives are compared with the preview of the plan as written.
 
 Exit codes: 0 every check holds, 1 a mismatch or an error (named), 77 (ctest's skip code, `audit`
 only) without torch, transformers, safetensors and accelerate.
 """
 import argparse
+import glob
 import json
 import os
 import socket
@@ -365,12 +376,17 @@ def tokens_for(vocab, count):
 
 
 class Job:
-    def __init__(self, name, source, plan, tp, reduce, batch, seq):
+    def __init__(self, name, source, plan, tp, reduce, batch, seq, tokens=None, default=False, family=None):
         self.name, self.source, self.plan, self.tp = name, source, plan, tp
         self.reduce, self.batch, self.seq = reduce, batch, seq
+        self.tokens = tokens   # the prompt (a fixture's); else tokens_for()
+        self.family = family   # the fixture family, whose jobs must compare at least one plan
+        self.default = default  # the model's default plan: a refusal of it at this T is not compared
         self.model = None      # the folder Transformers and the engine load
         self.model_note = ""
         self.error = None
+        self.refused = None    # the planner's refusal, which Transformers must share
+        self.skipped = None    # why it was not compared (not a failure)
         self.result = None
 
 
@@ -422,12 +438,32 @@ def prepare_models(jobs, work, python):
                                       f"{note['parameters']:,} random parameters")
 
 
+def engine_counts(record):
+    """Per kind: the collectives of the engine's run, from its record's comm spans on rank 0."""
+    with open(record) as f:
+        spans = json.load(f)["runs"][-1]["spans"]
+    out = {}
+    for s in spans:
+        if s["kind"] == "comm" and s["rank"] == 0:
+            out[s["op"]] = out.get(s["op"], 0) + 1
+    return out
+
+
 def engine_side(job, cli_path, work):
     """Export, preview and run the plan on the engine."""
     tp, d = job.tp, os.path.join(work, f"job{id(job)}")
     os.makedirs(d, exist_ok=True)
     args = [cli_path, "plan", "export", job.model, "--tp", str(tp)] + (["--plan", job.plan] if job.plan else [])
-    exported = json.loads(cli(args, "plan export"))
+    try:
+        exported = json.loads(cli(args, "plan export"))
+    except Failure as e:
+        if job.default:  # heads or experts that do not split over T: not compared
+            job.skipped = f"the planner refuses the default plan at T={tp}: {e}"
+        elif job.tokens is not None:  # a fixture's shipped plan: Transformers must refuse it too
+            job.refused, job.plan_path = str(e), job.plan
+        else:
+            raise
+        return
     job.plan_path = os.path.join(d, "plan.json")
     with open(job.plan_path, "w") as f:
         json.dump(exported, f)
@@ -444,16 +480,22 @@ def engine_side(job, cli_path, work):
     if not preview.get("valid", True):
         raise Failure("plan preview: the plan is invalid at T=%d" % tp)
     job.predicted = predicted(preview)
-    with open(os.path.join(job.model, "config.json")) as f:
-        cfg = json.load(f)
-    vocab = cfg.get("vocab_size") or cfg.get("text_config", {}).get("vocab_size")
-    job.tokens = tokens_for(vocab, job.batch * job.seq)
-    logits = os.path.join(d, "engine-logits.json")
+    if sp:  # the engine runs the plan as written (TP+SP): its own preview
+        preview = json.loads(cli([cli_path, "plan", "preview", job.model, "--plan", job.plan_path, "--dtype", "f32",
+                                  "--logits", "all", "--json"] + shape, "plan preview"))
+    job.engine_predicted = {k: n for k, (n, _) in predicted(preview).items()}
+    if job.tokens is None:
+        with open(os.path.join(job.model, "config.json")) as f:
+            cfg = json.load(f)
+        vocab = cfg.get("vocab_size") or cfg.get("text_config", {}).get("vocab_size")
+        job.tokens = tokens_for(vocab, job.batch * job.seq)
+    logits, record = os.path.join(d, "engine-logits.json"), os.path.join(d, "engine-record.json")
     cli([cli_path, "run", "--model", job.model, "--plan", job.plan_path, "--dtype", "f32", "--logits", "all",
-         "--warmup", "0", "--iters", "1", "--tokens", ",".join(map(str, job.tokens)), "--dump-logits", logits] + shape,
-        "run (the engine)")
+         "--warmup", "0", "--iters", "1", "--tokens", ",".join(map(str, job.tokens)), "--dump-logits", logits,
+         "--json", record] + shape, "run (the engine)")
     with open(logits) as f:
         job.engine_logits = json.load(f)["logits"]
+    job.engine_calls = engine_counts(record)
 
 
 def transformers_side(jobs, tp, python, work):
@@ -488,20 +530,35 @@ def rel(a, b):
 
 def judge(job):
     errors = [r["error"] for r in job.ranks if "error" in r]
+    if job.refused:
+        if errors:
+            job.skipped = f"the planner and Transformers both refuse it: {job.refused[:200]} / {errors[0][:200]}"
+        else:
+            job.error = f"the planner refuses a plan Transformers runs: {job.refused}"
+        return
     if errors:
         job.error = "Transformers: " + errors[0]
         return
     obs = observed(job.ranks, job.tp)
     rows = compare(job.predicted, obs, job.tp)
+    for r in rows:
+        r["engine_count"] = job.engine_calls.get(r["kind"], 0)
+    # The engine's own collectives against the preview of the plan it ran (for a sequence-parallel
+    # plan, the plan as written; Transformers' against the plan without those keys).
+    engine_ok = job.engine_calls == job.engine_predicted
     err = rel(job.engine_logits, job.ranks[0]["logits"])
-    job.result = {"collectives": rows, "logits_rel_error": err,
-                  "ok": all(r["ok"] for r in rows) and err <= TOLERANCE}
+    job.result = {"collectives": rows, "logits_rel_error": err, "engine_collectives": job.engine_calls,
+                  "engine_collectives_ok": engine_ok,
+                  "ok": all(r["ok"] for r in rows) and err <= TOLERANCE and engine_ok}
 
 
 def report(job, out):
     head = f"{job.name} at T={job.tp}, B={job.batch}, S={job.seq}, fp32"
     if job.error:
         print(f"FAIL {head}: {job.error}", file=out)
+        return
+    if job.skipped:
+        print(f"--   {head}: not compared: {job.skipped}", file=out)
         return
     res = job.result
     print(f"{'ok  ' if res['ok'] else 'FAIL'} {head}: {job.model_note}", file=out)
@@ -516,6 +573,9 @@ def report(job, out):
               f"{human(r['observed_bytes']):>16}  {'ok' if r['ok'] else 'MISMATCH'}", file=out)
     if not res["collectives"]:
         print("     no collectives, predicted or observed", file=out)
+    if not res["engine_collectives_ok"]:
+        print(f"     MISMATCH the engine's run issued {res['engine_collectives']}, its preview "
+              f"{job.engine_predicted}", file=out)
     print(f"     logits, engine vs Transformers: {res['logits_rel_error']:.1e} relative "
           f"({'ok' if res['logits_rel_error'] <= TOLERANCE else 'above'} {TOLERANCE:g})", file=out)
 
@@ -531,7 +591,7 @@ def run_jobs(jobs, cli_path, python, work):
             job.error = str(e)
     by_tp = {}
     for job in jobs:
-        if not job.error:
+        if not job.error and not job.skipped:
             by_tp.setdefault(job.tp, []).append(job)
     for tp, group in sorted(by_tp.items()):
         try:
@@ -545,13 +605,42 @@ def run_jobs(jobs, cli_path, python, work):
     for job in jobs:
         report(job, sys.stdout)
         sys.stdout.flush()
-    return all(not j.error and j.result["ok"] for j in jobs)
+    return all(not j.error and (j.skipped or j.result["ok"]) for j in jobs)
 
 
 def as_json(jobs):
     return [{"name": j.name, "tp": j.tp, "batch": j.batch, "seq": j.seq, "model": j.model_note,
-             "sequence_parallel": getattr(j, "sequence_parallel", []), "error": j.error,
+             "sequence_parallel": getattr(j, "sequence_parallel", []), "error": j.error, "not_compared": j.skipped,
              **(j.result or {})} for j in jobs]
+
+
+def fixture_jobs(repo, tps, families, work):
+    """Every fixture family at each T: its default plan and each of its shipped plans."""
+    repo = os.path.abspath(repo)  # torchrun's workers run in another folder
+    models = os.path.join(repo, "tests", "fixtures", "models")
+    found = sorted(os.path.basename(os.path.dirname(p)) for p in glob.glob(os.path.join(models, "*", "logits.json")))
+    unknown = set(families) - set(found)
+    if unknown:
+        raise Failure(f"--families names {', '.join(sorted(unknown))}, not among the fixtures ({', '.join(found)})")
+    jobs = []
+    for fam in [f for f in found if not families or f in families]:
+        folder = os.path.join(models, fam)
+        with open(os.path.join(folder, "logits.json")) as f:
+            ref = json.load(f)
+        for tp in tps:
+            jobs.append(Job(f"the default plan on fixture {fam}", folder, None, tp, "no", ref["batch"], ref["seq"],
+                            tokens=ref["tokens"], default=True, family=fam))
+            for path in sorted(glob.glob(os.path.join(repo, "plans", fam.removesuffix("_text"), "*.json"))):
+                with open(path) as f:
+                    plan = dict(json.load(f), tp_size=tp)
+                if "ep_plan" in plan:  # expert parallelism on the same ranks
+                    plan["ep_size"] = tp
+                written = os.path.join(work, f"{fam}-{tp}-{os.path.basename(path)}")
+                with open(written, "w") as f:
+                    json.dump(plan, f)
+                jobs.append(Job(f"{os.path.relpath(path, repo)} on fixture {fam}", folder, written, tp, "no",
+                                ref["batch"], ref["seq"], tokens=ref["tokens"], family=fam))
+    return jobs
 
 
 def main():
@@ -581,7 +670,10 @@ def main():
     a = sub.add_parser("audit")
     a.add_argument("--repo", required=True)
     a.add_argument("--max-tp", type=int, default=4)
-    a.add_argument("--only", default="", help="FILE@MODEL:T,... (plans/index.json's file and model ids)")
+    a.add_argument("--only", default="", help="FILE@MODEL:T,... (plans/index.json's file and model ids); "
+                                               "no fixture family unless --fixtures-tp is given")
+    a.add_argument("--fixtures-tp", help="tp sizes for the fixture families (default 2,4; '' for none)")
+    a.add_argument("--families", default="", help="F,... : only these fixture families")
     for p in (v, a):
         p.add_argument("--cli", required=True)
         p.add_argument("--batch", type=int, default=1)
@@ -621,21 +713,37 @@ def main():
         if only and len(jobs) != len(only):
             print(f"tp_verify: --only names {len(only)} entries, plans/index.json has {len(jobs)} of them", file=sys.stderr)
             return 1
+        fixtures_tp = o.fixtures_tp if o.fixtures_tp is not None else ("" if only else "2,4")
+        try:
+            fixtures_tp = [int(t) for t in fixtures_tp.split(",") if t.strip()]
+        except ValueError:
+            print(f"tp_verify: --fixtures-tp {o.fixtures_tp!r} is not a list of tp sizes", file=sys.stderr)
+            return 1
+        if any(not 1 <= t <= 16 for t in fixtures_tp):
+            print("tp_verify: --fixtures-tp sizes are 1..16 here: Transformers runs one CPU process per rank", file=sys.stderr)
+            return 1
     start = time.time()
     with tempfile.TemporaryDirectory(prefix="tp-verify-") as work:
         try:
+            if o.mode == "audit":
+                jobs += fixture_jobs(o.repo, fixtures_tp, [f for f in o.families.split(",") if f], work)
             ok = run_jobs(jobs, os.path.abspath(o.cli), sys.executable, work)
         except Failure as e:
             print(f"tp_verify: {e}", file=sys.stderr)
             return 1
+        for fam in sorted({j.family for j in jobs if j.family}):
+            if not any(j.family == fam and j.result and j.result["ok"] for j in jobs):
+                ok = False
+                print(f"FAIL fixture {fam}: no plan was compared at any T (every one refused or failing)")
     if o.json:  # whole or not at all: a temporary file beside it, renamed over it
         tmp = f"{o.json}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
             json.dump({"schema": "tpstudio.verify/1", "tolerance": TOLERANCE, "results": as_json(jobs)}, f, indent=1)
         os.replace(tmp, o.json)
-    failed = sum(1 for j in jobs if j.error or not j.result["ok"])
-    print(f"{len(jobs) - failed} passed, {failed} failed ({time.time() - start:.0f} s)")
-    return 1 if failed else 0
+    failed = sum(1 for j in jobs if j.error or not (j.skipped or j.result["ok"]))
+    skipped = sum(1 for j in jobs if j.skipped and not j.error)
+    print(f"{len(jobs) - failed - skipped} passed, {failed} failed, {skipped} not compared ({time.time() - start:.0f} s)")
+    return 1 if failed or not ok else 0
 
 
 if __name__ == "__main__":
