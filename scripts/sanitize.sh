@@ -4,10 +4,11 @@
 # The full suite under ASan: cmake --preset asan && cmake --build --preset asan && ctest --preset asan
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/stage.sh
 suites="tst_status tst_config tst_safetensors tst_plan tst_shard tst_backend_ops tst_engine"
 cmake --preset asan > /dev/null
-cmake --build --preset asan --target $suites
-ctest --preset asan -R "^($(tr ' ' '|' <<< "$suites"))\$"
+stage "asan build (engine suites)" cmake --build --preset asan --target $suites
+stage "asan+ubsan tests" ctest --preset asan -R "^($(tr ' ' '|' <<< "$suites"))\$"
 cmake --preset tsan > /dev/null
-cmake --build --preset tsan
-ctest --preset tsan
+stage "tsan build" cmake --build --preset tsan
+stage "tsan tests" ctest --preset tsan
