@@ -72,7 +72,9 @@ fi
 mkdir -p "$root$src" "$root/root/.cache/ccache"
 git archive HEAD | tar -x -C "$root$src"
 echo "fresh-machine: the tree of $(git rev-parse --short HEAD) in $root$src"
-for m in proc sys dev dev/pts; do mount --bind "/$m" "$root/$m"; done
+for m in proc sys dev dev/pts dev/shm; do
+  if mountpoint -q "/$m"; then mkdir -p "$root/$m" && mount --bind "/$m" "$root/$m"; fi
+done
 ccache_dir=$(ccache -k cache_dir 2>/dev/null || true)
 if [ "$cold" = 0 ] && [ -n "$ccache_dir" ] && [ -d "$ccache_dir" ]; then
   mount --bind "$ccache_dir" "$root/root/.cache/ccache"
