@@ -55,7 +55,7 @@ command -v debootstrap > /dev/null || {
 }
 # The mirror this machine's apt uses (deb822 or one-line sources), Debian's own by default.
 mirror=$(grep -hoE '(URIs:|^deb) +https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
-         | head -1 | awk '{print $2}')
+         | head -1 | awk '{print $2}' || true)
 mirror=${mirror:-http://deb.debian.org/debian}
 start=$(date +%s)
 echo "fresh-machine: debootstrap --variant=minbase bookworm $root $mirror (log: $log)"
