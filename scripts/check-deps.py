@@ -15,8 +15,8 @@ This maps every file the configured and built tree actually used to the Debian p
 Each owner must be installed by install-deps.sh: one of its packages, or a dependency (Depends or
 Pre-Depends, through alternatives and virtual packages) of one, or part of every Debian system
 (Essential or Priority: required, and their dependencies: what debootstrap --variant=minbase lays).
-Files no package owns are allowed only in the CUDA toolkit (optional, not from Debian), the pinned
-Python (scripts/python-env.sh) and the source and build folders; anything else is a failure too.
+Files no package owns are allowed only in the CUDA toolkit (optional, not from Debian) and the source
+and build folders (the pinned Python's venv resolves to Debian's python3); anything else fails too.
 
 --self-test (the test of the test) runs this script again on copies of install-deps.sh with one
 entry removed: removing a package that owns a used file (ocl-icd-opencl-dev: oneDNN's CMake package
@@ -36,7 +36,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DPKG = "/var/lib/dpkg"
-# Files no Debian package owns that a build may use: the optional CUDA toolkit and the pinned Python.
+# Files no Debian package owns that a build may use: the optional CUDA toolkit.
 UNOWNED_OK = [(re.compile(r"^/usr/local/cuda(-[0-9.]+)?/"), "the CUDA toolkit (optional, not a Debian package)")]
 
 
@@ -105,14 +105,15 @@ def file_owners():
     return owners
 
 
-def candidates(path):
-    """The names dpkg may list a file under: itself, its real path, each with /usr merged or not."""
+def names(path):
+    """The files a path stands for, each as the names dpkg may list it under (/usr merged or not):
+    the path itself (a symbolic link in a -dev package, say) and the file it resolves to."""
     out = []
-    for p in (os.path.normpath(path), os.path.realpath(path)):
-        out.append(p)
+    for p in dict.fromkeys((os.path.normpath(path), os.path.realpath(path))):
         m = re.match(r"^/usr(/(?:lib|lib64|bin|sbin)/.*)$", p)
-        out.append(m.group(1) if m else ("/usr" + p if re.match(r"^/(lib|lib64|bin|sbin)/", p) else p))
-    return list(dict.fromkeys(out))
+        twin = m.group(1) if m else ("/usr" + p if re.match(r"^/(lib|lib64|bin|sbin)/", p) else p)
+        out.append(list(dict.fromkeys((p, twin))))
+    return out
 
 
 # --- what the build used --------------------------------------------------------------------------
@@ -178,12 +179,16 @@ def used_files(build):
     for ctest_file in glob.glob(os.path.join(build, "**", "CTestTestfile.cmake"), recursive=True):
         with open(ctest_file, encoding="utf-8", errors="replace") as f:
             for m in re.finditer(r'add_test\(\[=\[([^\]]+)\]=\]\s+"([^"]+)"', f.read()):
-                used.append((m.group(2), f"program of test {m.group(1)}"))
-    inside = (os.path.realpath(ROOT) + os.sep, os.path.realpath(build) + os.sep)
+                prog = m.group(2) if m.group(2).startswith("/") else (shutil.which(m.group(2)) or m.group(2))
+                used.append((prog, f"program of test {m.group(1)}"))
+    # The project's own files: its source folder (the one this build was configured from) and the build.
+    with open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8", errors="replace") as f:
+        source = next((l.split("=", 1)[1].strip() for l in f if l.startswith("CMAKE_HOME_DIRECTORY:")), ROOT)
+    inside = tuple(os.path.realpath(d) + os.sep for d in (source, build))
     return [(p, how) for p, how in used if not os.path.realpath(p).startswith(inside) and not p.startswith(inside)]
 
 
-def check(build, install_deps, python_cache):
+def check(build, install_deps):
     listed = subprocess.run(["bash", install_deps, "--list"], capture_output=True, text=True, timeout=60)
     if listed.returncode != 0:
         fail_usage(f"{install_deps} --list failed: {listed.stderr.strip()[:300]}")
@@ -201,18 +206,20 @@ def check(build, install_deps, python_cache):
     counted = collections.Counter()
     for path, how in dict(files).items():
         counted[how.split(" of ")[0].split(" ")[0]] += 1
-        owned = {o for c in candidates(path) for o in owners.get(c, ())}
+        # Each file it stands for that a package owns must be covered: libOpenCL.so (in
+        # ocl-icd-opencl-dev) is not covered by libOpenCL.so.1.0.0 (in ocl-icd-libopencl1).
+        owned = [set().union(*(owners.get(n, set()) for n in twins)) for twins in names(path)]
+        owned = [o for o in owned if o]
         if not owned:
             why = next((w for rx, w in UNOWNED_OK if rx.match(path) or rx.match(os.path.realpath(path))), None)
-            if why is None and python_cache and os.path.realpath(path).startswith(python_cache):
-                why = "the pinned Python (scripts/python-env.sh)"
             if why:
                 unowned_ok[why] += 1
             else:
                 problems[None].append((path, how))
             continue
-        if not owned & covered:
-            problems[" or ".join(sorted(owned))].append((path, how))
+        for o in owned:
+            if not o & covered:
+                problems[" or ".join(sorted(o))].append((path, how))
     print(f"check-deps: {len(dict(files))} files the build in {build} used "
           f"({', '.join(f'{n} {k}' for k, n in sorted(counted.items()))}); {len(roots)} packages in {install_deps}, "
           f"{len(covered)} with their dependencies and the base system")
@@ -229,7 +236,7 @@ def check(build, install_deps, python_cache):
     return 1 if problems else 0
 
 
-def self_test(build, install_deps, python_cache):
+def self_test(build, install_deps):
     """Copies of install-deps.sh with one entry removed: those that own a used file must fail."""
     with open(install_deps) as f:
         text = f.read()
@@ -252,8 +259,6 @@ def self_test(build, install_deps, python_cache):
             with open(copy, "w") as f:
                 f.write(cut)
             args = [sys.executable, os.path.abspath(__file__), "--build", build, "--install-deps", copy]
-            if python_cache:
-                args += ["--python-cache", python_cache]
             run = subprocess.run(args, capture_output=True, text=True, timeout=600)
             named = [l for l in run.stdout.splitlines() if l.startswith("FAIL:") and re.search(rf"\b{re.escape(pkg)}\b", l)]
             ok = (run.returncode == 1 and bool(named)) if want else run.returncode == 0
@@ -269,7 +274,6 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", required=True, help="a configured and built Ninja build folder")
     ap.add_argument("--install-deps", default=os.path.join(ROOT, "scripts", "install-deps.sh"))
-    ap.add_argument("--python-cache", default="", help="the pinned Python's folder (files there need no package)")
     ap.add_argument("--self-test", action="store_true")
     a = ap.parse_args()
     if not os.path.isdir(DPKG):
@@ -278,10 +282,9 @@ def main():
     if not os.path.exists(os.path.join(a.build, "CMakeCache.txt")):
         fail_usage(f"{a.build} has no CMakeCache.txt: configure and build it first")
     build = os.path.abspath(a.build)
-    cache = os.path.realpath(a.python_cache) + os.sep if a.python_cache else ""
-    rc = check(build, os.path.abspath(a.install_deps), cache)
+    rc = check(build, os.path.abspath(a.install_deps))
     if a.self_test:
-        rc |= self_test(build, os.path.abspath(a.install_deps), a.python_cache)
+        rc |= self_test(build, os.path.abspath(a.install_deps))
     return rc
 
 
