@@ -31,6 +31,10 @@ template<typename F> std::string onRanks(int size, F f)
     return {};
 }
 
+// TP_TEST_REDUCED=1: the sanitizer subset (scripts/sanitize.sh), where everything runs several times
+// slower: the slowest cases keep their kind but shrink (fewer large buffers, iterations and shapes).
+inline bool reducedRun() { return qEnvironmentVariableIntValue("TP_TEST_REDUCED") == 1; }
+
 // The source tree: $TP_SOURCE_DIR when set (a test binary carried to another machine, as
 // scripts/gpu-check.sh does), else where it was built from.
 inline std::string sourceDir()
