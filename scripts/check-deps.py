@@ -161,18 +161,22 @@ def used_files(build):
                     break
                 if w.startswith("/"):
                     used.append((w, "tool the build ran"))
+    source = ROOT  # the project's own files: the source folder this build was configured from
     with open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8", errors="replace") as f:
         for line in f:
             m = re.match(r"^([A-Za-z0-9_.+-]+):(FILEPATH|PATH|STRING|INTERNAL)=(.*)$", line.rstrip("\n"))
             if not m:
                 continue
             key, _, value = m.groups()
+            if key == "CMAKE_HOME_DIRECTORY":
+                source = value
+                continue
             for v in value.split(";"):
                 if not v.startswith("/") or not os.path.exists(v):
                     continue
                 if os.path.isdir(v):  # a package's CMake config folder: the config files in it
                     if key.endswith("_DIR"):
-                        for c in glob.glob(os.path.join(v, "*onfig.cmake")) + glob.glob(os.path.join(v, "*-config.cmake")):
+                        for c in glob.glob(os.path.join(v, "*onfig.cmake")):  # FooConfig.cmake, foo-config.cmake
                             used.append((c, f"CMake package {key}"))
                     continue
                 used.append((v, f"CMakeCache {key}"))
@@ -182,8 +186,6 @@ def used_files(build):
                 prog = m.group(2) if m.group(2).startswith("/") else (shutil.which(m.group(2)) or m.group(2))
                 used.append((prog, f"program of test {m.group(1)}"))
     # The project's own files: its source folder (the one this build was configured from) and the build.
-    with open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8", errors="replace") as f:
-        source = next((l.split("=", 1)[1].strip() for l in f if l.startswith("CMAKE_HOME_DIRECTORY:")), ROOT)
     inside = tuple(os.path.realpath(d) + os.sep for d in (source, build))
     return [(p, how) for p, how in used if not os.path.realpath(p).startswith(inside) and not p.startswith(inside)]
 
