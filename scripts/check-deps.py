@@ -22,7 +22,8 @@ and build folders (the pinned Python's venv resolves to Debian's python3); anyth
 entry removed: removing a package that owns a used file (ocl-icd-opencl-dev: oneDNN's CMake package
 needs libOpenCL.so; nlohmann-json3-dev: headers only; libdnnl-dev; ninja-build: a tool) must fail
 naming that package, and removing one another entry depends on (qt6-base-dev-tools, a dependency of
-qt6-base-dev) must still pass. Exit codes: 0 covered, 1 a file's package is not covered, 2 usage.
+qt6-base-dev) must still pass. Exit codes: 0 covered, 1 a file's package is not covered or bad input
+(named), 2 usage.
 """
 import argparse
 import collections
@@ -40,9 +41,9 @@ DPKG = "/var/lib/dpkg"
 UNOWNED_OK = [(re.compile(r"^/usr/local/cuda(-[0-9.]+)?/"), "the CUDA toolkit (optional, not a Debian package)")]
 
 
-def fail_usage(msg):
+def fail(msg):
     print(f"check-deps: {msg}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(1)
 
 
 # --- dpkg's database ------------------------------------------------------------------------------
@@ -147,7 +148,7 @@ def used_files(build):
                     used.append((line.split()[0], f"library of {rel} (not found)"))
     ninja = shutil.which("ninja") or shutil.which("ninja-build")
     if not ninja or not os.path.exists(os.path.join(build, "build.ninja")):
-        fail_usage(f"{build} is not a Ninja build folder (the presets use Ninja)")
+        fail(f"{build} is not a Ninja build folder (the presets use Ninja)")
     deps = subprocess.run([ninja, "-C", build, "-t", "deps"], capture_output=True, text=True, timeout=300).stdout
     for line in deps.splitlines():
         if line.startswith("    /"):
@@ -193,7 +194,7 @@ def used_files(build):
 def check(build, install_deps):
     listed = subprocess.run(["bash", install_deps, "--list"], capture_output=True, text=True, timeout=60)
     if listed.returncode != 0:
-        fail_usage(f"{install_deps} --list failed: {listed.stderr.strip()[:300]}")
+        fail(f"{install_deps} --list failed: {listed.stderr.strip()[:300]}")
     roots = listed.stdout.split()
     pkgs = read_status()
     not_installed = [r for r in roots if r not in pkgs]
@@ -281,8 +282,10 @@ def main():
     if not os.path.isdir(DPKG):
         print("SKIP: no dpkg database here: the check maps files to Debian packages")
         return 77
-    if not os.path.exists(os.path.join(a.build, "CMakeCache.txt")):
-        fail_usage(f"{a.build} has no CMakeCache.txt: configure and build it first")
+    if not os.path.isfile(os.path.join(a.build, "CMakeCache.txt")):
+        fail(f"{a.build} has no CMakeCache.txt: configure and build it first")
+    if not os.path.isfile(a.install_deps) or os.path.getsize(a.install_deps) > 1 << 20:
+        fail(f"--install-deps {a.install_deps}: not a regular file of at most 1 MiB")
     build = os.path.abspath(a.build)
     rc = check(build, os.path.abspath(a.install_deps))
     if a.self_test:
@@ -291,4 +294,10 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except subprocess.TimeoutExpired as e:
+        fail(f"{' '.join(map(str, e.cmd))[:200]} took more than {e.timeout:.0f} s")
+    except KeyboardInterrupt:
+        print("check-deps: interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -18,13 +18,14 @@ cd "$(dirname "$0")/.."
 src="$(pwd)"
 root=/var/tmp/tpstudio-fresh
 quick=0 keep=0 cold=0
+usage="usage: bash scripts/fresh-machine.sh [--quick] [--keep] [--cold] [--root DIR]"
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
     --keep) keep=1 ;;
     --cold) cold=1 ;;
-    --root) root="${2:?--root needs a folder}"; shift ;;
-    *) echo "usage: bash scripts/fresh-machine.sh [--quick] [--keep] [--cold] [--root DIR]" >&2; exit 2 ;;
+    --root) [ $# -ge 2 ] && [ -n "$2" ] || { echo "$usage" >&2; exit 2; }; root=$2; shift ;;
+    *) echo "$usage" >&2; exit 2 ;;
   esac
   shift
 done
