@@ -34,8 +34,12 @@ case "$root" in /|/usr|/var|/tmp|/var/tmp|/home|/root|"$src"*) echo "fresh-machi
 log="$root.log"
 
 mounted() { awk -v r="$root" '$2 == r || index($2, r "/") == 1 {print $2}' /proc/mounts | sort -r; }
+# Every process whose root is the chroot (apt and dpkg go on after a Ctrl-C otherwise).
+in_root() { local p; for p in /proc/[0-9]*; do [ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && echo "${p#/proc/}"; done; }
 cleanup() {
   local m
+  # shellcheck disable=SC2046
+  kill -9 $(in_root) 2>/dev/null || true
   for m in $(mounted); do umount -l "$m" 2>/dev/null || true; done
   if [ -n "$(mounted)" ]; then
     echo "fresh-machine: $root still has mounts; left in place" >&2
@@ -89,10 +93,12 @@ else
   inside='TP_SKIP_TRANSFORMERS=1 bash scripts/test.sh'
 fi
 echo "fresh-machine: chroot: $inside"
+# In the background and waited for, so that Ctrl-C reaches the trap at once (cleanup ends the chroot's processes).
 set +e
 chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  LANG=C.UTF-8 CI="${CI:-}" /bin/bash -c "cd '$src' && $inside" 2>&1 | tee -a "$log"
-rc=${PIPESTATUS[0]}
+  LANG=C.UTF-8 CI="${CI:-}" /bin/bash -c "cd '$src' && $inside" > >(tee -a "$log") 2>&1 &
+wait $!
+rc=$?
 set -e
 echo "fresh-machine: exit $rc after $(( $(date +%s) - start )) s (debootstrap, install-deps, build, tests)"
 exit "$rc"
