@@ -15,14 +15,17 @@ This maps every file the configured and built tree actually used to the Debian p
 Each owner must be installed by install-deps.sh: one of its packages, or a dependency (Depends or
 Pre-Depends, through alternatives and virtual packages) of one, or part of every Debian system
 (Essential or Priority: required, and their dependencies: what debootstrap --variant=minbase lays).
-Files no package owns are allowed only in the CUDA toolkit (optional, not from Debian) and the source
-and build folders (the pinned Python's venv resolves to Debian's python3); anything else fails too.
+Files no package owns are allowed only in the CUDA toolkit (optional, not from Debian: /usr/local/cuda*,
+and the CUDA compiler CMake found wherever it lies, e.g. a wrapper /usr/local/bin/nvcc that execs the
+toolkit's) and the source and build folders (the pinned Python's venv resolves to Debian's python3);
+anything else fails too.
 
 --self-test (the test of the test) runs this script again on copies of install-deps.sh with one
 entry removed: removing a package that owns a used file (ocl-icd-opencl-dev: oneDNN's CMake package
 needs libOpenCL.so; nlohmann-json3-dev: headers only; libdnnl-dev; ninja-build: a tool) must fail
 naming that package, and removing one another entry depends on (qt6-base-dev-tools, a dependency of
-qt6-base-dev) must still pass. Exit codes: 0 covered, 1 a file's package is not covered or bad input
+qt6-base-dev) must still pass; a copy of CMakeCache.txt naming an unowned wrapper outside
+/usr/local/cuda as the CUDA compiler must pass, and naming it under another key must fail. Exit codes: 0 covered, 1 a file's package is not covered or bad input
 (named), 2 usage.
 """
 import argparse
@@ -37,8 +40,11 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DPKG = "/var/lib/dpkg"
-# Files no Debian package owns that a build may use: the optional CUDA toolkit.
-UNOWNED_OK = [(re.compile(r"^/usr/local/cuda(-[0-9.]+)?/"), "the CUDA toolkit (optional, not a Debian package)")]
+# Files no Debian package owns that a build may use: the optional CUDA toolkit, under its own folder
+# or as the CUDA compiler CMake found (CMakeCache keys below), which may be a wrapper elsewhere.
+CUDA_TOOLKIT = "the CUDA toolkit (optional, not a Debian package)"
+UNOWNED_OK = [(re.compile(r"^/usr/local/cuda(-[0-9.]+)?/"), CUDA_TOOLKIT)]
+CUDA_COMPILER_KEYS = ("CMAKE_CUDA_COMPILER", "CUDAToolkit_NVCC_EXECUTABLE")
 
 
 def fail(msg):
@@ -129,9 +135,10 @@ def is_elf(path):
     return head[:4] == b"\x7fELF" and len(head) == 18 and head[16] in (2, 3)
 
 
-def used_files(build):
-    """(path, how it was used) for every file outside the source and build folders the build used."""
-    used = []
+def used_files(build, cache):
+    """(path, how it was used) for every file outside the source and build folders the build used,
+    and the paths CMakeCache names as the CUDA compiler."""
+    used, cuda_compilers = [], set()
     for dirpath, dirs, files in os.walk(build):
         dirs[:] = [d for d in dirs if d not in ("CMakeFiles", "_CPack_Packages")]
         for name in files:
@@ -163,7 +170,7 @@ def used_files(build):
                 if w.startswith("/"):
                     used.append((w, "tool the build ran"))
     source = ROOT  # the project's own files: the source folder this build was configured from
-    with open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8", errors="replace") as f:
+    with open(cache, encoding="utf-8", errors="replace") as f:
         for line in f:
             m = re.match(r"^([A-Za-z0-9_.+-]+):(FILEPATH|PATH|STRING|INTERNAL)=(.*)$", line.rstrip("\n"))
             if not m:
@@ -172,6 +179,8 @@ def used_files(build):
             if key == "CMAKE_HOME_DIRECTORY":
                 source = value
                 continue
+            if key in CUDA_COMPILER_KEYS and value.startswith("/"):
+                cuda_compilers.add(os.path.normpath(value))
             for v in value.split(";"):
                 if not v.startswith("/") or not os.path.exists(v):
                     continue
@@ -188,10 +197,11 @@ def used_files(build):
                 used.append((prog, f"program of test {m.group(1)}"))
     # The project's own files: its source folder (the one this build was configured from) and the build.
     inside = tuple(os.path.realpath(d) + os.sep for d in (source, build))
-    return [(p, how) for p, how in used if not os.path.realpath(p).startswith(inside) and not p.startswith(inside)]
+    outside = [(p, how) for p, how in used if not os.path.realpath(p).startswith(inside) and not p.startswith(inside)]
+    return outside, cuda_compilers
 
 
-def check(build, install_deps):
+def check(build, install_deps, cache):
     listed = subprocess.run(["bash", install_deps, "--list"], capture_output=True, text=True, timeout=60)
     if listed.returncode != 0:
         fail(f"{install_deps} --list failed: {listed.stderr.strip()[:300]}")
@@ -203,7 +213,7 @@ def check(build, install_deps):
         return 1
     covered = closure(roots + [n for n, p in pkgs.items() if p["base"]], pkgs)
     owners = file_owners()
-    files = used_files(build)
+    files, cuda_compilers = used_files(build, cache)
     problems = collections.defaultdict(list)   # package (or a reason) -> [(file, how)]
     unowned_ok = collections.Counter()
     counted = collections.Counter()
@@ -214,7 +224,8 @@ def check(build, install_deps):
         owned = [set().union(*(owners.get(n, set()) for n in twins)) for twins in names(path)]
         owned = [o for o in owned if o]
         if not owned:
-            why = next((w for rx, w in UNOWNED_OK if rx.match(path) or rx.match(os.path.realpath(path))), None)
+            why = CUDA_TOOLKIT if os.path.normpath(path) in cuda_compilers else \
+                next((w for rx, w in UNOWNED_OK if rx.match(path) or rx.match(os.path.realpath(path))), None)
             if why:
                 unowned_ok[why] += 1
             else:
@@ -270,6 +281,27 @@ def self_test(build, install_deps):
             print(f"{verdict} self-test: without {pkg}: exit {run.returncode} "
                   f"(expected {'1 naming it' if want else '0: another entry depends on it'}): {said}")
             bad += not ok
+        # A CUDA compiler no package owns outside /usr/local/cuda (CI's image has /usr/local/bin/nvcc,
+        # a wrapper that execs the toolkit's) is the toolkit when CMake found it as the CUDA compiler,
+        # and nothing installs it when anything else names it.
+        wrapper = os.path.join(d, "nvcc")
+        with open(wrapper, "w") as f:
+            f.write("#!/bin/sh\nexec /usr/local/cuda/bin/nvcc \"$@\"\n")
+        with open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8", errors="replace") as f:
+            cache = f.read()
+        for key, want in (("CUDAToolkit_NVCC_EXECUTABLE", 0), ("TP_SOME_TOOL", 1)):
+            copy = os.path.join(d, "CMakeCache.txt")
+            with open(copy, "w") as f:
+                f.write(cache + f"{key}:FILEPATH={wrapper}\n")
+            run = subprocess.run([sys.executable, os.path.abspath(__file__), "--build", build,
+                                  "--install-deps", install_deps, "--cmake-cache", copy],
+                                 capture_output=True, text=True, timeout=600)
+            named = [l for l in run.stdout.splitlines() if l.startswith("FAIL:") and wrapper in l]
+            ok = (run.returncode == 1 and bool(named)) if want else run.returncode == 0
+            said = named[0][:200] if named else (run.stdout.strip().splitlines() or ["no output"])[-1][:200]
+            print(f"{'ok  ' if ok else 'FAIL'} self-test: an unowned {wrapper} as {key}: exit {run.returncode} "
+                  f"(expected {'1 naming it' if want else '0: the CUDA compiler is the toolkit'}): {said}")
+            bad += not ok
     return 1 if bad else 0
 
 
@@ -277,17 +309,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", required=True, help="a configured and built Ninja build folder")
     ap.add_argument("--install-deps", default=os.path.join(ROOT, "scripts", "install-deps.sh"))
+    ap.add_argument("--cmake-cache", help="read this CMakeCache.txt instead of the build folder's (the self-test's copies)")
     ap.add_argument("--self-test", action="store_true")
     a = ap.parse_args()
     if not os.path.isdir(DPKG):
         print("SKIP: no dpkg database here: the check maps files to Debian packages")
         return 77
-    if not os.path.isfile(os.path.join(a.build, "CMakeCache.txt")):
-        fail(f"{a.build} has no CMakeCache.txt: configure and build it first")
+    cache = a.cmake_cache or os.path.join(a.build, "CMakeCache.txt")
+    if not os.path.isfile(cache):
+        fail(f"{cache}: no such file: configure and build {a.build} first")
     if not os.path.isfile(a.install_deps) or os.path.getsize(a.install_deps) > 1 << 20:
         fail(f"--install-deps {a.install_deps}: not a regular file of at most 1 MiB")
     build = os.path.abspath(a.build)
-    rc = check(build, os.path.abspath(a.install_deps))
+    rc = check(build, os.path.abspath(a.install_deps), cache)
     if a.self_test:
         rc |= self_test(build, os.path.abspath(a.install_deps))
     return rc
