@@ -172,6 +172,48 @@ private slots:
         QVERIFY(!q.isMoeLayer(2));
     }
 
+    // Keys read as Transformers' config class reads them (the defects of issue 34, as classes).
+    void configClassDefaults()
+    {
+        // Qwen3MoeConfig declares no head_dim: without one the attention takes hidden / heads.
+        const ModelConfig q = parseOk(R"({"model_type": "qwen3_moe", "hidden_size": 32, "num_attention_heads": 4})");
+        QCOMPARE(q.headDim, 8ll);
+        QCOMPARE(parseOk(R"({"model_type": "qwen3_moe"})").headDim, 2048ll / 32);
+        // A model type on a template family's tree reads its own class's defaults (GemmaConfig:
+        // head_dim 256, vocab 256000, tied), not the template's (LlamaConfig).
+        const ModelConfig g = parseOk(R"({"model_type": "gemma", "num_hidden_layers": 2})");
+        QCOMPARE(g.family, Family::Llama);
+        QCOMPARE(g.causalLmClass, std::string("GemmaForCausalLM"));
+        QCOMPARE(g.headDim, 256ll);
+        QCOMPARE(g.vocabSize, 256000ll);
+        QVERIFY(g.tieWordEmbeddings);
+        QVERIFY(!g.engineLacks.empty());
+        // exaone is LlamaForCausalLM itself: the engine runs it.
+        QVERIFY(parseOk(R"({"model_type": "exaone"})").engineLacks.empty());
+    }
+
+    // For a model type TP Studio does not know, a common key of another JSON type (Gemma 3n's
+    // per-layer intermediate_size, Gemma 4's use_bidirectional_attention "vision") or experts per
+    // token under another name is not an error: the key is ignored with a warning naming it.
+    void unknownModelTypesReadLeniently()
+    {
+        std::vector<Diagnostic> d;
+        const ModelConfig c = parseOk(R"({"model_type": "gemma3n_text", "hidden_size": 64, "num_attention_heads": 4,
+                                          "num_hidden_layers": 2, "vocab_size": 10, "intermediate_size": [128, 256],
+                                          "use_bidirectional_attention": "vision", "num_experts": 8})",
+                                      &d);
+        QCOMPARE(c.family, Family::Unknown);
+        QCOMPARE(c.hiddenSize, 64ll);
+        for (const char* key : {"'intermediate_size' must be an integer", "'use_bidirectional_attention' must be true or false"})
+            QVERIFY2(std::any_of(d.begin(), d.end(), [&](const Diagnostic& x) {
+                         return x.severity == Severity::Warning && x.message.find(key) != std::string::npos &&
+                                x.message.find("ignored") != std::string::npos;
+                     }),
+                     key);
+        // A known family stays strict.
+        QVERIFY(!parseConfig(R"({"model_type": "llama", "intermediate_size": [128, 256]})", "config.json", nullptr).ok());
+    }
+
     void unknownArchitectureWarns()
     {
         std::vector<Diagnostic> d;

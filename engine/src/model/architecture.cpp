@@ -535,7 +535,20 @@ Result<ModelSpec> buildModelSpec(const ModelConfig& c)
     ModelSpec s;
     s.config = c;
     s.className = causalLmClassName(c.family);
-    const Names n = namesFor(c.family);
+    Names n = namesFor(c.family);
+    if (!c.causalLmClass.empty() && c.causalLmClass != s.className) {
+        // A model type with the template's tree under its own class names (GemmaForCausalLM: GemmaModel,
+        // GemmaAttention, …).
+        const std::string ours = c.causalLmClass.substr(0, c.causalLmClass.rfind("ForCausalLM"));
+        auto rename = [&](std::string& name) {
+            if (name.starts_with(n.prefix))
+                name = ours + name.substr(n.prefix.size());
+        };
+        for (std::string* name : {&n.model, &n.moe, &n.router})
+            rename(*name);
+        n.prefix = ours;
+        s.className = c.causalLmClass;
+    }
     TreeBuilder b(s, c.dtype);
 
     const std::int64_t H = c.hiddenSize, V = c.vocabSize;

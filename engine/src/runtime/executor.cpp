@@ -31,10 +31,14 @@ namespace tp {
 std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g)
 {
     const ModelConfig& c = spec.config;
-    if (const char* lacks = archTraits(c.family).engineLacks; *lacks)
-        return fmt::format("the engine does not run model_type '{}': it lacks {} (it runs llama, mistral, qwen2, qwen3, "
-                           "gemma2, gemma3_text, phi3, mixtral, qwen3_moe, deepseek_v3, gpt_oss and llama4_text)",
-                           c.modelType, lacks);
+    if (const std::string lacks = c.engineLacks.empty() ? archTraits(c.family).engineLacks : c.engineLacks; !lacks.empty()) {
+        std::vector<std::string> runs;
+        for (const KnownModelType& k : knownModelTypes())
+            if (k.engineLacks.empty())
+                runs.push_back(k.modelType);
+        return fmt::format("the engine does not run model_type '{}': it lacks {} (it runs {})", c.modelType, lacks,
+                           fmt::join(runs, ", "));
+    }
     if (!g.graph.unsupported.empty())
         return g.graph.unsupported;
     // Styles whose forward the engine does not run, and why.

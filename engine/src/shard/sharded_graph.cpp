@@ -1070,10 +1070,18 @@ private:
                                m_spec.className),
                    "load with DistributedConfig(ep_size=…) to use its ep_plan, or add expert entries "
                    "(moe_tp_experts with packed_colwise + rowwise)");
-        if (m_plan.entries.empty() && m_T > 1)
-            report(Severity::Error, m_spec.className,
-                   fmt::format("tp_size={} with an empty tp_plan: Transformers raises ValueError (no tp_plan)", m_T),
-                   "start from the model's default plan");
+        if (m_plan.entries.empty() && m_T > 1) {
+            if (m_spec.config.family != Family::Unknown)
+                report(Severity::Error, m_spec.className,
+                       fmt::format("tp_size={} with an empty tp_plan: Transformers raises ValueError (no tp_plan)", m_T),
+                       "start from the model's default plan");
+            else // a tree read from tensor names: its class's default plan is not known here
+                report(Severity::Error, m_spec.className,
+                       fmt::format("tp_size={} with an empty tp_plan: TP Studio does not know model_type '{}', so it "
+                                   "has no default plan for {} (Transformers' class may have one)",
+                                   m_T, m_spec.config.modelType, m_spec.className),
+                       "give a plan (--plan FILE on the command line, or assign styles in the GUI)");
+        }
     }
 
     const ModelSpec& m_spec;

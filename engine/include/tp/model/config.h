@@ -39,6 +39,23 @@ const char* familyName(Family f);             // the model_type, e.g. "qwen3_moe
 const char* causalLmClassName(Family f);      // e.g. "Qwen3MoeForCausalLM"
 std::vector<Family> allFamilies();            // every known family (not Unknown)
 
+// A model_type TP Studio opens: its own, or one whose *ForCausalLM builds the module tree and
+// default plan of a template family under its own class names (exaone, internlm3 and iquestcoder
+// are LlamaForCausalLM itself; gemma is Llama's tree as GemmaForCausalLM). Its config is read with
+// its own config class's defaults (resources/model_types.json, made by scripts/make-model-types.py).
+struct KnownModelType
+{
+    std::string modelType;
+    Family family;             // the template
+    std::string causalLmClass; // "GemmaForCausalLM"
+    std::string engineLacks;   // why the engine does not run it; empty when it does
+};
+const std::vector<KnownModelType>& knownModelTypes();
+// The model types of Transformers' pinned version that can be tensor-parallelised, as
+// resources/model_types.json lists them (116 in 5.24), and that version.
+std::vector<std::string> transformersTpModelTypes();
+std::string pinnedTransformersVersion();
+
 struct RopeScaling
 {
     std::string type;            // "llama3", "yarn", "linear", "dynamic", … (empty: none)
@@ -60,8 +77,11 @@ struct LayerRope
 
 struct ModelConfig
 {
-    Family family = Family::Unknown;
+    Family family = Family::Unknown;        // the template family whose tree the model type has
     std::string modelType;                  // as written (the text config's, when nested)
+    std::string causalLmClass;              // e.g. "GemmaForCausalLM"; empty for an unknown model type
+    std::string classPrefix;                // module class names: prefix + "Attention", "MLP", …
+    std::string engineLacks;                // why the engine does not run this model type; empty when it does
     std::string wrapperModelType;           // the outer model_type when read through text_config
     std::vector<std::string> architectures; // as written in the outer config
 

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Writes resources/model_types.json: what the pinned Transformers says of every tensor-parallel causal LM.
+
+  python3 scripts/make-model-types.py           # rewrite the committed file (needs torch + transformers)
+  python3 scripts/make-model-types.py --check   # compare with the committed file (ctest model_types_are_transformers_own)
+
+The model types are every `model_type` of CONFIG_MAPPING whose config class has a non-empty
+base_model_tp_plan and which AutoModelForCausalLM maps (116 in Transformers 5.24). For each: its
+config class, its *ForCausalLM class, and the config class's declared defaults (its dataclass
+fields' defaults, those of PreTrainedConfig's own fields only where it changes them, plus
+`default_theta` as rope_theta): what a config.json that omits a key means.
+Defaults that Transformers derives in __post_init__ (head_dim from hidden_size / heads, say) are
+null here, as declared; TP Studio derives them as the config class does. Exit 1 naming the entries
+that differ (--check), 77 without transformers (ctest's skip code).
+"""
+import dataclasses
+import json
+import math
+import pathlib
+import sys
+
+try:
+    import transformers
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+except ImportError as e:
+    print(f"SKIP: transformers is needed ({e})")
+    sys.exit(77)
+
+OUT = pathlib.Path(__file__).resolve().parent.parent / "resources" / "model_types.json"
+
+
+def scalar_or_list(v):
+    """JSON-able defaults only: finite numbers, strings, booleans, null and flat lists of them (Bamba's
+    time_step_limit (0.0, inf) is left out: JSON has no infinity)."""
+    def plain(x):
+        return x is None or isinstance(x, (bool, int, str)) or (isinstance(x, float) and math.isfinite(x))
+    return plain(v) or (isinstance(v, (list, tuple)) and all(plain(x) for x in v))
+
+
+def describe():
+    base = {f.name: f.default for f in dataclasses.fields(transformers.PreTrainedConfig)}
+    types = {}
+    for model_type in sorted(CONFIG_MAPPING.keys()):
+        if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+            continue
+        cls = CONFIG_MAPPING[model_type]
+        if not getattr(cls, "base_model_tp_plan", None):
+            continue
+        defaults = {}
+        for f in dataclasses.fields(cls):
+            # The base class's own fields (use_cache, id2label, …) only where this class changes them.
+            if f.name in base and f.default == base[f.name]:
+                continue
+            if f.default is not dataclasses.MISSING and scalar_or_list(f.default):
+                defaults[f.name] = list(f.default) if isinstance(f.default, tuple) else f.default
+        if "rope_theta" not in defaults and isinstance(getattr(cls, "default_theta", None), (int, float)):
+            defaults["rope_theta"] = cls.default_theta
+        types[model_type] = {"config_class": cls.__name__,
+                             "causal_lm_class": MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type],
+                             "defaults": defaults}
+    return {"transformers": transformers.__version__, "model_types": types}
+
+
+def dump(d):
+    """One line per model type (diffs of a new Transformers version read per type)."""
+    lines = [f" {json.dumps(t)}: {json.dumps(v, sort_keys=True)}" for t, v in sorted(d["model_types"].items())]
+    return f'{{"transformers": {json.dumps(d["transformers"])}, "model_types": {{\n' + ",\n".join(lines) + "\n}}\n"
+
+
+def main():
+    made = describe()
+    if sys.argv[1:] == ["--check"]:
+        committed = json.loads(OUT.read_text())
+        bad = [t for t in sorted(set(made["model_types"]) | set(committed["model_types"]))
+               if made["model_types"].get(t) != committed["model_types"].get(t)]
+        if made["transformers"] != committed["transformers"]:
+            bad.insert(0, f"transformers {made['transformers']} vs committed {committed['transformers']}")
+        for b in bad:
+            print(f"FAIL {OUT.name}: {b} differs")
+        print(f"{len(made['model_types'])} model types, {len(bad)} differ from {OUT}")
+        return 1 if bad else 0
+    if sys.argv[1:]:
+        sys.exit(f"usage: {sys.argv[0]} [--check]")
+    OUT.write_text(dump(made))
+    print(f"{OUT}: {len(made['model_types'])} model types (transformers {made['transformers']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
