@@ -24,6 +24,7 @@ enum ExitCode { kOk = 0, kBadInput = 1, kUsage = 2 };
 // Registers the verb; the returned callback runs it after parsing.
 std::function<int()> addInspect(CLI::App& app);
 std::function<int()> addCatalog(CLI::App& app);
+std::function<int()> addFamilies(CLI::App& app);
 std::function<int()> addBench(CLI::App& app);
 std::function<int()> addPlan(CLI::App& app);
 std::function<int()> addRun(CLI::App& app);

@@ -1,4 +1,4 @@
-// inspect.cpp — `tpstudio-cli inspect MODEL` and `tpstudio-cli catalog`.
+// inspect.cpp — `tpstudio-cli inspect MODEL`, `tpstudio-cli catalog` and `tpstudio-cli families`.
 #include "commands.h"
 #include "tp/core/json.h"
 
@@ -159,6 +159,50 @@ std::function<int()> addCatalog(CLI::App& app)
         }
         if (*json)
             std::cout << arr.dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
+        return int(kOk);
+    };
+}
+
+std::function<int()> addFamilies(CLI::App& app)
+{
+    auto markdown = std::make_shared<bool>(false);
+    auto* cmd = app.add_subcommand("families", "List every tensor-parallel causal LM of the pinned Transformers and "
+                                               "what TP Studio does with it: plans and runs it, plans it, or neither yet");
+    cmd->add_flag("--markdown", *markdown, "Print the README's list (Markdown)");
+    return [markdown] {
+        std::map<std::string, const tp::KnownModelType*> known;
+        for (const tp::KnownModelType& k : tp::knownModelTypes())
+            known[k.modelType] = &k;
+        std::vector<std::string> runs, plans, neither;
+        const std::vector<std::string> all = tp::transformersTpModelTypes();
+        for (const std::string& t : all) {
+            auto it = known.find(t);
+            (it == known.end() ? neither : it->second->engineLacks.empty() ? runs : plans).push_back(t);
+        }
+        if (*markdown) {
+            fmt::print("Transformers {} can tensor-parallelise {} causal-LM model types "
+                       "(`tpstudio-cli families`; `scripts/make-model-types.py` lists them):\n\n",
+                       tp::pinnedTransformersVersion(), all.size());
+            fmt::print("- **Plans and runs on the engine** ({}): {}\n", runs.size(), fmt::join(runs, ", "));
+            fmt::print("- **Plans** (tree, default plan, shards, collectives, memory, export; the engine refuses "
+                       "them) ({}): {}\n",
+                       plans.size(), fmt::join(plans, ", "));
+            fmt::print("- **Not yet** ({}): opened from a checkpoint's tensor names with a plan you give: {}\n",
+                       neither.size(), fmt::join(neither, ", "));
+            return int(kOk);
+        }
+        for (const std::string& t : all) {
+            auto it = known.find(t);
+            const std::string what = it == known.end()        ? "not yet: tree from a checkpoint's tensor names, plan by hand"
+                                     : it->second->engineLacks.empty() ? "plans and runs"
+                                                                      : "plans";
+            const std::string tree = it == known.end() || tp::familyName(it->second->family) == t
+                                         ? ""
+                                         : fmt::format(" ({}'s tree)", tp::familyName(it->second->family));
+            fmt::print("{:<24} {}{}\n", t, what, tree);
+        }
+        fmt::print("{} of {} model types of Transformers {}: {} plan and run, {} plan only\n", runs.size() + plans.size(),
+                   all.size(), tp::pinnedTransformersVersion(), runs.size(), plans.size());
         return int(kOk);
     };
 }

@@ -40,6 +40,7 @@ int main(int argc, char** argv)
     };
     add(tpcli::addInspect);
     add(tpcli::addCatalog);
+    add(tpcli::addFamilies);
     add(tpcli::addPlan);
     add(tpcli::addRun);
     add(tpcli::addReport);

@@ -703,6 +703,8 @@ const std::vector<KnownModelType>& knownModelTypes()
         std::vector<KnownModelType> out;
         for (const auto& f : kFamilies)
             out.push_back({f.modelType, f.family, f.causalLm, archTraits(f.family).engineLacks});
+        // Llama4Config, the multimodal wrapper: its causal LM is the text model (text_config).
+        out.push_back({"llama4", Family::Llama4, causalLmClassName(Family::Llama4), archTraits(Family::Llama4).engineLacks});
         for (const auto& r : kTemplates) {
             const nlohmann::json* t = transformersModelType(r.modelType);
             std::string cls = t ? t->at("causal_lm_class").get<std::string>() : causalLmClassName(r.family);
