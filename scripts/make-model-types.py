@@ -6,7 +6,8 @@
 
 The model types are every `model_type` of CONFIG_MAPPING whose config class has a non-empty
 base_model_tp_plan and which AutoModelForCausalLM maps (116 in Transformers 5.24). For each: its
-config class, its *ForCausalLM class, and the config class's declared defaults (its dataclass
+config class, its *ForCausalLM class, the config class's base_model_tp_plan and base_model_ep_plan and
+the head class's _tp_plan (as [key, style] pairs, in order), and its declared defaults (its dataclass
 fields' defaults, those of PreTrainedConfig's own fields only where it changes them, plus
 `default_theta` as rope_theta): what a config.json that omits a key means.
 Defaults that Transformers derives in __post_init__ (head_dim from hidden_size / heads, say) are
@@ -38,6 +39,10 @@ def scalar_or_list(v):
     return plain(v) or (isinstance(v, (list, tuple)) and all(plain(x) for x in v))
 
 
+def pairs(plan):
+    return [[k, v] for k, v in (plan or {}).items()]
+
+
 def describe():
     base = {f.name: f.default for f in dataclasses.fields(transformers.PreTrainedConfig)}
     types = {}
@@ -56,9 +61,14 @@ def describe():
                 defaults[f.name] = list(f.default) if isinstance(f.default, tuple) else f.default
         if "rope_theta" not in defaults and isinstance(getattr(cls, "default_theta", None), (int, float)):
             defaults["rope_theta"] = cls.default_theta
+        head = getattr(transformers, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type])
         types[model_type] = {"config_class": cls.__name__,
                              "causal_lm_class": MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type],
-                             "defaults": defaults}
+                             "defaults": defaults,
+                             # [key, style] pairs in the class's order (the order Transformers resolves them in)
+                             "base_model_tp_plan": pairs(cls.base_model_tp_plan),
+                             "base_model_ep_plan": pairs(getattr(cls, "base_model_ep_plan", None)),
+                             "head_tp_plan": pairs(getattr(head, "_tp_plan", None))}
     return {"transformers": transformers.__version__, "model_types": types}
 
 

@@ -320,6 +320,13 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
         fmt::print("INVALID: the plan has errors; no collectives or times are predicted\n");
         return kBadInput;
     }
+    if (g.graph.nodes.empty()) { // a tree from tensor names: no dataflow to predict from (the warning above)
+        fmt::print("Weights per rank\n");
+        for (std::size_t r = 0; r < g.memory.size(); ++r)
+            fmt::print("  {:>4} {:>12}\n", r, tp::humanBytes(g.memory[r].weightBytes));
+        fmt::print("\nvalid (shards only: collectives and times are not predicted)\n");
+        return kOk;
+    }
     fmt::print("Collectives per forward (prefill, {} token{})\n", g.options.batch * g.options.seq,
                g.options.batch * g.options.seq == 1 ? "" : "s");
     printCollectives(groups, *hw, g.tpSize);

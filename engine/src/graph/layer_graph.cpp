@@ -209,6 +209,39 @@ private:
     {
         m_layer = l;
         const std::string p = fmt::format("model.layers.{}", l);
+        using N = LayerLayout::Norms;
+        const N norms = m_c.layout.norms;
+        const std::int64_t H = m_c.hiddenSize;
+        if (norms == N::Post) { // OLMo 2: each block's output normed inside the residual
+            int a = module(OpKind::Norm, p + ".post_attention_layernorm", {attention(p + ".self_attn", h)}, H);
+            h = add(p + ":residual_attn", h, a);
+            int f = module(OpKind::Norm, p + ".post_feedforward_layernorm", {feedForward(p, h)}, H);
+            h = add(p + ":residual_mlp", h, f);
+            m_layer = -1;
+            return h;
+        }
+        if (norms == N::Parallel) { // Cohere: h + attn(x) + mlp(x), x = input_layernorm(h)
+            const int x = module(OpKind::Norm, p + ".input_layernorm", {h}, H);
+            const int a = attention(p + ".self_attn", x);
+            const int f = feedForward(p, x);
+            h = add(p + ":residual_mlp", add(p + ":residual_attn", h, a), f);
+            m_layer = -1;
+            return h;
+        }
+        if (norms == N::Peri || norms == N::PreFeedforward) {
+            int x = module(OpKind::Norm, p + ".input_layernorm", {h}, H);
+            int a = attention(p + ".self_attn", x);
+            if (norms == N::Peri)
+                a = module(OpKind::Norm, p + ".post_norm1", {a}, H);
+            h = add(p + ":residual_attn", h, a);
+            x = module(OpKind::Norm, p + (norms == N::Peri ? ".post_attention_layernorm" : ".pre_feedforward_layernorm"), {h}, H);
+            int f = feedForward(p, x);
+            if (norms == N::Peri)
+                f = module(OpKind::Norm, p + ".post_norm2", {f}, H);
+            h = add(p + ":residual_mlp", h, f);
+            m_layer = -1;
+            return h;
+        }
         const bool gemma = m_t.sandwichNorms;
         int x = module(OpKind::Norm, p + ".input_layernorm", {h}, m_c.hiddenSize);
         int a = attention(p + ".self_attn", x);
@@ -267,7 +300,11 @@ private:
             q = module(OpKind::Linear, p + ".q_proj", {x}, H * hd);
             k = module(OpKind::Linear, p + ".k_proj", {x}, KV * hd);
             v = module(OpKind::Linear, p + ".v_proj", {x}, KV * hd);
-            if (m_t.qkNorm) {
+            using Q = LayerLayout::QkNorm;
+            if (m_c.layout.qkNorm == Q::Whole) { // OLMo 2: one norm over all heads' q (and k)
+                q = module(OpKind::Norm, p + ".q_norm", {q}, H * hd);
+                k = module(OpKind::Norm, p + ".k_norm", {k}, KV * hd);
+            } else if (m_t.qkNorm || m_c.layout.qkNorm == Q::PerHead) {
                 q = headNorm(p + ".q_norm", q, hd);
                 k = headNorm(p + ".k_norm", k, hd);
             }
@@ -369,6 +406,13 @@ private:
             return module(OpKind::Linear, ffn + ".down_proj", {a}, m_c.hiddenSize);
         }
         const std::int64_t I = m_c.denseIntermediateSize();
+        if (!m_c.layout.gatedMlp) { // up → act → down
+            const int u = module(OpKind::Linear, ffn + "." + m_c.layout.upName, {x}, I);
+            GraphNode& act = node(OpKind::GatedAct, ffn + ":act", -1, {u});
+            act.act = m_act;
+            const int a = output(act, I);
+            return module(OpKind::Linear, ffn + "." + m_c.layout.downName, {a}, m_c.hiddenSize);
+        }
         return denseMlp(ffn, x, I);
     }
 

@@ -205,6 +205,18 @@ public:
         return m;
     }
 
+    // A norm of the residual stream, with the parameters the model type's layout gives it.
+    int layerNorm(int parent, const std::string& name, std::int64_t dim, const std::string& cls, int layer,
+                  LayerLayout::NormParams params)
+    {
+        int m = add(parent, name, cls, ModuleKind::RmsNorm, layer);
+        if (params != LayerLayout::NormParams::None)
+            param(m, "weight", {dim});
+        if (params == LayerLayout::NormParams::WeightAndBias)
+            param(m, "bias", {dim});
+        return m;
+    }
+
     ModuleSpec& at(int i) { return m_spec.modules[static_cast<std::size_t>(i)]; }
 
 private:
@@ -239,7 +251,7 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
     }
     default: break;
     }
-    if (c.family == Family::GptOss)
+    if (c.family == Family::GptOss || c.layout.sinks)
         b.param(a, "sinks", {c.numHeads});
     const bool qkvBias = c.attentionBias;
     // Qwen2's biases are on q/k/v only; llama-style attention_bias covers o_proj too.
@@ -248,7 +260,12 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
     b.linear(a, "k_proj", kv, H, qkvBias, layer);
     b.linear(a, "v_proj", kv, H, qkvBias, layer);
     b.linear(a, "o_proj", H, q, oBias, layer);
-    if (c.family == Family::Qwen3 || c.family == Family::Qwen3Moe || c.family == Family::Gemma3) {
+    using Q = LayerLayout::QkNorm;
+    if (c.layout.qkNorm == Q::Whole) {
+        b.norm(a, "q_norm", q, norm, layer);
+        b.norm(a, "k_norm", kv, norm, layer);
+    } else if (c.layout.qkNorm == Q::PerHead || c.family == Family::Qwen3 || c.family == Family::Qwen3Moe
+               || c.family == Family::Gemma3) {
         b.norm(a, "q_norm", hd, norm, layer);
         b.norm(a, "k_norm", hd, norm, layer);
     }
@@ -324,11 +341,36 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
         b.linear(m, "down_proj", H, c.intermediateSize, false, layer);
     } else if (c.family == Family::Llama4) {
         buildGatedMlp(b, l, "feed_forward", "Llama4TextMLP", H, c.intermediateSizeMlp, false, layer);
+    } else if (!c.layout.gatedMlp) {
+        int m = b.add(l, "mlp", n.prefix + "MLP", ModuleKind::Mlp, layer);
+        b.linear(m, c.layout.upName, c.intermediateSize, H, c.mlpBias, layer);
+        b.linear(m, c.layout.downName, H, c.intermediateSize, c.mlpBias, layer);
     } else {
         buildGatedMlp(b, l, "mlp", n.prefix + "MLP", H, c.intermediateSize, c.mlpBias, layer);
     }
-    b.norm(l, "input_layernorm", H, norm, layer);
-    b.norm(l, "post_attention_layernorm", H, norm, layer);
+    using N = LayerLayout::Norms;
+    const auto params = c.layout.normParams;
+    auto layerNorm = [&](const char* name) { b.layerNorm(l, name, H, norm, layer, params); };
+    switch (c.layout.norms) {
+    case N::Pre:
+    case N::Peri:
+        layerNorm("input_layernorm");
+        layerNorm("post_attention_layernorm");
+        if (c.layout.norms == N::Peri) {
+            layerNorm("post_norm1");
+            layerNorm("post_norm2");
+        }
+        break;
+    case N::Post:
+        layerNorm("post_attention_layernorm");
+        layerNorm("post_feedforward_layernorm");
+        break;
+    case N::Parallel: layerNorm("input_layernorm"); break;
+    case N::PreFeedforward:
+        layerNorm("input_layernorm");
+        layerNorm("pre_feedforward_layernorm");
+        break;
+    }
     if (c.family == Family::Gemma2 || c.family == Family::Gemma3) {
         b.norm(l, "pre_feedforward_layernorm", H, norm, layer);
         b.norm(l, "post_feedforward_layernorm", H, norm, layer);
@@ -444,7 +486,21 @@ void resolveDefaultPlans(ModelSpec& s)
 {
     const ModelConfig& c = s.config;
     std::vector<PlanEntry> base = baseTpPlan(c);
-    const std::vector<PlanEntry> head = {{"lm_head", "colwise_gather_output"}};
+    std::vector<PlanEntry> head = {{"lm_head", "colwise_gather_output"}};
+    std::vector<PlanEntry> baseEp = baseEpPlan(c);
+    // A model type on a template's tree: the plans its own classes declare (resources/model_types.json).
+    if (c.modelType != familyName(c.family) && c.family != Family::Llama4) {
+        const ClassPlans p = transformersClassPlans(c.modelType);
+        auto entries = [](const std::vector<std::pair<std::string, std::string>>& v) {
+            std::vector<PlanEntry> out;
+            for (const auto& [k, style] : v)
+                out.push_back({k, style});
+            return out;
+        };
+        base = entries(p.baseTp);
+        head = entries(p.head);
+        baseEp = entries(p.baseEp);
+    }
     // The base model shards its input embeddings on the vocabulary unless its plan names them.
     auto withEmbedding = [](std::vector<PlanEntry> p) {
         if (!p.empty() && std::none_of(p.begin(), p.end(), [](const PlanEntry& e) { return e.key == "embed_tokens"; }))
@@ -466,7 +522,7 @@ void resolveDefaultPlans(ModelSpec& s)
     }
     mergeInto(s.defaultTpPlan, withEmbedding(base), "model.");
     s.defaultEpPlan.clear();
-    mergeInto(s.defaultEpPlan, baseEpPlan(c), "model.");
+    mergeInto(s.defaultEpPlan, baseEp, "model.");
     s.supportsTpPlan = !s.defaultTpPlan.empty();
     if (c.family == Family::GptOss || c.family == Family::DeepseekV3) {
         s.diagnostics.push_back(
@@ -559,7 +615,7 @@ Result<ModelSpec> buildModelSpec(const ModelConfig& c)
     int layers = b.add(model, "layers", "ModuleList", ModuleKind::ModuleList);
     for (int l = 0; l < c.numLayers; ++l)
         buildLayer(b, c, n, layers, l);
-    b.norm(model, "norm", H, n.prefix + "RMSNorm", -1);
+    b.layerNorm(model, "norm", H, n.prefix + "RMSNorm", -1, c.layout.normParams);
     b.add(model, "rotary_emb", n.prefix + "RotaryEmbedding", ModuleKind::RotaryEmbedding);
     int head = b.linear(root, "lm_head", V, H, false, -1);
     if (c.tieWordEmbeddings)

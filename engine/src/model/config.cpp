@@ -76,14 +76,43 @@ struct TemplateRow
 {
     const char* modelType;
     Family family;
-    bool sameForward; // its *ForCausalLM is the template's class
+    bool sameForward;            // its *ForCausalLM is the template's class
+    LayerLayout layout = {};     // where its layer differs from the template's
+    const char* biasKey = nullptr; // one config key for every bias (Starcoder2's use_bias)
 };
-constexpr TemplateRow kTemplates[] = {
-    {"exaone", Family::Llama, true},       {"internlm3", Family::Llama, true}, {"iquestcoder", Family::Llama, true},
-    {"sarvam_mla", Family::DeepseekV3, true}, {"cwm", Family::Llama, false},   {"ernie4_5", Family::Llama, false},
-    {"gemma", Family::Llama, false},       {"granite", Family::Llama, false},  {"helium", Family::Llama, false},
-    {"mellum", Family::Qwen3Moe, false},   {"ministral", Family::Llama, false}, {"ministral3", Family::Llama, false},
-    {"seed_oss", Family::Llama, false},    {"smollm3", Family::Llama, false},
+using L = LayerLayout;
+constexpr L kPostNorms{.norms = L::Norms::Post};
+const TemplateRow kTemplates[] = {
+    {"exaone", Family::Llama, true},
+    {"internlm3", Family::Llama, true},
+    {"iquestcoder", Family::Llama, true},
+    {"sarvam_mla", Family::DeepseekV3, true},
+    {"cwm", Family::Llama, false},
+    {"ernie4_5", Family::Llama, false},
+    {"gemma", Family::Llama, false},
+    {"granite", Family::Llama, false},
+    {"helium", Family::Llama, false},
+    {"mellum", Family::Qwen3Moe, false},
+    {"ministral", Family::Llama, false},
+    {"ministral3", Family::Llama, false},
+    {"seed_oss", Family::Llama, false},
+    {"smollm3", Family::Llama, false},
+    // Composed: Llama's blocks with other norms, MLPs, biases, q/k norms or sinks.
+    {"arcee", Family::Llama, false, {.gatedMlp = false}},
+    {"jais2", Family::Llama, false, {.normParams = L::NormParams::WeightAndBias, .gatedMlp = false}},
+    {"starcoder2", Family::Llama, false,
+     {.normParams = L::NormParams::WeightAndBias, .gatedMlp = false, .upName = "c_fc", .downName = "c_proj"}, "use_bias"},
+    {"nanochat", Family::Llama, false,
+     {.normParams = L::NormParams::None, .gatedMlp = false, .upName = "fc1", .downName = "fc2"}},
+    {"olmo", Family::Llama, false, {.normParams = L::NormParams::None}},
+    {"olmo2", Family::Llama, false, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
+    {"olmo3", Family::Llama, false, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
+    {"exaone4", Family::Llama, false, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::PerHead}},
+    {"cohere", Family::Llama, false, {.norms = L::Norms::Parallel}},
+    {"cohere2", Family::Llama, false, {.norms = L::Norms::Parallel}},
+    {"vaultgemma", Family::Llama, false, {.norms = L::Norms::PreFeedforward}},
+    {"hyperclovax", Family::Llama, false, {.norms = L::Norms::Peri}},
+    {"granite_swa", Family::Llama, false, {.sinks = true}},
 };
 
 // resources/model_types.json, embedded (scripts/make-model-types.py writes it from Transformers).
@@ -727,6 +756,24 @@ std::vector<std::string> transformersTpModelTypes()
     return out;
 }
 
+ClassPlans transformersClassPlans(const std::string& modelType)
+{
+    ClassPlans out;
+    const nlohmann::json* t = transformersModelType(modelType);
+    if (!t)
+        return out;
+    auto read = [&](const char* key, std::vector<std::pair<std::string, std::string>>& to) {
+        if (auto it = t->find(key); it != t->end() && it->is_array())
+            for (const auto& e : *it)
+                if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string())
+                    to.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
+    };
+    read("base_model_tp_plan", out.baseTp);
+    read("base_model_ep_plan", out.baseEp);
+    read("head_tp_plan", out.head);
+    return out;
+}
+
 std::string pinnedTransformersVersion() { return modelTypesData().value("transformers", std::string("?")); }
 
 std::vector<Family> allFamilies()
@@ -829,6 +876,14 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
     if (c.family == Family::Unknown)
         r.setLenient(&lenient, modelType);
     TP_RETURN_IF_ERROR(readFields(r, c, diags));
+    if (const TemplateRow* row = templateRow(modelType)) {
+        c.layout = row->layout;
+        if (row->biasKey) {
+            bool bias = false;
+            TP_RETURN_IF_ERROR(r.readBool(row->biasKey, bias));
+            c.attentionBias = c.mlpBias = bias;
+        }
+    }
     if (!c.dtypeGiven && body != &outer) // wrapper configs keep the dtype outside
         TP_RETURN_IF_ERROR(readDType(outerReader, c, nullptr));
     if (body != &outer && !r.has("tie_word_embeddings"))

@@ -289,6 +289,7 @@ private:
                 TP_RETURN_IF_ERROR(need(n, in(0) % 2 == 0, [&] { return fmt::format("packed input of {} features", in(0)); }));
                 return in(0) / 2;
             }
+            TP_RETURN_IF_ERROR(need(n, n.inputs.size() == 2, [] { return std::string("one input: the engine computes gated MLPs only"); }));
             TP_RETURN_IF_ERROR(need(n, in(0) == in(1), [&] { return fmt::format("gate has {} features, up {}", in(0), in(1)); }));
             return in(0);
         case OpKind::Experts: {

@@ -734,6 +734,16 @@ private:
             }
             return;
         }
+        if (n.inputs.size() == 1) { // act(x), elementwise: any split but a partial sum passes through
+            if (lay(n.inputs[0]).layout == Layout::Partial) {
+                requireWhole(n.inputs[0], where, "");
+                setWhole(out, gt(out).features);
+            } else {
+                lay(out) = lay(n.inputs[0]);
+                lay(out).packedBlocks = 1;
+            }
+            return;
+        }
         const TensorLayout &g = lay(n.inputs[0]), &u = lay(n.inputs[1]);
         if (g.layout == u.layout && g.local == u.local && g.layout != Layout::Partial) {
             lay(out) = g;
@@ -1059,6 +1069,12 @@ private:
     // Findings about the plan as a whole.
     void checkPlanScope()
     {
+        if (m_g.graph.nodes.empty() && !m_spec.modules.empty())
+            report(Severity::Warning, m_spec.className,
+                   fmt::format("no dataflow graph for model_type '{}' (its tree comes from tensor names): shards and "
+                               "weight memory only; collectives, activation memory and times are not predicted",
+                               m_spec.config.modelType),
+                   "");
         bool shardsBeyondEmbedding = false;
         for (const auto& p : m_g.params)
             if (p.dim >= 0 && m_spec.modules[static_cast<std::size_t>(p.module)].layer >= 0)

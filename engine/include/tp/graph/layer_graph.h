@@ -26,7 +26,7 @@ enum class OpKind {
     Split,        // a fused output cut by global sizes (Phi-3 qkv, MLA kv_a)
     Rope,         // rotary embedding on q and k, per head
     Attention,    // softmax(q·kᵀ)·v with GQA (MLA: q, per-head kv, shared rope key)
-    GatedAct,     // act(gate) · up; one packed input (Phi-3 gate_up) or two
+    GatedAct,     // act(gate) · up; one packed input (Phi-3 gate_up) or two; one unpacked input: act(x)
     Router,       // top-k routing scores
     Experts,      // fused routed experts
     Add,          // residual or shared-expert sum

@@ -55,6 +55,14 @@ const std::vector<KnownModelType>& knownModelTypes();
 // resources/model_types.json lists them (116 in 5.24), and that version.
 std::vector<std::string> transformersTpModelTypes();
 std::string pinnedTransformersVersion();
+// The plans a model type's classes declare in the pinned Transformers, as [key, style] pairs in
+// their order: the config class's base_model_tp_plan and base_model_ep_plan, the head class's
+// _tp_plan. Empty lists for a model type it does not list.
+struct ClassPlans
+{
+    std::vector<std::pair<std::string, std::string>> baseTp, baseEp, head;
+};
+ClassPlans transformersClassPlans(const std::string& modelType);
 
 struct RopeScaling
 {
@@ -75,12 +83,36 @@ struct LayerRope
     RopeScaling scaling;
 };
 
+// How a model type's decoder layer is laid out where it differs from its template family's: the
+// blocks and options a row of kTemplates (config.cpp) composes. Planning, memory and export use it;
+// the engine runs only the defaults.
+struct LayerLayout
+{
+    // Where the norms sit. Pre: input_layernorm before attention, post_attention_layernorm before the
+    // MLP (Llama). Post: after each block, inside the residual (OLMo 2: post_attention_layernorm,
+    // post_feedforward_layernorm). Parallel: one input_layernorm feeding attention and MLP, summed
+    // into the residual (Cohere). PreFeedforward: Pre with the second named pre_feedforward_layernorm
+    // (VaultGemma). Peri: Pre plus post_norm1 / post_norm2 after attention and MLP (HyperCLOVA X).
+    enum class Norms { Pre, Post, Parallel, PreFeedforward, Peri } norms = Norms::Pre;
+    // The norms' parameters: weight (RMSNorm), weight and bias (LayerNorm), none (OLMo's LayerNorm
+    // without affine parameters).
+    enum class NormParams { Weight, WeightAndBias, None } normParams = NormParams::Weight;
+    // q_norm / k_norm: none (or the family's own), per head [head_dim], or over the whole projection
+    // [heads · head_dim] (OLMo 2).
+    enum class QkNorm { Family, PerHead, Whole } qkNorm = QkNorm::Family;
+    bool gatedMlp = true;                 // false: up → act → down (no gate)
+    const char* upName = "up_proj";       // the ungated MLP's projections: up_proj/down_proj, c_fc/c_proj, fc1/fc2
+    const char* downName = "down_proj";
+    bool oBiasFollowsAttentionBias = true; // attention_bias puts a bias on o_proj too (Llama); false: q/k/v only
+    bool sinks = false;                   // a learned sink logit per head (self_attn.sinks)
+};
+
 struct ModelConfig
 {
     Family family = Family::Unknown;        // the template family whose tree the model type has
     std::string modelType;                  // as written (the text config's, when nested)
     std::string causalLmClass;              // e.g. "GemmaForCausalLM"; empty for an unknown model type
-    std::string classPrefix;                // module class names: prefix + "Attention", "MLP", …
+    LayerLayout layout;                     // the model type's layer, where it differs from the family's
     std::string engineLacks;                // why the engine does not run this model type; empty when it does
     std::string wrapperModelType;           // the outer model_type when read through text_config
     std::vector<std::string> architectures; // as written in the outer config
