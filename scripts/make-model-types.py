@@ -7,7 +7,8 @@
 The model types are every `model_type` of CONFIG_MAPPING whose config class has a non-empty
 base_model_tp_plan and which AutoModelForCausalLM maps (116 in Transformers 5.24). For each: its
 config class, its *ForCausalLM class, the config class's base_model_tp_plan and base_model_ep_plan and
-the head class's _tp_plan (as [key, style] pairs, in order), and its declared defaults (its dataclass
+the head class's _tp_plan (as [key, style] pairs, in order), its attribute_map (aliases of keys), and its
+declared defaults (its dataclass
 fields' defaults, those of PreTrainedConfig's own fields only where it changes them, plus
 `default_theta` as rope_theta): what a config.json that omits a key means.
 Defaults that Transformers derives in __post_init__ (head_dim from hidden_size / heads, say) are
@@ -68,7 +69,9 @@ def describe():
                              # [key, style] pairs in the class's order (the order Transformers resolves them in)
                              "base_model_tp_plan": pairs(cls.base_model_tp_plan),
                              "base_model_ep_plan": pairs(getattr(cls, "base_model_ep_plan", None)),
-                             "head_tp_plan": pairs(getattr(head, "_tp_plan", None))}
+                             "head_tp_plan": pairs(getattr(head, "_tp_plan", None)),
+                             # alias → the name config.json stores (Mellum's num_experts is num_local_experts)
+                             "attribute_map": dict(sorted(getattr(cls, "attribute_map", {}).items()))}
     return {"transformers": transformers.__version__, "model_types": types}
 
 

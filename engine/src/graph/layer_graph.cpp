@@ -304,7 +304,7 @@ private:
             if (m_c.layout.qkNorm == Q::Whole) { // OLMo 2: one norm over all heads' q (and k)
                 q = module(OpKind::Norm, p + ".q_norm", {q}, H * hd);
                 k = module(OpKind::Norm, p + ".k_norm", {k}, KV * hd);
-            } else if (m_t.qkNorm || m_c.layout.qkNorm == Q::PerHead) {
+            } else if ((m_t.qkNorm && m_c.layout.qkNorm == Q::Family) || m_c.layout.qkNorm == Q::PerHead) {
                 q = headNorm(p + ".q_norm", q, hd);
                 k = headNorm(p + ".k_norm", k, hd);
             }
@@ -392,7 +392,7 @@ private:
 
     int feedForward(const std::string& layerPath, int x)
     {
-        const std::string ffn = layerPath + "." + m_t.ffnBlock;
+        const std::string ffn = layerPath + "." + (m_c.layout.ffnBlock && m_c.isMoeLayer(m_layer) ? m_c.layout.ffnBlock : m_t.ffnBlock);
         const ModuleSpec* block = m_spec.find(ffn);
         if (block && block->kind == ModuleKind::Moe)
             return moe(ffn, *block, x);

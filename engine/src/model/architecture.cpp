@@ -235,6 +235,8 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
         b.linear(a, "qkv_proj", q + 2 * kv, H, false, layer);
         return;
     case Family::DeepseekV3: {
+        if (!c.isMla())
+            break;
         const std::int64_t qkHead = c.qkNopeHeadDim + c.qkRopeHeadDim;
         if (c.qLoraRank) {
             b.linear(a, "q_a_proj", *c.qLoraRank, H, c.attentionBias, layer);
@@ -253,19 +255,20 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
     }
     if (c.family == Family::GptOss || c.layout.sinks)
         b.param(a, "sinks", {c.numHeads});
-    const bool qkvBias = c.attentionBias;
+    const bool qkvBias = c.attentionBias || c.layout.qkvBias;
     // Qwen2's biases are on q/k/v only; llama-style attention_bias covers o_proj too.
-    const bool oBias = c.attentionBias && c.family != Family::Qwen2;
+    const bool oBias = c.attentionOutBias.value_or(c.attentionBias && c.family != Family::Qwen2);
     b.linear(a, "q_proj", q, H, qkvBias, layer);
     b.linear(a, "k_proj", kv, H, qkvBias, layer);
     b.linear(a, "v_proj", kv, H, qkvBias, layer);
-    b.linear(a, "o_proj", H, q, oBias, layer);
+    b.linear(a, "o_proj", H, c.layout.oProjFromHidden ? H : q, oBias, layer);
     using Q = LayerLayout::QkNorm;
     if (c.layout.qkNorm == Q::Whole) {
         b.norm(a, "q_norm", q, norm, layer);
         b.norm(a, "k_norm", kv, norm, layer);
-    } else if (c.layout.qkNorm == Q::PerHead || c.family == Family::Qwen3 || c.family == Family::Qwen3Moe
-               || c.family == Family::Gemma3) {
+    } else if (c.layout.qkNorm == Q::PerHead
+               || (c.layout.qkNorm == Q::Family
+                   && (c.family == Family::Qwen3 || c.family == Family::Qwen3Moe || c.family == Family::Gemma3))) {
         b.norm(a, "q_norm", hd, norm, layer);
         b.norm(a, "k_norm", hd, norm, layer);
     }
@@ -283,14 +286,14 @@ void buildGatedMlp(TreeBuilder& b, int parent, const std::string& name, const st
 void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerModule, int layer)
 {
     const std::int64_t H = c.hiddenSize, E = c.numExperts, I = c.moeIntermediateSize;
-    const std::string blockName = c.family == Family::Llama4 ? "feed_forward" : "mlp";
+    const std::string blockName = c.layout.ffnBlock ? c.layout.ffnBlock : c.family == Family::Llama4 ? "feed_forward" : "mlp";
     int moe = b.add(layerModule, blockName, n.moe, ModuleKind::Moe, layer);
     auto router = [&](const char* name, bool bias) {
-        int r = b.add(moe, name, n.router, ModuleKind::Router, layer);
+        int r = b.add(moe, c.layout.router ? c.layout.router : name, n.router, ModuleKind::Router, layer);
         b.param(r, "weight", {E, H});
         if (bias)
             b.param(r, "bias", {E});
-        if (c.family == Family::DeepseekV3)
+        if (c.family == Family::DeepseekV3 && c.layout.scoreBias == LayerLayout::ScoreBias::Family)
             b.param(r, "e_score_correction_bias", {E}, DType::F32).buffer = true;
     };
     auto experts = [&] {
@@ -311,7 +314,17 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
     };
     switch (c.family) {
     case Family::Mixtral: router("gate", false); experts(); break;
-    case Family::Qwen3Moe: experts(); router("gate", false); break;
+    case Family::Qwen3Moe:
+        experts();
+        router("gate", false);
+        if (c.layout.scoreBias == LayerLayout::ScoreBias::Block)
+            b.param(moe, "e_score_correction_bias", {E}, DType::F32).buffer = true;
+        if (c.layout.shared) {
+            buildGatedMlp(b, moe, c.layout.shared, n.prefix + "MLP", H, c.sharedIntermediateSize, false, layer);
+            if (c.layout.sharedGate)
+                b.linear(moe, std::string(c.layout.shared) + "_gate", 1, H, false, layer);
+        }
+        break;
     case Family::DeepseekV3:
         experts();
         router("gate", false);

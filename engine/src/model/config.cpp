@@ -79,6 +79,7 @@ struct TemplateRow
     bool sameForward;            // its *ForCausalLM is the template's class
     LayerLayout layout = {};     // where its layer differs from the template's
     const char* biasKey = nullptr; // one config key for every bias (Starcoder2's use_bias)
+    const char* oBiasKey = nullptr; // o_proj's bias has a key of its own (Seed-OSS's attention_out_bias)
 };
 using L = LayerLayout;
 constexpr L kPostNorms{.norms = L::Norms::Post};
@@ -91,11 +92,11 @@ const TemplateRow kTemplates[] = {
     {"ernie4_5", Family::Llama, false},
     {"gemma", Family::Llama, false},
     {"granite", Family::Llama, false},
-    {"helium", Family::Llama, false},
+    {"helium", Family::Llama, false, {.oProjFromHidden = true}},
     {"mellum", Family::Qwen3Moe, false},
     {"ministral", Family::Llama, false},
     {"ministral3", Family::Llama, false},
-    {"seed_oss", Family::Llama, false},
+    {"seed_oss", Family::Llama, false, {}, nullptr, "attention_out_bias"},
     {"smollm3", Family::Llama, false},
     // Composed: Llama's blocks with other norms, MLPs, biases, q/k norms or sinks.
     {"arcee", Family::Llama, false, {.gatedMlp = false}},
@@ -113,6 +114,22 @@ const TemplateRow kTemplates[] = {
     {"vaultgemma", Family::Llama, false, {.norms = L::Norms::PreFeedforward}},
     {"hyperclovax", Family::Llama, false, {.norms = L::Norms::Peri}},
     {"granite_swa", Family::Llama, false, {.sinks = true}},
+    // Composed on Qwen3-MoE's or DeepSeek-V3's sparse blocks (routed experts fused as gate_up_proj /
+    // down_proj, a router, shared experts).
+    {"olmoe", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::Whole}},
+    {"qwen2_moe", Family::Qwen3Moe, false,
+     {.qkNorm = L::QkNorm::None, .qkvBias = true, .shared = "shared_expert", .sharedGate = true}},
+    {"granitemoe", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::None, .ffnBlock = "block_sparse_moe", .router = "router"}},
+    {"phimoe", Family::Qwen3Moe, false,
+     {.normParams = L::NormParams::WeightAndBias, .qkNorm = L::QkNorm::None, .router = "router"}},
+    {"solar_open", Family::DeepseekV3, false, {.gqaAttention = true}},
+    {"glm4_moe", Family::DeepseekV3, false, {.gqaAttention = true}},
+    {"deepseek_v2", Family::DeepseekV3, false, {.scoreBias = L::ScoreBias::None}},
+    {"sarvam_moe", Family::DeepseekV3, false, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
+    {"cohere2_moe", Family::Qwen3Moe, false, {.norms = L::Norms::Parallel, .qkNorm = L::QkNorm::None}},
+    {"minicpm3", Family::DeepseekV3, false},
+    {"youtu", Family::DeepseekV3, false},
+    {"minimax_m2", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::Whole, .scoreBias = L::ScoreBias::Block}},
 };
 
 // resources/model_types.json, embedded (scripts/make-model-types.py writes it from Transformers).
@@ -588,6 +605,7 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
         TP_RETURN_IF_ERROR(r.readInt(k, c.expertsPerToken, 0, kMaxExperts));
     TP_RETURN_IF_ERROR(r.readInt("moe_intermediate_size", c.moeIntermediateSize, 0, kMaxFfn));
     TP_RETURN_IF_ERROR(r.readInt("n_shared_experts", c.numSharedExperts, 0, kMaxSharedExperts));
+    TP_RETURN_IF_ERROR(r.readInt("shared_expert_intermediate_size", c.sharedIntermediateSize, 0, kMaxFfn));
     TP_RETURN_IF_ERROR(r.readInt("first_k_dense_replace", c.firstKDenseReplace, 0, kMaxLayers));
     TP_RETURN_IF_ERROR(r.readInt("decoder_sparse_step", c.decoderSparseStep, 1, kMaxLayers));
     TP_RETURN_IF_ERROR(r.readIntList("mlp_only_layers", c.mlpOnlyLayers));
@@ -641,7 +659,10 @@ Status validate(const ModelConfig& c, const std::string& source)
         return bad(fmt::format("hidden_size ({}) is not divisible by num_attention_heads ({}) and no head_dim is given",
                                c.hiddenSize, c.numHeads));
     // (An unknown model_type may name the experts per token otherwise: its tree comes from tensor names.)
-    if (c.isMoe() && c.family != Family::Unknown && (c.expertsPerToken < 1 || c.expertsPerToken > c.numExperts))
+    // (A template row whose class defaults num_experts_per_tok to None, DeepSeek-V2's, builds without it:
+    // parseConfigJson warns instead.)
+    const bool nullTopK = c.expertsPerToken == 0 && templateRow(c.modelType);
+    if (c.isMoe() && c.family != Family::Unknown && !nullTopK && (c.expertsPerToken < 1 || c.expertsPerToken > c.numExperts))
         return bad(fmt::format("num_experts_per_tok ({}) must be between 1 and the number of experts ({})",
                                c.expertsPerToken, c.numExperts));
     if (c.isMla() && (c.kvLoraRank < 1 || c.qkRopeHeadDim < 1 || c.vHeadDim < 1))
@@ -851,18 +872,31 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
                                             : fmt::format("unknown model_type '{}'", modelType),
                           "common fields are read; the module tree comes from the checkpoint's tensor names"});
 
-    applyDefaults(c);
+    if (!templateRow(modelType)) // a template row reads its own class's defaults (below), not the family's
+        applyDefaults(c);
     // A template model type's config class has defaults of its own: a config.json that omits a key
     // means what that class declares (resources/model_types.json), the file's keys above them.
     nlohmann::json merged;
     if (const TemplateRow* row = templateRow(modelType); row && body->is_object()) {
         if (const nlohmann::json* t = transformersModelType(modelType)) {
+            // Keys go by the name config.json stores: the class's attribute_map renames an alias
+            // (Mellum's num_experts field is stored as num_local_experts).
+            const nlohmann::json* aliases = t->contains("attribute_map") && t->at("attribute_map").is_object()
+                                                ? &t->at("attribute_map")
+                                                : nullptr;
+            auto stored = [&](const std::string& k) {
+                if (aliases)
+                    if (auto it = aliases->find(k); it != aliases->end() && it->is_string())
+                        return it->get<std::string>();
+                return k;
+            };
             merged = nlohmann::json::object();
             for (const auto& [k, v] : t->at("defaults").items())
                 if (!v.is_null())
-                    merged[k] = v;
+                    merged[stored(k)] = v;
             for (const auto& [k, v] : body->items())
-                merged[k] = v;
+                if (stored(k) == k || !body->contains(stored(k)))
+                    merged[stored(k)] = v;
             body = &merged;
         }
     }
@@ -882,6 +916,11 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
             bool bias = false;
             TP_RETURN_IF_ERROR(r.readBool(row->biasKey, bias));
             c.attentionBias = c.mlpBias = bias;
+        }
+        if (row->oBiasKey) {
+            bool oBias = false;
+            TP_RETURN_IF_ERROR(r.readBool(row->oBiasKey, oBias));
+            c.attentionOutBias = oBias;
         }
     }
     if (!c.dtypeGiven && body != &outer) // wrapper configs keep the dtype outside
@@ -906,10 +945,17 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
         c.sharedIntermediateSize = c.moeIntermediateSize * c.numSharedExperts;
     if (c.family == Family::Llama4)
         c.sharedIntermediateSize = c.intermediateSize;
-    if (c.family == Family::Mixtral || c.family == Family::GptOss || c.family == Family::Llama4)
+    if (c.family == Family::Mixtral || c.family == Family::GptOss || c.family == Family::Llama4
+        || (c.moeIntermediateSize == 0 && templateRow(modelType)))
         c.moeIntermediateSize = c.intermediateSize;
 
     TP_RETURN_IF_ERROR(validate(c, source));
+    if (c.isMoe() && c.expertsPerToken == 0 && diags)
+        diags->push_back({Severity::Warning, source,
+                          fmt::format("num_experts_per_tok is not set ({}'s default is None): the routed experts' compute and "
+                                      "dispatch are predicted for no token",
+                                      c.causalLmClass),
+                          "set num_experts_per_tok in config.json"});
     if (diags)
         diags->insert(diags->end(), lenient.begin(), lenient.end());
     return c;

@@ -97,14 +97,26 @@ struct LayerLayout
     // The norms' parameters: weight (RMSNorm), weight and bias (LayerNorm), none (OLMo's LayerNorm
     // without affine parameters).
     enum class NormParams { Weight, WeightAndBias, None } normParams = NormParams::Weight;
-    // q_norm / k_norm: none (or the family's own), per head [head_dim], or over the whole projection
-    // [heads · head_dim] (OLMo 2).
-    enum class QkNorm { Family, PerHead, Whole } qkNorm = QkNorm::Family;
+    // q_norm / k_norm: the family's own (Qwen3: per head), none, per head [head_dim], or over the
+    // whole projection [heads · head_dim] (OLMo 2).
+    enum class QkNorm { Family, None, PerHead, Whole } qkNorm = QkNorm::Family;
     bool gatedMlp = true;                 // false: up → act → down (no gate)
     const char* upName = "up_proj";       // the ungated MLP's projections: up_proj/down_proj, c_fc/c_proj, fc1/fc2
     const char* downName = "down_proj";
-    bool oBiasFollowsAttentionBias = true; // attention_bias puts a bias on o_proj too (Llama); false: q/k/v only
     bool sinks = false;                   // a learned sink logit per head (self_attn.sinks)
+    bool qkvBias = false;                 // q/k/v always have a bias (Qwen2's attention)
+    bool oProjFromHidden = false;         // o_proj is [hidden, hidden] whatever head_dim is (Helium)
+    bool gqaAttention = false;            // DeepSeek-V3's MoE with standard attention, not MLA (Solar Open)
+    // Mixture of experts: the layer's feed-forward attribute (nullptr: the family's), the router's
+    // name (nullptr: the family's), the shared experts' name (nullptr: the family's; size
+    // shared_expert_intermediate_size) and a sigmoid gate on them (Qwen2-MoE's shared_expert_gate).
+    const char* ffnBlock = nullptr;
+    const char* router = nullptr;
+    const char* shared = nullptr;
+    bool sharedGate = false;
+    // DeepSeek's e_score_correction_bias: on the router (the family's), on the MoE block
+    // (MiniMax-M2), or none (DeepSeek-V2).
+    enum class ScoreBias { Family, Block, None } scoreBias = ScoreBias::Family;
 };
 
 struct ModelConfig
@@ -132,6 +144,7 @@ struct ModelConfig
     bool tieWordEmbeddings = false;
     bool attentionBias = false;            // bias on q/k/v (qwen2: always; gpt_oss: q/k/v/o)
     bool mlpBias = false;
+    std::optional<bool> attentionOutBias;  // o_proj's bias, where a key of its own says (else attention_bias)
     std::string hiddenAct = "silu";      // hidden_act / hidden_activation ("silu", "gelu_pytorch_tanh", …)
     std::optional<std::int64_t> slidingWindow;
     std::vector<std::string> layerTypes;   // "full_attention" / "sliding_attention" per layer
@@ -185,7 +198,7 @@ struct ModelConfig
     std::optional<std::string> quantization; // quantization_config.quant_method, if any
 
     bool isMoe() const { return numExperts > 0; }
-    bool isMla() const { return family == Family::DeepseekV3; }
+    bool isMla() const { return family == Family::DeepseekV3 && !layout.gqaAttention; }
     // Whether decoder layer `layer` has a routed-expert block.
     bool isMoeLayer(std::int64_t layer) const;
     // Intermediate size of the dense MLP layers (Llama 4 keeps it in intermediate_size_mlp).
