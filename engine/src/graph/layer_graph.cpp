@@ -228,16 +228,17 @@ private:
             m_layer = -1;
             return h;
         }
-        if (norms == N::Peri || norms == N::PreFeedforward) {
+        if (norms == N::Peri || norms == N::PreFeedforward || norms == N::Sandwich) {
+            const bool after = norms != N::PreFeedforward; // a norm after each block, inside the residual
             int x = module(OpKind::Norm, p + ".input_layernorm", {h}, H);
             int a = attention(p + ".self_attn", x);
-            if (norms == N::Peri)
-                a = module(OpKind::Norm, p + ".post_norm1", {a}, H);
+            if (after)
+                a = module(OpKind::Norm, p + (norms == N::Peri ? ".post_norm1" : ".post_self_attn_layernorm"), {a}, H);
             h = add(p + ":residual_attn", h, a);
-            x = module(OpKind::Norm, p + (norms == N::Peri ? ".post_attention_layernorm" : ".pre_feedforward_layernorm"), {h}, H);
+            x = module(OpKind::Norm, p + (after ? ".post_attention_layernorm" : ".pre_feedforward_layernorm"), {h}, H);
             int f = feedForward(p, x);
-            if (norms == N::Peri)
-                f = module(OpKind::Norm, p + ".post_norm2", {f}, H);
+            if (after)
+                f = module(OpKind::Norm, p + (norms == N::Peri ? ".post_norm2" : ".post_mlp_layernorm"), {f}, H);
             h = add(p + ":residual_mlp", h, f);
             m_layer = -1;
             return h;
@@ -396,7 +397,7 @@ private:
         const ModuleSpec* block = m_spec.find(ffn);
         if (block && block->kind == ModuleKind::Moe)
             return moe(ffn, *block, x);
-        if (m_t.fusedGateUp) {
+        if (m_t.fusedGateUp || (m_c.layout.fusedGateUp && !(block && block->kind == ModuleKind::Moe))) {
             const std::int64_t I = m_c.intermediateSize;
             const int gu = module(OpKind::Linear, ffn + ".gate_up_proj", {x}, 2 * I);
             GraphNode& act = node(OpKind::GatedAct, ffn + ":act", -1, {gu});

@@ -257,7 +257,7 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
         b.param(a, "sinks", {c.numHeads});
     const bool qkvBias = c.attentionBias || c.layout.qkvBias;
     // Qwen2's biases are on q/k/v only; llama-style attention_bias covers o_proj too.
-    const bool oBias = c.attentionOutBias.value_or(c.attentionBias && c.family != Family::Qwen2);
+    const bool oBias = c.attentionOutBias.value_or(c.attentionBias && c.family != Family::Qwen2 && c.layout.attentionBiasOnO);
     b.linear(a, "q_proj", q, H, qkvBias, layer);
     b.linear(a, "k_proj", kv, H, qkvBias, layer);
     b.linear(a, "v_proj", kv, H, qkvBias, layer);
@@ -354,6 +354,10 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
         b.linear(m, "down_proj", H, c.intermediateSize, false, layer);
     } else if (c.family == Family::Llama4) {
         buildGatedMlp(b, l, "feed_forward", "Llama4TextMLP", H, c.intermediateSizeMlp, false, layer);
+    } else if (c.layout.fusedGateUp) {
+        int m = b.add(l, "mlp", n.prefix + "MLP", ModuleKind::Mlp, layer);
+        b.linear(m, "gate_up_proj", 2 * c.intermediateSize, H, c.mlpBias, layer);
+        b.linear(m, "down_proj", H, c.intermediateSize, c.mlpBias, layer);
     } else if (!c.layout.gatedMlp) {
         int m = b.add(l, "mlp", n.prefix + "MLP", ModuleKind::Mlp, layer);
         b.linear(m, c.layout.upName, c.intermediateSize, H, c.mlpBias, layer);
@@ -367,11 +371,15 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
     switch (c.layout.norms) {
     case N::Pre:
     case N::Peri:
+    case N::Sandwich:
         layerNorm("input_layernorm");
         layerNorm("post_attention_layernorm");
         if (c.layout.norms == N::Peri) {
             layerNorm("post_norm1");
             layerNorm("post_norm2");
+        } else if (c.layout.norms == N::Sandwich) {
+            layerNorm("post_self_attn_layernorm");
+            layerNorm("post_mlp_layernorm");
         }
         break;
     case N::Post:

@@ -114,6 +114,10 @@ const TemplateRow kTemplates[] = {
     {"vaultgemma", Family::Llama, false, {.norms = L::Norms::PreFeedforward}},
     {"hyperclovax", Family::Llama, false, {.norms = L::Norms::Peri}},
     {"granite_swa", Family::Llama, false, {.sinks = true}},
+    {"nemotron", Family::Llama, false, {.normParams = L::NormParams::WeightAndBias, .gatedMlp = false}},
+    {"cohere_compass_text", Family::Llama, false, {.norms = L::Norms::Parallel}},
+    {"glm", Family::Llama, false, {.fusedGateUp = true, .attentionBiasOnO = false}},
+    {"glm4", Family::Llama, false, {.norms = L::Norms::Sandwich, .fusedGateUp = true, .attentionBiasOnO = false}},
     // Composed on Qwen3-MoE's or DeepSeek-V3's sparse blocks (routed experts fused as gate_up_proj /
     // down_proj, a router, shared experts).
     {"olmoe", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::Whole}},
@@ -126,6 +130,8 @@ const TemplateRow kTemplates[] = {
     {"glm4_moe", Family::DeepseekV3, false, {.gqaAttention = true}},
     {"deepseek_v2", Family::DeepseekV3, false, {.scoreBias = L::ScoreBias::None}},
     {"sarvam_moe", Family::DeepseekV3, false, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
+    {"dots1", Family::DeepseekV3, false, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
+    {"flex_olmo", Family::Qwen3Moe, false, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
     {"cohere2_moe", Family::Qwen3Moe, false, {.norms = L::Norms::Parallel, .qkNorm = L::QkNorm::None}},
     {"minicpm3", Family::DeepseekV3, false},
     {"youtu", Family::DeepseekV3, false},
@@ -701,8 +707,11 @@ Status validate(const ModelConfig& c, const std::string& source)
     for (auto l : c.mlpOnlyLayers)
         if (l < 0 || l >= c.numLayers)
             return bad(fmt::format("mlp_only_layers names layer {} outside 0..{}", l, c.numLayers - 1));
-    if (c.intermediateSize < 1 && !(c.isMoe() && c.family != Family::DeepseekV3 && c.family != Family::Qwen3Moe
-                                     && c.family != Family::Llama4))
+    // intermediate_size sizes the dense MLPs (and Llama 4's shared expert): needed where a layer has one.
+    bool dense = !c.isMoe() || c.family == Family::Llama4 || (c.family == Family::Mixtral || c.family == Family::GptOss);
+    for (std::int64_t l = 0; l < c.numLayers && !dense; ++l)
+        dense = !c.isMoeLayer(l);
+    if (c.intermediateSize < 1 && dense)
         return bad("intermediate_size must be at least 1");
     // Values that make the forward NaN rather than fail: refused here, naming the key.
     if (!(c.ropeTheta > 0))

@@ -93,7 +93,8 @@ struct LayerLayout
     // post_feedforward_layernorm). Parallel: one input_layernorm feeding attention and MLP, summed
     // into the residual (Cohere). PreFeedforward: Pre with the second named pre_feedforward_layernorm
     // (VaultGemma). Peri: Pre plus post_norm1 / post_norm2 after attention and MLP (HyperCLOVA X).
-    enum class Norms { Pre, Post, Parallel, PreFeedforward, Peri } norms = Norms::Pre;
+    // Sandwich: Pre plus post_self_attn_layernorm / post_mlp_layernorm (GLM-4).
+    enum class Norms { Pre, Post, Parallel, PreFeedforward, Peri, Sandwich } norms = Norms::Pre;
     // The norms' parameters: weight (RMSNorm), weight and bias (LayerNorm), none (OLMo's LayerNorm
     // without affine parameters).
     enum class NormParams { Weight, WeightAndBias, None } normParams = NormParams::Weight;
@@ -101,6 +102,8 @@ struct LayerLayout
     // whole projection [heads · head_dim] (OLMo 2).
     enum class QkNorm { Family, None, PerHead, Whole } qkNorm = QkNorm::Family;
     bool gatedMlp = true;                 // false: up → act → down (no gate)
+    bool fusedGateUp = false;             // one gate_up_proj [2·I, H], chunked in two (GLM)
+    bool attentionBiasOnO = true;         // attention_bias puts a bias on o_proj too (false: q/k/v only, GLM)
     const char* upName = "up_proj";       // the ungated MLP's projections: up_proj/down_proj, c_fc/c_proj, fc1/fc2
     const char* downName = "down_proj";
     bool sinks = false;                   // a learned sink logit per head (self_attn.sinks)
