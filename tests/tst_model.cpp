@@ -4,6 +4,8 @@
 #include "tp/model/catalog.h"
 #include "tp/model/loader.h"
 #include "tp/model/synthetic.h"
+#include "tp/plan/plan.h"
+#include "tp/shard/sharded_graph.h"
 
 #include <nlohmann/json.hpp>
 
@@ -164,6 +166,74 @@ private slots:
         const ModelSpec spec = catalogSpec(id.toStdString().c_str());
         const QString diff = compareWithTransformers(spec, expected[id.toStdString()], false);
         QVERIFY2(diff.isEmpty(), qPrintable(diff));
+    }
+
+    // Every tensor-parallel causal LM of the pinned Transformers (fixtures/architectures, written by
+    // make_fixtures.py from a shrunk config holding each layer kind of the class's default pattern):
+    // its config.json, as save_pretrained writes it (class defaults omitted), opens. A model type TP
+    // Studio knows gives Transformers' tree, parameter count and default tp_plan / ep_plan, and its
+    // default plan shards at T=2 without errors; one it does not know is refused with a message that
+    // names the model type and claims nothing about Transformers.
+    void architecturesMatchTransformers_data()
+    {
+        QTest::addColumn<QString>("modelType");
+        const ojson index = readJson(kFixtures + "/architectures/index.json");
+        for (const auto& [t, v] : index["model_types"].items())
+            QTest::addRow("%s", t.c_str()) << QString::fromStdString(t);
+    }
+    void architecturesMatchTransformers()
+    {
+        QFETCH(QString, modelType);
+        const std::string t = modelType.toStdString();
+        const ojson fixture = readJson(kFixtures + "/architectures/" + t + ".json");
+        QTemporaryDir dir;
+        std::ofstream(dir.filePath("config.json").toStdString()) << fixture["config"].dump(1);
+        auto om = openModel(dir.path().toStdString());
+        const auto& known = knownModelTypes();
+        if (std::none_of(known.begin(), known.end(), [&](const KnownModelType& k) { return k.modelType == t; })) {
+            QVERIFY(!om.ok());
+            const std::string& why = om.status().message();
+            QVERIFY2(why.find("'" + t + "'") != std::string::npos && why.find("Transformers") == std::string::npos,
+                     why.c_str());
+            QSKIP(qPrintable(QString("TP Studio does not open model_type '%1' yet").arg(modelType)));
+        }
+        QVERIFY2(om.ok(), om.status().message().c_str());
+        // compareWithTransformers' form: state_dict {name: {shape, dtype}}, plans as ordered objects.
+        ojson expected = fixture;
+        ojson sd = ojson::object();
+        for (const auto& [name, v] : fixture["state_dict"].items())
+            sd[name] = {{"shape", v[0]}, {"dtype", v[1]}};
+        expected["state_dict"] = sd;
+        for (const char* plan : {"tp_plan", "ep_plan"}) {
+            ojson ordered = ojson::object();
+            for (const auto& e : fixture[plan])
+                ordered[e[0].get<std::string>()] = e[1];
+            expected[plan] = ordered;
+        }
+        const QString diff = compareWithTransformers(om->spec, expected, false);
+        QVERIFY2(diff.isEmpty(), qPrintable(diff));
+        const ShardedGraph g = shardModel(om->spec, defaultPlan(om->spec, 2));
+        for (const Diagnostic& d : g.diagnostics)
+            QVERIFY2(d.severity != Severity::Error, (d.where + ": " + d.message).c_str());
+    }
+
+    // The fixtures and resources/model_types.json come from the same Transformers and list the same
+    // model types; how many of them TP Studio opens is printed.
+    void architectureCoverage()
+    {
+        const ojson index = readJson(kFixtures + "/architectures/index.json");
+        QCOMPARE(QString::fromStdString(index["transformers"].get<std::string>()),
+                 QString::fromStdString(pinnedTransformersVersion()));
+        std::vector<std::string> listed;
+        for (const auto& [t, v] : index["model_types"].items())
+            listed.push_back(t);
+        QCOMPARE(listed, transformersTpModelTypes());
+        int opened = 0;
+        for (const KnownModelType& k : knownModelTypes())
+            opened += index["model_types"].contains(k.modelType);
+        qInfo("TP Studio opens %d of the %zu tensor-parallel causal LMs of Transformers %s", opened, listed.size(),
+              pinnedTransformersVersion().c_str());
+        QVERIFY(opened >= 13);
     }
 
     // Every scaled rope of the fixtures and the catalog (yarn: gpt-oss, DeepSeek-V3; llama3; linear:
@@ -330,6 +400,17 @@ private slots:
         QCOMPARE(s.parameterCount(), 16 * 8 + 24 * 8 + 8 + 16 * 8);
         QVERIFY(std::any_of(s.diagnostics.begin(), s.diagnostics.end(), [](const Diagnostic& d) {
             return d.severity == Severity::Warning && d.message.find("unknown architecture") != std::string::npos;
+        }));
+        // A plan shards it, and the preview says what it cannot predict instead of printing zeros.
+        Plan plan;
+        plan.tpSize = 2;
+        plan.entries = {{"transformer.h.*.attn.c_attn", "colwise"}};
+        const ShardedGraph g = shardModel(s, plan);
+        QVERIFY(g.valid());
+        const ParamShard* cAttn = g.param(s.indexOf("transformer.h.0.attn.c_attn"), "weight");
+        QVERIFY(cAttn && cAttn->dim == 0 && cAttn->shapes[1] == std::vector<std::int64_t>({12, 8}));
+        QVERIFY(std::any_of(g.diagnostics.begin(), g.diagnostics.end(), [](const Diagnostic& d) {
+            return d.severity == Severity::Warning && d.message.find("no dataflow graph for model_type 'mystery'") != std::string::npos;
         }));
     }
 
