@@ -13,6 +13,9 @@
 4. When torchrun and accelerate are available: the Python export for the tiny Llama fixture, with
    the default plan and with custom styles, loads the checkpoint under `torchrun --nproc-per-node 2`
    (CPU, gloo) and runs a forward.
+5. Every model type of tests/fixtures/architectures that TP Studio opens: its default plan at T=2,
+   exported from the fixture's config.json, equals Transformers' resolved model.tp_plan (keys, styles,
+   order) and loads in DistributedConfig.
 Exits 77 (ctest's skip code) when transformers is not installed, 1 on any failure.
 """
 import glob
@@ -102,6 +105,33 @@ def run_for_real(cli, root, custom):
             print(f"ok   torchrun --nproc-per-node 2, {what}: loaded the fixture sharded and ran a forward")
 
 
+def architectures(cli, root):
+    """Every model type of tests/fixtures/architectures that TP Studio opens: its default plan exported at
+    T=2 from the fixture's config.json is Transformers' resolved model.tp_plan, and DistributedConfig takes it."""
+    opened = 0
+    for path in sorted(glob.glob(os.path.join(root, "tests", "fixtures", "architectures", "*.json"))):
+        if os.path.basename(path) == "index.json":
+            continue
+        with open(path) as f:
+            fixture = json.load(f)
+        with tempfile.TemporaryDirectory(prefix="tp-arch-") as folder:
+            with open(os.path.join(folder, "config.json"), "w") as f:
+                json.dump(fixture["config"], f)
+            if subprocess.run([cli, "inspect", folder], capture_output=True).returncode != 0:
+                continue  # a model type TP Studio does not open yet (tst_model checks its refusal)
+            opened += 1
+            what = f"{fixture['model_type']} (tests/fixtures/architectures)"
+            text = export(cli, folder, "--tp", "2")
+        if text is None:
+            continue
+        d = json.loads(text)
+        if list(d["tp_plan"].items()) != [tuple(e) for e in fixture["tp_plan"]]:
+            fail(what, f"exported tp_plan {d['tp_plan']} is not Transformers' {fixture['tp_plan']}")
+            continue
+        check_json(what, d, 2)
+    print(f"architectures: {opened} model types opened and exported")
+
+
 def main():
     cli, root, models = sys.argv[1], sys.argv[2], sys.argv[3:]
     for model in models:
@@ -136,6 +166,7 @@ def main():
     if script is not None:
         check_python("custom styles (python)", script)
     run_for_real(cli, root, custom)
+    architectures(cli, root)
     print(f"{failures} failed")
     sys.exit(1 if failures else 0)
 

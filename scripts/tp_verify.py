@@ -16,7 +16,10 @@ verifies, in one torchrun per tp size shared by every job:
   (plans/F/*.json, tp_size and the ep_size of an ep_plan set to T), on the fixture's weights and
   prompt. A default plan the planner refuses at T (heads that do not split) is reported and not
   compared; a shipped plan it refuses must be refused by Transformers too; every family needs at
-  least one plan compared.
+  least one plan compared;
+- the model types of ARCHITECTURES (planned, not run by the engine: their collectives only) at
+  each --fixtures-tp, on a reduced copy of their tests/fixtures/architectures config (not with
+  --families).
 
 For each (model, plan, T):
 1. The model: SRC is a folder with config.json, or a config.json. Transformers makes a copy of it
@@ -388,6 +391,7 @@ class Job:
         self.error = None
         self.refused = None    # the planner's refusal, which Transformers must share
         self.skipped = None    # why it was not compared (not a failure)
+        self.engine_refused = None  # why the engine does not run it (its preview is still compared)
         self.result = None
 
 
@@ -491,9 +495,17 @@ def engine_side(job, cli_path, work):
         vocab = cfg.get("vocab_size") or cfg.get("text_config", {}).get("vocab_size")
         job.tokens = tokens_for(vocab, job.batch * job.seq)
     logits, record = os.path.join(d, "engine-logits.json"), os.path.join(d, "engine-record.json")
-    cli([cli_path, "run", "--model", job.model, "--plan", job.plan_path, "--dtype", "f32", "--logits", "all",
-         "--warmup", "0", "--iters", "1", "--tokens", ",".join(map(str, job.tokens)), "--dump-logits", logits,
-         "--json", record] + shape, "run (the engine)")
+    try:
+        cli([cli_path, "run", "--model", job.model, "--plan", job.plan_path, "--dtype", "f32", "--logits", "all",
+             "--warmup", "0", "--iters", "1", "--tokens", ",".join(map(str, job.tokens)), "--dump-logits", logits,
+             "--json", record] + shape, "run (the engine)")
+    except Failure as e:
+        # A model type TP Studio plans but does not run: the preview's collectives are still compared
+        # with Transformers' own run; the engine's logits and collectives are not.
+        if "the engine does not run model_type" not in str(e):
+            raise
+        job.engine_refused = str(e).split("tpstudio-cli run: ")[-1].split(" (it runs")[0]
+        return
     with open(logits) as f:
         job.engine_logits = json.load(f)["logits"]
     job.engine_calls = engine_counts(record)
@@ -542,6 +554,9 @@ def judge(job):
         return
     obs = observed(job.ranks, job.tp)
     rows = compare(job.predicted, obs, job.tp)
+    if job.engine_refused:
+        job.result = {"collectives": rows, "engine_not_run": job.engine_refused, "ok": all(r["ok"] for r in rows)}
+        return
     for r in rows:
         r["engine_count"] = job.engine_calls.get(r["kind"], 0)
     # The engine's own collectives against the preview of the plan it ran (for a sequence-parallel
@@ -569,11 +584,16 @@ def report(job, out):
     print(f"     {'collective':<15} {'predicted':>9} {'observed':>9}  {'predicted bytes':>16} {'observed bytes':>16}", file=out)
     for r in res["collectives"]:
         counts = r["observed_counts"]
+        if "engine_not_run" in res:
+            r.setdefault("engine_count", "-")
         oc = str(counts[0]) if len(set(counts)) == 1 else "/".join(map(str, counts))
         print(f"     {r['kind']:<15} {r['predicted_count']:>9} {oc:>9}  {human(r['predicted_bytes']):>16} "
               f"{human(r['observed_bytes']):>16}  {'ok' if r['ok'] else 'MISMATCH'}", file=out)
     if not res["collectives"]:
         print("     no collectives, predicted or observed", file=out)
+    if "engine_not_run" in res:
+        print(f"     engine: not run ({res['engine_not_run']}); the preview's collectives are compared", file=out)
+        return
     if not res["engine_collectives_ok"]:
         print(f"     MISMATCH the engine's run issued {res['engine_collectives']}, its preview "
               f"{job.engine_predicted}", file=out)
@@ -616,6 +636,32 @@ def as_json(jobs):
     return [{"name": j.name, "tp": j.tp, "batch": j.batch, "seq": j.seq, "model": j.model_note,
              "sequence_parallel": getattr(j, "sequence_parallel", []), "error": j.error, "not_compared": j.skipped,
              **(j.result or {})} for j in jobs]
+
+
+# Model types TP Studio plans but does not run, one or more of each kind of block they are composed of
+# (tests/fixtures/architectures): post norms and whole-projection q/k norms, parallel attention + MLP,
+# GLM-4's sandwich norms with a fused gate_up_proj, an ungated MLP with biases and LayerNorms,
+# MoE with a gated shared expert, a block named block_sparse_moe, DeepSeek's sparse blocks on
+# standard attention, dense MLA, MLA MoE with a softmax router. Their default plans' collectives
+# are compared with Transformers' own run (the engine's logits are not: it refuses them).
+ARCHITECTURES = ["olmo2", "cohere", "glm4", "starcoder2", "qwen2_moe", "granitemoe", "glm4_moe", "minicpm3",
+                 "deepseek_v2"]
+
+
+def architecture_jobs(repo, tps, work):
+    """The ARCHITECTURES at each T, with their default plans on a reduced copy of their fixture config."""
+    jobs = []
+    for mt in ARCHITECTURES:
+        with open(os.path.join(os.path.abspath(repo), "tests", "fixtures", "architectures", mt + ".json")) as f:
+            config = json.load(f)["config"]
+        folder = os.path.join(work, "arch-" + mt)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+        for tp in tps:
+            jobs.append(Job(f"the default plan on {mt} (tests/fixtures/architectures)", folder, None, tp, "yes", 1, 16,
+                            default=True, family=mt))
+    return jobs
 
 
 def fixture_jobs(repo, tps, families, work):
@@ -730,7 +776,10 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tp-verify-") as work:
         try:
             if o.mode == "audit":
-                jobs += fixture_jobs(o.repo, fixtures_tp, [f for f in o.families.split(",") if f], work)
+                families = [f for f in o.families.split(",") if f]
+                jobs += fixture_jobs(o.repo, fixtures_tp, families, work)
+                if not families:
+                    jobs += architecture_jobs(o.repo, fixtures_tp, work)
             ok = run_jobs(jobs, os.path.abspath(o.cli), sys.executable, work)
         except Failure as e:
             print(f"tp_verify: {e}", file=sys.stderr)
