@@ -300,6 +300,10 @@ private slots:
             << "config.json: layer_types has chunked_attention layers but attention_chunk_size is null";
         QTest::addRow("mlp_only_layers out of range") << R"({"model_type": "qwen3_moe", "num_hidden_layers": 2, "mlp_only_layers": [5]})"
                                                       << "config.json: mlp_only_layers names layer 5 outside 0..1";
+        QTest::addRow("mlp_layer_types length") << R"({"model_type": "exaone_moe", "num_hidden_layers": 2, "mlp_layer_types": ["sparse"]})"
+                                                << "config.json: mlp_layer_types has 1 entries but num_hidden_layers is 2";
+        QTest::addRow("mlp_layer_types value") << R"({"model_type": "exaone_moe", "num_hidden_layers": 1, "mlp_layer_types": ["moe"]})"
+                                               << "config.json: mlp_layer_types has 'moe': each entry must be";
     }
     void badInput()
     {

@@ -293,7 +293,8 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
         b.param(r, "weight", {E, H});
         if (bias)
             b.param(r, "bias", {E});
-        if (c.family == Family::DeepseekV3 && c.layout.scoreBias == LayerLayout::ScoreBias::Family)
+        using SB = LayerLayout::ScoreBias;
+        if ((c.family == Family::DeepseekV3 && c.layout.scoreBias == SB::Family) || c.layout.scoreBias == SB::Router)
             b.param(r, "e_score_correction_bias", {E}, DType::F32).buffer = true;
     };
     auto experts = [&] {
@@ -317,8 +318,6 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
     case Family::Qwen3Moe:
         experts();
         router("gate", false);
-        if (c.layout.scoreBias == LayerLayout::ScoreBias::Block)
-            b.param(moe, "e_score_correction_bias", {E}, DType::F32).buffer = true;
         if (c.layout.shared) {
             buildGatedMlp(b, moe, c.layout.shared, n.prefix + "MLP", H, c.sharedIntermediateSize, false, layer);
             if (c.layout.sharedGate)
@@ -338,6 +337,8 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
         break;
     default: break;
     }
+    if (c.layout.scoreBias == LayerLayout::ScoreBias::Block)
+        b.param(moe, "e_score_correction_bias", {E}, DType::F32).buffer = true;
 }
 
 void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers, int layer)

@@ -132,6 +132,12 @@ const TemplateRow kTemplates[] = {
     {"sarvam_moe", Family::DeepseekV3, false, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
     {"dots1", Family::DeepseekV3, false, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
     {"flex_olmo", Family::Qwen3Moe, false, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
+    {"glm4_moe_lite", Family::DeepseekV3, false},
+    {"exaone_moe", Family::DeepseekV3, false, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
+    {"hy_v3", Family::DeepseekV3, false, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true, .scoreBias = L::ScoreBias::Block}},
+    {"flint", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::PerHead, .sinks = true, .shared = "shared_expert"}},
+    {"kolibri1", Family::Qwen3Moe, false, {.norms = L::Norms::Sandwich, .qkNorm = L::QkNorm::PerHead, .shared = "shared_experts",
+                                                  .scoreBias = L::ScoreBias::Router}},
     {"cohere2_moe", Family::Qwen3Moe, false, {.norms = L::Norms::Parallel, .qkNorm = L::QkNorm::None}},
     {"minicpm3", Family::DeepseekV3, false},
     {"youtu", Family::DeepseekV3, false},
@@ -610,7 +616,9 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
     for (const char* k : {"num_experts_per_tok", "experts_per_token"})
         TP_RETURN_IF_ERROR(r.readInt(k, c.expertsPerToken, 0, kMaxExperts));
     TP_RETURN_IF_ERROR(r.readInt("moe_intermediate_size", c.moeIntermediateSize, 0, kMaxFfn));
-    TP_RETURN_IF_ERROR(r.readInt("n_shared_experts", c.numSharedExperts, 0, kMaxSharedExperts));
+    for (const char* k : {"n_shared_experts", "num_shared_experts"})
+        TP_RETURN_IF_ERROR(r.readInt(k, c.numSharedExperts, 0, kMaxSharedExperts));
+    TP_RETURN_IF_ERROR(r.readStringList("mlp_layer_types", c.mlpLayerTypes));
     TP_RETURN_IF_ERROR(r.readInt("shared_expert_intermediate_size", c.sharedIntermediateSize, 0, kMaxFfn));
     TP_RETURN_IF_ERROR(r.readInt("first_k_dense_replace", c.firstKDenseReplace, 0, kMaxLayers));
     TP_RETURN_IF_ERROR(r.readInt("decoder_sparse_step", c.decoderSparseStep, 1, kMaxLayers));
@@ -704,6 +712,13 @@ Status validate(const ModelConfig& c, const std::string& source)
     if (!c.layerTypes.empty() && static_cast<std::int64_t>(c.layerTypes.size()) != c.numLayers)
         return bad(fmt::format("layer_types has {} entries but num_hidden_layers is {}", c.layerTypes.size(),
                                c.numLayers));
+    if (!c.mlpLayerTypes.empty() && static_cast<std::int64_t>(c.mlpLayerTypes.size()) != c.numLayers)
+        return bad(fmt::format("mlp_layer_types has {} entries but num_hidden_layers is {}", c.mlpLayerTypes.size(),
+                               c.numLayers));
+    for (const std::string& t : c.mlpLayerTypes)
+        if (t != "dense" && t != "sparse")
+            return bad(fmt::format("mlp_layer_types has '{}': each entry must be \"dense\" or \"sparse\"",
+                                   terminalSafe(t)));
     for (auto l : c.mlpOnlyLayers)
         if (l < 0 || l >= c.numLayers)
             return bad(fmt::format("mlp_only_layers names layer {} outside 0..{}", l, c.numLayers - 1));
@@ -818,6 +833,9 @@ bool ModelConfig::isMoeLayer(std::int64_t layer) const
 {
     if (!isMoe())
         return false;
+    if (!mlpLayerTypes.empty())
+        return layer >= 0 && static_cast<std::size_t>(layer) < mlpLayerTypes.size()
+            && mlpLayerTypes[static_cast<std::size_t>(layer)] == "sparse";
     switch (family) {
     case Family::Qwen3Moe:
         return !std::binary_search(mlpOnlyLayers.begin(), mlpOnlyLayers.end(), layer)

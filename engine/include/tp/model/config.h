@@ -117,9 +117,9 @@ struct LayerLayout
     const char* router = nullptr;
     const char* shared = nullptr;
     bool sharedGate = false;
-    // DeepSeek's e_score_correction_bias: on the router (the family's), on the MoE block
-    // (MiniMax-M2), or none (DeepSeek-V2).
-    enum class ScoreBias { Family, Block, None } scoreBias = ScoreBias::Family;
+    // DeepSeek's e_score_correction_bias: where the family has it (DeepSeek-V3: the router), on the
+    // router, on the MoE block (MiniMax-M2), or none (DeepSeek-V2).
+    enum class ScoreBias { Family, Router, Block, None } scoreBias = ScoreBias::Family;
 };
 
 struct ModelConfig
@@ -180,6 +180,7 @@ struct ModelConfig
     std::int64_t firstKDenseReplace = 0;   // deepseek_v3
     std::int64_t decoderSparseStep = 1;    // qwen3_moe
     std::vector<std::int64_t> mlpOnlyLayers; // qwen3_moe
+    std::vector<std::string> mlpLayerTypes; // "dense" / "sparse" per layer (mlp_layer_types); before the family's rule
     std::int64_t interleaveMoeLayerStep = 1; // llama4
     std::int64_t intermediateSizeMlp = 0;  // llama4 dense layers
     bool normTopkProb = false;             // renormalize the top-k router weights (qwen3_moe's norm_topk_prob)
