@@ -192,7 +192,7 @@ private slots:
         const auto& known = knownModelTypes();
         if (std::none_of(known.begin(), known.end(), [&](const KnownModelType& k) { return k.modelType == t; })) {
             QVERIFY(!om.ok());
-            const std::string& why = om.status().message();
+            const std::string why = om.status().message();
             QVERIFY2(why.find("'" + t + "'") != std::string::npos && why.find("Transformers") == std::string::npos,
                      why.c_str());
             QSKIP(qPrintable(QString("TP Studio does not open model_type '%1' yet").arg(modelType)));

@@ -166,11 +166,14 @@ private:
         return static_cast<int>(m_g.tensors.size()) - 1;
     }
 
+    // The module at a template path (model.layers.0.self_attn) under the model type's names.
+    int indexOf(const std::string& templatePath) const { return m_spec.indexOf(modulePath(m_c.layout, templatePath)); }
+
     GraphNode& node(OpKind kind, std::string name, int moduleIndex, std::vector<int> inputs)
     {
         GraphNode n;
         n.kind = kind;
-        n.name = std::move(name);
+        n.name = m_c.layout.renames ? modulePath(m_c.layout, name) : std::move(name);
         n.module = moduleIndex;
         n.layer = m_layer;
         n.inputs = std::move(inputs);
@@ -189,7 +192,7 @@ private:
     // A node for the module at `path`; its single output has `features`.
     int module(OpKind kind, const std::string& path, std::vector<int> inputs, std::int64_t features)
     {
-        GraphNode& n = node(kind, path, m_spec.indexOf(path), std::move(inputs));
+        GraphNode& n = node(kind, path, indexOf(path), std::move(inputs));
         if (kind == OpKind::Norm) {
             n.eps = m_c.rmsNormEps;
             n.normOffset = m_t.unitOffsetNorms ? 1 : 0;
@@ -267,7 +270,7 @@ private:
         n.kvHeads = kvHeads;
         n.headDim = qkHeadDim;
         n.vHeadDim = vHeadDim;
-        n.ownerModule = m_spec.indexOf(p);
+        n.ownerModule = indexOf(p);
         n.scale = 1.0 / std::sqrt(m_c.queryPreAttnScalar.value_or(static_cast<double>(qkHeadDim)));
         n.window = slidingLayer() ? m_c.slidingWindow.value_or(0) : 0;
         if (static_cast<std::size_t>(m_layer) < m_c.layerTypes.size()
@@ -290,10 +293,11 @@ private:
         if (m_c.isMla())
             return mla(p, x);
         int q, k, v;
-        if (m_t.fusedQkv) {
+        if (m_t.fusedQkv || m_c.layout.fusedQkv) {
             const int qkv = module(OpKind::Linear, p + ".qkv_proj", {x}, (H + 2 * KV) * hd);
             GraphNode& s = node(OpKind::Split, p + ":split_qkv", -1, {qkv});
             s.parts = {H * hd, KV * hd, KV * hd};
+            s.splitGroups = m_c.layout.qkvGroups < 0 ? H : m_c.layout.qkvGroups;
             q = output(s, H * hd, "q");
             k = output(m_g.nodes.back(), KV * hd, "k");
             v = output(m_g.nodes.back(), KV * hd, "v");
@@ -344,7 +348,7 @@ private:
 
     int headNorm(const std::string& path, int in, std::int64_t hd)
     {
-        GraphNode& n = node(OpKind::HeadNorm, path, m_spec.indexOf(path), {in});
+        GraphNode& n = node(OpKind::HeadNorm, path, indexOf(path), {in});
         n.headDim = hd;
         n.eps = m_c.rmsNormEps;
         n.normOffset = m_t.unitOffsetNorms ? 1 : 0;
@@ -394,7 +398,7 @@ private:
     int feedForward(const std::string& layerPath, int x)
     {
         const std::string ffn = layerPath + "." + (m_c.layout.ffnBlock && m_c.isMoeLayer(m_layer) ? m_c.layout.ffnBlock : m_t.ffnBlock);
-        const ModuleSpec* block = m_spec.find(ffn);
+        const ModuleSpec* block = m_spec.find(modulePath(m_c.layout, ffn));
         if (block && block->kind == ModuleKind::Moe)
             return moe(ffn, *block, x);
         if (m_t.fusedGateUp || (m_c.layout.fusedGateUp && !(block && block->kind == ModuleKind::Moe))) {
@@ -427,12 +431,12 @@ private:
             else if (c.kind == ModuleKind::Mlp)
                 sharedPath = c.path;
         }
-        GraphNode& r = node(OpKind::Router, routerPath, m_spec.indexOf(routerPath), {x});
+        GraphNode& r = node(OpKind::Router, routerPath, indexOf(routerPath), {x});
         r.experts = m_c.numExperts;
         r.topK = m_c.expertsPerToken;
         r.sigmoid = m_t.sigmoidRouter;
         const int scores = output(r, m_c.numExperts, "scores");
-        GraphNode& e = node(OpKind::Experts, p + ".experts", m_spec.indexOf(p + ".experts"), {x, scores});
+        GraphNode& e = node(OpKind::Experts, p + ".experts", indexOf(p + ".experts"), {x, scores});
         e.experts = m_c.numExperts;
         e.topK = m_c.expertsPerToken;
         e.act = m_act;

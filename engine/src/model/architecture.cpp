@@ -8,6 +8,8 @@
 #include <fmt/ranges.h>
 
 #include <limits>
+#include <map>
+#include <string_view>
 
 #include <algorithm>
 
@@ -146,22 +148,51 @@ Names namesFor(Family f)
     return {"", ""};
 }
 
+// "a=b,c=d" into pairs (LayerLayout::renames); a malformed pair is skipped.
+std::map<std::string, std::string> parseRenames(const char* text)
+{
+    std::map<std::string, std::string> out;
+    std::string_view rest = text ? text : "";
+    while (!rest.empty()) {
+        const std::size_t comma = rest.find(',');
+        const std::string_view pair = rest.substr(0, comma);
+        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+        if (const std::size_t eq = pair.find('='); eq != std::string_view::npos)
+            out.emplace(std::string(pair.substr(0, eq)), std::string(pair.substr(eq + 1)));
+    }
+    return out;
+}
+
+// A module's own name under LayerLayout::renames, given its parent's template name.
+std::string renamed(const std::map<std::string, std::string>& renames, const std::string& parent, const std::string& name)
+{
+    if (renames.empty())
+        return name;
+    if (auto it = renames.find(parent + "." + name); it != renames.end())
+        return it->second;
+    if (auto it = renames.find(name); it != renames.end())
+        return it->second;
+    return name;
+}
+
 class TreeBuilder
 {
 public:
-    TreeBuilder(ModelSpec& spec, DType dtype)
+    TreeBuilder(ModelSpec& spec, DType dtype, const char* renames = nullptr)
         : m_spec(spec)
         , m_dtype(dtype)
+        , m_renames(parseRenames(renames))
     {
     }
 
     int add(int parent, const std::string& name, std::string className, ModuleKind kind, int layer = -1)
     {
         ModuleSpec m;
-        m.name = name;
+        m.name = renamed(m_renames, parent >= 0 ? m_template[static_cast<std::size_t>(parent)] : std::string(), name);
+        m_template.push_back(name);
         if (parent >= 0) {
             const auto& pp = m_spec.modules[static_cast<std::size_t>(parent)].path;
-            m.path = pp.empty() ? name : pp + "." + name;
+            m.path = pp.empty() ? m.name : pp + "." + m.name;
         }
         m.className = std::move(className);
         m.kind = kind;
@@ -219,10 +250,95 @@ public:
 
     ModuleSpec& at(int i) { return m_spec.modules[static_cast<std::size_t>(i)]; }
 
+    // The child of `parent` named `name` (after renames), or -1.
+    int child(int parent, const std::string& name) const
+    {
+        for (int c : m_spec.modules[static_cast<std::size_t>(parent)].children)
+            if (m_spec.modules[static_cast<std::size_t>(c)].name == name)
+                return c;
+        return -1;
+    }
+
 private:
     ModelSpec& m_spec;
     DType m_dtype;
+    std::map<std::string, std::string> m_renames;
+    std::vector<std::string> m_template; // each module's name in the template's tree
 };
+
+// One dimension of LayerLayout::extras: an integer, a size symbol, or their product ("2S"); -1 when
+// it reads as neither.
+std::int64_t extraDim(std::string_view d, const ModelConfig& c)
+{
+    std::int64_t k = 1;
+    std::size_t i = 0;
+    if (i < d.size() && d[i] >= '0' && d[i] <= '9') {
+        k = 0;
+        for (; i < d.size() && d[i] >= '0' && d[i] <= '9'; ++i)
+            k = k * 10 + (d[i] - '0');
+    }
+    const std::string_view sym = d.substr(i);
+    const std::pair<std::string_view, std::int64_t> sizes[] = {
+        {"", 1}, {"H", c.hiddenSize}, {"hd", c.headDim}, {"nh", c.numHeads}, {"kv", c.numKvHeads},
+        {"I", c.intermediateSize}, {"S", c.sharedIntermediateSize}, {"E", c.numExperts}};
+    for (const auto& [name, v] : sizes)
+        if (sym == name)
+            return k * v;
+    return -1;
+}
+
+// LayerLayout::extras under one decoder layer; the text is the source's own (config.cpp), so a
+// malformed entry is a programming error that tst_model's fixtures catch, and is skipped here.
+void buildExtras(TreeBuilder& b, const ModelConfig& c, int layerModule, int layer)
+{
+    std::string_view rest = c.layout.extras ? c.layout.extras : "";
+    while (!rest.empty()) {
+        const std::size_t semi = rest.find(';');
+        std::string_view group = rest.substr(0, semi);
+        rest = semi == std::string_view::npos ? std::string_view{} : rest.substr(semi + 1);
+        const std::size_t colon = group.find(':');
+        if (colon == std::string_view::npos)
+            continue;
+        // The parameters first, so a module with a zero dimension is not made at all.
+        std::vector<std::pair<std::string, std::vector<std::int64_t>>> params;
+        bool empty = false;
+        for (std::string_view p = group.substr(colon + 1); !p.empty();) {
+            const std::size_t open = p.find('['), close = p.find(']');
+            if (open == std::string_view::npos || close == std::string_view::npos || close < open)
+                break;
+            std::vector<std::int64_t> shape;
+            for (std::string_view dims = p.substr(open + 1, close - open - 1); !dims.empty();) {
+                const std::size_t comma = dims.find(',');
+                const std::int64_t v = extraDim(dims.substr(0, comma), c);
+                empty = empty || v <= 0;
+                shape.push_back(v);
+                dims = comma == std::string_view::npos ? std::string_view{} : dims.substr(comma + 1);
+            }
+            params.emplace_back(std::string(p.substr(0, open)), std::move(shape));
+            p = p.substr(close + 1);
+            if (!p.empty() && p.front() == ',')
+                p.remove_prefix(1);
+        }
+        if (empty || params.empty())
+            continue;
+        int m = layerModule;
+        for (std::string_view path = group.substr(0, colon); !path.empty();) {
+            const std::size_t dot = path.find('.');
+            const std::string name(path.substr(0, dot));
+            path = dot == std::string_view::npos ? std::string_view{} : path.substr(dot + 1);
+            int next = b.child(m, name);
+            if (next < 0) {
+                const bool linear = path.empty() && params.size() <= 2 && params[0].first == "weight" && params[0].second.size() == 2;
+                next = b.add(m, name, linear ? "Linear" : "Module", linear ? ModuleKind::Linear : ModuleKind::Other, layer);
+            }
+            m = next;
+        }
+        for (auto& [name, shape] : params) {
+            const bool buffer = name.starts_with('~');
+            b.param(m, name.substr(buffer ? 1 : 0), std::move(shape)).buffer = buffer;
+        }
+    }
+}
 
 void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerModule, int layer)
 {
@@ -255,12 +371,18 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
     }
     if (c.family == Family::GptOss || c.layout.sinks)
         b.param(a, "sinks", {c.numHeads});
-    const bool qkvBias = c.attentionBias || c.layout.qkvBias;
+    const bool always = c.layout.alwaysAttentionBias;
+    const bool qkvBias = c.attentionBias || c.layout.qkvBias || always;
     // Qwen2's biases are on q/k/v only; llama-style attention_bias covers o_proj too.
-    const bool oBias = c.attentionOutBias.value_or(c.attentionBias && c.family != Family::Qwen2 && c.layout.attentionBiasOnO);
-    b.linear(a, "q_proj", q, H, qkvBias, layer);
-    b.linear(a, "k_proj", kv, H, qkvBias, layer);
-    b.linear(a, "v_proj", kv, H, qkvBias, layer);
+    const bool oBias =
+        always || c.attentionOutBias.value_or(c.attentionBias && c.family != Family::Qwen2 && c.layout.attentionBiasOnO);
+    if (c.layout.fusedQkv) {
+        b.linear(a, "qkv_proj", q + 2 * kv, H, qkvBias, layer);
+    } else {
+        b.linear(a, "q_proj", q, H, qkvBias, layer);
+        b.linear(a, "k_proj", kv, H, qkvBias, layer);
+        b.linear(a, "v_proj", kv, H, qkvBias, layer);
+    }
     b.linear(a, "o_proj", H, c.layout.oProjFromHidden ? H : q, oBias, layer);
     using Q = LayerLayout::QkNorm;
     if (c.layout.qkNorm == Q::Whole) {
@@ -361,8 +483,9 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
         b.linear(m, "down_proj", H, c.intermediateSize, c.mlpBias, layer);
     } else if (!c.layout.gatedMlp) {
         int m = b.add(l, "mlp", n.prefix + "MLP", ModuleKind::Mlp, layer);
-        b.linear(m, c.layout.upName, c.intermediateSize, H, c.mlpBias, layer);
-        b.linear(m, c.layout.downName, H, c.intermediateSize, c.mlpBias, layer);
+        const bool bias = c.mlpBias || c.layout.alwaysMlpBias;
+        b.linear(m, c.layout.upName, c.intermediateSize, H, bias, layer);
+        b.linear(m, c.layout.downName, H, c.intermediateSize, bias, layer);
     } else {
         buildGatedMlp(b, l, "mlp", n.prefix + "MLP", H, c.intermediateSize, c.mlpBias, layer);
     }
@@ -397,6 +520,7 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
         b.norm(l, "pre_feedforward_layernorm", H, norm, layer);
         b.norm(l, "post_feedforward_layernorm", H, norm, layer);
     }
+    buildExtras(b, c, l, layer);
 }
 
 // base_model_tp_plan of each family's config class (keys relative to the base model), in order.
@@ -504,7 +628,7 @@ void mergeInto(std::vector<PlanEntry>& plan, const std::vector<PlanEntry>& add, 
 }
 
 // DistributedMixin.init_parallel_plans, as Transformers resolves `model.tp_plan` for the head class.
-void resolveDefaultPlans(ModelSpec& s)
+void resolveDefaultPlans(ModelSpec& s, const std::string& baseName, const std::string& embedName)
 {
     const ModelConfig& c = s.config;
     std::vector<PlanEntry> base = baseTpPlan(c);
@@ -524,9 +648,9 @@ void resolveDefaultPlans(ModelSpec& s)
         baseEp = entries(p.baseEp);
     }
     // The base model shards its input embeddings on the vocabulary unless its plan names them.
-    auto withEmbedding = [](std::vector<PlanEntry> p) {
-        if (!p.empty() && std::none_of(p.begin(), p.end(), [](const PlanEntry& e) { return e.key == "embed_tokens"; }))
-            p.insert(p.begin(), {"embed_tokens", "embedding_rowwise"});
+    auto withEmbedding = [&](std::vector<PlanEntry> p) {
+        if (!p.empty() && std::none_of(p.begin(), p.end(), [&](const PlanEntry& e) { return e.key == embedName; }))
+            p.insert(p.begin(), {embedName, "embedding_rowwise"});
         return p;
     };
     s.defaultTpPlan = head;
@@ -542,9 +666,9 @@ void resolveDefaultPlans(ModelSpec& s)
                          base.size()),
              "base_model_prefix is 'language_model' but the base model lives in 'model'"});
     }
-    mergeInto(s.defaultTpPlan, withEmbedding(base), "model.");
+    mergeInto(s.defaultTpPlan, withEmbedding(base), baseName + ".");
     s.defaultEpPlan.clear();
-    mergeInto(s.defaultEpPlan, baseEp, "model.");
+    mergeInto(s.defaultEpPlan, baseEp, baseName + ".");
     s.supportsTpPlan = !s.defaultTpPlan.empty();
     if (c.family == Family::GptOss || c.family == Family::DeepseekV3) {
         s.diagnostics.push_back(
@@ -606,6 +730,26 @@ void applyQuantizedStorage(ModelSpec& s)
 
 } // namespace
 
+std::string modulePath(const LayerLayout& layout, std::string_view templatePath)
+{
+    if (!layout.renames)
+        return std::string(templatePath);
+    const auto renames = parseRenames(layout.renames);
+    std::string out, parent;
+    for (std::string_view rest = templatePath; !rest.empty();) {
+        const std::size_t dot = rest.find('.');
+        const std::string_view part = rest.substr(0, dot);
+        rest = dot == std::string_view::npos ? std::string_view{} : rest.substr(dot + 1);
+        const std::size_t colon = part.find(':'); // an op's name: model.layers.0.self_attn:rope
+        const std::string seg(part.substr(0, colon));
+        out += (out.empty() ? "" : ".") + renamed(renames, parent, seg);
+        if (colon != std::string_view::npos)
+            out += part.substr(colon);
+        parent = seg;
+    }
+    return out;
+}
+
 Result<ModelSpec> buildModelSpec(const ModelConfig& c)
 {
     if (c.family == Family::Unknown)
@@ -627,7 +771,7 @@ Result<ModelSpec> buildModelSpec(const ModelConfig& c)
         n.prefix = ours;
         s.className = c.causalLmClass;
     }
-    TreeBuilder b(s, c.dtype);
+    TreeBuilder b(s, c.dtype, c.layout.renames);
 
     const std::int64_t H = c.hiddenSize, V = c.vocabSize;
     int root = b.add(-1, "", s.className, ModuleKind::CausalLM);
@@ -639,14 +783,15 @@ Result<ModelSpec> buildModelSpec(const ModelConfig& c)
         buildLayer(b, c, n, layers, l);
     b.layerNorm(model, "norm", H, n.prefix + "RMSNorm", -1, c.layout.normParams);
     b.add(model, "rotary_emb", n.prefix + "RotaryEmbedding", ModuleKind::RotaryEmbedding);
-    int head = b.linear(root, "lm_head", V, H, false, -1);
+    int head = b.linear(root, "lm_head", V, H, c.layout.lmHeadBias, -1);
     if (c.tieWordEmbeddings)
-        b.at(head).params[0].tiedTo = "model.embed_tokens.weight";
+        b.at(head).params[0].tiedTo = b.at(embed).path + ".weight";
     applyQuantizedStorage(s);
 
+    const std::string baseName = b.at(model).name, embedName = b.at(embed).name;
     s.finalize();
     TP_RETURN_IF_ERROR(checkPlausibleSize(s));
-    resolveDefaultPlans(s);
+    resolveDefaultPlans(s, baseName, embedName);
     return s;
 }
 

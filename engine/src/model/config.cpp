@@ -80,9 +80,17 @@ struct TemplateRow
     LayerLayout layout = {};     // where its layer differs from the template's
     const char* biasKey = nullptr; // one config key for every bias (Starcoder2's use_bias)
     const char* oBiasKey = nullptr; // o_proj's bias has a key of its own (Seed-OSS's attention_out_bias)
+    const char* innerKey = nullptr; // the MLP's width under another key, 4 · hidden_size when null (GPT-J's n_inner)
 };
 using L = LayerLayout;
 constexpr L kPostNorms{.norms = L::Norms::Post};
+constexpr L kGraniteMoe{.qkNorm = L::QkNorm::None, .ffnBlock = "block_sparse_moe", .router = "router"};
+constexpr L kApertus{.qkNorm = L::QkNorm::PerHead, .gatedMlp = false,
+                     .renames = "input_layernorm=attention_layernorm,post_attention_layernorm=feedforward_layernorm",
+                     .extras = "mlp.act_fn:alpha_p[1],alpha_n[1],~beta[],~eps[]"};
+constexpr L kGptJ{.norms = L::Norms::Parallel, .normParams = L::NormParams::WeightAndBias, .gatedMlp = false,
+                  .upName = "fc_in", .downName = "fc_out", .alwaysMlpBias = true, .lmHeadBias = true,
+                  .renames = "model=transformer,layers=h,embed_tokens=wte,self_attn=attn,o_proj=out_proj,input_layernorm=ln_1,norm=ln_f"};
 const TemplateRow kTemplates[] = {
     {"exaone", Family::Llama, true},
     {"internlm3", Family::Llama, true},
@@ -98,6 +106,8 @@ const TemplateRow kTemplates[] = {
     {"ministral3", Family::Llama, false},
     {"seed_oss", Family::Llama, false, {}, nullptr, "attention_out_bias"},
     {"smollm3", Family::Llama, false},
+    {"hunyuan_v1_dense", Family::Llama, false, {.qkNorm = L::QkNorm::PerHead, .renames = "q_norm=query_layernorm,k_norm=key_layernorm"}},
+    {"diffllama", Family::Llama, false, {.extras = "self_attn:lambda_q1[hd],lambda_k1[hd],lambda_q2[hd],lambda_k2[hd]"}},
     // Composed: Llama's blocks with other norms, MLPs, biases, q/k norms or sinks.
     {"arcee", Family::Llama, false, {.gatedMlp = false}},
     {"jais2", Family::Llama, false, {.normParams = L::NormParams::WeightAndBias, .gatedMlp = false}},
@@ -118,12 +128,27 @@ const TemplateRow kTemplates[] = {
     {"cohere_compass_text", Family::Llama, false, {.norms = L::Norms::Parallel}},
     {"glm", Family::Llama, false, {.fusedGateUp = true, .attentionBiasOnO = false}},
     {"glm4", Family::Llama, false, {.norms = L::Norms::Sandwich, .fusedGateUp = true, .attentionBiasOnO = false}},
+    {"apertus", Family::Llama, false, kApertus},
+    {"apertus1p5_text", Family::Llama, false, kApertus},
+    // Other roots and names: GPT-NeoX, Phi, GPT-J, CodeGen.
+    {"gpt_neox", Family::Llama, false,
+     {.normParams = L::NormParams::WeightAndBias, .gatedMlp = false, .upName = "dense_h_to_4h", .downName = "dense_4h_to_h",
+      .fusedQkv = true, .qkvGroups = -1, .alwaysMlpBias = true,
+      .renames = "model=gpt_neox,embed_tokens=embed_in,self_attn=attention,qkv_proj=query_key_value,o_proj=dense,norm=final_layer_norm"}},
+    {"phi", Family::Llama, false,
+     {.norms = L::Norms::Parallel, .normParams = L::NormParams::WeightAndBias, .gatedMlp = false, .upName = "fc1", .downName = "fc2",
+      .alwaysAttentionBias = true, .alwaysMlpBias = true, .lmHeadBias = true, .renames = "o_proj=dense,norm=final_layernorm"}},
+    {"gptj", Family::Llama, false, kGptJ, nullptr, nullptr, "n_inner"},
+    {"codegen", Family::Llama, false, [] { L l = kGptJ; l.fusedQkv = true; l.qkvGroups = 4; return l; }(), nullptr, nullptr, "n_inner"},
     // Composed on Qwen3-MoE's or DeepSeek-V3's sparse blocks (routed experts fused as gate_up_proj /
     // down_proj, a router, shared experts).
     {"olmoe", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::Whole}},
     {"qwen2_moe", Family::Qwen3Moe, false,
      {.qkNorm = L::QkNorm::None, .qkvBias = true, .shared = "shared_expert", .sharedGate = true}},
-    {"granitemoe", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::None, .ffnBlock = "block_sparse_moe", .router = "router"}},
+    {"granitemoe", Family::Qwen3Moe, false, kGraniteMoe},
+    {"granitemoe_swa", Family::Qwen3Moe, false, [] { L l = kGraniteMoe; l.sinks = true; return l; }()},
+    {"granitemoeshared", Family::Qwen3Moe, false,
+     [] { L l = kGraniteMoe; l.extras = "shared_mlp.input_linear:weight[2S,H];shared_mlp.output_linear:weight[H,S]"; return l; }()},
     {"phimoe", Family::Qwen3Moe, false,
      {.normParams = L::NormParams::WeightAndBias, .qkNorm = L::QkNorm::None, .router = "router"}},
     {"solar_open", Family::DeepseekV3, false, {.gqaAttention = true}},
@@ -618,6 +643,7 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
     TP_RETURN_IF_ERROR(r.readInt("moe_intermediate_size", c.moeIntermediateSize, 0, kMaxFfn));
     for (const char* k : {"n_shared_experts", "num_shared_experts"})
         TP_RETURN_IF_ERROR(r.readInt(k, c.numSharedExperts, 0, kMaxSharedExperts));
+    TP_RETURN_IF_ERROR(r.readInt("shared_intermediate_size", c.sharedIntermediateSize, 0, kMaxFfn)); // Granite's
     TP_RETURN_IF_ERROR(r.readStringList("mlp_layer_types", c.mlpLayerTypes));
     TP_RETURN_IF_ERROR(r.readInt("shared_expert_intermediate_size", c.sharedIntermediateSize, 0, kMaxFfn));
     TP_RETURN_IF_ERROR(r.readInt("first_k_dense_replace", c.firstKDenseReplace, 0, kMaxLayers));
@@ -715,8 +741,8 @@ Status validate(const ModelConfig& c, const std::string& source)
     if (!c.mlpLayerTypes.empty() && static_cast<std::int64_t>(c.mlpLayerTypes.size()) != c.numLayers)
         return bad(fmt::format("mlp_layer_types has {} entries but num_hidden_layers is {}", c.mlpLayerTypes.size(),
                                c.numLayers));
-    for (const std::string& t : c.mlpLayerTypes)
-        if (t != "dense" && t != "sparse")
+    for (const std::string& t : c.mlpLayerTypes) // an unknown model type's own kinds are its business (DeepSeek-V4's hash_moe)
+        if (t != "dense" && t != "sparse" && c.family != Family::Unknown)
             return bad(fmt::format("mlp_layer_types has '{}': each entry must be \"dense\" or \"sparse\"",
                                    terminalSafe(t)));
     for (auto l : c.mlpOnlyLayers)
@@ -924,6 +950,11 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
             for (const auto& [k, v] : body->items())
                 if (stored(k) == k || !body->contains(stored(k)))
                     merged[stored(k)] = v;
+            // …and the reader goes by the attribute's name (GPT-J's n_embd is hidden_size).
+            if (aliases)
+                for (const auto& [attr, name] : aliases->items())
+                    if (name.is_string() && merged.contains(name.get<std::string>()) && !merged.contains(attr))
+                        merged[attr] = merged[name.get<std::string>()];
             body = &merged;
         }
     }
@@ -943,6 +974,11 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
             bool bias = false;
             TP_RETURN_IF_ERROR(r.readBool(row->biasKey, bias));
             c.attentionBias = c.mlpBias = bias;
+        }
+        if (row->innerKey) {
+            TP_RETURN_IF_ERROR(r.readInt(row->innerKey, c.intermediateSize, 0, kMaxFfn));
+            if (c.intermediateSize == 0)
+                c.intermediateSize = 4 * c.hiddenSize; // hidden_size is capped far below 2^61
         }
         if (row->oBiasKey) {
             bool oBias = false;

@@ -323,6 +323,27 @@ private:
         return "";
     }
 
+    // A group-major fused tensor (GraphNode::splitGroups) sharded on whole groups splits on each
+    // rank without communication: every rank cuts its own groups into their parts.
+    bool splitsLocally(const GraphNode& n)
+    {
+        const TensorLayout& in = lay(n.inputs[0]);
+        const std::int64_t features = gt(n.inputs[0]).features;
+        if (n.splitGroups < 1 || in.layout != Layout::ShardLast || features % n.splitGroups)
+            return false;
+        const std::int64_t group = features / n.splitGroups;
+        if (std::any_of(in.local.begin(), in.local.end(), [&](std::int64_t l) { return l % group; }))
+            return false;
+        const std::vector<std::int64_t> local = in.local;
+        for (int o : n.outputs) {
+            std::vector<std::int64_t> part(local.size());
+            for (std::size_t r = 0; r < local.size(); ++r)
+                part[r] = gt(o).features / n.splitGroups * (local[r] / group);
+            lay(o) = sharded(std::move(part));
+        }
+        return true;
+    }
+
     const Style* installed(int module) const
     {
         if (module < 0)
@@ -432,6 +453,8 @@ private:
                 lay(n.outputs[i]) = lay(n.inputs[i]);
             break;
         case OpKind::Split:
+            if (splitsLocally(n))
+                break;
             requireWhole(n.inputs[0], where,
                          fmt::format("cuts the fused output by its global sizes [{}]", fmt::join(n.parts, ", ")));
             for (int o : n.outputs)

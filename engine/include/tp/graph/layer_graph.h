@@ -65,6 +65,7 @@ struct GraphNode
     // Attention: heads and head sizes. Split: the part sizes. Experts/Router: E and top-k.
     std::int64_t heads = 0, kvHeads = 0, headDim = 0, vHeadDim = 0;
     std::vector<std::int64_t> parts;
+    std::int64_t splitGroups = 0; // Split: the fused tensor is that many groups of [parts] (GPT-NeoX: one per head)
     std::int64_t experts = 0, topK = 0;
     bool packed = false;         // GatedAct on one packed [gate; up] input
     int ownerModule = -1;        // Attention: the attention module (owner of sinks)

@@ -120,6 +120,21 @@ struct LayerLayout
     // DeepSeek's e_score_correction_bias: where the family has it (DeepSeek-V3: the router), on the
     // router, on the MoE block (MiniMax-M2), or none (DeepSeek-V2).
     enum class ScoreBias { Family, Router, Block, None } scoreBias = ScoreBias::Family;
+    bool fusedQkv = false;                // one qkv_proj [q + 2·kv, H] (CodeGen, GPT-NeoX)
+    int qkvGroups = 0;                    // …as groups of [q; k; v] parts: -1 one per head (GPT-NeoX), 4 (CodeGen)
+    bool alwaysAttentionBias = false;     // q/k/v/o have biases whatever attention_bias says (Phi)
+    bool alwaysMlpBias = false;           // the MLP's projections have biases (GPT-J, Phi, GPT-NeoX)
+    bool lmHeadBias = false;              // lm_head has a bias (Phi, GPT-J, CodeGen)
+    // The model type's own names for the template's modules: "from=to" pairs, comma-separated; from
+    // is a module's name, or "parent.name" to rename it under that parent only (GPT-J: model=transformer,
+    // layers=h, self_attn=attn, o_proj=out_proj).
+    const char* renames = nullptr;
+    // Parameters the template does not have: "module:name[dims],name[dims];module:…", the module a path
+    // under the decoder layer (made if missing: a Linear when it holds a 2-D weight). Dims are products
+    // of an integer and at most one size: H hidden_size, hd head_dim, nh heads, kv key/value heads,
+    // I intermediate_size, S shared_intermediate_size, E experts; [] is a scalar; ~name a buffer. A module with a zero
+    // dimension is left out (GraniteMoeShared's shared_mlp when shared_intermediate_size is 0).
+    const char* extras = nullptr;
 };
 
 struct ModelConfig

@@ -103,6 +103,10 @@ private:
 // The tree and default plans of a known family (config.family != Unknown).
 Result<ModelSpec> buildModelSpec(const ModelConfig& config);
 
+// A module path of the template family's tree (model.layers.0.self_attn.o_proj) under the model
+// type's own names (gpt_neox.layers.0.attention.dense): LayerLayout::renames, segment by segment.
+std::string modulePath(const LayerLayout& layout, std::string_view templatePath);
+
 // Tensor sizes a divides-check needs: which tp sizes split heads and KV heads evenly.
 std::vector<int> tpSizesDividingHeads(const ModelConfig& config, int maxT = 64);
 
