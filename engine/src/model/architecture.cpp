@@ -148,18 +148,25 @@ Names namesFor(Family f)
     return {"", ""};
 }
 
+// Calls f on each part of `text` between separators (the layout strings' lists and paths).
+template <class F>
+void forEachPart(std::string_view text, char separator, F&& f)
+{
+    while (!text.empty()) {
+        const std::size_t at = text.find(separator);
+        f(text.substr(0, at));
+        text = at == std::string_view::npos ? std::string_view{} : text.substr(at + 1);
+    }
+}
+
 // "a=b,c=d" into pairs (LayerLayout::renames); a malformed pair is skipped.
 std::map<std::string, std::string> parseRenames(const char* text)
 {
     std::map<std::string, std::string> out;
-    std::string_view rest = text ? text : "";
-    while (!rest.empty()) {
-        const std::size_t comma = rest.find(',');
-        const std::string_view pair = rest.substr(0, comma);
-        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    forEachPart(text ? text : "", ',', [&](std::string_view pair) {
         if (const std::size_t eq = pair.find('='); eq != std::string_view::npos)
             out.emplace(std::string(pair.substr(0, eq)), std::string(pair.substr(eq + 1)));
-    }
+    });
     return out;
 }
 
@@ -291,14 +298,10 @@ std::int64_t extraDim(std::string_view d, const ModelConfig& c)
 // malformed entry is a programming error that tst_model's fixtures catch, and is skipped here.
 void buildExtras(TreeBuilder& b, const ModelConfig& c, int layerModule, int layer)
 {
-    std::string_view rest = c.layout.extras ? c.layout.extras : "";
-    while (!rest.empty()) {
-        const std::size_t semi = rest.find(';');
-        std::string_view group = rest.substr(0, semi);
-        rest = semi == std::string_view::npos ? std::string_view{} : rest.substr(semi + 1);
+    forEachPart(c.layout.extras ? c.layout.extras : "", ';', [&](std::string_view group) {
         const std::size_t colon = group.find(':');
         if (colon == std::string_view::npos)
-            continue;
+            return;
         // The parameters first, so a module with a zero dimension is not made at all.
         std::vector<std::pair<std::string, std::vector<std::int64_t>>> params;
         bool empty = false;
@@ -307,37 +310,34 @@ void buildExtras(TreeBuilder& b, const ModelConfig& c, int layerModule, int laye
             if (open == std::string_view::npos || close == std::string_view::npos || close < open)
                 break;
             std::vector<std::int64_t> shape;
-            for (std::string_view dims = p.substr(open + 1, close - open - 1); !dims.empty();) {
-                const std::size_t comma = dims.find(',');
-                const std::int64_t v = extraDim(dims.substr(0, comma), c);
-                empty = empty || v <= 0;
-                shape.push_back(v);
-                dims = comma == std::string_view::npos ? std::string_view{} : dims.substr(comma + 1);
-            }
+            forEachPart(p.substr(open + 1, close - open - 1), ',', [&](std::string_view d) {
+                shape.push_back(extraDim(d, c));
+                empty = empty || shape.back() <= 0;
+            });
             params.emplace_back(std::string(p.substr(0, open)), std::move(shape));
             p = p.substr(close + 1);
             if (!p.empty() && p.front() == ',')
                 p.remove_prefix(1);
         }
         if (empty || params.empty())
-            continue;
+            return;
         int m = layerModule;
-        for (std::string_view path = group.substr(0, colon); !path.empty();) {
-            const std::size_t dot = path.find('.');
-            const std::string name(path.substr(0, dot));
-            path = dot == std::string_view::npos ? std::string_view{} : path.substr(dot + 1);
+        const std::string_view path = group.substr(0, colon);
+        forEachPart(path, '.', [&](std::string_view part) {
+            const std::string name(part);
             int next = b.child(m, name);
             if (next < 0) {
-                const bool linear = path.empty() && params.size() <= 2 && params[0].first == "weight" && params[0].second.size() == 2;
+                const bool last = part.end() == path.end();
+                const bool linear = last && params.size() <= 2 && params[0].first == "weight" && params[0].second.size() == 2;
                 next = b.add(m, name, linear ? "Linear" : "Module", linear ? ModuleKind::Linear : ModuleKind::Other, layer);
             }
             m = next;
-        }
+        });
         for (auto& [name, shape] : params) {
             const bool buffer = name.starts_with('~');
             b.param(m, name.substr(buffer ? 1 : 0), std::move(shape)).buffer = buffer;
         }
-    }
+    });
 }
 
 void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerModule, int layer)
@@ -734,19 +734,22 @@ std::string modulePath(const LayerLayout& layout, std::string_view templatePath)
 {
     if (!layout.renames)
         return std::string(templatePath);
-    const auto renames = parseRenames(layout.renames);
+    // The graph asks for every node: parse a layout's renames once per thread, not once per path.
+    thread_local const char* parsed = nullptr;
+    thread_local std::map<std::string, std::string> renames;
+    if (parsed != layout.renames) {
+        renames = parseRenames(layout.renames);
+        parsed = layout.renames;
+    }
     std::string out, parent;
-    for (std::string_view rest = templatePath; !rest.empty();) {
-        const std::size_t dot = rest.find('.');
-        const std::string_view part = rest.substr(0, dot);
-        rest = dot == std::string_view::npos ? std::string_view{} : rest.substr(dot + 1);
+    forEachPart(templatePath, '.', [&](std::string_view part) {
         const std::size_t colon = part.find(':'); // an op's name: model.layers.0.self_attn:rope
-        const std::string seg(part.substr(0, colon));
+        std::string seg(part.substr(0, colon));
         out += (out.empty() ? "" : ".") + renamed(renames, parent, seg);
         if (colon != std::string_view::npos)
             out += part.substr(colon);
-        parent = seg;
-    }
+        parent = std::move(seg);
+    });
     return out;
 }
 
