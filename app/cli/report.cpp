@@ -75,7 +75,7 @@ int comparePrediction(const tp::RunRecord& rec, const std::string& hardware, boo
     fmt::print("Measured vs predicted on {} ({}): {} · batch {} · prompt {} · logits {}\n", hw->id, hw->name,
                rec.settings.model, rec.settings.batch, rec.settings.seq, rec.settings.logits);
     for (const auto& c : *cmp) {
-        fmt::print("\nT={}  per layer, slowest rank: compute + communication (µs)\n", c.tp);
+        fmt::print("\nT={}  per layer, slowest rank: compute + communication, median of the samples (µs)\n", c.tp);
         fmt::print("  {:<7} {:>11} {:>11} {:>8}", "layer", "prefill", "predicted", "error");
         if (c.decode)
             fmt::print(" {:>11} {:>11} {:>8}", "decode", "predicted", "error");

@@ -22,15 +22,25 @@ double PhaseComparison::worstLayerError() const
 
 namespace {
 
+// A layer's measured time is its median over the run's samples (prefill iterations, sampled decode
+// steps) where the record has them: one forward's spans are a single sample, and one preemption of a
+// rank's thread on a busy host makes that layer several times slower than the phase's median. Records
+// without samples fall back to the spans.
+bool hasSamples(const std::vector<LayerTiming>& measured)
+{
+    return !measured.empty() && std::all_of(measured.begin(), measured.end(), [](const LayerTiming& t) { return t.hasSpread; });
+}
+
 PhaseComparison phase(const std::vector<LayerTiming>& measured, const CostReport& predicted, double measuredUs)
 {
     PhaseComparison p;
     p.measuredUs = measuredUs;
     p.predictedUs = predicted.totalSeconds() * 1e6;
+    const bool medians = hasSamples(measured);
     for (const LayerTiming& m : measured) {
         LayerComparison l;
         l.layer = m.layer;
-        l.measuredUs = m.computeUs + m.commUs;
+        l.measuredUs = medians ? m.medianUs : m.computeUs + m.commUs;
         for (const LayerCost& c : predicted.layers)
             if (c.layer == m.layer)
                 l.predictedUs = (c.computeSeconds + c.commSeconds) * 1e6;
@@ -63,9 +73,12 @@ Result<std::vector<RunComparison>> compareRecord(const RunRecord& record, const 
         c.prefill = phase(run.layers, estimateCost(spec, g, hw), run.medianSeconds * 1e6);
         if (run.decode.steps > 0) {
             // Decode step i holds the prompt, the i tokens before it and its own: context seq + i + 1.
-            const std::int64_t spanContext = s.seq + std::max(run.decode.spanStep, 0) + 1;
+            // Layer medians over the sampled steps are predicted at the middle step's context, one
+            // step's spans at that step's.
             c.decodeContext = s.seq + run.decode.steps / 2 + 1;
-            TP_ASSIGN_OR_RETURN(CostReport layers, estimateDecodeStep(spec, g, hw, s.batch, spanContext));
+            const std::int64_t layerContext = hasSamples(run.decode.layers) ? c.decodeContext
+                                                                            : s.seq + std::max(run.decode.spanStep, 0) + 1;
+            TP_ASSIGN_OR_RETURN(CostReport layers, estimateDecodeStep(spec, g, hw, s.batch, layerContext));
             TP_ASSIGN_OR_RETURN(CostReport step, estimateDecodeStep(spec, g, hw, s.batch, c.decodeContext));
             PhaseComparison d = phase(run.decode.layers, layers, run.decode.itlSeconds * 1e6);
             d.predictedUs = step.totalSeconds() * 1e6;

@@ -22,7 +22,8 @@ namespace tp {
 struct LayerComparison
 {
     int layer = -1;            // -1: outside the decoder layers (embedding, final norm, head)
-    double measuredUs = 0;     // compute + communication of the slowest rank, as recorded
+    double measuredUs = 0;     // compute + communication of the slowest rank: the median over the
+                               // record's samples (iterations, decode steps), else its one forward's
     double predictedUs = 0;    // the same from the cost model
     double error() const { return measuredUs > 0 ? (predictedUs - measuredUs) / measuredUs : 0; }
 };
@@ -45,9 +46,9 @@ struct RunComparison
 };
 
 // One entry per tp size of the record. `plan` is the plan the run used (its tpSize is set per
-// size); the record's storage dtype, batch, prompt and logits set the workload; the decode layers
-// are predicted at the context of the step whose spans the record kept, the ITL at the middle
-// step's. InvalidArgument when the plan is not valid at a recorded size.
+// size); the record's storage dtype, batch, prompt and logits set the workload; the ITL and the
+// decode layers' medians are predicted at the middle step's context (a record without per-layer
+// samples: its layers at the context of the step whose spans it kept). InvalidArgument when the plan is not valid at a recorded size.
 Result<std::vector<RunComparison>> compareRecord(const RunRecord& record, const ModelSpec& spec, const Plan& plan,
                                                  const HardwareProfile& hw);
 
