@@ -304,6 +304,45 @@ private slots:
                                                 << "config.json: mlp_layer_types has 1 entries but num_hidden_layers is 2";
         QTest::addRow("mlp_layer_types value") << R"({"model_type": "exaone_moe", "num_hidden_layers": 1, "mlp_layer_types": ["moe"]})"
                                                << "config.json: mlp_layer_types has 'moe': each entry must be";
+        QTest::addRow("mamba heads do not divide") << R"({"model_type": "bamba", "hidden_size": 64, "mamba_n_heads": 3})"
+                                                   << "config.json: mamba_n_heads (3) and mamba_n_groups (1) must divide mamba_expand · hidden_size (128)";
+        QTest::addRow("delta rule heads") << R"({"model_type": "qwen3_next", "linear_num_value_heads": 3, "linear_num_key_heads": 2})"
+                                          << "config.json: linear_num_value_heads (3) is not a multiple of linear_num_key_heads (2)";
+        QTest::addRow("lfm2_moe without layer_types") << R"({"model_type": "lfm2_moe"})" << "config.json: layer_types is not set";
+        QTest::addRow("lfm2 ffn multiplier") << R"({"model_type": "lfm2", "block_auto_adjust_ff_dim": true, "block_ffn_dim_multiplier": -1})"
+                                             << "config.json: block_ffn_dim_multiplier must be above 0 and at most 64, found -1";
+    }
+
+    // Which layers have a sequence mixer when layer_types is not written: each rule its config class's
+    // (Qwen3-Next: full attention every full_attention_interval layers, 4 by default; Bamba:
+    // attn_layer_indices; LFM2: full_attn_idxs, all layers without it).
+    void mixerLayers_data()
+    {
+        QTest::addColumn<QString>("json");
+        QTest::addColumn<QString>("mixerLayers");
+        QTest::addRow("qwen3_next default interval") << R"({"model_type": "qwen3_next", "num_hidden_layers": 8})" << "0,1,2,4,5,6";
+        QTest::addRow("qwen3_next interval 2") << R"({"model_type": "qwen3_next", "num_hidden_layers": 4, "full_attention_interval": 2})"
+                                               << "0,2";
+        QTest::addRow("qwen3_next layer_types") << R"({"model_type": "qwen3_next", "num_hidden_layers": 2,
+            "layer_types": ["full_attention", "linear_attention"]})" << "1";
+        QTest::addRow("bamba attn_layer_indices") << R"({"model_type": "bamba", "num_hidden_layers": 3, "attn_layer_indices": [1]})"
+                                                  << "0,2";
+        QTest::addRow("bamba all mamba") << R"({"model_type": "bamba", "num_hidden_layers": 2, "attn_layer_indices": null})" << "0,1";
+        QTest::addRow("lfm2 full_attn_idxs") << R"({"model_type": "lfm2", "num_hidden_layers": 3, "full_attn_idxs": [2]})" << "0,1";
+        QTest::addRow("lfm2 all attention") << R"({"model_type": "lfm2", "num_hidden_layers": 2})" << "";
+        QTest::addRow("llama none") << R"({"model_type": "llama", "num_hidden_layers": 2})" << "";
+    }
+    void mixerLayers()
+    {
+        QFETCH(QString, json);
+        QFETCH(QString, mixerLayers);
+        auto r = parseConfig(json.toStdString(), "config.json", nullptr);
+        QVERIFY2(r.ok(), r.ok() ? "" : r.status().message().c_str());
+        QStringList got;
+        for (std::int64_t l = 0; l < r->numLayers; ++l)
+            if (r->isMixerLayer(l))
+                got << QString::number(l);
+        QCOMPARE(got.join(','), mixerLayers);
     }
     void badInput()
     {

@@ -217,6 +217,43 @@ private slots:
             QVERIFY2(d.severity != Severity::Error, (d.where + ": " + d.message).c_str());
     }
 
+    // A sequence mixer (Qwen3-Next's gated delta rule, layer 0 of its fixture) runs on whole tensors:
+    // Transformers' default plan gathers its input projections and out_proj (colwise_gather_output),
+    // and a projection left sharded is an error at the mixer. The engine refuses to run it.
+    void sequenceMixersPlanOnWholeTensors()
+    {
+        const ojson fixture = readJson(kFixtures + "/architectures/qwen3_next.json");
+        QTemporaryDir dir;
+        std::ofstream(dir.filePath("config.json").toStdString()) << fixture["config"].dump(1);
+        auto om = openModel(dir.path().toStdString());
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        const LayerGraph lg = buildLayerGraph(om->spec);
+        const auto mixer = std::find_if(lg.nodes.begin(), lg.nodes.end(), [](const GraphNode& n) { return n.kind == OpKind::Mixer; });
+        QVERIFY(mixer != lg.nodes.end());
+        QCOMPARE(mixer->name, std::string("model.layers.0.linear_attn"));
+        QCOMPARE(mixer->inputs.size(), std::size_t(2)); // in_proj_qkvz, in_proj_ba
+        QCOMPARE(lg.tensors[static_cast<std::size_t>(mixer->outputs[0])].features, 32); // 4 value heads of 8
+        QCOMPARE(std::count_if(lg.nodes.begin(), lg.nodes.end(), [](const GraphNode& n) { return n.kind == OpKind::Mixer; }), 1);
+        QVERIFY2(lg.unsupported.find("gated delta rule") != std::string::npos, lg.unsupported.c_str());
+
+        Plan p = defaultPlan(om->spec, 2);
+        const ShardedGraph g = shardModel(om->spec, p);
+        QVERIFY(g.valid());
+        QCOMPARE(std::count_if(g.collectives.begin(), g.collectives.end(), [](const Collective& c) {
+                     return c.kind == CollectiveKind::AllGather && c.where.find(".linear_attn.") != std::string::npos;
+                 }),
+                 3);
+        for (PlanEntry& e : p.entries)
+            if (e.key == "model.layers.*.linear_attn.in_proj_qkvz")
+                e.style = "colwise";
+        const ShardedGraph bad = shardModel(om->spec, p);
+        QVERIFY(!bad.valid());
+        QVERIFY(std::any_of(bad.diagnostics.begin(), bad.diagnostics.end(), [](const Diagnostic& d) {
+            return d.severity == Severity::Error && d.where == "model.layers.*.linear_attn"
+                && d.message.find("runs its convolution and recurrent state over all channels") != std::string::npos;
+        }));
+    }
+
     // The fixtures and resources/model_types.json come from the same Transformers and list the same
     // model types; how many of them TP Studio opens is printed.
     void architectureCoverage()

@@ -25,6 +25,7 @@ const char* opKindName(OpKind k)
     case OpKind::GatedAct: return "gated_act";
     case OpKind::Router: return "router";
     case OpKind::Experts: return "experts";
+    case OpKind::Mixer: return "mixer";
     case OpKind::Add: return "add";
     case OpKind::Logits: return "logits";
     }
@@ -36,6 +37,7 @@ const char* activationName(Activation a)
     switch (a) {
     case Activation::Silu: return "silu";
     case Activation::GeluTanh: return "gelu_pytorch_tanh";
+    case Activation::Sigmoid: return "sigmoid";
     }
     return "?";
 }
@@ -145,6 +147,11 @@ public:
                                               rs->type);
         if (m_c.bidirectionalAttention)
             m_g.unsupported = "use_bidirectional_attention: the engine computes causal language models only";
+        if (m_c.layout.mixer != LayerLayout::Mixer::None)
+            m_g.unsupported = fmt::format("the engine does not compute {} layers ('{}'); they are planned only", mixerTitle(m_c.layout.mixer),
+                                          m_c.layout.mixerName);
+        else if (m_c.layout.gatedQuery)
+            m_g.unsupported = "the engine does not compute the sigmoid gate on the attention output (q_proj's second half); it is planned only";
         m_g.ropes.push_back(ropeTable(m_c.ropeTheta, m_c.ropeScaling, m_c.headDim, m_c.maxPositionEmbeddings));
         if (m_c.slidingRope) // rope 1: the sliding layers' own
             m_g.ropes.push_back(ropeTable(m_c.slidingRope->theta, m_c.slidingRope->scaling, m_c.headDim, m_c.maxPositionEmbeddings));
@@ -290,9 +297,11 @@ private:
     int attention(const std::string& p, int x)
     {
         const std::int64_t H = m_c.numHeads, KV = m_c.numKvHeads, hd = m_c.headDim;
+        if (m_c.isMixerLayer(m_layer))
+            return mixer(p.substr(0, p.rfind('.') + 1) + m_c.layout.mixerName, x);
         if (m_c.isMla())
             return mla(p, x);
-        int q, k, v;
+        int q, k, v, gate = -1;
         if (m_t.fusedQkv || m_c.layout.fusedQkv) {
             const int qkv = module(OpKind::Linear, p + ".qkv_proj", {x}, (H + 2 * KV) * hd);
             GraphNode& s = node(OpKind::Split, p + ":split_qkv", -1, {qkv});
@@ -302,7 +311,14 @@ private:
             k = output(m_g.nodes.back(), KV * hd, "k");
             v = output(m_g.nodes.back(), KV * hd, "v");
         } else {
-            q = module(OpKind::Linear, p + ".q_proj", {x}, H * hd);
+            q = module(OpKind::Linear, p + ".q_proj", {x}, (m_c.layout.gatedQuery ? 2 : 1) * H * hd);
+            if (m_c.layout.gatedQuery) { // per head [q | gate] (Qwen3-Next)
+                GraphNode& s = node(OpKind::Split, p + ":split_gate", -1, {q});
+                s.parts = {H * hd, H * hd};
+                s.splitGroups = H;
+                q = output(s, H * hd, "q");
+                gate = output(m_g.nodes.back(), H * hd, "gate");
+            }
             k = module(OpKind::Linear, p + ".k_proj", {x}, KV * hd);
             v = module(OpKind::Linear, p + ".v_proj", {x}, KV * hd);
             using Q = LayerLayout::QkNorm;
@@ -333,8 +349,51 @@ private:
             at.temperatureFloor = m_c.floorScale;
             at.temperatureScale = m_c.attnScale;
         }
-        const int o = output(at, H * hd);
+        int o = output(at, H * hd);
+        if (gate >= 0) { // attention · sigmoid(gate)
+            GraphNode& g = node(OpKind::GatedAct, p + ":gate", -1, {gate, o});
+            g.act = Activation::Sigmoid;
+            o = output(g, H * hd);
+        }
         return module(OpKind::Linear, p + ".o_proj", {o}, m_c.hiddenSize);
+    }
+
+    // LayerLayout::mixer at module path `p`: its input projections, the mixer, out_proj.
+    int mixer(const std::string& p, int x)
+    {
+        using M = LayerLayout::Mixer;
+        const MixerSizes& m = m_c.mixer;
+        const std::int64_t H = m_c.hiddenSize;
+        std::vector<int> in;
+        auto proj = [&](const char* name, std::int64_t features) { in.push_back(module(OpKind::Linear, p + "." + name, {x}, features)); };
+        std::int64_t inner = H;
+        switch (m_c.layout.mixer) {
+        case M::None: return x;
+        case M::GatedDeltaNet:
+        case M::GatedDeltaNetSplit: {
+            const std::int64_t key = m.keyHeads * m.keyDim;
+            inner = m.heads * m.valueDim;
+            if (m_c.layout.mixer == M::GatedDeltaNet) {
+                proj("in_proj_qkvz", 2 * key + 2 * inner);
+                proj("in_proj_ba", 2 * m.heads);
+            } else {
+                proj("in_proj_qkv", 2 * key + inner);
+                proj("in_proj_z", inner);
+                proj("in_proj_b", m.heads);
+                proj("in_proj_a", m.heads);
+            }
+            break;
+        }
+        case M::Mamba2:
+            inner = m.inner;
+            proj("in_proj", 2 * m.inner + 2 * m.groups * m.state + m.heads);
+            break;
+        case M::ShortConv: proj("in_proj", 3 * H); break;
+        }
+        GraphNode& n = node(OpKind::Mixer, p, indexOf(p), std::move(in));
+        n.heads = m.heads;
+        const int y = output(n, inner);
+        return module(OpKind::Linear, p + ".out_proj", {y}, H);
     }
 
     // Llama4TextL2Norm: per head, no weight.
@@ -396,6 +455,25 @@ private:
     }
 
     int feedForward(const std::string& layerPath, int x)
+    {
+        // Granite's shared_mlp beside (or, without experts, in place of) the layer's feed-forward block:
+        // input_linear [gate; up] → act → output_linear.
+        const std::string shared = layerPath + ".shared_mlp";
+        if (m_spec.find(modulePath(m_c.layout, shared))) {
+            const int gu = module(OpKind::Linear, shared + ".input_linear", {x}, 2 * m_c.sharedIntermediateSize);
+            GraphNode& act = node(OpKind::GatedAct, shared + ":act", -1, {gu});
+            act.packed = true;
+            act.act = m_act;
+            const int a = output(act, m_c.sharedIntermediateSize);
+            const int s = module(OpKind::Linear, shared + ".output_linear", {a}, m_c.hiddenSize);
+            if (!m_c.isMoeLayer(m_layer) && m_c.layout.noDenseMlp)
+                return s;
+            return add(layerPath + ":shared_mlp_sum", feedForwardBlock(layerPath, x), s);
+        }
+        return feedForwardBlock(layerPath, x);
+    }
+
+    int feedForwardBlock(const std::string& layerPath, int x)
     {
         const std::string ffn = layerPath + "." + (m_c.layout.ffnBlock && m_c.isMoeLayer(m_layer) ? m_c.layout.ffnBlock : m_t.ffnBlock);
         const ModuleSpec* block = m_spec.find(modulePath(m_c.layout, ffn));

@@ -215,7 +215,9 @@ public:
     ParamSpec& param(int module, std::string name, std::vector<std::int64_t> shape, DType dtype)
     {
         ParamSpec p;
-        p.name = std::move(name);
+        // A parameter renamed by ".name=to" (LFM2-MoE's expert_bias is DeepSeek's e_score_correction_bias).
+        const auto it = m_renames.find("." + name);
+        p.name = it == m_renames.end() ? std::move(name) : it->second;
         p.shape = std::move(shape);
         p.dtype = dtype;
         auto& params = m_spec.modules[static_cast<std::size_t>(module)].params;
@@ -379,7 +381,7 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
     if (c.layout.fusedQkv) {
         b.linear(a, "qkv_proj", q + 2 * kv, H, qkvBias, layer);
     } else {
-        b.linear(a, "q_proj", q, H, qkvBias, layer);
+        b.linear(a, "q_proj", c.layout.gatedQuery ? 2 * q : q, H, qkvBias, layer);
         b.linear(a, "k_proj", kv, H, qkvBias, layer);
         b.linear(a, "v_proj", kv, H, qkvBias, layer);
     }
@@ -393,6 +395,60 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
                    && (c.family == Family::Qwen3 || c.family == Family::Qwen3Moe || c.family == Family::Gemma3))) {
         b.norm(a, "q_norm", hd, norm, layer);
         b.norm(a, "k_norm", hd, norm, layer);
+    }
+}
+
+// LayerLayout::mixer in place of attention, with Transformers' parameter shapes.
+void buildMixer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerModule, int layer)
+{
+    using M = LayerLayout::Mixer;
+    const MixerSizes& m = c.mixer;
+    const std::int64_t H = c.hiddenSize;
+    const char* cls = c.layout.mixer == M::Mamba2 ? "MambaLayer" : c.layout.mixer == M::ShortConv ? "ShortConv" : "GatedDeltaNet";
+    int x = b.add(layerModule, c.layout.mixerName, n.prefix + cls, ModuleKind::Other, layer);
+    auto conv = [&](const char* name, std::int64_t channels, bool bias) {
+        int k = b.add(x, name, "Conv1d", ModuleKind::Other, layer);
+        b.param(k, "weight", {channels, 1, m.kernel});
+        if (bias)
+            b.param(k, "bias", {channels});
+    };
+    switch (c.layout.mixer) {
+    case M::None: break;
+    case M::GatedDeltaNet:
+    case M::GatedDeltaNetSplit: {
+        const std::int64_t key = m.keyHeads * m.keyDim, value = m.heads * m.valueDim;
+        b.param(x, "dt_bias", {m.heads});
+        b.param(x, "A_log", {m.heads});
+        conv("conv1d", 2 * key + value, false);
+        if (c.layout.mixer == M::GatedDeltaNet) {
+            b.linear(x, "in_proj_qkvz", 2 * key + 2 * value, H, false, layer);
+            b.linear(x, "in_proj_ba", 2 * m.heads, H, false, layer);
+        } else {
+            b.linear(x, "in_proj_qkv", 2 * key + value, H, false, layer);
+            b.linear(x, "in_proj_z", value, H, false, layer);
+            b.linear(x, "in_proj_b", m.heads, H, false, layer);
+            b.linear(x, "in_proj_a", m.heads, H, false, layer);
+        }
+        b.norm(x, "norm", m.valueDim, n.prefix + "RMSNormGated", layer);
+        b.linear(x, "out_proj", H, value, false, layer);
+        break;
+    }
+    case M::Mamba2: {
+        const std::int64_t convDim = m.inner + 2 * m.groups * m.state;
+        conv("conv1d", convDim, m.convBias);
+        b.linear(x, "in_proj", m.inner + convDim + m.heads, H, m.projBias, layer);
+        b.param(x, "dt_bias", {m.heads});
+        b.param(x, "A_log", {m.heads});
+        b.norm(x, "norm", m.inner, n.prefix + "RMSNormGated", layer);
+        b.param(x, "D", {m.heads});
+        b.linear(x, "out_proj", H, m.inner, m.projBias, layer);
+        break;
+    }
+    case M::ShortConv:
+        conv("conv", H, m.convBias);
+        b.linear(x, "in_proj", 3 * H, H, m.convBias, layer);
+        b.linear(x, "out_proj", H, H, m.convBias, layer);
+        break;
     }
 }
 
@@ -468,9 +524,13 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
     const std::int64_t H = c.hiddenSize;
     const std::string norm = n.prefix + "RMSNorm";
     int l = b.add(layers, std::to_string(layer), n.prefix + "DecoderLayer", ModuleKind::DecoderLayer, layer);
-    buildAttention(b, c, n, l, layer);
+    if (c.isMixerLayer(layer))
+        buildMixer(b, c, n, l, layer);
+    else
+        buildAttention(b, c, n, l, layer);
     if (c.isMoeLayer(layer)) {
         buildMoe(b, c, n, l, layer);
+    } else if (c.layout.noDenseMlp) {
     } else if (c.family == Family::Phi3) {
         int m = b.add(l, "mlp", "Phi3MLP", ModuleKind::Mlp, layer);
         b.linear(m, "gate_up_proj", 2 * c.intermediateSize, H, false, layer);

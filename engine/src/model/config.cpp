@@ -85,6 +85,14 @@ struct TemplateRow
 using L = LayerLayout;
 constexpr L kPostNorms{.norms = L::Norms::Post};
 constexpr L kGraniteMoe{.qkNorm = L::QkNorm::None, .ffnBlock = "block_sparse_moe", .router = "router"};
+constexpr const char* kGraniteSharedMlp = "shared_mlp.input_linear:weight[2S,H];shared_mlp.output_linear:weight[H,S]";
+constexpr L kQwen3Next{.qkNorm = L::QkNorm::PerHead, .shared = "shared_expert", .sharedGate = true, .mixer = L::Mixer::GatedDeltaNet,
+                       .mixerName = "linear_attn", .mixerLayer = "linear_attention", .gatedQuery = true};
+constexpr L kLfm2{.qkNorm = L::QkNorm::PerHead,
+                  .renames = "input_layernorm=operator_norm,post_attention_layernorm=ffn_norm,o_proj=out_proj,q_norm=q_layernorm,"
+                             "k_norm=k_layernorm,mlp=feed_forward,mlp.gate_proj=w1,mlp.up_proj=w3,mlp.down_proj=w2,"
+                             "model.norm=embedding_norm,.e_score_correction_bias=expert_bias",
+                  .mixer = L::Mixer::ShortConv, .mixerName = "conv", .mixerLayer = "conv"};
 constexpr L kApertus{.qkNorm = L::QkNorm::PerHead, .gatedMlp = false,
                      .renames = "input_layernorm=attention_layernorm,post_attention_layernorm=feedforward_layernorm",
                      .extras = "mlp.act_fn:alpha_p[1],alpha_n[1],~beta[],~eps[]"};
@@ -148,7 +156,7 @@ const TemplateRow kTemplates[] = {
     {"granitemoe", Family::Qwen3Moe, false, kGraniteMoe},
     {"granitemoe_swa", Family::Qwen3Moe, false, [] { L l = kGraniteMoe; l.sinks = true; return l; }()},
     {"granitemoeshared", Family::Qwen3Moe, false,
-     [] { L l = kGraniteMoe; l.extras = "shared_mlp.input_linear:weight[2S,H];shared_mlp.output_linear:weight[H,S]"; return l; }()},
+     [] { L l = kGraniteMoe; l.extras = kGraniteSharedMlp; return l; }()},
     {"phimoe", Family::Qwen3Moe, false,
      {.normParams = L::NormParams::WeightAndBias, .qkNorm = L::QkNorm::None, .router = "router"}},
     {"solar_open", Family::DeepseekV3, false, {.gqaAttention = true}},
@@ -167,6 +175,21 @@ const TemplateRow kTemplates[] = {
     {"minicpm3", Family::DeepseekV3, false},
     {"youtu", Family::DeepseekV3, false},
     {"minimax_m2", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::Whole, .scoreBias = L::ScoreBias::Block}},
+    // Sequence mixers in place of attention on some layers (LayerLayout::mixer): gated delta rule,
+    // Mamba 2, short convolution.
+    {"qwen3_next", Family::Qwen3Moe, false, kQwen3Next},
+    {"qwen3_5_moe_text", Family::Qwen3Moe, false, [] { L l = kQwen3Next; l.mixer = L::Mixer::GatedDeltaNetSplit; return l; }()},
+    {"qwen3_5_text", Family::Llama, false,
+     {.qkNorm = L::QkNorm::PerHead, .mixer = L::Mixer::GatedDeltaNetSplit, .mixerName = "linear_attn", .mixerLayer = "linear_attention",
+      .gatedQuery = true}},
+    {"bamba", Family::Llama, false,
+     {.renames = "mlp=feed_forward,post_attention_layernorm=pre_ff_layernorm,model.norm=final_layernorm",
+      .mixer = L::Mixer::Mamba2, .mixerName = "mamba", .mixerLayer = "linear_attention"}},
+    {"granitemoehybrid", Family::Qwen3Moe, false,
+     [] { L l = kGraniteMoe; l.extras = kGraniteSharedMlp; l.mixer = L::Mixer::Mamba2; l.mixerName = "mamba";
+          l.mixerLayer = "linear_attention"; l.noDenseMlp = true; return l; }()},
+    {"lfm2", Family::Llama, false, kLfm2},
+    {"lfm2_moe", Family::Qwen3Moe, false, [] { L l = kLfm2; l.scoreBias = L::ScoreBias::Block; return l; }()},
 };
 
 // resources/model_types.json, embedded (scripts/make-model-types.py writes it from Transformers).
@@ -579,6 +602,89 @@ Status readDType(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>* 
     return {};
 }
 
+// LayerLayout::mixer's sizes under the model type's keys, and which layers have it where
+// layer_types is not written (each rule its config class's __post_init__).
+Status readMixer(const FieldReader& r, ModelConfig& c)
+{
+    using M = LayerLayout::Mixer;
+    MixerSizes& m = c.mixer;
+    const bool layerTypesGiven = r.has("layer_types");
+    auto bad = [&](const std::string& what) { return invalidArgument(r.source() + ": " + what); };
+    switch (c.layout.mixer) {
+    case M::None: return {};
+    case M::GatedDeltaNet:
+    case M::GatedDeltaNetSplit: {
+        TP_RETURN_IF_ERROR(r.readInt("linear_num_value_heads", m.heads, 1, kMaxHeads));
+        TP_RETURN_IF_ERROR(r.readInt("linear_num_key_heads", m.keyHeads, 1, kMaxHeads));
+        TP_RETURN_IF_ERROR(r.readInt("linear_key_head_dim", m.keyDim, 1, kMaxHeadDim));
+        TP_RETURN_IF_ERROR(r.readInt("linear_value_head_dim", m.valueDim, 1, kMaxHeadDim));
+        TP_RETURN_IF_ERROR(r.readInt("linear_conv_kernel_dim", m.kernel, 1, 1024));
+        if (m.heads % m.keyHeads) // each key head serves heads / keyHeads value heads
+            return bad(fmt::format("linear_num_value_heads ({}) is not a multiple of linear_num_key_heads ({})", m.heads, m.keyHeads));
+        std::int64_t interval = 4;
+        TP_RETURN_IF_ERROR(r.readInt("full_attention_interval", interval, 1, kMaxLayers));
+        if (!layerTypesGiven)
+            for (std::int64_t l = 0; l < c.numLayers; ++l)
+                c.layerTypes.push_back((l + 1) % interval ? "linear_attention" : "full_attention");
+        break;
+    }
+    case M::Mamba2: {
+        std::int64_t expand = 2;
+        TP_RETURN_IF_ERROR(r.readInt("mamba_n_heads", m.heads, 1, kMaxHeads));
+        TP_RETURN_IF_ERROR(r.readInt("mamba_d_state", m.state, 1, kMaxHeadDim));
+        TP_RETURN_IF_ERROR(r.readInt("mamba_n_groups", m.groups, 1, kMaxHeads));
+        TP_RETURN_IF_ERROR(r.readInt("mamba_d_conv", m.kernel, 1, 1024));
+        TP_RETURN_IF_ERROR(r.readInt("mamba_expand", expand, 1, 64));
+        TP_RETURN_IF_ERROR(r.readBool("mamba_conv_bias", m.convBias));
+        TP_RETURN_IF_ERROR(r.readBool("mamba_proj_bias", m.projBias));
+        m.inner = expand * c.hiddenSize;
+        if (m.inner % m.heads || m.inner % m.groups)
+            return bad(fmt::format("mamba_n_heads ({}) and mamba_n_groups ({}) must divide mamba_expand · hidden_size ({})",
+                                   m.heads, m.groups, m.inner));
+        if (!layerTypesGiven) { // Bamba: attn_layer_indices; Granite 4: every layer Mamba
+            std::vector<std::int64_t> attention;
+            TP_RETURN_IF_ERROR(r.readIntList("attn_layer_indices", attention));
+            for (std::int64_t l = 0; l < c.numLayers; ++l)
+                c.layerTypes.push_back(std::find(attention.begin(), attention.end(), l) != attention.end() ? "full_attention"
+                                                                                                           : "linear_attention");
+        }
+        break;
+    }
+    case M::ShortConv: {
+        TP_RETURN_IF_ERROR(r.readInt("conv_L_cache", m.kernel, 1, 1024));
+        TP_RETURN_IF_ERROR(r.readBool("conv_bias", m.convBias));
+        bool adjust = false;
+        TP_RETURN_IF_ERROR(r.readBool("block_auto_adjust_ff_dim", adjust));
+        if (adjust && c.modelType == "lfm2") { // Lfm2MLP: two thirds, times the multiplier, rounded up to multiple_of
+            std::optional<double> multiplier;
+            std::int64_t multipleOf = 1;
+            TP_RETURN_IF_ERROR(r.readOptDouble("block_ffn_dim_multiplier", multiplier));
+            TP_RETURN_IF_ERROR(r.readInt("block_multiple_of", multipleOf, 1, kMaxFfn));
+            std::int64_t i = 2 * c.intermediateSize / 3;
+            if (multiplier) {
+                if (!(*multiplier > 0 && *multiplier <= 64))
+                    return bad(fmt::format("block_ffn_dim_multiplier must be above 0 and at most 64, found {}", *multiplier));
+                i = static_cast<std::int64_t>(*multiplier * static_cast<double>(i));
+                i = multipleOf * ((i + multipleOf - 1) / multipleOf);
+            }
+            c.intermediateSize = i;
+        }
+        if (!layerTypesGiven) {
+            if (c.modelType != "lfm2") // Lfm2MoeConfig leaves layer_types None, and its layers index it
+                return bad("layer_types is not set: it names each layer 'conv' or 'full_attention'");
+            std::vector<std::int64_t> full;
+            TP_RETURN_IF_ERROR(r.readIntList("full_attn_idxs", full));
+            for (std::int64_t l = 0; l < c.numLayers; ++l)
+                c.layerTypes.push_back(!r.has("full_attn_idxs") || std::find(full.begin(), full.end(), l) != full.end()
+                                           ? "full_attention"
+                                           : "conv");
+        }
+        break;
+    }
+    }
+    return {};
+}
+
 Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>* diags)
 {
     TP_RETURN_IF_ERROR(r.readInt("vocab_size", c.vocabSize, 1, kMaxVocab));
@@ -646,7 +752,8 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
     TP_RETURN_IF_ERROR(r.readInt("shared_intermediate_size", c.sharedIntermediateSize, 0, kMaxFfn)); // Granite's
     TP_RETURN_IF_ERROR(r.readStringList("mlp_layer_types", c.mlpLayerTypes));
     TP_RETURN_IF_ERROR(r.readInt("shared_expert_intermediate_size", c.sharedIntermediateSize, 0, kMaxFfn));
-    TP_RETURN_IF_ERROR(r.readInt("first_k_dense_replace", c.firstKDenseReplace, 0, kMaxLayers));
+    for (const char* k : {"first_k_dense_replace", "num_dense_layers"}) // DeepSeek's, LFM2-MoE's
+        TP_RETURN_IF_ERROR(r.readInt(k, c.firstKDenseReplace, 0, kMaxLayers));
     TP_RETURN_IF_ERROR(r.readInt("decoder_sparse_step", c.decoderSparseStep, 1, kMaxLayers));
     TP_RETURN_IF_ERROR(r.readIntList("mlp_only_layers", c.mlpOnlyLayers));
     TP_RETURN_IF_ERROR(r.readInt("interleave_moe_layer_step", c.interleaveMoeLayerStep, 1, kMaxLayers));
@@ -855,6 +962,19 @@ std::vector<Family> allFamilies()
     return out;
 }
 
+const char* mixerTitle(LayerLayout::Mixer m)
+{
+    using M = LayerLayout::Mixer;
+    switch (m) {
+    case M::None: return "";
+    case M::Mamba2: return "Mamba 2";
+    case M::GatedDeltaNet:
+    case M::GatedDeltaNetSplit: return "gated delta rule";
+    case M::ShortConv: return "short convolution";
+    }
+    return "";
+}
+
 bool ModelConfig::isMoeLayer(std::int64_t layer) const
 {
     if (!isMoe())
@@ -865,7 +985,7 @@ bool ModelConfig::isMoeLayer(std::int64_t layer) const
     switch (family) {
     case Family::Qwen3Moe:
         return !std::binary_search(mlpOnlyLayers.begin(), mlpOnlyLayers.end(), layer)
-            && (layer + 1) % decoderSparseStep == 0;
+            && (layer + 1) % decoderSparseStep == 0 && layer >= firstKDenseReplace;
     case Family::DeepseekV3: return layer >= firstKDenseReplace;
     case Family::Llama4:
         if (!mlpOnlyLayers.empty() || interleaveMoeLayerStep < 1)
@@ -975,6 +1095,7 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
             TP_RETURN_IF_ERROR(r.readBool(row->biasKey, bias));
             c.attentionBias = c.mlpBias = bias;
         }
+        TP_RETURN_IF_ERROR(readMixer(r, c));
         if (row->innerKey) {
             TP_RETURN_IF_ERROR(r.readInt(row->innerKey, c.intermediateSize, 0, kMaxFfn));
             if (c.intermediateSize == 0)

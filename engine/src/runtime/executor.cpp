@@ -1362,6 +1362,7 @@ private:
         case OpKind::Add: return be.add(in(k, n, 0), in(k, n, 1), y);
         case OpKind::Logits: // whole on every rank here; soft-capped in place (Gemma 2)
             return n.softcap > 0 ? be.scale(in(k, n, 0), in(k, n, 0), 1, n.softcap) : Status();
+        case OpKind::Mixer: return unimplemented(fmt::format("{}: a sequence mixer is planned only", n.name));
         }
         return {};
     }

@@ -304,6 +304,9 @@ private:
             TP_RETURN_IF_ERROR(need(n, in(0) == in(1), [&] { return fmt::format("adds {} to {} features", in(1), in(0)); }));
             return in(0);
         case OpKind::Logits: return in(0);
+        case OpKind::Mixer: // the graph says unsupported first
+            TP_RETURN_IF_ERROR(need(n, false, [] { return std::string("a sequence mixer: planned only"); }));
+            return 0;
         }
         return 0;
     }

@@ -472,6 +472,11 @@ private:
             setWhole(n.outputs[0], gt(n.outputs[0]).features);
             break;
         case OpKind::Experts: experts(n, where); break;
+        case OpKind::Mixer: // its convolution, state and gated norm run over whole heads on every rank
+            for (int t : n.inputs)
+                requireWhole(t, where, "runs its convolution and recurrent state over all channels");
+            setWhole(n.outputs[0], gt(n.outputs[0]).features);
+            break;
         case OpKind::Add: addNode(n, ni, where); break;
         case OpKind::Logits:
             if (lay(n.inputs[0]).layout == Layout::ShardLast)

@@ -7,6 +7,7 @@ namespace tp {
 enum class Activation {
     Silu,         // x·sigmoid(x) ("silu")
     GeluTanh,     // the tanh approximation of GELU ("gelu_pytorch_tanh")
+    Sigmoid,      // sigmoid(x): Qwen3-Next's gate on the attention output (planned; the backends refuse it)
 };
 const char* activationName(Activation a);
 

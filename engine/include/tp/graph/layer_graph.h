@@ -29,6 +29,8 @@ enum class OpKind {
     GatedAct,     // act(gate) · up; one packed input (Phi-3 gate_up) or two; one unpacked input: act(x)
     Router,       // top-k routing scores
     Experts,      // fused routed experts
+    Mixer,        // a sequence mixer in place of attention (Mamba 2, gated delta rule, short convolution): its
+                  // input projections in, the input of out_proj out; planned on whole tensors, not computed
     Add,          // residual or shared-expert sum
     Logits,       // the model output: must be whole on every rank
 };

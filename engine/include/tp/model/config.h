@@ -135,6 +135,29 @@ struct LayerLayout
     // I intermediate_size, S shared_intermediate_size, E experts; [] is a scalar; ~name a buffer. A module with a zero
     // dimension is left out (GraniteMoeShared's shared_mlp when shared_intermediate_size is 0).
     const char* extras = nullptr;
+    // A sequence mixer in place of attention on the layers whose layer_types entry is mixerLayer:
+    // Mamba 2 (Bamba, Granite 4), the gated delta rule with fused (Qwen3-Next) or separate (Qwen3.5)
+    // input projections, or LFM2's short convolution. Planned (shards, collectives, memory), not
+    // computed by the engine.
+    enum class Mixer { None, Mamba2, GatedDeltaNet, GatedDeltaNetSplit, ShortConv } mixer = Mixer::None;
+    const char* mixerName = nullptr;  // the layer's attribute: mamba, linear_attn, conv
+    const char* mixerLayer = nullptr; // its layer_types value: linear_attention, conv
+    bool noDenseMlp = false;          // a layer without experts has no MLP of its own (Granite 4's dense models)
+    bool gatedQuery = false;          // q_proj also yields a sigmoid gate on the attention output, per head [2·q, H] (Qwen3-Next)
+};
+
+// "Mamba 2", "gated delta rule", "short convolution" (none: "").
+const char* mixerTitle(LayerLayout::Mixer m);
+
+// The sizes of a LayerLayout::Mixer, read from the model type's keys.
+struct MixerSizes
+{
+    std::int64_t heads = 0;      // value heads (gated delta rule) or Mamba heads
+    std::int64_t keyHeads = 0, keyDim = 0, valueDim = 0; // gated delta rule
+    std::int64_t inner = 0;      // Mamba's intermediate width (mamba_expand · hidden_size)
+    std::int64_t state = 0, groups = 1;                  // Mamba's SSM state size and B/C groups
+    std::int64_t kernel = 0;     // the causal convolution's width
+    bool convBias = false, projBias = false;
 };
 
 struct ModelConfig
@@ -196,6 +219,7 @@ struct ModelConfig
     std::int64_t decoderSparseStep = 1;    // qwen3_moe
     std::vector<std::int64_t> mlpOnlyLayers; // qwen3_moe
     std::vector<std::string> mlpLayerTypes; // "dense" / "sparse" per layer (mlp_layer_types); before the family's rule
+    MixerSizes mixer;                       // LayerLayout::mixer's sizes
     std::int64_t interleaveMoeLayerStep = 1; // llama4
     std::int64_t intermediateSizeMlp = 0;  // llama4 dense layers
     bool normTopkProb = false;             // renormalize the top-k router weights (qwen3_moe's norm_topk_prob)
@@ -220,6 +244,12 @@ struct ModelConfig
     bool isMla() const { return family == Family::DeepseekV3 && !layout.gqaAttention; }
     // Whether decoder layer `layer` has a routed-expert block.
     bool isMoeLayer(std::int64_t layer) const;
+    // Whether the layer has the layout's sequence mixer in place of attention.
+    bool isMixerLayer(std::int64_t layer) const
+    {
+        return layout.mixer != LayerLayout::Mixer::None && layer >= 0 && static_cast<std::size_t>(layer) < layerTypes.size()
+            && layerTypes[static_cast<std::size_t>(layer)] == layout.mixerLayer;
+    }
     // Intermediate size of the dense MLP layers (Llama 4 keeps it in intermediate_size_mlp).
     std::int64_t denseIntermediateSize() const { return family == Family::Llama4 ? intermediateSizeMlp : intermediateSize; }
 };
