@@ -309,12 +309,15 @@ private slots:
         QTest::addRow("delta rule heads") << R"({"model_type": "qwen3_next", "linear_num_value_heads": 3, "linear_num_key_heads": 2})"
                                           << "config.json: linear_num_value_heads (3) is not a multiple of linear_num_key_heads (2)";
         QTest::addRow("lfm2_moe without layer_types") << R"({"model_type": "lfm2_moe"})" << "config.json: layer_types is not set";
+        QTest::addRow("per-layer top-k differs") << R"({"model_type": "hunyuan_v1_moe", "num_hidden_layers": 2, "moe_topk": [8, 4]})"
+                                                 << "config.json: key 'moe_topk' differs per layer";
         QTest::addRow("lfm2 ffn multiplier") << R"({"model_type": "lfm2", "block_auto_adjust_ff_dim": true, "block_ffn_dim_multiplier": -1})"
                                              << "config.json: block_ffn_dim_multiplier must be above 0 and at most 64, found -1";
     }
 
     // Which layers have a sequence mixer when layer_types is not written: each rule its config class's
-    // (Qwen3-Next: full attention every full_attention_interval layers, 4 by default; Bamba:
+    // (Qwen3-Next: full attention every full_attention_interval layers, 4 by default; Lara-mini: its
+    // released pattern of five; Bamba:
     // attn_layer_indices; LFM2: full_attn_idxs, all layers without it).
     void mixerLayers_data()
     {
@@ -325,6 +328,7 @@ private slots:
                                                << "0,2";
         QTest::addRow("qwen3_next layer_types") << R"({"model_type": "qwen3_next", "num_hidden_layers": 2,
             "layer_types": ["full_attention", "linear_attention"]})" << "1";
+        QTest::addRow("lara_mini pattern") << R"({"model_type": "lara_mini", "num_hidden_layers": 7})" << "0,2,5";
         QTest::addRow("bamba attn_layer_indices") << R"({"model_type": "bamba", "num_hidden_layers": 3, "attn_layer_indices": [1]})"
                                                   << "0,2";
         QTest::addRow("bamba all mamba") << R"({"model_type": "bamba", "num_hidden_layers": 2, "attn_layer_indices": null})" << "0,1";
@@ -332,6 +336,31 @@ private slots:
         QTest::addRow("lfm2 all attention") << R"({"model_type": "lfm2", "num_hidden_layers": 2})" << "";
         QTest::addRow("llama none") << R"({"model_type": "llama", "num_hidden_layers": 2})" << "";
     }
+    // HunYuan's config lists moe_topk per layer (one value for all taken) and carries a
+    // moe_intermediate_size list its Transformers class does not use; ERNIE 4.5 has experts from
+    // moe_layer_start_index to moe_layer_end_index every moe_layer_interval layers.
+    void moeVariants()
+    {
+        auto h = parseConfig(R"({"model_type": "hunyuan_v1_moe", "num_hidden_layers": 2, "intermediate_size": 96, "num_experts": 4,
+                                 "moe_topk": [2, 2], "moe_intermediate_size": [32, 32]})",
+                             "config.json", nullptr);
+        QVERIFY2(h.ok(), h.ok() ? "" : h.status().message().c_str());
+        QCOMPARE(h->expertsPerToken, 2);
+        QCOMPARE(h->moeIntermediateSize, 96);
+        QCOMPARE(h->sharedIntermediateSize, 96);
+        auto e = parseConfig(R"({"model_type": "ernie4_5_moe", "num_hidden_layers": 8, "moe_layer_start_index": 2,
+                                 "moe_layer_end_index": 6, "moe_layer_interval": 2, "moe_intermediate_size": 32,
+                                 "moe_num_shared_experts": 2})",
+                             "config.json", nullptr);
+        QVERIFY2(e.ok(), e.ok() ? "" : e.status().message().c_str());
+        QStringList moe;
+        for (std::int64_t l = 0; l < e->numLayers; ++l)
+            if (e->isMoeLayer(l))
+                moe << QString::number(l);
+        QCOMPARE(moe.join(','), QString("3,5"));
+        QCOMPARE(e->sharedIntermediateSize, 64);
+    }
+
     void mixerLayers()
     {
         QFETCH(QString, json);

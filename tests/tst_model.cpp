@@ -33,6 +33,15 @@ ojson readJson(const std::string& path)
     return ojson::parse(in);
 }
 
+// The model an architecture fixture's config.json opens (written to a temporary folder).
+Result<OpenedModel> openFixture(const std::string& modelType)
+{
+    const ojson fixture = readJson(kFixtures + "/architectures/" + modelType + ".json");
+    QTemporaryDir dir;
+    std::ofstream(dir.filePath("config.json").toStdString()) << fixture["config"].dump(1);
+    return openModel(dir.path().toStdString());
+}
+
 const char* torchDtype(DType t)
 {
     switch (t) {
@@ -186,9 +195,7 @@ private slots:
         QFETCH(QString, modelType);
         const std::string t = modelType.toStdString();
         const ojson fixture = readJson(kFixtures + "/architectures/" + t + ".json");
-        QTemporaryDir dir;
-        std::ofstream(dir.filePath("config.json").toStdString()) << fixture["config"].dump(1);
-        auto om = openModel(dir.path().toStdString());
+        auto om = openFixture(t);
         const auto& known = knownModelTypes();
         if (std::none_of(known.begin(), known.end(), [&](const KnownModelType& k) { return k.modelType == t; })) {
             QVERIFY(!om.ok());
@@ -222,10 +229,7 @@ private slots:
     // and a projection left sharded is an error at the mixer. The engine refuses to run it.
     void sequenceMixersPlanOnWholeTensors()
     {
-        const ojson fixture = readJson(kFixtures + "/architectures/qwen3_next.json");
-        QTemporaryDir dir;
-        std::ofstream(dir.filePath("config.json").toStdString()) << fixture["config"].dump(1);
-        auto om = openModel(dir.path().toStdString());
+        auto om = openFixture("qwen3_next");
         QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
         const LayerGraph lg = buildLayerGraph(om->spec);
         const auto mixer = std::find_if(lg.nodes.begin(), lg.nodes.end(), [](const GraphNode& n) { return n.kind == OpKind::Mixer; });
@@ -252,6 +256,18 @@ private slots:
             return d.severity == Severity::Error && d.where == "model.layers.*.linear_attn"
                 && d.message.find("runs its convolution and recurrent state over all channels") != std::string::npos;
         }));
+    }
+
+    // HunYuan's router projection is gate.wg, one level below the MoE block: the graph's router node.
+    void routerOneLevelDown()
+    {
+        auto om = openFixture("hunyuan_v1_moe");
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        const LayerGraph lg = buildLayerGraph(om->spec);
+        const auto router = std::find_if(lg.nodes.begin(), lg.nodes.end(), [](const GraphNode& n) { return n.kind == OpKind::Router; });
+        QVERIFY(router != lg.nodes.end());
+        QCOMPARE(router->name, std::string("model.layers.0.mlp.gate.wg"));
+        QVERIFY(router->module >= 0);
     }
 
     // The fixtures and resources/model_types.json come from the same Transformers and list the same

@@ -213,7 +213,7 @@ private:
         const ParamShard* dn = param(n.module, "down_proj");
         if (!gu || !dn)
             return;
-        const bool lastPacked = archTraits(m_spec.config.family).expertsLastPacked;
+        const bool lastPacked = expertsLastPacked(m_spec.config);
         const double H = static_cast<double>(m_spec.config.hiddenSize);
         const double localExperts = static_cast<double>(gu->shapes[r][0]);
         inter = static_cast<double>(gu->shapes[r][lastPacked ? 2 : 1]) / 2;

@@ -508,6 +508,10 @@ private:
                 routerPath = c.path;
             else if (c.kind == ModuleKind::Mlp)
                 sharedPath = c.path;
+            else // a router's projection one level down (HunYuan's gate.wg)
+                for (int gi : c.children)
+                    if (m_spec.modules[static_cast<std::size_t>(gi)].kind == ModuleKind::Router)
+                        routerPath = m_spec.modules[static_cast<std::size_t>(gi)].path;
         }
         GraphNode& r = node(OpKind::Router, routerPath, indexOf(routerPath), {x});
         r.experts = m_c.numExperts;

@@ -67,4 +67,6 @@ const ArchTraits& archTraits(Family f)
     return table[static_cast<std::size_t>(f)];
 }
 
+bool expertsLastPacked(const ModelConfig& c) { return archTraits(c.family).expertsLastPacked || c.layout.expertsLastPacked; }
+
 } // namespace tp

@@ -2,6 +2,7 @@
 //
 // Names, shapes, module order and plans follow Transformers v5 (checked against 5.24 by
 // tests/fixtures/make_fixtures.py, which records what Transformers itself builds).
+#include "tp/model/arch_traits.h"
 #include "tp/model/model_spec.h"
 
 #include <fmt/format.h>
@@ -467,17 +468,25 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
     const std::string blockName = c.layout.ffnBlock ? c.layout.ffnBlock : c.family == Family::Llama4 ? "feed_forward" : "mlp";
     int moe = b.add(layerModule, blockName, n.moe, ModuleKind::Moe, layer);
     auto router = [&](const char* name, bool bias) {
-        int r = b.add(moe, c.layout.router ? c.layout.router : name, n.router, ModuleKind::Router, layer);
-        b.param(r, "weight", {E, H});
+        const char* wg = c.layout.routerLinear;
+        int r = b.add(moe, c.layout.router ? c.layout.router : name, n.router, wg ? ModuleKind::Other : ModuleKind::Router, layer);
+        if (wg) {
+            r = b.add(r, wg, "Linear", ModuleKind::Router, layer);
+            b.param(r, "weight", {E, H}, DType::F32);
+        } else {
+            b.param(r, "weight", {E, H});
+        }
         if (bias)
             b.param(r, "bias", {E});
         using SB = LayerLayout::ScoreBias;
         if ((c.family == Family::DeepseekV3 && c.layout.scoreBias == SB::Family) || c.layout.scoreBias == SB::Router)
             b.param(r, "e_score_correction_bias", {E}, DType::F32).buffer = true;
+        if (c.layout.scoreBias == SB::Statics) // a parameter, not a buffer
+            b.param(b.add(r, "moe_statics", n.prefix + "Statics", ModuleKind::Other, layer), "e_score_correction_bias", {1, E}, DType::F32);
     };
     auto experts = [&] {
         int e = b.add(moe, "experts", n.prefix + "Experts", ModuleKind::Experts, layer);
-        if (c.family == Family::GptOss || c.family == Family::Llama4) {
+        if (expertsLastPacked(c)) {
             // [E, H, 2I] / [E, I, H]: used with bmm, gate/up split on the last dim
             b.param(e, "gate_up_proj", {E, H, 2 * I});
             if (c.family == Family::GptOss)
@@ -496,7 +505,7 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
     case Family::Qwen3Moe:
         experts();
         router("gate", false);
-        if (c.layout.shared) {
+        if (c.layout.shared && c.sharedIntermediateSize > 0) { // 0: ERNIE 4.5 without shared experts
             buildGatedMlp(b, moe, c.layout.shared, n.prefix + "MLP", H, c.sharedIntermediateSize, false, layer);
             if (c.layout.sharedGate)
                 b.linear(moe, std::string(c.layout.shared) + "_gate", 1, H, false, layer);

@@ -105,7 +105,7 @@ const TemplateRow kTemplates[] = {
     {"iquestcoder", Family::Llama, true},
     {"sarvam_mla", Family::DeepseekV3, true},
     {"cwm", Family::Llama, false},
-    {"ernie4_5", Family::Llama, false},
+    {"ernie4_5", Family::Llama, false, {}, "use_bias"},
     {"gemma", Family::Llama, false},
     {"granite", Family::Llama, false},
     {"helium", Family::Llama, false, {.oProjFromHidden = true}},
@@ -179,6 +179,8 @@ const TemplateRow kTemplates[] = {
     // Mamba 2, short convolution.
     {"qwen3_next", Family::Qwen3Moe, false, kQwen3Next},
     {"qwen3_5_moe_text", Family::Qwen3Moe, false, [] { L l = kQwen3Next; l.mixer = L::Mixer::GatedDeltaNetSplit; return l; }()},
+    {"lara_mini", Family::Qwen3Moe, false,
+     [] { L l = kQwen3Next; l.mixer = L::Mixer::GatedDeltaNetSplit; l.sharedGate = l.gatedQuery = false; return l; }()},
     {"qwen3_5_text", Family::Llama, false,
      {.qkNorm = L::QkNorm::PerHead, .mixer = L::Mixer::GatedDeltaNetSplit, .mixerName = "linear_attn", .mixerLayer = "linear_attention",
       .gatedQuery = true}},
@@ -189,6 +191,16 @@ const TemplateRow kTemplates[] = {
      [] { L l = kGraniteMoe; l.extras = kGraniteSharedMlp; l.mixer = L::Mixer::Mamba2; l.mixerName = "mamba";
           l.mixerLayer = "linear_attention"; l.noDenseMlp = true; return l; }()},
     {"lfm2", Family::Llama, false, kLfm2},
+    // Other routers, shared-expert widths and expert layouts.
+    {"hunyuan_v1_moe", Family::Qwen3Moe, false,
+     {.qkNorm = L::QkNorm::PerHead, .shared = "shared_mlp", .sharedWidth = L::SharedWidth::Intermediate, .routerLinear = "wg",
+      .expertsUseIntermediate = true, .renames = "q_norm=query_layernorm,k_norm=key_layernorm"}},
+    {"aria_text", Family::Qwen3Moe, false,
+     {.qkNorm = L::QkNorm::None, .router = "router", .shared = "shared_experts", .sharedWidth = L::SharedWidth::IntermediatePerShared,
+      .expertsLastPacked = true, .expertsUseIntermediate = true}},
+    {"ernie4_5_moe", Family::Qwen3Moe, false,
+     {.qkNorm = L::QkNorm::None, .shared = "shared_experts", .scoreBias = L::ScoreBias::Statics, .sharedWidth = L::SharedWidth::MoePerShared},
+     "use_bias"},
     {"lfm2_moe", Family::Qwen3Moe, false, [] { L l = kLfm2; l.scoreBias = L::ScoreBias::Block; return l; }()},
 };
 
@@ -623,9 +635,13 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
             return bad(fmt::format("linear_num_value_heads ({}) is not a multiple of linear_num_key_heads ({})", m.heads, m.keyHeads));
         std::int64_t interval = 4;
         TP_RETURN_IF_ERROR(r.readInt("full_attention_interval", interval, 1, kMaxLayers));
+        static constexpr const char* kLaraMini[] = {"linear_attention", "sliding_attention", "linear_attention", "full_attention",
+                                                    "sliding_attention"}; // its released pattern
         if (!layerTypesGiven)
             for (std::int64_t l = 0; l < c.numLayers; ++l)
-                c.layerTypes.push_back((l + 1) % interval ? "linear_attention" : "full_attention");
+                c.layerTypes.push_back(c.modelType == "lara_mini"  ? kLaraMini[l % 5]
+                                       : (l + 1) % interval        ? "linear_attention"
+                                                                   : "full_attention");
         break;
     }
     case M::Mamba2: {
@@ -742,13 +758,18 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
     TP_RETURN_IF_ERROR(readDType(r, c, diags));
 
     // MoE: every family spells the expert count its own way.
-    for (const char* k : {"num_local_experts", "num_experts", "n_routed_experts"})
+    for (const char* k : {"num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"}) // …, Aria's
         TP_RETURN_IF_ERROR(r.readInt(k, c.numExperts, 0, kMaxExperts));
-    for (const char* k : {"num_experts_per_tok", "experts_per_token"})
+    for (const char* k : {"num_experts_per_tok", "experts_per_token", "moe_topk"})
         TP_RETURN_IF_ERROR(r.readInt(k, c.expertsPerToken, 0, kMaxExperts));
-    TP_RETURN_IF_ERROR(r.readInt("moe_intermediate_size", c.moeIntermediateSize, 0, kMaxFfn));
-    for (const char* k : {"n_shared_experts", "num_shared_experts"})
+    if (!c.layout.expertsUseIntermediate)
+        TP_RETURN_IF_ERROR(r.readInt("moe_intermediate_size", c.moeIntermediateSize, 0, kMaxFfn));
+    for (const char* k : {"n_shared_experts", "num_shared_experts", "moe_num_shared_experts"})
         TP_RETURN_IF_ERROR(r.readInt(k, c.numSharedExperts, 0, kMaxSharedExperts));
+    // ERNIE 4.5: experts every moe_layer_interval layers from moe_layer_start_index to moe_layer_end_index.
+    TP_RETURN_IF_ERROR(r.readInt("moe_layer_interval", c.decoderSparseStep, 1, kMaxLayers));
+    TP_RETURN_IF_ERROR(r.readInt("moe_layer_start_index", c.firstKDenseReplace, 0, kMaxLayers));
+    TP_RETURN_IF_ERROR(r.readInt("moe_layer_end_index", c.lastMoeLayer, -1, kMaxLayers));
     TP_RETURN_IF_ERROR(r.readInt("shared_intermediate_size", c.sharedIntermediateSize, 0, kMaxFfn)); // Granite's
     TP_RETURN_IF_ERROR(r.readStringList("mlp_layer_types", c.mlpLayerTypes));
     TP_RETURN_IF_ERROR(r.readInt("shared_expert_intermediate_size", c.sharedIntermediateSize, 0, kMaxFfn));
@@ -985,7 +1006,7 @@ bool ModelConfig::isMoeLayer(std::int64_t layer) const
     switch (family) {
     case Family::Qwen3Moe:
         return !std::binary_search(mlpOnlyLayers.begin(), mlpOnlyLayers.end(), layer)
-            && (layer + 1) % decoderSparseStep == 0 && layer >= firstKDenseReplace;
+            && (layer + 1) % decoderSparseStep == 0 && layer >= firstKDenseReplace && (lastMoeLayer < 0 || layer <= lastMoeLayer);
     case Family::DeepseekV3: return layer >= firstKDenseReplace;
     case Family::Llama4:
         if (!mlpOnlyLayers.empty() || interleaveMoeLayerStep < 1)
@@ -1070,6 +1091,16 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
             for (const auto& [k, v] : body->items())
                 if (stored(k) == k || !body->contains(stored(k)))
                     merged[stored(k)] = v;
+            // HunYuan's per-layer lists (moe_topk, num_experts: "int | list"): one value for every layer.
+            for (const char* k : {"moe_topk", "num_experts"})
+                if (auto it = merged.find(k); it != merged.end() && it->is_array() && !it->empty()) {
+                    const nlohmann::json first = it->front();
+                    if (!std::all_of(it->begin(), it->end(), [&](const nlohmann::json& x) { return x == first; }))
+                        return invalidArgument(fmt::format("{}: key '{}' differs per layer; TP Studio plans one value for every "
+                                                           "layer",
+                                                           source, k));
+                    *it = first;
+                }
             // …and the reader goes by the attribute's name (GPT-J's n_embd is hidden_size).
             if (aliases)
                 for (const auto& [attr, name] : aliases->items())
@@ -1087,9 +1118,10 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
     std::vector<Diagnostic> lenient;
     if (c.family == Family::Unknown)
         r.setLenient(&lenient, modelType);
+    if (const TemplateRow* row = templateRow(modelType))
+        c.layout = row->layout;
     TP_RETURN_IF_ERROR(readFields(r, c, diags));
     if (const TemplateRow* row = templateRow(modelType)) {
-        c.layout = row->layout;
         if (row->biasKey) {
             bool bias = false;
             TP_RETURN_IF_ERROR(r.readBool(row->biasKey, bias));
@@ -1129,9 +1161,16 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
         c.sharedIntermediateSize = c.moeIntermediateSize * c.numSharedExperts;
     if (c.family == Family::Llama4)
         c.sharedIntermediateSize = c.intermediateSize;
-    if (c.family == Family::Mixtral || c.family == Family::GptOss || c.family == Family::Llama4
+    if (c.family == Family::Mixtral || c.family == Family::GptOss || c.family == Family::Llama4 || c.layout.expertsUseIntermediate
         || (c.moeIntermediateSize == 0 && templateRow(modelType)))
         c.moeIntermediateSize = c.intermediateSize;
+    using SW = LayerLayout::SharedWidth;
+    switch (c.layout.sharedWidth) {
+    case SW::Key: break;
+    case SW::Intermediate: c.sharedIntermediateSize = c.intermediateSize; break;
+    case SW::IntermediatePerShared: c.sharedIntermediateSize = c.intermediateSize * c.numSharedExperts; break;
+    case SW::MoePerShared: c.sharedIntermediateSize = c.moeIntermediateSize * c.numSharedExperts; break;
+    }
 
     TP_RETURN_IF_ERROR(validate(c, source));
     if (c.isMoe() && c.expertsPerToken == 0 && diags)

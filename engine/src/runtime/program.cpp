@@ -478,7 +478,7 @@ private:
         const std::int64_t H = width(n.inputs[0]);
         const ArchTraits& t = archTraits(m_spec.config.family);
         ExpertsShape s;
-        s.transposed = t.expertsLastPacked; // [E, H, 2I] / [E, I, H]
+        s.transposed = expertsLastPacked(m_spec.config); // [E, H, 2I] / [E, I, H]
         s.interleaved = t.expertsInterleaved;
         if (gs.size() != 3 || ds.size() != 3 || gs[0] != ds[0]
             || (s.transposed ? gs[1] != H || ds[2] != H || gs[2] != 2 * ds[1] : gs[2] != H || ds[1] != H || gs[1] != 2 * ds[2]))

@@ -711,8 +711,8 @@ private:
         return s && s->name == "ep_router";
     }
 
-    // Llama4 and gpt-oss store experts as [E, H, 2I] / [E, I, H]; the others [E, 2I, H] / [E, H, I].
-    bool lastPackedExperts() const { return archTraits(m_spec.config.family).expertsLastPacked; }
+    // Llama4, gpt-oss and Aria store experts as [E, H, 2I] / [E, I, H]; the others [E, 2I, H] / [E, H, I].
+    bool lastPackedExperts() const { return expertsLastPacked(m_spec.config); }
 
     // Set by the match (before propagation), so looked up once.
     bool hasHeadDivisibilityError() const { return m_headDivisibilityError; }

@@ -42,4 +42,7 @@ struct ArchTraits
 
 const ArchTraits& archTraits(Family f);
 
+// Whether the model's fused experts are stored [E, H, 2I] / [E, I, H]: its family's or its layout's.
+bool expertsLastPacked(const ModelConfig& c);
+
 } // namespace tp

@@ -118,8 +118,15 @@ struct LayerLayout
     const char* shared = nullptr;
     bool sharedGate = false;
     // DeepSeek's e_score_correction_bias: where the family has it (DeepSeek-V3: the router), on the
-    // router, on the MoE block (MiniMax-M2), or none (DeepSeek-V2).
-    enum class ScoreBias { Family, Router, Block, None } scoreBias = ScoreBias::Family;
+    // router, on the MoE block (MiniMax-M2), none (DeepSeek-V2), or a [1, E] parameter of the router's
+    // moe_statics child (ERNIE 4.5).
+    enum class ScoreBias { Family, Router, Block, None, Statics } scoreBias = ScoreBias::Family;
+    // The shared experts' width: shared_expert_intermediate_size (Key), intermediate_size (HunYuan),
+    // intermediate_size × shared experts (Aria), moe_intermediate_size × shared experts (ERNIE 4.5).
+    enum class SharedWidth { Key, Intermediate, IntermediatePerShared, MoePerShared } sharedWidth = SharedWidth::Key;
+    const char* routerLinear = nullptr;   // the router's projection is its child Linear of that name, in f32 (HunYuan's gate.wg)
+    bool expertsLastPacked = false;       // experts stored [E, H, 2I] / [E, I, H] (Aria), as gpt-oss and Llama 4 store them
+    bool expertsUseIntermediate = false;  // the experts are intermediate_size wide; moe_intermediate_size is not read (HunYuan, Aria)
     bool fusedQkv = false;                // one qkv_proj [q + 2·kv, H] (CodeGen, GPT-NeoX)
     int qkvGroups = 0;                    // …as groups of [q; k; v] parts: -1 one per head (GPT-NeoX), 4 (CodeGen)
     bool alwaysAttentionBias = false;     // q/k/v/o have biases whatever attention_bias says (Phi)
@@ -216,7 +223,8 @@ struct ModelConfig
     std::int64_t numSharedExperts = 0;     // deepseek_v3 n_shared_experts; llama4: 1
     std::int64_t sharedIntermediateSize = 0;
     std::int64_t firstKDenseReplace = 0;   // deepseek_v3
-    std::int64_t decoderSparseStep = 1;    // qwen3_moe
+    std::int64_t decoderSparseStep = 1;    // qwen3_moe (ERNIE 4.5's moe_layer_interval)
+    std::int64_t lastMoeLayer = -1;        // ERNIE 4.5's moe_layer_end_index: no experts after it (-1: none)
     std::vector<std::int64_t> mlpOnlyLayers; // qwen3_moe
     std::vector<std::string> mlpLayerTypes; // "dense" / "sparse" per layer (mlp_layer_types); before the family's rule
     MixerSizes mixer;                       // LayerLayout::mixer's sizes
