@@ -311,6 +311,9 @@ private slots:
         QTest::addRow("lfm2_moe without layer_types") << R"({"model_type": "lfm2_moe"})" << "config.json: layer_types is not set";
         QTest::addRow("per-layer top-k differs") << R"({"model_type": "hunyuan_v1_moe", "num_hidden_layers": 2, "moe_topk": [8, 4]})"
                                                  << "config.json: key 'moe_topk' differs per layer";
+        QTest::addRow("minimax-m3 sparse_attention_freq length")
+            << R"({"model_type": "minimax_m3_vl_text", "num_hidden_layers": 2, "sparse_attention_config": {"sparse_attention_freq": [1]}})"
+            << "config.json: key 'sparse_attention_config.sparse_attention_freq' has 1 entries but num_hidden_layers is 2";
         QTest::addRow("lfm2 ffn multiplier") << R"({"model_type": "lfm2", "block_auto_adjust_ff_dim": true, "block_ffn_dim_multiplier": -1})"
                                              << "config.json: block_ffn_dim_multiplier must be above 0 and at most 64, found -1";
     }
@@ -359,6 +362,17 @@ private slots:
                 moe << QString::number(l);
         QCOMPARE(moe.join(','), QString("3,5"));
         QCOMPARE(e->sharedIntermediateSize, 64);
+        // MiniMax-M3's checkpoint keys: sparse_attention_config and moe_layer_freq (its config class's mapping).
+        auto m = parseConfig(R"({"model_type": "minimax_m3_vl_text", "num_hidden_layers": 3, "moe_layer_freq": [0, 1, 1],
+                                 "sparse_attention_config": {"sparse_attention_freq": [0, 0, 1], "sparse_num_index_heads": 4,
+                                                             "sparse_index_dim": 32}})",
+                             "config.json", nullptr);
+        QVERIFY2(m.ok(), m.ok() ? "" : m.status().message().c_str());
+        QCOMPARE(m->layerTypes, (std::vector<std::string>{"full_attention", "full_attention", "minimax_m3_sparse"}));
+        QCOMPARE(m->mlpLayerTypes, (std::vector<std::string>{"dense", "sparse", "sparse"}));
+        QCOMPARE(m->indexHeads, 4);
+        QCOMPARE(m->indexHeadDim, 32);
+        QVERIFY(!m->isMoeLayer(0) && m->isMoeLayer(2));
     }
 
     void mixerLayers()

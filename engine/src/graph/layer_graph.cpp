@@ -454,18 +454,24 @@ private:
         return module(OpKind::Linear, p + ".down_proj", {a}, m_c.hiddenSize);
     }
 
+    // One projection to a packed [gate; up] of width 2·I, act(gate) · up, the down projection.
+    int packedMlp(const std::string& p, const char* in, const char* out, int x, std::int64_t I)
+    {
+        const int gu = module(OpKind::Linear, p + "." + in, {x}, 2 * I);
+        GraphNode& act = node(OpKind::GatedAct, p + ":act", -1, {gu});
+        act.packed = true;
+        act.act = m_act;
+        const int a = output(act, I);
+        return module(OpKind::Linear, p + "." + out, {a}, m_c.hiddenSize);
+    }
+
     int feedForward(const std::string& layerPath, int x)
     {
         // Granite's shared_mlp beside (or, without experts, in place of) the layer's feed-forward block:
         // input_linear [gate; up] → act → output_linear.
         const std::string shared = layerPath + ".shared_mlp";
         if (m_spec.find(modulePath(m_c.layout, shared))) {
-            const int gu = module(OpKind::Linear, shared + ".input_linear", {x}, 2 * m_c.sharedIntermediateSize);
-            GraphNode& act = node(OpKind::GatedAct, shared + ":act", -1, {gu});
-            act.packed = true;
-            act.act = m_act;
-            const int a = output(act, m_c.sharedIntermediateSize);
-            const int s = module(OpKind::Linear, shared + ".output_linear", {a}, m_c.hiddenSize);
+            const int s = packedMlp(shared, "input_linear", "output_linear", x, m_c.sharedIntermediateSize);
             if (!m_c.isMoeLayer(m_layer) && m_c.layout.noDenseMlp)
                 return s;
             return add(layerPath + ":shared_mlp_sum", feedForwardBlock(layerPath, x), s);
@@ -479,15 +485,8 @@ private:
         const ModuleSpec* block = m_spec.find(modulePath(m_c.layout, ffn));
         if (block && block->kind == ModuleKind::Moe)
             return moe(ffn, *block, x);
-        if (m_t.fusedGateUp || (m_c.layout.fusedGateUp && !(block && block->kind == ModuleKind::Moe))) {
-            const std::int64_t I = m_c.intermediateSize;
-            const int gu = module(OpKind::Linear, ffn + ".gate_up_proj", {x}, 2 * I);
-            GraphNode& act = node(OpKind::GatedAct, ffn + ":act", -1, {gu});
-            act.packed = true;
-            act.act = m_act;
-            const int a = output(act, I);
-            return module(OpKind::Linear, ffn + ".down_proj", {a}, m_c.hiddenSize);
-        }
+        if (m_t.fusedGateUp || (m_c.layout.fusedGateUp && !(block && block->kind == ModuleKind::Moe)))
+            return packedMlp(ffn, "gate_up_proj", "down_proj", x, m_c.denseIntermediateSize());
         const std::int64_t I = m_c.denseIntermediateSize();
         if (!m_c.layout.gatedMlp) { // up → act → down
             const int u = module(OpKind::Linear, ffn + "." + m_c.layout.upName, {x}, I);
@@ -535,7 +534,8 @@ private:
         }
         int out = output(e, m_c.hiddenSize);
         if (!sharedPath.empty()) {
-            const int s = denseMlp(sharedPath, x, m_c.sharedIntermediateSize);
+            const int s = m_c.layout.fusedGateUp ? packedMlp(sharedPath, "gate_up_proj", "down_proj", x, m_c.sharedIntermediateSize)
+                                                 : denseMlp(sharedPath, x, m_c.sharedIntermediateSize);
             out = add(p + ":shared_sum", out, s);
         }
         return out;

@@ -290,7 +290,8 @@ std::int64_t extraDim(std::string_view d, const ModelConfig& c)
     const std::string_view sym = d.substr(i);
     const std::pair<std::string_view, std::int64_t> sizes[] = {
         {"", 1}, {"H", c.hiddenSize}, {"hd", c.headDim}, {"nh", c.numHeads}, {"kv", c.numKvHeads},
-        {"I", c.intermediateSize}, {"S", c.sharedIntermediateSize}, {"E", c.numExperts}};
+        {"I", c.intermediateSize}, {"S", c.sharedIntermediateSize}, {"E", c.numExperts}, {"xq", c.indexHeads * c.indexHeadDim},
+        {"xd", c.indexHeadDim}};
     for (const auto& [name, v] : sizes)
         if (sym == name)
             return k * v;
@@ -302,6 +303,12 @@ std::int64_t extraDim(std::string_view d, const ModelConfig& c)
 void buildExtras(TreeBuilder& b, const ModelConfig& c, int layerModule, int layer)
 {
     forEachPart(c.layout.extras ? c.layout.extras : "", ';', [&](std::string_view group) {
+        if (const std::size_t q = group.find('?'); q != std::string_view::npos) { // "type?…": that layer type's only
+            const auto l = static_cast<std::size_t>(layer);
+            if (l >= c.layerTypes.size() || c.layerTypes[l] != group.substr(0, q))
+                return;
+            group.remove_prefix(q + 1);
+        }
         const std::size_t colon = group.find(':');
         if (colon == std::string_view::npos)
             return;
@@ -505,7 +512,11 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
     case Family::Qwen3Moe:
         experts();
         router("gate", false);
-        if (c.layout.shared && c.sharedIntermediateSize > 0) { // 0: ERNIE 4.5 without shared experts
+        if (c.layout.shared && c.sharedIntermediateSize > 0 && c.layout.fusedGateUp) { // MiniMax-M3's
+            int s = b.add(moe, c.layout.shared, n.prefix + "MLP", ModuleKind::Mlp, layer);
+            b.linear(s, "gate_up_proj", 2 * c.sharedIntermediateSize, H, false, layer);
+            b.linear(s, "down_proj", H, c.sharedIntermediateSize, false, layer);
+        } else if (c.layout.shared && c.sharedIntermediateSize > 0) { // 0: ERNIE 4.5 without shared experts
             buildGatedMlp(b, moe, c.layout.shared, n.prefix + "MLP", H, c.sharedIntermediateSize, false, layer);
             if (c.layout.sharedGate)
                 b.linear(moe, std::string(c.layout.shared) + "_gate", 1, H, false, layer);
@@ -548,8 +559,8 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
         buildGatedMlp(b, l, "feed_forward", "Llama4TextMLP", H, c.intermediateSizeMlp, false, layer);
     } else if (c.layout.fusedGateUp) {
         int m = b.add(l, "mlp", n.prefix + "MLP", ModuleKind::Mlp, layer);
-        b.linear(m, "gate_up_proj", 2 * c.intermediateSize, H, c.mlpBias, layer);
-        b.linear(m, "down_proj", H, c.intermediateSize, c.mlpBias, layer);
+        b.linear(m, "gate_up_proj", 2 * c.denseIntermediateSize(), H, c.mlpBias, layer);
+        b.linear(m, "down_proj", H, c.denseIntermediateSize(), c.mlpBias, layer);
     } else if (!c.layout.gatedMlp) {
         int m = b.add(l, "mlp", n.prefix + "MLP", ModuleKind::Mlp, layer);
         const bool bias = c.mlpBias || c.layout.alwaysMlpBias;

@@ -195,6 +195,11 @@ const TemplateRow kTemplates[] = {
     {"hunyuan_v1_moe", Family::Qwen3Moe, false,
      {.qkNorm = L::QkNorm::PerHead, .shared = "shared_mlp", .sharedWidth = L::SharedWidth::Intermediate, .routerLinear = "wg",
       .expertsUseIntermediate = true, .renames = "q_norm=query_layernorm,k_norm=key_layernorm"}},
+    {"minimax_m3_vl_text", Family::Qwen3Moe, false,
+     {.qkNorm = L::QkNorm::PerHead, .fusedGateUp = true, .shared = "shared_experts", .scoreBias = L::ScoreBias::Router,
+      .denseWidthKey = "dense_intermediate_size", .expertsUseIntermediate = true,
+      .extras = "minimax_m3_sparse?self_attn.indexer.q_proj:weight[xq,H];minimax_m3_sparse?self_attn.indexer.k_proj:weight[xd,H];"
+                "minimax_m3_sparse?self_attn.indexer.q_norm:weight[xd];minimax_m3_sparse?self_attn.indexer.k_norm:weight[xd]"}},
     {"aria_text", Family::Qwen3Moe, false,
      {.qkNorm = L::QkNorm::None, .router = "router", .shared = "shared_experts", .sharedWidth = L::SharedWidth::IntermediatePerShared,
       .expertsLastPacked = true, .expertsUseIntermediate = true}},
@@ -701,6 +706,36 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
     return {};
 }
 
+// MiniMax-M3's checkpoint keys, mapped as its config class maps them: sparse_attention_config (the
+// layer types from sparse_attention_freq where layer_types is not written, the indexer's sizes under
+// their legacy names) and moe_layer_freq (the MLP types where mlp_layer_types is not written).
+Status readMinimaxM3(const FieldReader& r, ModelConfig& c)
+{
+    auto perLayer = [&](const FieldReader& from, const char* key, std::vector<std::string>& out, const char* yes, const char* no) {
+        std::vector<std::int64_t> freq;
+        TP_RETURN_IF_ERROR(from.readIntList(key, freq));
+        if (static_cast<std::int64_t>(freq.size()) != c.numLayers)
+            return from.error(key, fmt::format("has {} entries but num_hidden_layers is {}", freq.size(), c.numLayers));
+        out.clear();
+        for (std::int64_t f : freq)
+            out.push_back(f ? yes : no);
+        return Status();
+    };
+    if (r.has("sparse_attention_config")) {
+        const auto& s = r.json().at("sparse_attention_config");
+        if (!s.is_object())
+            return r.error("sparse_attention_config", "must be an object or null");
+        const FieldReader sub(s, r.source(), r.prefix() + "sparse_attention_config.");
+        TP_RETURN_IF_ERROR(sub.readInt("sparse_num_index_heads", c.indexHeads, 0, kMaxHeads));
+        TP_RETURN_IF_ERROR(sub.readInt("sparse_index_dim", c.indexHeadDim, 0, kMaxHeadDim));
+        if (!r.has("layer_types") && sub.has("sparse_attention_freq"))
+            TP_RETURN_IF_ERROR(perLayer(sub, "sparse_attention_freq", c.layerTypes, "minimax_m3_sparse", "full_attention"));
+    }
+    if (!r.has("mlp_layer_types") && r.has("moe_layer_freq"))
+        TP_RETURN_IF_ERROR(perLayer(r, "moe_layer_freq", c.mlpLayerTypes, "sparse", "dense"));
+    return {};
+}
+
 Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>* diags)
 {
     TP_RETURN_IF_ERROR(r.readInt("vocab_size", c.vocabSize, 1, kMaxVocab));
@@ -778,7 +813,9 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
     TP_RETURN_IF_ERROR(r.readInt("decoder_sparse_step", c.decoderSparseStep, 1, kMaxLayers));
     TP_RETURN_IF_ERROR(r.readIntList("mlp_only_layers", c.mlpOnlyLayers));
     TP_RETURN_IF_ERROR(r.readInt("interleave_moe_layer_step", c.interleaveMoeLayerStep, 1, kMaxLayers));
-    TP_RETURN_IF_ERROR(r.readInt("intermediate_size_mlp", c.intermediateSizeMlp, 0, kMaxFfn));
+    TP_RETURN_IF_ERROR(r.readInt(c.layout.denseWidthKey ? c.layout.denseWidthKey : "intermediate_size_mlp", c.intermediateSizeMlp, 0, kMaxFfn));
+    TP_RETURN_IF_ERROR(r.readInt("index_n_heads", c.indexHeads, 0, kMaxHeads));
+    TP_RETURN_IF_ERROR(r.readInt("index_head_dim", c.indexHeadDim, 0, kMaxHeadDim));
     TP_RETURN_IF_ERROR(r.readDouble("swiglu_alpha", c.swigluAlpha));
     TP_RETURN_IF_ERROR(r.readDouble("swiglu_limit", c.swigluLimit));
     if (c.family == Family::Llama4 && r.has("moe_layers")) {
@@ -1128,6 +1165,8 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
             c.attentionBias = c.mlpBias = bias;
         }
         TP_RETURN_IF_ERROR(readMixer(r, c));
+        if (modelType == "minimax_m3_vl_text")
+            TP_RETURN_IF_ERROR(readMinimaxM3(r, c));
         if (row->innerKey) {
             TP_RETURN_IF_ERROR(r.readInt(row->innerKey, c.intermediateSize, 0, kMaxFfn));
             if (c.intermediateSize == 0)

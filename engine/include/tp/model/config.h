@@ -126,6 +126,7 @@ struct LayerLayout
     enum class SharedWidth { Key, Intermediate, IntermediatePerShared, MoePerShared } sharedWidth = SharedWidth::Key;
     const char* routerLinear = nullptr;   // the router's projection is its child Linear of that name, in f32 (HunYuan's gate.wg)
     bool expertsLastPacked = false;       // experts stored [E, H, 2I] / [E, I, H] (Aria), as gpt-oss and Llama 4 store them
+    const char* denseWidthKey = nullptr;  // the dense layers' MLP width under this key (MiniMax-M3's dense_intermediate_size)
     bool expertsUseIntermediate = false;  // the experts are intermediate_size wide; moe_intermediate_size is not read (HunYuan, Aria)
     bool fusedQkv = false;                // one qkv_proj [q + 2·kv, H] (CodeGen, GPT-NeoX)
     int qkvGroups = 0;                    // …as groups of [q; k; v] parts: -1 one per head (GPT-NeoX), 4 (CodeGen)
@@ -139,7 +140,9 @@ struct LayerLayout
     // Parameters the template does not have: "module:name[dims],name[dims];module:…", the module a path
     // under the decoder layer (made if missing: a Linear when it holds a 2-D weight). Dims are products
     // of an integer and at most one size: H hidden_size, hd head_dim, nh heads, kv key/value heads,
-    // I intermediate_size, S shared_intermediate_size, E experts; [] is a scalar; ~name a buffer. A module with a zero
+    // I intermediate_size, S shared_intermediate_size, E experts, xq and xd a sparse-attention indexer's
+    // query width (index_n_heads · index_head_dim) and head size; [] is a scalar; ~name a buffer. A
+    // group written "type?module:…" is made only on the layers whose layer_types entry is type. A module with a zero
     // dimension is left out (GraniteMoeShared's shared_mlp when shared_intermediate_size is 0).
     const char* extras = nullptr;
     // A sequence mixer in place of attention on the layers whose layer_types entry is mixerLayer:
@@ -229,7 +232,8 @@ struct ModelConfig
     std::vector<std::string> mlpLayerTypes; // "dense" / "sparse" per layer (mlp_layer_types); before the family's rule
     MixerSizes mixer;                       // LayerLayout::mixer's sizes
     std::int64_t interleaveMoeLayerStep = 1; // llama4
-    std::int64_t intermediateSizeMlp = 0;  // llama4 dense layers
+    std::int64_t intermediateSizeMlp = 0;  // llama4 dense layers (LayerLayout::denseWidthKey)
+    std::int64_t indexHeads = 0, indexHeadDim = 0; // a sparse-attention indexer's heads and head size (MiniMax-M3)
     bool normTopkProb = false;             // renormalize the top-k router weights (qwen3_moe's norm_topk_prob)
     // DeepSeek-V3's router: sigmoid scores, the top-k among the experts of the topk_group best of
     // n_group groups (chosen by score + e_score_correction_bias), weights times routed_scaling_factor.
@@ -258,8 +262,12 @@ struct ModelConfig
         return layout.mixer != LayerLayout::Mixer::None && layer >= 0 && static_cast<std::size_t>(layer) < layerTypes.size()
             && layerTypes[static_cast<std::size_t>(layer)] == layout.mixerLayer;
     }
-    // Intermediate size of the dense MLP layers (Llama 4 keeps it in intermediate_size_mlp).
-    std::int64_t denseIntermediateSize() const { return family == Family::Llama4 ? intermediateSizeMlp : intermediateSize; }
+    // Intermediate size of the dense MLP layers (Llama 4 keeps it in intermediate_size_mlp, MiniMax-M3 in
+    // dense_intermediate_size).
+    std::int64_t denseIntermediateSize() const
+    {
+        return family == Family::Llama4 || layout.denseWidthKey ? intermediateSizeMlp : intermediateSize;
+    }
 };
 
 // Parses config.json text. `source` names the file in errors ("…/config.json: key 'hidden_size' …").
