@@ -305,7 +305,7 @@ private slots:
         QTest::addRow("mlp_layer_types value") << R"({"model_type": "exaone_moe", "num_hidden_layers": 1, "mlp_layer_types": ["moe"]})"
                                                << "config.json: mlp_layer_types has 'moe': each entry must be";
         QTest::addRow("mamba heads do not divide") << R"({"model_type": "bamba", "hidden_size": 64, "mamba_n_heads": 3})"
-                                                   << "config.json: mamba_n_heads (3) and mamba_n_groups (1) must divide mamba_expand · hidden_size (128)";
+                                                   << "config.json: mamba_n_heads (3) and mamba_n_groups (1) must divide the Mamba width (128: mamba_expand · hidden_size, or mamba_d_ssm)";
         QTest::addRow("delta rule heads") << R"({"model_type": "qwen3_next", "linear_num_value_heads": 3, "linear_num_key_heads": 2})"
                                           << "config.json: linear_num_value_heads (3) is not a multiple of linear_num_key_heads (2)";
         QTest::addRow("lfm2_moe without layer_types") << R"({"model_type": "lfm2_moe"})" << "config.json: layer_types is not set";
@@ -337,6 +337,7 @@ private slots:
         QTest::addRow("bamba all mamba") << R"({"model_type": "bamba", "num_hidden_layers": 2, "attn_layer_indices": null})" << "0,1";
         QTest::addRow("lfm2 full_attn_idxs") << R"({"model_type": "lfm2", "num_hidden_layers": 3, "full_attn_idxs": [2]})" << "0,1";
         QTest::addRow("lfm2 all attention") << R"({"model_type": "lfm2", "num_hidden_layers": 2})" << "";
+        QTest::addRow("falcon_h1 every layer (beside attention)") << R"({"model_type": "falcon_h1", "num_hidden_layers": 2})" << "0,1";
         QTest::addRow("llama none") << R"({"model_type": "llama", "num_hidden_layers": 2})" << "";
     }
     // HunYuan's config lists moe_topk per layer (one value for all taken) and carries a
@@ -373,6 +374,23 @@ private slots:
         QCOMPARE(m->indexHeads, 4);
         QCOMPARE(m->indexHeadDim, 32);
         QVERIFY(!m->isMoeLayer(0) && m->isMoeLayer(2));
+    }
+
+    // Mamba's width: mamba_expand · hidden_size, or Falcon-H1's mamba_d_ssm; its norm and out_proj bias
+    // Falcon-H1's own keys (mamba_rms_norm, projectors_bias).
+    void mambaSizes()
+    {
+        auto b = parseConfig(R"({"model_type": "bamba", "hidden_size": 64, "mamba_expand": 2, "mamba_n_heads": 4, "mamba_proj_bias": true})",
+                             "config.json", nullptr);
+        QVERIFY2(b.ok(), b.ok() ? "" : b.status().message().c_str());
+        QCOMPARE(b->mixer.inner, 128);
+        QVERIFY(b->mixer.norm && b->mixer.outBias);
+        auto f = parseConfig(R"({"model_type": "falcon_h1", "hidden_size": 64, "mamba_expand": 2, "mamba_n_heads": 4,
+                                 "mamba_d_ssm": 96, "mamba_rms_norm": false, "mamba_proj_bias": true, "projectors_bias": false})",
+                             "config.json", nullptr);
+        QVERIFY2(f.ok(), f.ok() ? "" : f.status().message().c_str());
+        QCOMPARE(f->mixer.inner, 96);
+        QVERIFY(!f->mixer.norm && f->mixer.projBias && !f->mixer.outBias);
     }
 
     void mixerLayers()

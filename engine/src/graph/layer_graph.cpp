@@ -294,11 +294,19 @@ private:
                 && m_c.layerTypes[static_cast<std::size_t>(m_layer)] == "sliding_attention");
     }
 
+    // The layer's token mixing: attention, the layout's sequence mixer, or both summed (Falcon-H1).
     int attention(const std::string& p, int x)
     {
+        if (!m_c.isMixerLayer(m_layer))
+            return selfAttention(p, x);
+        const std::string layerPath = p.substr(0, p.rfind('.'));
+        const int m = mixer(layerPath + "." + m_c.layout.mixerName, x);
+        return m_c.layout.parallelMixer ? add(layerPath + ":mixer_sum", selfAttention(p, x), m) : m;
+    }
+
+    int selfAttention(const std::string& p, int x)
+    {
         const std::int64_t H = m_c.numHeads, KV = m_c.numKvHeads, hd = m_c.headDim;
-        if (m_c.isMixerLayer(m_layer))
-            return mixer(p.substr(0, p.rfind('.') + 1) + m_c.layout.mixerName, x);
         if (m_c.isMla())
             return mla(p, x);
         int q, k, v, gate = -1;

@@ -447,9 +447,10 @@ void buildMixer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerM
         b.linear(x, "in_proj", m.inner + convDim + m.heads, H, m.projBias, layer);
         b.param(x, "dt_bias", {m.heads});
         b.param(x, "A_log", {m.heads});
-        b.norm(x, "norm", m.inner, n.prefix + "RMSNormGated", layer);
+        if (m.norm)
+            b.norm(x, "norm", m.inner, n.prefix + "RMSNormGated", layer);
         b.param(x, "D", {m.heads});
-        b.linear(x, "out_proj", H, m.inner, m.projBias, layer);
+        b.linear(x, "out_proj", H, m.inner, m.outBias, layer);
         break;
     }
     case M::ShortConv:
@@ -546,7 +547,7 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
     int l = b.add(layers, std::to_string(layer), n.prefix + "DecoderLayer", ModuleKind::DecoderLayer, layer);
     if (c.isMixerLayer(layer))
         buildMixer(b, c, n, l, layer);
-    else
+    if (!c.isMixerLayer(layer) || c.layout.parallelMixer)
         buildAttention(b, c, n, l, layer);
     if (c.isMoeLayer(layer)) {
         buildMoe(b, c, n, l, layer);

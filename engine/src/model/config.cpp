@@ -187,6 +187,9 @@ const TemplateRow kTemplates[] = {
     {"bamba", Family::Llama, false,
      {.renames = "mlp=feed_forward,post_attention_layernorm=pre_ff_layernorm,model.norm=final_layernorm",
       .mixer = L::Mixer::Mamba2, .mixerName = "mamba", .mixerLayer = "linear_attention"}},
+    {"falcon_h1", Family::Llama, false,
+     {.renames = "mlp=feed_forward,post_attention_layernorm=pre_ff_layernorm,model.norm=final_layernorm",
+      .mixer = L::Mixer::Mamba2, .mixerName = "mamba", .parallelMixer = true}},
     {"granitemoehybrid", Family::Qwen3Moe, false,
      [] { L l = kGraniteMoe; l.extras = kGraniteSharedMlp; l.mixer = L::Mixer::Mamba2; l.mixerName = "mamba";
           l.mixerLayer = "linear_attention"; l.noDenseMlp = true; return l; }()},
@@ -658,11 +661,18 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
         TP_RETURN_IF_ERROR(r.readInt("mamba_expand", expand, 1, 64));
         TP_RETURN_IF_ERROR(r.readBool("mamba_conv_bias", m.convBias));
         TP_RETURN_IF_ERROR(r.readBool("mamba_proj_bias", m.projBias));
+        m.outBias = m.projBias;
         m.inner = expand * c.hiddenSize;
+        if (c.layout.parallelMixer) { // Falcon-H1: mamba_d_ssm wide, its norm and out_proj bias optional
+            TP_RETURN_IF_ERROR(r.readInt("mamba_d_ssm", m.inner, 1, kMaxFfn));
+            TP_RETURN_IF_ERROR(r.readBool("mamba_rms_norm", m.norm));
+            TP_RETURN_IF_ERROR(r.readBool("projectors_bias", m.outBias));
+        }
         if (m.inner % m.heads || m.inner % m.groups)
-            return bad(fmt::format("mamba_n_heads ({}) and mamba_n_groups ({}) must divide mamba_expand · hidden_size ({})",
+            return bad(fmt::format("mamba_n_heads ({}) and mamba_n_groups ({}) must divide the Mamba width ({}: mamba_expand · "
+                                   "hidden_size, or mamba_d_ssm)",
                                    m.heads, m.groups, m.inner));
-        if (!layerTypesGiven) { // Bamba: attn_layer_indices; Granite 4: every layer Mamba
+        if (!layerTypesGiven && !c.layout.parallelMixer) { // Bamba: attn_layer_indices; Granite 4: every layer Mamba
             std::vector<std::int64_t> attention;
             TP_RETURN_IF_ERROR(r.readIntList("attn_layer_indices", attention));
             for (std::int64_t l = 0; l < c.numLayers; ++l)

@@ -153,6 +153,7 @@ struct LayerLayout
     const char* mixerName = nullptr;  // the layer's attribute: mamba, linear_attn, conv
     const char* mixerLayer = nullptr; // its layer_types value: linear_attention, conv
     bool noDenseMlp = false;          // a layer without experts has no MLP of its own (Granite 4's dense models)
+    bool parallelMixer = false;       // every layer has the mixer beside attention, their outputs summed (Falcon-H1)
     bool gatedQuery = false;          // q_proj also yields a sigmoid gate on the attention output, per head [2·q, H] (Qwen3-Next)
 };
 
@@ -167,7 +168,8 @@ struct MixerSizes
     std::int64_t inner = 0;      // Mamba's intermediate width (mamba_expand · hidden_size)
     std::int64_t state = 0, groups = 1;                  // Mamba's SSM state size and B/C groups
     std::int64_t kernel = 0;     // the causal convolution's width
-    bool convBias = false, projBias = false;
+    bool convBias = false, projBias = false, outBias = false; // out_proj's bias: projBias, Falcon-H1's projectors_bias
+    bool norm = true;            // Mamba's gated RMSNorm (Falcon-H1: mamba_rms_norm)
 };
 
 struct ModelConfig
@@ -259,8 +261,9 @@ struct ModelConfig
     // Whether the layer has the layout's sequence mixer in place of attention.
     bool isMixerLayer(std::int64_t layer) const
     {
-        return layout.mixer != LayerLayout::Mixer::None && layer >= 0 && static_cast<std::size_t>(layer) < layerTypes.size()
-            && layerTypes[static_cast<std::size_t>(layer)] == layout.mixerLayer;
+        return layout.mixer != LayerLayout::Mixer::None && layer >= 0
+            && (layout.parallelMixer
+                || (static_cast<std::size_t>(layer) < layerTypes.size() && layerTypes[static_cast<std::size_t>(layer)] == layout.mixerLayer));
     }
     // Intermediate size of the dense MLP layers (Llama 4 keeps it in intermediate_size_mlp, MiniMax-M3 in
     // dense_intermediate_size).
