@@ -314,6 +314,8 @@ private slots:
         QTest::addRow("minimax-m3 sparse_attention_freq length")
             << R"({"model_type": "minimax_m3_vl_text", "num_hidden_layers": 2, "sparse_attention_config": {"sparse_attention_freq": [1]}})"
             << "config.json: key 'sparse_attention_config.sparse_attention_freq' has 1 entries but num_hidden_layers is 2";
+        QTest::addRow("jamba offset beyond period") << R"({"model_type": "jamba", "attn_layer_period": 2, "attn_layer_offset": 2})"
+                                                    << "config.json: attn_layer_offset (2) and expert_layer_offset (1) must be below";
         QTest::addRow("lfm2 ffn multiplier") << R"({"model_type": "lfm2", "block_auto_adjust_ff_dim": true, "block_ffn_dim_multiplier": -1})"
                                              << "config.json: block_ffn_dim_multiplier must be above 0 and at most 64, found -1";
     }
@@ -338,6 +340,8 @@ private slots:
         QTest::addRow("lfm2 full_attn_idxs") << R"({"model_type": "lfm2", "num_hidden_layers": 3, "full_attn_idxs": [2]})" << "0,1";
         QTest::addRow("lfm2 all attention") << R"({"model_type": "lfm2", "num_hidden_layers": 2})" << "";
         QTest::addRow("falcon_h1 every layer (beside attention)") << R"({"model_type": "falcon_h1", "num_hidden_layers": 2})" << "0,1";
+        QTest::addRow("jamba attention period") << R"({"model_type": "jamba", "num_hidden_layers": 4, "attn_layer_period": 2,
+            "attn_layer_offset": 1})" << "0,2";
         QTest::addRow("llama none") << R"({"model_type": "llama", "num_hidden_layers": 2})" << "";
     }
     // HunYuan's config lists moe_topk per layer (one value for all taken) and carries a
@@ -391,6 +395,14 @@ private slots:
         QVERIFY2(f.ok(), f.ok() ? "" : f.status().message().c_str());
         QCOMPARE(f->mixer.inner, 96);
         QVERIFY(!f->mixer.norm && f->mixer.projBias && !f->mixer.outBias);
+        // Jamba (Mamba 1): dt rank "auto" is ceil(hidden_size / 16); experts every expert_layer_period layers.
+        auto j = parseConfig(R"({"model_type": "jamba", "hidden_size": 72, "num_attention_heads": 8, "num_key_value_heads": 8,
+                                 "num_hidden_layers": 4, "mamba_dt_rank": "auto",
+                                 "expert_layer_period": 2, "expert_layer_offset": 1, "num_experts": 4})",
+                             "config.json", nullptr);
+        QVERIFY2(j.ok(), j.ok() ? "" : j.status().message().c_str());
+        QCOMPARE(j->mixer.dtRank, 5);
+        QVERIFY(!j->isMoeLayer(0) && j->isMoeLayer(1) && j->isMoeLayer(3));
     }
 
     void mixerLayers()

@@ -392,6 +392,10 @@ private:
             }
             break;
         }
+        case M::Mamba1: // x_proj and dt_proj act inside the mixer, on whole channels
+            inner = m.inner;
+            proj("in_proj", 2 * m.inner);
+            break;
         case M::Mamba2:
             inner = m.inner;
             proj("in_proj", 2 * m.inner + 2 * m.groups * m.state + m.heads);

@@ -412,7 +412,9 @@ void buildMixer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerM
     using M = LayerLayout::Mixer;
     const MixerSizes& m = c.mixer;
     const std::int64_t H = c.hiddenSize;
-    const char* cls = c.layout.mixer == M::Mamba2 ? "MambaLayer" : c.layout.mixer == M::ShortConv ? "ShortConv" : "GatedDeltaNet";
+    const char* cls = c.layout.mixer == M::Mamba1 || c.layout.mixer == M::Mamba2 ? "MambaMixer"
+                    : c.layout.mixer == M::ShortConv                             ? "ShortConv"
+                                                                                 : "GatedDeltaNet";
     int x = b.add(layerModule, c.layout.mixerName, n.prefix + cls, ModuleKind::Other, layer);
     auto conv = [&](const char* name, std::int64_t channels, bool bias) {
         int k = b.add(x, name, "Conv1d", ModuleKind::Other, layer);
@@ -441,6 +443,18 @@ void buildMixer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerM
         b.linear(x, "out_proj", H, value, false, layer);
         break;
     }
+    case M::Mamba1: // in_proj [x; z], x_proj → [dt; B; C] (each normed), dt_proj, A [inner, state], D
+        conv("conv1d", m.inner, m.convBias);
+        b.linear(x, "in_proj", 2 * m.inner, H, m.projBias, layer);
+        b.linear(x, "x_proj", m.dtRank + 2 * m.state, m.inner, false, layer);
+        b.linear(x, "dt_proj", m.inner, m.dtRank, true, layer);
+        b.param(x, "A_log", {m.inner, m.state});
+        b.param(x, "D", {m.inner});
+        b.linear(x, "out_proj", H, m.inner, m.outBias, layer);
+        b.norm(x, "dt_layernorm", m.dtRank, n.prefix + "RMSNorm", layer);
+        b.norm(x, "b_layernorm", m.state, n.prefix + "RMSNorm", layer);
+        b.norm(x, "c_layernorm", m.state, n.prefix + "RMSNorm", layer);
+        break;
     case M::Mamba2: {
         const std::int64_t convDim = m.inner + 2 * m.groups * m.state;
         conv("conv1d", convDim, m.convBias);

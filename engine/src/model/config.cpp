@@ -187,6 +187,10 @@ const TemplateRow kTemplates[] = {
     {"bamba", Family::Llama, false,
      {.renames = "mlp=feed_forward,post_attention_layernorm=pre_ff_layernorm,model.norm=final_layernorm",
       .mixer = L::Mixer::Mamba2, .mixerName = "mamba", .mixerLayer = "linear_attention"}},
+    {"jamba", Family::Qwen3Moe, false,
+     {.qkNorm = L::QkNorm::None, .router = "router", .expertsUseIntermediate = true,
+      .renames = "mlp=feed_forward,post_attention_layernorm=pre_ff_layernorm,model.norm=final_layernorm", .mixer = L::Mixer::Mamba1,
+      .mixerName = "mamba", .mixerLayer = "mamba"}},
     {"falcon_h1", Family::Llama, false,
      {.renames = "mlp=feed_forward,post_attention_layernorm=pre_ff_layernorm,model.norm=final_layernorm",
       .mixer = L::Mixer::Mamba2, .mixerName = "mamba", .parallelMixer = true}},
@@ -652,6 +656,33 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
                                                                    : "full_attention");
         break;
     }
+    case M::Mamba1: { // Jamba: attention and experts every period layers from an offset
+        std::int64_t expand = 2, attnPeriod = 8, attnOffset = 4, expertPeriod = 2, expertOffset = 1;
+        TP_RETURN_IF_ERROR(r.readInt("mamba_d_state", m.state, 1, kMaxHeadDim));
+        TP_RETURN_IF_ERROR(r.readInt("mamba_d_conv", m.kernel, 1, 1024));
+        TP_RETURN_IF_ERROR(r.readInt("mamba_expand", expand, 1, 64));
+        TP_RETURN_IF_ERROR(r.readBool("mamba_conv_bias", m.convBias));
+        TP_RETURN_IF_ERROR(r.readBool("mamba_proj_bias", m.projBias));
+        m.outBias = m.projBias;
+        m.inner = expand * c.hiddenSize;
+        m.dtRank = (c.hiddenSize + 15) / 16;
+        if (r.has("mamba_dt_rank") && !(r.json().at("mamba_dt_rank").is_string() && r.json().at("mamba_dt_rank") == "auto"))
+            TP_RETURN_IF_ERROR(r.readInt("mamba_dt_rank", m.dtRank, 1, kMaxWidth));
+        TP_RETURN_IF_ERROR(r.readInt("attn_layer_period", attnPeriod, 1, kMaxLayers));
+        TP_RETURN_IF_ERROR(r.readInt("attn_layer_offset", attnOffset, 0, kMaxLayers));
+        TP_RETURN_IF_ERROR(r.readInt("expert_layer_period", expertPeriod, 1, kMaxLayers));
+        TP_RETURN_IF_ERROR(r.readInt("expert_layer_offset", expertOffset, 0, kMaxLayers));
+        if (attnOffset >= attnPeriod || expertOffset >= expertPeriod)
+            return bad(fmt::format("attn_layer_offset ({}) and expert_layer_offset ({}) must be below their periods ({}, {})",
+                                   attnOffset, expertOffset, attnPeriod, expertPeriod));
+        c.layerTypes.clear();
+        c.mlpLayerTypes.clear();
+        for (std::int64_t l = 0; l < c.numLayers; ++l) {
+            c.layerTypes.push_back(l % attnPeriod == attnOffset ? "full_attention" : "mamba");
+            c.mlpLayerTypes.push_back(l % expertPeriod == expertOffset ? "sparse" : "dense");
+        }
+        break;
+    }
     case M::Mamba2: {
         std::int64_t expand = 2;
         TP_RETURN_IF_ERROR(r.readInt("mamba_n_heads", m.heads, 1, kMaxHeads));
@@ -1035,6 +1066,7 @@ const char* mixerTitle(LayerLayout::Mixer m)
     using M = LayerLayout::Mixer;
     switch (m) {
     case M::None: return "";
+    case M::Mamba1: return "Mamba";
     case M::Mamba2: return "Mamba 2";
     case M::GatedDeltaNet:
     case M::GatedDeltaNetSplit: return "gated delta rule";
