@@ -634,6 +634,17 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
     MixerSizes& m = c.mixer;
     const bool layerTypesGiven = r.has("layer_types");
     auto bad = [&](const std::string& what) { return invalidArgument(r.source() + ": " + what); };
+    auto readMamba = [&]() -> Status { // the keys Mamba 1 and 2 share
+        std::int64_t expand = 2;
+        TP_RETURN_IF_ERROR(r.readInt("mamba_d_state", m.state, 1, kMaxHeadDim));
+        TP_RETURN_IF_ERROR(r.readInt("mamba_d_conv", m.kernel, 1, 1024));
+        TP_RETURN_IF_ERROR(r.readInt("mamba_expand", expand, 1, 64));
+        TP_RETURN_IF_ERROR(r.readBool("mamba_conv_bias", m.convBias));
+        TP_RETURN_IF_ERROR(r.readBool("mamba_proj_bias", m.projBias));
+        m.outBias = m.projBias;
+        m.inner = expand * c.hiddenSize;
+        return {};
+    };
     switch (c.layout.mixer) {
     case M::None: return {};
     case M::GatedDeltaNet:
@@ -657,14 +668,8 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
         break;
     }
     case M::Mamba1: { // Jamba: attention and experts every period layers from an offset
-        std::int64_t expand = 2, attnPeriod = 8, attnOffset = 4, expertPeriod = 2, expertOffset = 1;
-        TP_RETURN_IF_ERROR(r.readInt("mamba_d_state", m.state, 1, kMaxHeadDim));
-        TP_RETURN_IF_ERROR(r.readInt("mamba_d_conv", m.kernel, 1, 1024));
-        TP_RETURN_IF_ERROR(r.readInt("mamba_expand", expand, 1, 64));
-        TP_RETURN_IF_ERROR(r.readBool("mamba_conv_bias", m.convBias));
-        TP_RETURN_IF_ERROR(r.readBool("mamba_proj_bias", m.projBias));
-        m.outBias = m.projBias;
-        m.inner = expand * c.hiddenSize;
+        std::int64_t attnPeriod = 8, attnOffset = 4, expertPeriod = 2, expertOffset = 1;
+        TP_RETURN_IF_ERROR(readMamba());
         m.dtRank = (c.hiddenSize + 15) / 16;
         if (r.has("mamba_dt_rank") && !(r.json().at("mamba_dt_rank").is_string() && r.json().at("mamba_dt_rank") == "auto"))
             TP_RETURN_IF_ERROR(r.readInt("mamba_dt_rank", m.dtRank, 1, kMaxWidth));
@@ -684,16 +689,9 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
         break;
     }
     case M::Mamba2: {
-        std::int64_t expand = 2;
         TP_RETURN_IF_ERROR(r.readInt("mamba_n_heads", m.heads, 1, kMaxHeads));
-        TP_RETURN_IF_ERROR(r.readInt("mamba_d_state", m.state, 1, kMaxHeadDim));
         TP_RETURN_IF_ERROR(r.readInt("mamba_n_groups", m.groups, 1, kMaxHeads));
-        TP_RETURN_IF_ERROR(r.readInt("mamba_d_conv", m.kernel, 1, 1024));
-        TP_RETURN_IF_ERROR(r.readInt("mamba_expand", expand, 1, 64));
-        TP_RETURN_IF_ERROR(r.readBool("mamba_conv_bias", m.convBias));
-        TP_RETURN_IF_ERROR(r.readBool("mamba_proj_bias", m.projBias));
-        m.outBias = m.projBias;
-        m.inner = expand * c.hiddenSize;
+        TP_RETURN_IF_ERROR(readMamba());
         if (c.layout.parallelMixer) { // Falcon-H1: mamba_d_ssm wide, its norm and out_proj bias optional
             TP_RETURN_IF_ERROR(r.readInt("mamba_d_ssm", m.inner, 1, kMaxFfn));
             TP_RETURN_IF_ERROR(r.readBool("mamba_rms_norm", m.norm));
