@@ -306,7 +306,7 @@ private:
 
     int selfAttention(const std::string& p, int x)
     {
-        const std::int64_t H = m_c.numHeads, KV = m_c.numKvHeads, hd = m_c.headDim;
+        const std::int64_t H = m_c.numHeads, KV = m_c.kvHeadsAt(m_layer), hd = m_c.headDim, vd = m_c.valueHeadDim();
         if (m_c.isMla())
             return mla(p, x);
         int q, k, v, gate = -1;
@@ -328,7 +328,7 @@ private:
                 gate = output(m_g.nodes.back(), H * hd, "gate");
             }
             k = module(OpKind::Linear, p + ".k_proj", {x}, KV * hd);
-            v = module(OpKind::Linear, p + ".v_proj", {x}, KV * hd);
+            v = module(OpKind::Linear, p + ".v_proj", {x}, KV * vd);
             using Q = LayerLayout::QkNorm;
             if (m_c.layout.qkNorm == Q::Whole) { // OLMo 2: one norm over all heads' q (and k)
                 q = module(OpKind::Norm, p + ".q_norm", {q}, H * hd);
@@ -352,12 +352,12 @@ private:
                 k = l2Norm(p + ":k_norm", k, hd);
             }
         }
-        GraphNode& at = attentionNode(p, {q, k, v}, hd, hd, KV);
+        GraphNode& at = attentionNode(p, {q, k, v}, hd, vd, KV);
         if (!rope && m_c.attnTemperatureTuning) {
             at.temperatureFloor = m_c.floorScale;
             at.temperatureScale = m_c.attnScale;
         }
-        int o = output(at, H * hd);
+        int o = output(at, H * vd);
         if (gate >= 0) { // attention · sigmoid(gate)
             GraphNode& g = node(OpKind::GatedAct, p + ":gate", -1, {gate, o});
             g.act = Activation::Sigmoid;

@@ -352,7 +352,8 @@ void buildExtras(TreeBuilder& b, const ModelConfig& c, int layerModule, int laye
 
 void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerModule, int layer)
 {
-    const std::int64_t H = c.hiddenSize, hd = c.headDim, q = c.numHeads * hd, kv = c.numKvHeads * hd;
+    const std::int64_t H = c.hiddenSize, hd = c.headDim, q = c.numHeads * hd, kv = c.kvHeadsAt(layer) * hd;
+    const std::int64_t v = c.kvHeadsAt(layer) * c.valueHeadDim();
     const std::string norm = n.prefix + "RMSNorm";
     int a = b.add(layerModule, "self_attn", n.prefix + "Attention", ModuleKind::Attention, layer);
     switch (c.family) {
@@ -379,7 +380,7 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
     }
     default: break;
     }
-    if (c.family == Family::GptOss || c.layout.sinks)
+    if (c.sinksAt(layer))
         b.param(a, "sinks", {c.numHeads});
     const bool always = c.layout.alwaysAttentionBias;
     const bool qkvBias = c.attentionBias || c.layout.qkvBias || always;
@@ -391,9 +392,9 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
     } else {
         b.linear(a, "q_proj", c.layout.gatedQuery ? 2 * q : q, H, qkvBias, layer);
         b.linear(a, "k_proj", kv, H, qkvBias, layer);
-        b.linear(a, "v_proj", kv, H, qkvBias, layer);
+        b.linear(a, "v_proj", v, H, qkvBias, layer);
     }
-    b.linear(a, "o_proj", H, c.layout.oProjFromHidden ? H : q, oBias, layer);
+    b.linear(a, "o_proj", H, c.layout.oProjFromHidden ? H : c.numHeads * c.valueHeadDim(), oBias, layer);
     using Q = LayerLayout::QkNorm;
     if (c.layout.qkNorm == Q::Whole) {
         b.norm(a, "q_norm", q, norm, layer);

@@ -187,6 +187,8 @@ const TemplateRow kTemplates[] = {
     {"bamba", Family::Llama, false,
      {.renames = "mlp=feed_forward,post_attention_layernorm=pre_ff_layernorm,model.norm=final_layernorm",
       .mixer = L::Mixer::Mamba2, .mixerName = "mamba", .mixerLayer = "linear_attention"}},
+    {"mimo_v2_flash", Family::Qwen3Moe, false,
+     {.qkNorm = L::QkNorm::None, .swaKvSinks = true, .ownValueHeadDim = true, .scoreBias = L::ScoreBias::Router}},
     {"jamba", Family::Qwen3Moe, false,
      {.qkNorm = L::QkNorm::None, .router = "router", .expertsUseIntermediate = true,
       .renames = "mlp=feed_forward,post_attention_layernorm=pre_ff_layernorm,model.norm=final_layernorm", .mixer = L::Mixer::Mamba1,

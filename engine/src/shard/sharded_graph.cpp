@@ -682,7 +682,8 @@ private:
         bool ok = true;
         for (std::size_t r = 0; r < localHeads.size() && ok; ++r) {
             const std::int64_t qh = Q.local[r] / n.headDim, kh = K.local[r] / kvWidth;
-            ok = Q.local[r] % n.headDim == 0 && K.local[r] % kvWidth == 0 && (mla || V.local[r] == K.local[r])
+            ok = Q.local[r] % n.headDim == 0 && K.local[r] % kvWidth == 0
+                && (mla || (V.local[r] % n.vHeadDim == 0 && V.local[r] / n.vHeadDim == kh)) // values v_head_dim wide per head
                 && qh * n.kvHeads == kh * n.heads;
             localHeads[r] = qh;
             outLocal[r] = qh * n.vHeadDim;

@@ -107,6 +107,8 @@ struct LayerLayout
     const char* upName = "up_proj";       // the ungated MLP's projections: up_proj/down_proj, c_fc/c_proj, fc1/fc2
     const char* downName = "down_proj";
     bool sinks = false;                   // a learned sink logit per head (self_attn.sinks)
+    bool swaKvSinks = false;              // sliding layers have twice the key/value heads, and sinks (MiMo-V2-Flash)
+    bool ownValueHeadDim = false;         // values are v_head_dim wide per head, not head_dim (MiMo-V2-Flash)
     bool qkvBias = false;                 // q/k/v always have a bias (Qwen2's attention)
     bool oProjFromHidden = false;         // o_proj is [hidden, hidden] whatever head_dim is (Helium)
     bool gqaAttention = false;            // DeepSeek-V3's MoE with standard attention, not MLA (Solar Open)
@@ -259,6 +261,16 @@ struct ModelConfig
     bool isMla() const { return family == Family::DeepseekV3 && !layout.gqaAttention; }
     // Whether decoder layer `layer` has a routed-expert block.
     bool isMoeLayer(std::int64_t layer) const;
+    // Layer `layer`'s key/value heads, value head size and whether it has sinks (LayerLayout::swaKvSinks,
+    // ownValueHeadDim, sinks).
+    bool slidingLayer(std::int64_t layer) const
+    {
+        return layer >= 0 && static_cast<std::size_t>(layer) < layerTypes.size()
+            && layerTypes[static_cast<std::size_t>(layer)] == "sliding_attention";
+    }
+    std::int64_t kvHeadsAt(std::int64_t layer) const { return numKvHeads * (layout.swaKvSinks && slidingLayer(layer) ? 2 : 1); }
+    std::int64_t valueHeadDim() const { return layout.ownValueHeadDim && vHeadDim > 0 ? vHeadDim : headDim; }
+    bool sinksAt(std::int64_t layer) const { return family == Family::GptOss || layout.sinks || (layout.swaKvSinks && slidingLayer(layer)); }
     // Whether the layer has the layout's sequence mixer in place of attention.
     bool isMixerLayer(std::int64_t layer) const
     {
