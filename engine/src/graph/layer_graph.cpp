@@ -253,7 +253,7 @@ private:
             m_layer = -1;
             return h;
         }
-        const bool gemma = m_t.sandwichNorms;
+        const bool gemma = m_t.sandwichNorms || norms == N::Gemma;
         int x = module(OpKind::Norm, p + ".input_layernorm", {h}, m_c.hiddenSize);
         int a = attention(p + ".self_attn", x);
         if (gemma)
@@ -358,6 +358,8 @@ private:
             at.temperatureScale = m_c.attnScale;
         }
         int o = output(at, H * vd);
+        if (m_c.layout.outputGate) // AFMoE, Beam: a projection of the layer input gates the output
+            gate = module(OpKind::Linear, p + "." + m_c.layout.outputGate, {x}, H * hd);
         if (gate >= 0) { // attention · sigmoid(gate)
             GraphNode& g = node(OpKind::GatedAct, p + ":gate", -1, {gate, o});
             g.act = Activation::Sigmoid;

@@ -395,6 +395,8 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
         b.linear(a, "v_proj", v, H, qkvBias, layer);
     }
     b.linear(a, "o_proj", H, c.layout.oProjFromHidden ? H : c.numHeads * c.valueHeadDim(), oBias, layer);
+    if (c.layout.outputGate)
+        b.linear(a, c.layout.outputGate, q, H, false, layer);
     using Q = LayerLayout::QkNorm;
     if (c.layout.qkNorm == Q::Whole) {
         b.norm(a, "q_norm", q, norm, layer);
@@ -493,12 +495,12 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
     auto router = [&](const char* name, bool bias) {
         const char* wg = c.layout.routerLinear;
         int r = b.add(moe, c.layout.router ? c.layout.router : name, n.router, wg ? ModuleKind::Other : ModuleKind::Router, layer);
-        if (wg) {
+        if (wg)
             r = b.add(r, wg, "Linear", ModuleKind::Router, layer);
+        if (c.layout.routerF32)
             b.param(r, "weight", {E, H}, DType::F32);
-        } else {
+        else
             b.param(r, "weight", {E, H});
-        }
         if (bias)
             b.param(r, "bias", {E});
         using SB = LayerLayout::ScoreBias;
@@ -552,7 +554,7 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
     default: break;
     }
     if (c.layout.scoreBias == LayerLayout::ScoreBias::Block)
-        b.param(moe, "e_score_correction_bias", {E}, DType::F32).buffer = true;
+        b.param(moe, "e_score_correction_bias", {E}, DType::F32).buffer = !c.layout.scoreBiasParam;
 }
 
 void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers, int layer)
@@ -610,6 +612,10 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
     case N::PreFeedforward:
         layerNorm("input_layernorm");
         layerNorm("pre_feedforward_layernorm");
+        break;
+    case N::Gemma:
+        for (const char* name : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"})
+            layerNorm(name);
         break;
     }
     if (c.family == Family::Gemma2 || c.family == Family::Gemma3) {

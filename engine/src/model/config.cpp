@@ -189,6 +189,14 @@ const TemplateRow kTemplates[] = {
       .mixer = L::Mixer::Mamba2, .mixerName = "mamba", .mixerLayer = "linear_attention"}},
     {"mimo_v2_flash", Family::Qwen3Moe, false,
      {.qkNorm = L::QkNorm::None, .swaKvSinks = true, .ownValueHeadDim = true, .scoreBias = L::ScoreBias::Router}},
+    {"afmoe", Family::Qwen3Moe, false,
+     {.norms = L::Norms::Gemma, .qkNorm = L::QkNorm::PerHead, .outputGate = "gate_proj", .router = "router", .shared = "shared_experts",
+      .scoreBias = L::ScoreBias::Block, .sharedWidth = L::SharedWidth::MoePerShared, .routerLinear = "gate", .scoreBiasParam = true,
+      .renames = "pre_feedforward_layernorm=pre_mlp_layernorm,post_feedforward_layernorm=post_mlp_layernorm,"
+                 ".e_score_correction_bias=expert_bias"}},
+    {"beam", Family::Qwen3Moe, false,
+     {.norms = L::Norms::Gemma, .qkNorm = L::QkNorm::PerHead, .outputGate = "gate_proj", .scoreBias = L::ScoreBias::Router,
+      .routerF32 = true, .extras = "self_attn:gate_bias[nh]"}},
     {"jamba", Family::Qwen3Moe, false,
      {.qkNorm = L::QkNorm::None, .router = "router", .expertsUseIntermediate = true,
       .renames = "mlp=feed_forward,post_attention_layernorm=pre_ff_layernorm,model.norm=final_layernorm", .mixer = L::Mixer::Mamba1,
@@ -203,7 +211,7 @@ const TemplateRow kTemplates[] = {
     // Other routers, shared-expert widths and expert layouts.
     {"hunyuan_v1_moe", Family::Qwen3Moe, false,
      {.qkNorm = L::QkNorm::PerHead, .shared = "shared_mlp", .sharedWidth = L::SharedWidth::Intermediate, .routerLinear = "wg",
-      .expertsUseIntermediate = true, .renames = "q_norm=query_layernorm,k_norm=key_layernorm"}},
+      .routerF32 = true, .expertsUseIntermediate = true, .renames = "q_norm=query_layernorm,k_norm=key_layernorm"}},
     {"minimax_m3_vl_text", Family::Qwen3Moe, false,
      {.qkNorm = L::QkNorm::PerHead, .fusedGateUp = true, .shared = "shared_experts", .scoreBias = L::ScoreBias::Router,
       .denseWidthKey = "dense_intermediate_size", .expertsUseIntermediate = true,

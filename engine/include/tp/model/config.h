@@ -93,8 +93,9 @@ struct LayerLayout
     // post_feedforward_layernorm). Parallel: one input_layernorm feeding attention and MLP, summed
     // into the residual (Cohere). PreFeedforward: Pre with the second named pre_feedforward_layernorm
     // (VaultGemma). Peri: Pre plus post_norm1 / post_norm2 after attention and MLP (HyperCLOVA X).
-    // Sandwich: Pre plus post_self_attn_layernorm / post_mlp_layernorm (GLM-4).
-    enum class Norms { Pre, Post, Parallel, PreFeedforward, Peri, Sandwich } norms = Norms::Pre;
+    // Sandwich: Pre plus post_self_attn_layernorm / post_mlp_layernorm (GLM-4). Gemma: input_layernorm,
+    // post_attention_layernorm after attention, pre_/post_feedforward_layernorm around the MLP (Gemma 2, Beam).
+    enum class Norms { Pre, Post, Parallel, PreFeedforward, Peri, Sandwich, Gemma } norms = Norms::Pre;
     // The norms' parameters: weight (RMSNorm), weight and bias (LayerNorm), none (OLMo's LayerNorm
     // without affine parameters).
     enum class NormParams { Weight, WeightAndBias, None } normParams = NormParams::Weight;
@@ -107,6 +108,7 @@ struct LayerLayout
     const char* upName = "up_proj";       // the ungated MLP's projections: up_proj/down_proj, c_fc/c_proj, fc1/fc2
     const char* downName = "down_proj";
     bool sinks = false;                   // a learned sink logit per head (self_attn.sinks)
+    const char* outputGate = nullptr;     // a projection [heads · head_dim, H] whose sigmoid gates the attention output (AFMoE, Beam)
     bool swaKvSinks = false;              // sliding layers have twice the key/value heads, and sinks (MiMo-V2-Flash)
     bool ownValueHeadDim = false;         // values are v_head_dim wide per head, not head_dim (MiMo-V2-Flash)
     bool qkvBias = false;                 // q/k/v always have a bias (Qwen2's attention)
@@ -126,7 +128,9 @@ struct LayerLayout
     // The shared experts' width: shared_expert_intermediate_size (Key), intermediate_size (HunYuan),
     // intermediate_size × shared experts (Aria), moe_intermediate_size × shared experts (ERNIE 4.5).
     enum class SharedWidth { Key, Intermediate, IntermediatePerShared, MoePerShared } sharedWidth = SharedWidth::Key;
-    const char* routerLinear = nullptr;   // the router's projection is its child Linear of that name, in f32 (HunYuan's gate.wg)
+    const char* routerLinear = nullptr;   // the router's projection is its child Linear of that name (HunYuan's gate.wg)
+    bool routerF32 = false;               // the router's weight is f32 whatever the model's dtype (HunYuan, Beam)
+    bool scoreBiasParam = false;          // the block's score bias is a parameter, not a buffer (AFMoE's expert_bias)
     bool expertsLastPacked = false;       // experts stored [E, H, 2I] / [E, I, H] (Aria), as gpt-oss and Llama 4 store them
     const char* denseWidthKey = nullptr;  // the dense layers' MLP width under this key (MiniMax-M3's dense_intermediate_size)
     bool expertsUseIntermediate = false;  // the experts are intermediate_size wide; moe_intermediate_size is not read (HunYuan, Aria)
