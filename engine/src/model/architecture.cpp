@@ -304,8 +304,12 @@ void buildExtras(TreeBuilder& b, const ModelConfig& c, int layerModule, int laye
 {
     forEachPart(c.layout.extras ? c.layout.extras : "", ';', [&](std::string_view group) {
         if (const std::size_t q = group.find('?'); q != std::string_view::npos) { // "type?…": that layer type's only
+            const std::string_view type = group.substr(0, q);
             const auto l = static_cast<std::size_t>(layer);
-            if (l >= c.layerTypes.size() || c.layerTypes[l] != group.substr(0, q))
+            const bool match = type == "sparse" ? c.isMoeLayer(layer)
+                             : type == "dense"  ? !c.isMoeLayer(layer)
+                                                : l < c.layerTypes.size() && c.layerTypes[l] == type;
+            if (!match)
                 return;
             group.remove_prefix(q + 1);
         }

@@ -173,6 +173,7 @@ const TemplateRow kTemplates[] = {
                                                   .scoreBias = L::ScoreBias::Router}},
     {"cohere2_moe", Family::Qwen3Moe, false, {.norms = L::Norms::Parallel, .qkNorm = L::QkNorm::None}},
     {"minicpm3", Family::DeepseekV3, false},
+    {"axk1", Family::DeepseekV3, false, {.extras = "sparse?mlp.post_mlp_layernorm:weight[H]"}}, // a norm on the MoE block's output
     {"youtu", Family::DeepseekV3, false},
     {"minimax_m2", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::Whole, .scoreBias = L::ScoreBias::Block}},
     // Sequence mixers in place of attention on some layers (LayerLayout::mixer): gated delta rule,

@@ -148,7 +148,8 @@ struct LayerLayout
     // of an integer and at most one size: H hidden_size, hd head_dim, nh heads, kv key/value heads,
     // I intermediate_size, S shared_intermediate_size, E experts, xq and xd a sparse-attention indexer's
     // query width (index_n_heads · index_head_dim) and head size; [] is a scalar; ~name a buffer. A
-    // group written "type?module:…" is made only on the layers whose layer_types entry is type. A module with a zero
+    // group written "type?module:…" is made only on the layers whose layer_types entry is type, or
+    // with routed experts (sparse) or without (dense). A module with a zero
     // dimension is left out (GraniteMoeShared's shared_mlp when shared_intermediate_size is 0).
     const char* extras = nullptr;
     // A sequence mixer in place of attention on the layers whose layer_types entry is mixerLayer:
