@@ -642,10 +642,11 @@ def as_json(jobs):
 # (tests/fixtures/architectures): post norms and whole-projection q/k norms, parallel attention + MLP,
 # GLM-4's sandwich norms with a fused gate_up_proj, an ungated MLP with biases and LayerNorms,
 # MoE with a gated shared expert, a block named block_sparse_moe, DeepSeek's sparse blocks on
-# standard attention, dense MLA, MLA MoE with a softmax router. Their default plans' collectives
-# are compared with Transformers' own run (the engine's logits are not: it refuses them).
+# standard attention, dense MLA, MLA MoE with a softmax router, and a sequence mixer (Qwen3-Next's
+# gated delta rule, its projections gathered, beside gated-query attention). Their default plans'
+# collectives are compared with Transformers' own run (the engine's logits are not: it refuses them).
 ARCHITECTURES = ["olmo2", "cohere", "glm4", "starcoder2", "qwen2_moe", "granitemoe", "glm4_moe", "minicpm3",
-                 "deepseek_v2"]
+                 "deepseek_v2", "qwen3_next"]
 
 
 def architecture_jobs(repo, tps, work):
