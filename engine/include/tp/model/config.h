@@ -164,7 +164,7 @@ struct LayerLayout
     bool gatedQuery = false;          // q_proj also yields a sigmoid gate on the attention output, per head [2·q, H] (Qwen3-Next)
 };
 
-// "Mamba 2", "gated delta rule", "short convolution" (none: "").
+// "Mamba", "Mamba 2", "gated delta rule", "short convolution" (none: "").
 const char* mixerTitle(LayerLayout::Mixer m);
 
 // The sizes of a LayerLayout::Mixer, read from the model type's keys.
@@ -276,7 +276,7 @@ struct ModelConfig
     std::int64_t kvHeadsAt(std::int64_t layer) const { return numKvHeads * (layout.swaKvSinks && slidingLayer(layer) ? 2 : 1); }
     std::int64_t valueHeadDim() const { return layout.ownValueHeadDim && vHeadDim > 0 ? vHeadDim : headDim; }
     bool sinksAt(std::int64_t layer) const { return family == Family::GptOss || layout.sinks || (layout.swaKvSinks && slidingLayer(layer)); }
-    // Whether the layer has the layout's sequence mixer in place of attention.
+    // Whether the layer has the layout's sequence mixer in place of attention (Falcon-H1: beside it).
     bool isMixerLayer(std::int64_t layer) const
     {
         return layout.mixer != LayerLayout::Mixer::None && layer >= 0
