@@ -42,6 +42,13 @@ Result<OpenedModel> openFixture(const std::string& modelType)
     return openModel(dir.path().toStdString());
 }
 
+// The first node of `kind` in the graph, or null.
+const GraphNode* firstNode(const LayerGraph& g, OpKind kind)
+{
+    const auto it = std::find_if(g.nodes.begin(), g.nodes.end(), [&](const GraphNode& n) { return n.kind == kind; });
+    return it == g.nodes.end() ? nullptr : &*it;
+}
+
 const char* torchDtype(DType t)
 {
     switch (t) {
@@ -232,8 +239,8 @@ private slots:
         auto om = openFixture("qwen3_next");
         QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
         const LayerGraph lg = buildLayerGraph(om->spec);
-        const auto mixer = std::find_if(lg.nodes.begin(), lg.nodes.end(), [](const GraphNode& n) { return n.kind == OpKind::Mixer; });
-        QVERIFY(mixer != lg.nodes.end());
+        const GraphNode* mixer = firstNode(lg, OpKind::Mixer);
+        QVERIFY(mixer);
         QCOMPARE(mixer->name, std::string("model.layers.0.linear_attn"));
         QCOMPARE(mixer->inputs.size(), std::size_t(2)); // in_proj_qkvz, in_proj_ba
         QCOMPARE(lg.tensors[static_cast<std::size_t>(mixer->outputs[0])].features, 32); // 4 value heads of 8
@@ -264,8 +271,8 @@ private slots:
         auto om = openFixture("hunyuan_v1_moe");
         QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
         const LayerGraph lg = buildLayerGraph(om->spec);
-        const auto router = std::find_if(lg.nodes.begin(), lg.nodes.end(), [](const GraphNode& n) { return n.kind == OpKind::Router; });
-        QVERIFY(router != lg.nodes.end());
+        const GraphNode* router = firstNode(lg, OpKind::Router);
+        QVERIFY(router);
         QCOMPARE(router->name, std::string("model.layers.0.mlp.gate.wg"));
         QVERIFY(router->module >= 0);
     }
