@@ -291,7 +291,7 @@ std::int64_t extraDim(std::string_view d, const ModelConfig& c)
     const std::pair<std::string_view, std::int64_t> sizes[] = {
         {"", 1}, {"H", c.hiddenSize}, {"hd", c.headDim}, {"nh", c.numHeads}, {"kv", c.numKvHeads},
         {"I", c.intermediateSize}, {"S", c.sharedIntermediateSize}, {"E", c.numExperts}, {"xq", c.indexHeads * c.indexHeadDim},
-        {"xd", c.indexHeadDim}};
+        {"xd", c.indexHeadDim}, {"xn", c.indexHeads}, {"qr", c.qLoraRank.value_or(0)}};
     for (const auto& [name, v] : sizes)
         if (sym == name)
             return k * v;

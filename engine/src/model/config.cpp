@@ -99,6 +99,9 @@ constexpr L kApertus{.qkNorm = L::QkNorm::PerHead, .gatedMlp = false,
 constexpr L kGptJ{.norms = L::Norms::Parallel, .normParams = L::NormParams::WeightAndBias, .gatedMlp = false,
                   .upName = "fc_in", .downName = "fc_out", .alwaysMlpBias = true, .lmHeadBias = true,
                   .renames = "model=transformer,layers=h,embed_tokens=wte,self_attn=attn,o_proj=out_proj,input_layernorm=ln_1,norm=ln_f"};
+// DeepSeek-V3.2's indexer (replicated; no plan entry): queries from the q LoRA rank, one shared key head.
+constexpr const char* kDsaIndexer = "self_attn.indexer.wq_b:weight[xq,qr];self_attn.indexer.wk:weight[xd,H];"
+                                    "self_attn.indexer.k_norm:weight[xd],bias[xd];self_attn.indexer.weights_proj:weight[xn,H]";
 const TemplateRow kTemplates[] = {
     {"exaone", Family::Llama, true},
     {"internlm3", Family::Llama, true},
@@ -175,6 +178,9 @@ const TemplateRow kTemplates[] = {
     {"minicpm3", Family::DeepseekV3, false},
     {"axk1", Family::DeepseekV3, false, {.extras = "sparse?mlp.post_mlp_layernorm:weight[H]"}}, // a norm on the MoE block's output
     {"youtu", Family::DeepseekV3, false},
+    // DeepSeek sparse attention: MLA plus a lightning indexer that scores the keys each query attends to.
+    {"deepseek_v32", Family::DeepseekV3, false, {.extras = kDsaIndexer}},
+    {"glm_moe_dsa", Family::DeepseekV3, false, {.extras = kDsaIndexer}},
     {"minimax_m2", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::Whole, .scoreBias = L::ScoreBias::Block}},
     // Sequence mixers in place of attention on some layers (LayerLayout::mixer): gated delta rule,
     // Mamba 2, short convolution.

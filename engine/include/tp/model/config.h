@@ -146,8 +146,8 @@ struct LayerLayout
     // Parameters the template does not have: "module:name[dims],name[dims];module:…", the module a path
     // under the decoder layer (made if missing: a Linear when it holds a 2-D weight). Dims are products
     // of an integer and at most one size: H hidden_size, hd head_dim, nh heads, kv key/value heads,
-    // I intermediate_size, S shared_intermediate_size, E experts, xq and xd a sparse-attention indexer's
-    // query width (index_n_heads · index_head_dim) and head size; [] is a scalar; ~name a buffer. A
+    // I intermediate_size, S shared_intermediate_size, E experts, qr q_lora_rank, xq, xd and xn a
+    // sparse-attention indexer's query width (index_n_heads · index_head_dim), head size and heads; [] is a scalar; ~name a buffer. A
     // group written "type?module:…" is made only on the layers whose layer_types entry is type, or
     // with routed experts (sparse) or without (dense). A module with a zero
     // dimension is left out (GraniteMoeShared's shared_mlp when shared_intermediate_size is 0).
