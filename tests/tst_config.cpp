@@ -316,6 +316,13 @@ private slots:
             << "config.json: key 'sparse_attention_config.sparse_attention_freq' has 1 entries but num_hidden_layers is 2";
         QTest::addRow("jamba offset beyond period") << R"({"model_type": "jamba", "attn_layer_period": 2, "attn_layer_offset": 2})"
                                                     << "config.json: attn_layer_offset (2) and expert_layer_offset (1) must be below";
+        QTest::addRow("per-layer heads length") << R"({"model_type": "laguna", "num_hidden_layers": 2, "num_attention_heads_per_layer": [8]})"
+                                                << "config.json: num_attention_heads_per_layer has 1 entries for 2 layers";
+        QTest::addRow("per-layer heads not grouped")
+            << R"({"model_type": "laguna", "num_hidden_layers": 2, "num_key_value_heads": 4, "num_attention_heads_per_layer": [8, 6]})"
+            << "config.json: num_attention_heads_per_layer[1] (6) must be a positive multiple of num_key_value_heads (4)";
+        QTest::addRow("laguna gating") << R"({"model_type": "laguna", "gating": 1})"
+                                       << "config.json: key 'gating' must be true, false or a string, found 1";
         QTest::addRow("lfm2 ffn multiplier") << R"({"model_type": "lfm2", "block_auto_adjust_ff_dim": true, "block_ffn_dim_multiplier": -1})"
                                              << "config.json: block_ffn_dim_multiplier must be above 0 and at most 64, found -1";
     }

@@ -265,6 +265,43 @@ private slots:
         }));
     }
 
+    // Laguna: each layer's own head count (4 and 8 in the fixture) and a softplus gate per head, g_proj
+    // [heads, H], that scales head_dim values each; colwise on g_proj keeps a rank's gates beside its heads.
+    void perLayerHeadsAndPerHeadGate()
+    {
+        auto om = openFixture("laguna");
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        const LayerGraph lg = buildLayerGraph(om->spec);
+        std::vector<std::int64_t> heads;
+        for (const GraphNode& n : lg.nodes)
+            if (n.kind == OpKind::Attention)
+                heads.push_back(n.heads);
+        QCOMPARE(heads, (std::vector<std::int64_t>{4, 8}));
+        const auto gate = std::find_if(lg.nodes.begin(), lg.nodes.end(), [](const GraphNode& n) {
+            return n.name == "model.layers.1.self_attn:gate";
+        });
+        QVERIFY(gate != lg.nodes.end());
+        QCOMPARE(gate->act, Activation::Softplus);
+        QCOMPARE(gate->gateSpan, om->spec.config.headDim);
+        QCOMPARE(lg.tensors[static_cast<std::size_t>(gate->inputs[0])].features, 8);
+        QVERIFY2(lg.unsupported.find("softplus gate") != std::string::npos, lg.unsupported.c_str());
+
+        Plan p = defaultPlan(om->spec, 2);
+        const ShardedGraph g = shardModel(om->spec, p);
+        QVERIFY(g.valid());
+        const auto gateAt = static_cast<std::size_t>(gate - lg.nodes.begin());
+        QCOMPARE(g.tensors[static_cast<std::size_t>(gate->inputs[0])].local, (std::vector<std::int64_t>{4, 4}));
+        QCOMPARE(g.tensors[static_cast<std::size_t>(g.graph.nodes[gateAt].outputs[0])].local,
+                 (std::vector<std::int64_t>{4 * om->spec.config.headDim, 4 * om->spec.config.headDim}));
+        for (PlanEntry& e : p.entries) // the gates whole, the heads split: they no longer line up
+            if (e.key == "model.layers.*.self_attn.g_proj")
+                e.style = "colwise_gather_output";
+        const ShardedGraph bad = shardModel(om->spec, p);
+        QVERIFY(std::any_of(bad.diagnostics.begin(), bad.diagnostics.end(), [](const Diagnostic& d) {
+            return d.severity == Severity::Error && d.where == "model.layers.*.self_attn:gate";
+        }));
+    }
+
     // HunYuan's router projection is gate.wg, one level below the MoE block: the graph's router node.
     void routerOneLevelDown()
     {

@@ -38,6 +38,7 @@ const char* activationName(Activation a)
     case Activation::Silu: return "silu";
     case Activation::GeluTanh: return "gelu_pytorch_tanh";
     case Activation::Sigmoid: return "sigmoid";
+    case Activation::Softplus: return "softplus";
     }
     return "?";
 }
@@ -152,6 +153,8 @@ public:
                                           m_c.layout.mixerName);
         else if (m_c.layout.gatedQuery)
             m_g.unsupported = "the engine does not compute the sigmoid gate on the attention output (q_proj's second half); it is planned only";
+        else if (m_c.layout.softplusGate)
+            m_g.unsupported = "the engine does not compute the softplus gate on the attention output (g_proj); it is planned only";
         m_g.ropes.push_back(ropeTable(m_c.ropeTheta, m_c.ropeScaling, m_c.headDim, m_c.maxPositionEmbeddings));
         if (m_c.slidingRope) // rope 1: the sliding layers' own
             m_g.ropes.push_back(ropeTable(m_c.slidingRope->theta, m_c.slidingRope->scaling, m_c.headDim, m_c.maxPositionEmbeddings));
@@ -273,7 +276,7 @@ private:
                              std::int64_t kvHeads)
     {
         GraphNode& n = node(OpKind::Attention, p + ":attention", -1, std::move(in));
-        n.heads = m_c.numHeads;
+        n.heads = m_c.headsAt(m_layer);
         n.kvHeads = kvHeads;
         n.headDim = qkHeadDim;
         n.vHeadDim = vHeadDim;
@@ -306,7 +309,7 @@ private:
 
     int selfAttention(const std::string& p, int x)
     {
-        const std::int64_t H = m_c.numHeads, KV = m_c.kvHeadsAt(m_layer), hd = m_c.headDim, vd = m_c.valueHeadDim();
+        const std::int64_t H = m_c.headsAt(m_layer), KV = m_c.kvHeadsAt(m_layer), hd = m_c.headDim, vd = m_c.valueHeadDim();
         if (m_c.isMla())
             return mla(p, x);
         int q, k, v, gate = -1;
@@ -358,12 +361,13 @@ private:
             at.temperatureScale = m_c.attnScale;
         }
         int o = output(at, H * vd);
-        if (m_c.layout.outputGate) // AFMoE, Beam: a projection of the layer input gates the output
-            gate = module(OpKind::Linear, p + "." + m_c.layout.outputGate, {x}, H * hd);
-        if (gate >= 0) { // attention · sigmoid(gate)
+        if (m_c.layout.outputGate) // AFMoE, Beam, Laguna: a projection of the layer input gates the output
+            gate = module(OpKind::Linear, p + "." + m_c.layout.outputGate, {x}, m_c.gatePerHead ? H : H * hd);
+        if (gate >= 0) { // attention · sigmoid(gate) (Laguna: softplus, one value per head)
             GraphNode& g = node(OpKind::GatedAct, p + ":gate", -1, {gate, o});
-            g.act = Activation::Sigmoid;
-            o = output(g, H * hd);
+            g.act = m_c.layout.softplusGate ? Activation::Softplus : Activation::Sigmoid;
+            g.gateSpan = m_c.gatePerHead ? vd : 1;
+            o = output(g, H * vd);
         }
         return module(OpKind::Linear, p + ".o_proj", {o}, m_c.hiddenSize);
     }

@@ -111,7 +111,7 @@ std::vector<int> tpSizesDividingHeads(const ModelConfig& c, int maxT)
 {
     std::vector<int> out;
     for (int t = 1; t <= maxT; ++t)
-        if (c.numHeads % t == 0 && c.numKvHeads % t == 0)
+        if (c.numHeads % t == 0 && c.numKvHeads % t == 0) // (per-layer head counts are multiples of the KV heads)
             out.push_back(t);
     return out;
 }
@@ -356,7 +356,7 @@ void buildExtras(TreeBuilder& b, const ModelConfig& c, int layerModule, int laye
 
 void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerModule, int layer)
 {
-    const std::int64_t H = c.hiddenSize, hd = c.headDim, q = c.numHeads * hd, kv = c.kvHeadsAt(layer) * hd;
+    const std::int64_t H = c.hiddenSize, hd = c.headDim, heads = c.headsAt(layer), q = heads * hd, kv = c.kvHeadsAt(layer) * hd;
     const std::int64_t v = c.kvHeadsAt(layer) * c.valueHeadDim();
     const std::string norm = n.prefix + "RMSNorm";
     int a = b.add(layerModule, "self_attn", n.prefix + "Attention", ModuleKind::Attention, layer);
@@ -385,7 +385,7 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
     default: break;
     }
     if (c.sinksAt(layer))
-        b.param(a, "sinks", {c.numHeads});
+        b.param(a, "sinks", {heads});
     const bool always = c.layout.alwaysAttentionBias;
     const bool qkvBias = c.attentionBias || c.layout.qkvBias || always;
     // Qwen2's biases are on q/k/v only; llama-style attention_bias covers o_proj too.
@@ -398,9 +398,9 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
         b.linear(a, "k_proj", kv, H, qkvBias, layer);
         b.linear(a, "v_proj", v, H, qkvBias, layer);
     }
-    b.linear(a, "o_proj", H, c.layout.oProjFromHidden ? H : c.numHeads * c.valueHeadDim(), oBias, layer);
+    b.linear(a, "o_proj", H, c.layout.oProjFromHidden ? H : heads * c.valueHeadDim(), oBias, layer);
     if (c.layout.outputGate)
-        b.linear(a, c.layout.outputGate, q, H, false, layer);
+        b.linear(a, c.layout.outputGate, c.gatePerHead ? heads : q, H, false, layer);
     using Q = LayerLayout::QkNorm;
     if (c.layout.qkNorm == Q::Whole) {
         b.norm(a, "q_norm", q, norm, layer);
@@ -509,7 +509,7 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
             b.param(r, "bias", {E});
         using SB = LayerLayout::ScoreBias;
         if ((c.family == Family::DeepseekV3 && c.layout.scoreBias == SB::Family) || c.layout.scoreBias == SB::Router)
-            b.param(r, "e_score_correction_bias", {E}, DType::F32).buffer = true;
+            b.param(r, "e_score_correction_bias", {E}, DType::F32).buffer = !c.layout.scoreBiasParam;
         if (c.layout.scoreBias == SB::Statics) // a parameter, not a buffer
             b.param(b.add(r, "moe_statics", n.prefix + "Statics", ModuleKind::Other, layer), "e_score_correction_bias", {1, E}, DType::F32);
     };

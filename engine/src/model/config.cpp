@@ -231,6 +231,9 @@ const TemplateRow kTemplates[] = {
      {.qkNorm = L::QkNorm::None, .shared = "shared_experts", .scoreBias = L::ScoreBias::Statics, .sharedWidth = L::SharedWidth::MoePerShared},
      "use_bias"},
     {"lfm2_moe", Family::Qwen3Moe, false, [] { L l = kLfm2; l.scoreBias = L::ScoreBias::Block; return l; }()},
+    {"laguna", Family::Qwen3Moe, false,
+     {.qkNorm = L::QkNorm::PerHead, .outputGate = "g_proj", .softplusGate = true, .shared = "shared_experts",
+      .scoreBias = L::ScoreBias::Router, .scoreBiasParam = true}},
 };
 
 // resources/model_types.json, embedded (scripts/make-model-types.py writes it from Transformers).
@@ -801,6 +804,16 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
     TP_RETURN_IF_ERROR(r.readInt("num_attention_heads", c.numHeads, 1, kMaxHeads));
     if (r.has("num_key_value_heads"))
         TP_RETURN_IF_ERROR(r.readInt("num_key_value_heads", c.numKvHeads, 1, kMaxHeads));
+    TP_RETURN_IF_ERROR(r.readIntList("num_attention_heads_per_layer", c.headsPerLayer));
+    if (c.layout.softplusGate) { // Laguna's `gating`: true or "per-head" gate per head, anything else per element
+        c.gatePerHead = true;
+        if (r.has("gating")) {
+            const auto& g = r.json().at("gating");
+            if (!g.is_boolean() && !g.is_string())
+                return r.typeError("gating", fmt::format("must be true, false or a string, found {}", jsonExcerpt(g)));
+            c.gatePerHead = g.is_boolean() ? g.get<bool>() : g.get<std::string>() == "per-head";
+        }
+    }
     if (r.json().contains("head_dim") && !r.json().at("head_dim").is_null()) {
         TP_RETURN_IF_ERROR(r.readInt("head_dim", c.headDim, 1, kMaxHeadDim));
     }
@@ -916,6 +929,13 @@ Status validate(const ModelConfig& c, const std::string& source)
     if (c.numKvHeads > c.numHeads || c.numHeads % c.numKvHeads != 0)
         return bad(fmt::format("num_attention_heads ({}) is not a multiple of num_key_value_heads ({})", c.numHeads,
                                c.numKvHeads));
+    if (!c.headsPerLayer.empty() && static_cast<std::int64_t>(c.headsPerLayer.size()) != c.numLayers)
+        return bad(fmt::format("num_attention_heads_per_layer has {} entries for {} layers", c.headsPerLayer.size(), c.numLayers));
+    for (std::size_t l = 0; l < c.headsPerLayer.size(); ++l)
+        if (const std::int64_t h = c.headsPerLayer[l]; h < 1 || h > kMaxHeads || h % c.numKvHeads != 0)
+            return bad(fmt::format("num_attention_heads_per_layer[{}] ({}) must be a positive multiple of num_key_value_heads ({}), "
+                                   "at most {}",
+                                   l, h, c.numKvHeads, kMaxHeads));
     if (!c.headDimGiven && !c.isMla() && c.hiddenSize % c.numHeads != 0)
         return bad(fmt::format("hidden_size ({}) is not divisible by num_attention_heads ({}) and no head_dim is given",
                                c.hiddenSize, c.numHeads));

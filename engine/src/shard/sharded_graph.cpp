@@ -774,8 +774,11 @@ private:
             return;
         }
         const TensorLayout &g = lay(n.inputs[0]), &u = lay(n.inputs[1]);
-        if (g.layout == u.layout && g.local == u.local && g.layout != Layout::Partial) {
-            lay(out) = g;
+        // Each gate value scales gateSpan up values (a per-head gate: head_dim of them).
+        const bool matching = g.local.size() == u.local.size()
+                           && std::ranges::equal(g.local, u.local, [&](std::int64_t a, std::int64_t b) { return a * n.gateSpan == b; });
+        if (g.layout == u.layout && matching && g.layout != Layout::Partial) {
+            lay(out) = u;
             lay(out).packedBlocks = 1;
             return;
         }

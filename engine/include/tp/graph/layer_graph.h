@@ -70,6 +70,7 @@ struct GraphNode
     std::int64_t splitGroups = 0; // Split: the fused tensor is that many groups of [parts] (GPT-NeoX: one per head)
     std::int64_t experts = 0, topK = 0;
     bool packed = false;         // GatedAct on one packed [gate; up] input
+    std::int64_t gateSpan = 1;   // GatedAct: each gate value scales that many up values (Laguna's per-head gate: head_dim)
     int ownerModule = -1;        // Attention: the attention module (owner of sinks)
     // Op attributes, so that whoever executes the node needs nothing but the node.
     double eps = 0;              // Norm, HeadNorm: RMSNorm epsilon

@@ -109,6 +109,9 @@ struct LayerLayout
     const char* downName = "down_proj";
     bool sinks = false;                   // a learned sink logit per head (self_attn.sinks)
     const char* outputGate = nullptr;     // a projection [heads · head_dim, H] whose sigmoid gates the attention output (AFMoE, Beam)
+    // The output gate is softplus(g_proj(x)), per head [heads, H] when the config's `gating` is true or
+    // "per-head", else per element (Laguna).
+    bool softplusGate = false;
     bool swaKvSinks = false;              // sliding layers have twice the key/value heads, and sinks (MiMo-V2-Flash)
     bool ownValueHeadDim = false;         // values are v_head_dim wide per head, not head_dim (MiMo-V2-Flash)
     bool qkvBias = false;                 // q/k/v always have a bias (Qwen2's attention)
@@ -130,7 +133,7 @@ struct LayerLayout
     enum class SharedWidth { Key, Intermediate, IntermediatePerShared, MoePerShared } sharedWidth = SharedWidth::Key;
     const char* routerLinear = nullptr;   // the router's projection is its child Linear of that name (HunYuan's gate.wg)
     bool routerF32 = false;               // the router's weight is f32 whatever the model's dtype (HunYuan, Beam)
-    bool scoreBiasParam = false;          // the block's score bias is a parameter, not a buffer (AFMoE's expert_bias)
+    bool scoreBiasParam = false;          // the score bias is a parameter, not a buffer (AFMoE's expert_bias, Laguna)
     bool expertsLastPacked = false;       // experts stored [E, H, 2I] / [E, I, H] (Aria), as gpt-oss and Llama 4 store them
     const char* denseWidthKey = nullptr;  // the dense layers' MLP width under this key (MiniMax-M3's dense_intermediate_size)
     bool expertsUseIntermediate = false;  // the experts are intermediate_size wide; moe_intermediate_size is not read (HunYuan, Aria)
@@ -195,6 +198,8 @@ struct ModelConfig
     std::int64_t intermediateSize = 0;
     std::int64_t numLayers = 0;
     std::int64_t numHeads = 0;
+    std::vector<std::int64_t> headsPerLayer; // num_attention_heads_per_layer (Laguna); empty: numHeads on every layer
+    bool gatePerHead = false;              // LayerLayout::softplusGate: one gate value per head
     std::int64_t numKvHeads = 0;
     std::int64_t headDim = 0;
     bool headDimGiven = false;             // false: derived as hidden / heads
@@ -266,12 +271,16 @@ struct ModelConfig
     bool isMla() const { return family == Family::DeepseekV3 && !layout.gqaAttention; }
     // Whether decoder layer `layer` has a routed-expert block.
     bool isMoeLayer(std::int64_t layer) const;
-    // Layer `layer`'s key/value heads, value head size and whether it has sinks (LayerLayout::swaKvSinks,
+    // Layer `layer`'s query heads, key/value heads, value head size and whether it has sinks (LayerLayout::swaKvSinks,
     // ownValueHeadDim, sinks).
     bool slidingLayer(std::int64_t layer) const
     {
         return layer >= 0 && static_cast<std::size_t>(layer) < layerTypes.size()
             && layerTypes[static_cast<std::size_t>(layer)] == "sliding_attention";
+    }
+    std::int64_t headsAt(std::int64_t layer) const
+    {
+        return layer >= 0 && static_cast<std::size_t>(layer) < headsPerLayer.size() ? headsPerLayer[static_cast<std::size_t>(layer)] : numHeads;
     }
     std::int64_t kvHeadsAt(std::int64_t layer) const { return numKvHeads * (layout.swaKvSinks && slidingLayer(layer) ? 2 : 1); }
     std::int64_t valueHeadDim() const { return layout.ownValueHeadDim && vHeadDim > 0 ? vHeadDim : headDim; }
