@@ -302,6 +302,35 @@ private slots:
         }));
     }
 
+    // LFM3's switches: use_attention_gate false leaves out g_proj, use_sandwich_norm false the norms after
+    // the operator and the MLP (Lfm3Attention, Lfm3DecoderLayer); the rest is the fixture's state_dict.
+    void lfm3Switches()
+    {
+        ojson fixture = readJson(kFixtures + "/architectures/lfm3.json");
+        fixture["config"]["use_attention_gate"] = false;
+        fixture["config"]["use_sandwich_norm"] = false;
+        QTemporaryDir dir;
+        std::ofstream(dir.filePath("config.json").toStdString()) << fixture["config"].dump(1);
+        auto om = openModel(dir.path().toStdString());
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        std::int64_t expected = fixture["num_parameters"].get<std::int64_t>();
+        for (const auto& [name, v] : fixture["state_dict"].items()) {
+            if (name.find(".g_proj.") == std::string::npos && name.find(".post_operator_norm.") == std::string::npos
+                && name.find(".post_ffn_norm.") == std::string::npos)
+                continue;
+            std::int64_t n = 1;
+            for (const auto& d : v[0])
+                n *= d.get<std::int64_t>();
+            expected -= n;
+        }
+        QCOMPARE(om->spec.parameterCount(), expected);
+        const LayerGraph lg = buildLayerGraph(om->spec);
+        QVERIFY(std::none_of(lg.nodes.begin(), lg.nodes.end(), [](const GraphNode& n) {
+            return n.name.find("g_proj") != std::string::npos || n.name.find("post_") != std::string::npos;
+        }));
+        QVERIFY(shardModel(om->spec, defaultPlan(om->spec, 2)).valid());
+    }
+
     // HunYuan's router projection is gate.wg, one level below the MoE block: the graph's router node.
     void routerOneLevelDown()
     {

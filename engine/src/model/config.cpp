@@ -215,6 +215,12 @@ const TemplateRow kTemplates[] = {
      [] { L l = kGraniteMoe; l.extras = kGraniteSharedMlp; l.mixer = L::Mixer::Mamba2; l.mixerName = "mamba";
           l.mixerLayer = "linear_attention"; l.noDenseMlp = true; return l; }()},
     {"lfm2", Family::Llama, false, kLfm2},
+    {"lfm3", Family::Llama, false,
+     {.norms = L::Norms::Sandwich, .qkNorm = L::QkNorm::PerHead, .outputGate = "g_proj", .headGate = true,
+      .renames = "input_layernorm=operator_norm,post_attention_layernorm=ffn_norm,post_self_attn_layernorm=post_operator_norm,"
+                 "post_mlp_layernorm=post_ffn_norm,mlp=feed_forward,mlp.gate_proj=w1,mlp.up_proj=w3,mlp.down_proj=w2,"
+                 "model.norm=embedding_norm",
+      .mixer = L::Mixer::ShortConv, .mixerName = "conv", .mixerLayer = "conv"}},
     // Other routers, shared-expert widths and expert layouts.
     {"hunyuan_v1_moe", Family::Qwen3Moe, false,
      {.qkNorm = L::QkNorm::PerHead, .shared = "shared_mlp", .sharedWidth = L::SharedWidth::Intermediate, .routerLinear = "wg",
@@ -750,6 +756,11 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
             c.intermediateSize = i;
         }
         if (!layerTypesGiven) {
+            if (c.modelType == "lfm3") { // Lfm3Config's pattern: full every fourth layer from 2, sliding from 4, else conv
+                for (std::int64_t l = 0; l < c.numLayers; ++l)
+                    c.layerTypes.push_back(l % 4 == 2 ? "full_attention" : l % 4 == 0 && l > 0 ? "sliding_attention" : "conv");
+                break;
+            }
             if (c.modelType != "lfm2") // Lfm2MoeConfig leaves layer_types None, and its layers index it
                 return bad("layer_types is not set: it names each layer 'conv' or 'full_attention'");
             std::vector<std::int64_t> full;
@@ -805,6 +816,19 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
     if (r.has("num_key_value_heads"))
         TP_RETURN_IF_ERROR(r.readInt("num_key_value_heads", c.numKvHeads, 1, kMaxHeads));
     TP_RETURN_IF_ERROR(r.readIntList("num_attention_heads_per_layer", c.headsPerLayer));
+    c.gatePerHead = c.layout.headGate;
+    if (c.layout.outputGate) { // LFM3 may leave it out
+        bool gate = true;
+        TP_RETURN_IF_ERROR(r.readBool("use_attention_gate", gate));
+        if (!gate)
+            c.layout.outputGate = nullptr;
+    }
+    if (c.layout.norms == LayerLayout::Norms::Sandwich) {
+        bool sandwich = true;
+        TP_RETURN_IF_ERROR(r.readBool("use_sandwich_norm", sandwich));
+        if (!sandwich)
+            c.layout.norms = LayerLayout::Norms::Pre;
+    }
     if (c.layout.softplusGate) { // Laguna's `gating`: true or "per-head" gate per head, anything else per element
         c.gatePerHead = true;
         if (r.has("gating")) {

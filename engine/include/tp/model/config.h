@@ -93,7 +93,8 @@ struct LayerLayout
     // post_feedforward_layernorm). Parallel: one input_layernorm feeding attention and MLP, summed
     // into the residual (Cohere). PreFeedforward: Pre with the second named pre_feedforward_layernorm
     // (VaultGemma). Peri: Pre plus post_norm1 / post_norm2 after attention and MLP (HyperCLOVA X).
-    // Sandwich: Pre plus post_self_attn_layernorm / post_mlp_layernorm (GLM-4). Gemma: input_layernorm,
+    // Sandwich: Pre plus post_self_attn_layernorm / post_mlp_layernorm (GLM-4; a config's use_sandwich_norm:
+    // false makes it Pre, LFM3). Gemma: input_layernorm,
     // post_attention_layernorm after attention, pre_/post_feedforward_layernorm around the MLP (Gemma 2, Beam).
     enum class Norms { Pre, Post, Parallel, PreFeedforward, Peri, Sandwich, Gemma } norms = Norms::Pre;
     // The norms' parameters: weight (RMSNorm), weight and bias (LayerNorm), none (OLMo's LayerNorm
@@ -109,8 +110,10 @@ struct LayerLayout
     const char* downName = "down_proj";
     bool sinks = false;                   // a learned sink logit per head (self_attn.sinks)
     const char* outputGate = nullptr;     // a projection [heads · head_dim, H] whose sigmoid gates the attention output (AFMoE, Beam)
-    // The output gate is softplus(g_proj(x)), per head [heads, H] when the config's `gating` is true or
-    // "per-head", else per element (Laguna).
+    // The output gate has one value per head, [heads, H] (LFM3); softplus(g_proj(x)) instead of a sigmoid,
+    // per head when the config's `gating` is true or "per-head", else per element (Laguna). A config's
+    // use_attention_gate: false leaves the gate out (LFM3).
+    bool headGate = false;
     bool softplusGate = false;
     bool swaKvSinks = false;              // sliding layers have twice the key/value heads, and sinks (MiMo-V2-Flash)
     bool ownValueHeadDim = false;         // values are v_head_dim wide per head, not head_dim (MiMo-V2-Flash)
@@ -199,7 +202,7 @@ struct ModelConfig
     std::int64_t numLayers = 0;
     std::int64_t numHeads = 0;
     std::vector<std::int64_t> headsPerLayer; // num_attention_heads_per_layer (Laguna); empty: numHeads on every layer
-    bool gatePerHead = false;              // LayerLayout::softplusGate: one gate value per head
+    bool gatePerHead = false;              // the output gate has one value per head (LayerLayout::headGate, softplusGate)
     std::int64_t numKvHeads = 0;
     std::int64_t headDim = 0;
     bool headDimGiven = false;             // false: derived as hidden / heads
