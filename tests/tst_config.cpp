@@ -323,6 +323,8 @@ private slots:
             << "config.json: num_attention_heads_per_layer[1] (6) must be a positive multiple of num_key_value_heads (4)";
         QTest::addRow("laguna gating") << R"({"model_type": "laguna", "gating": 1})"
                                        << "config.json: key 'gating' must be true, false or a string, found 1";
+        QTest::addRow("minimax block size") << R"({"model_type": "minimax", "block_size": 0})"
+                                            << "config.json: key 'block_size' must be";
         QTest::addRow("lfm2 ffn multiplier") << R"({"model_type": "lfm2", "block_auto_adjust_ff_dim": true, "block_ffn_dim_multiplier": -1})"
                                              << "config.json: block_ffn_dim_multiplier must be above 0 and at most 64, found -1";
     }
@@ -349,6 +351,8 @@ private slots:
         QTest::addRow("falcon_h1 every layer (beside attention)") << R"({"model_type": "falcon_h1", "num_hidden_layers": 2})" << "0,1";
         QTest::addRow("jamba attention period") << R"({"model_type": "jamba", "num_hidden_layers": 4, "attn_layer_period": 2,
             "attn_layer_offset": 1})" << "0,2";
+        QTest::addRow("lfm3 pattern") << R"({"model_type": "lfm3", "num_hidden_layers": 6})" << "0,1,3,5";
+        QTest::addRow("minimax alternating") << R"({"model_type": "minimax", "num_hidden_layers": 4})" << "1,3";
         QTest::addRow("llama none") << R"({"model_type": "llama", "num_hidden_layers": 2})" << "";
     }
     // HunYuan's config lists moe_topk per layer (one value for all taken) and carries a

@@ -407,6 +407,11 @@ private:
             proj("in_proj", 2 * m.inner + 2 * m.groups * m.state + m.heads);
             break;
         case M::ShortConv: proj("in_proj", 3 * H); break;
+        case M::Lightning: // its sigmoid output gate joins inside, after the norm
+            inner = m.heads * m.valueDim;
+            proj("qkv_proj", 3 * inner);
+            proj("output_gate", inner);
+            break;
         }
         GraphNode& n = node(OpKind::Mixer, p, indexOf(p), std::move(in));
         n.heads = m.heads;

@@ -421,6 +421,7 @@ void buildMixer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerM
     const std::int64_t H = c.hiddenSize;
     const char* cls = c.layout.mixer == M::Mamba1 || c.layout.mixer == M::Mamba2 ? "MambaMixer"
                     : c.layout.mixer == M::ShortConv                             ? "ShortConv"
+                    : c.layout.mixer == M::Lightning                             ? "LightningAttention"
                                                                                  : "GatedDeltaNet";
     int x = b.add(layerModule, c.layout.mixerName, n.prefix + cls, ModuleKind::Other, layer);
     auto conv = [&](const char* name, std::int64_t channels, bool bias) {
@@ -472,6 +473,19 @@ void buildMixer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerM
             b.norm(x, "norm", m.inner, n.prefix + "RMSNormGated", layer);
         b.param(x, "D", {m.heads});
         b.linear(x, "out_proj", H, m.inner, m.outBias, layer);
+        break;
+    }
+    case M::Lightning: { // qkv_proj, output_gate, a norm over all heads, out_proj; the decays are buffers
+        const std::int64_t inner = m.heads * m.valueDim;
+        b.norm(x, "norm", inner, n.prefix + "RMSNorm", layer);
+        b.linear(x, "qkv_proj", 3 * inner, H, false, layer);
+        b.linear(x, "out_proj", H, inner, false, layer);
+        b.linear(x, "output_gate", inner, H, false, layer);
+        for (auto [name, shape] : {std::pair<const char*, std::vector<std::int64_t>>{"slope_rate", {m.heads, 1, 1}},
+                                   {"query_decay", {m.heads, m.block, 1}},
+                                   {"key_decay", {m.heads, m.block, 1}},
+                                   {"diagonal_decay", {1, m.heads, m.block, m.block}}})
+            b.param(x, name, std::move(shape)).buffer = true;
         break;
     }
     case M::ShortConv:

@@ -214,6 +214,7 @@ const TemplateRow kTemplates[] = {
     {"granitemoehybrid", Family::Qwen3Moe, false,
      [] { L l = kGraniteMoe; l.extras = kGraniteSharedMlp; l.mixer = L::Mixer::Mamba2; l.mixerName = "mamba";
           l.mixerLayer = "linear_attention"; l.noDenseMlp = true; return l; }()},
+    {"minimax", Family::Mixtral, false, {.mixer = L::Mixer::Lightning, .mixerName = "self_attn", .mixerLayer = "linear_attention"}},
     {"lfm2", Family::Llama, false, kLfm2},
     {"lfm3", Family::Llama, false,
      {.norms = L::Norms::Sandwich, .qkNorm = L::QkNorm::PerHead, .outputGate = "g_proj", .headGate = true,
@@ -736,6 +737,15 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
         }
         break;
     }
+    case M::Lightning: // MiniMaxConfig: block_size; layer_types alternate full and linear from full
+        m.heads = c.numHeads;
+        m.valueDim = c.headDim > 0 ? c.headDim : c.hiddenSize / c.numHeads; // head_dim or hidden / heads
+        m.block = 256;
+        TP_RETURN_IF_ERROR(r.readInt("block_size", m.block, 1, 4096));
+        if (!layerTypesGiven)
+            for (std::int64_t l = 0; l < c.numLayers; ++l)
+                c.layerTypes.push_back((l + 1) % 2 ? "full_attention" : "linear_attention");
+        break;
     case M::ShortConv: {
         TP_RETURN_IF_ERROR(r.readInt("conv_L_cache", m.kernel, 1, 1024));
         TP_RETURN_IF_ERROR(r.readBool("conv_bias", m.convBias));
@@ -1130,6 +1140,7 @@ const char* mixerTitle(LayerLayout::Mixer m)
     case M::GatedDeltaNet:
     case M::GatedDeltaNetSplit: return "gated delta rule";
     case M::ShortConv: return "short convolution";
+    case M::Lightning: return "lightning attention";
     }
     return "";
 }

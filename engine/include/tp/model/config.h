@@ -160,9 +160,9 @@ struct LayerLayout
     const char* extras = nullptr;
     // A sequence mixer in place of attention on the layers whose layer_types entry is mixerLayer:
     // Mamba (Jamba), Mamba 2 (Bamba, Granite 4), the gated delta rule with fused (Qwen3-Next) or separate (Qwen3.5)
-    // input projections, or LFM2's short convolution. Planned (shards, collectives, memory), not
+    // input projections, LFM2's short convolution, or MiniMax's lightning attention. Planned (shards, collectives, memory), not
     // computed by the engine.
-    enum class Mixer { None, Mamba1, Mamba2, GatedDeltaNet, GatedDeltaNetSplit, ShortConv } mixer = Mixer::None;
+    enum class Mixer { None, Mamba1, Mamba2, GatedDeltaNet, GatedDeltaNetSplit, ShortConv, Lightning } mixer = Mixer::None;
     const char* mixerName = nullptr;  // the layer's attribute: mamba, linear_attn, conv
     const char* mixerLayer = nullptr; // its layer_types value: linear_attention, conv
     bool noDenseMlp = false;          // a layer without experts has no MLP of its own (Granite 4's dense models)
@@ -182,6 +182,7 @@ struct MixerSizes
     std::int64_t state = 0, groups = 1;                  // Mamba's SSM state size and B/C groups
     std::int64_t dtRank = 0;     // Mamba 1's time-step rank (mamba_dt_rank; "auto": ceil(hidden_size / 16))
     std::int64_t kernel = 0;     // the causal convolution's width
+    std::int64_t block = 0;      // lightning attention's block (block_size): its decay buffers are per block position
     bool convBias = false, projBias = false, outBias = false; // out_proj's bias: projBias, Falcon-H1's projectors_bias
     bool norm = true;            // Mamba's gated RMSNorm (Falcon-H1: mamba_rms_norm)
 };
