@@ -102,15 +102,20 @@ def narrow(x):
 
 def layer_kinds(cfg):
     """The index of the first layer of each kind (attention type, rope, dense or MoE), two at least."""
-    d, n = cfg, cfg["num_hidden_layers"]
+    d = cfg
     mt = d["model_type"]
+    # Nemotron-H: num_hidden_layers is the length of layers_block_type, the key its layer_types is stored under.
+    n = d["num_hidden_layers"] if "num_hidden_layers" in d else len(d["layers_block_type"])
 
     def kind(i):
         k = []
-        if isinstance(d.get("layer_types"), list):
-            k.append(d["layer_types"][i])
+        for key in ("layer_types", "layers_block_type"):
+            if isinstance(d.get(key), list):
+                k.append(d[key][i])
         if isinstance(d.get("no_rope_layers"), list):
             k.append(d["no_rope_layers"][i])
+        if isinstance(d.get("attn_layer_indices"), list):  # Bamba: the attention layers among Mamba ones
+            k.append(i in d["attn_layer_indices"])
         if mt == "deepseek_v3":
             k.append(i >= d.get("first_k_dense_replace", 0))
         elif mt == "qwen3_moe":
@@ -146,7 +151,7 @@ def reduced_config(src_path):
     d = config.to_dict()
     keep = layer_kinds(d)
     mt = d["model_type"]
-    for key in ("layer_types", "no_rope_layers"):
+    for key in ("layer_types", "layers_block_type", "no_rope_layers"):
         if isinstance(d.get(key), list):
             d[key] = [d[key][i] for i in keep]
     if mt == "deepseek_v3":
@@ -157,6 +162,8 @@ def reduced_config(src_path):
         d["decoder_sparse_step"] = 1
     if mt == "llama4_text":
         d["moe_layers"] = [j for j, i in enumerate(keep) if i in (d.get("moe_layers") or [])]
+    if isinstance(d.get("attn_layer_indices"), list):
+        d["attn_layer_indices"] = [j for j, i in enumerate(keep) if i in d["attn_layer_indices"]]
     d["num_hidden_layers"] = len(keep)
     for key in ("hidden_size", "intermediate_size", "moe_intermediate_size", "intermediate_size_mlp", "vocab_size",
                 "q_lora_rank", "kv_lora_rank", "shared_expert_intermediate_size"):

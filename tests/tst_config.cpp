@@ -232,7 +232,13 @@ private slots:
         QTest::addColumn<QString>("json");
         QTest::addColumn<QString>("expected");
         QTest::addRow("invalid JSON") << R"({"model_type": "llama",)" << "config.json: config is not valid JSON";
-        QTest::addRow("NaN literal") << R"({"model_type": "llama", "rms_norm_eps": NaN})" << "config.json: config is not valid JSON";
+        // Python's non-finite literals (save_pretrained writes them) read as strings: a number key names itself.
+        QTest::addRow("NaN literal") << R"({"model_type": "llama", "rms_norm_eps": NaN})"
+                                     << "config.json: key 'rms_norm_eps' must be a number, found \"NaN\"";
+        QTest::addRow("-Infinity literal") << R"({"model_type": "llama", "rope_theta": -Infinity})"
+                                           << "config.json: key 'rope_theta' must be a number, found \"-Infinity\"";
+        QTest::addRow("NaN word inside a string stays") << R"({"model_type": "llama", "hidden_act": "NaN", "hidden_size": NaN})"
+                                                        << "config.json: key 'hidden_size' must be an integer, found \"NaN\"";
         QTest::addRow("not an object") << "[1, 2]" << "config.json: the top level must be a JSON object";
         QTest::addRow("string for int") << R"({"model_type": "llama", "hidden_size": "4096"})"
                                         << "config.json: key 'hidden_size' must be an integer, found \"4096\"";
@@ -323,6 +329,14 @@ private slots:
             << "config.json: num_attention_heads_per_layer[1] (6) must be a positive multiple of num_key_value_heads (4)";
         QTest::addRow("laguna gating") << R"({"model_type": "laguna", "gating": 1})"
                                        << "config.json: key 'gating' must be true, false or a string, found 1";
+        QTest::addRow("nemotron_h pattern letter") << R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M*X"})"
+                                                   << "config.json: key 'hybrid_override_pattern' has 'X': each letter must be M, E, * or -";
+        QTest::addRow("nemotron_h block type") << R"({"model_type": "nemotron_h", "layers_block_type": ["mamba", "conv"]})"
+                                               << "config.json: layers_block_type has 'conv': each entry must be";
+        QTest::addRow("nemotron_h no layers") << R"({"model_type": "nemotron_h", "layers_block_type": []})"
+                                              << "config.json: layers_block_type must name 1 to";
+        QTest::addRow("nemotron_h groups") << R"({"model_type": "nemotron_h", "mamba_num_heads": 3, "mamba_head_dim": 4, "n_groups": 5})"
+                                           << "config.json: n_groups (5) must divide the Mamba width (12";
         QTest::addRow("minimax block size") << R"({"model_type": "minimax", "block_size": 0})"
                                             << "config.json: key 'block_size' must be";
         QTest::addRow("lfm2 ffn multiplier") << R"({"model_type": "lfm2", "block_auto_adjust_ff_dim": true, "block_ffn_dim_multiplier": -1})"
@@ -353,6 +367,10 @@ private slots:
             "attn_layer_offset": 1})" << "0,2";
         QTest::addRow("lfm3 pattern") << R"({"model_type": "lfm3", "num_hidden_layers": 6})" << "0,1,3,5";
         QTest::addRow("minimax alternating") << R"({"model_type": "minimax", "num_hidden_layers": 4})" << "1,3";
+        QTest::addRow("nemotron_h default") << R"({"model_type": "nemotron_h"})" << "0";
+        QTest::addRow("nemotron_h legacy names") << R"({"model_type": "nemotron_h", "num_hidden_layers": 9,
+            "layers_block_type": ["mamba", "attention", "mlp", "linear_attention", "moe"]})" << "0,3";
+        QTest::addRow("nemotron_h pattern") << R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M-M*E"})" << "0,2";
         QTest::addRow("llama none") << R"({"model_type": "llama", "num_hidden_layers": 2})" << "";
     }
     // HunYuan's config lists moe_topk per layer (one value for all taken) and carries a
@@ -414,6 +432,32 @@ private slots:
         QVERIFY2(j.ok(), j.ok() ? "" : j.status().message().c_str());
         QCOMPARE(j->mixer.dtRank, 5);
         QVERIFY(!j->isMoeLayer(0) && j->isMoeLayer(1) && j->isMoeLayer(3));
+    }
+
+    // Nemotron-H: the layers from layers_block_type (num_hidden_layers its length), Mamba 2's width
+    // mamba_num_heads · mamba_head_dim, a legacy mamba_* key above its new name, experts on the moe layers, the
+    // shared experts' own width and the latent size; time_step_limit as Transformers writes it (Infinity).
+    void nemotronHFields()
+    {
+        auto n = parseConfig(R"({"model_type": "nemotron_h", "num_hidden_layers": 7, "hidden_size": 64,
+                                 "layers_block_type": ["linear_attention", "moe", "full_attention"], "mamba_num_heads": 4,
+                                 "mamba_head_dim": 24, "n_groups": 1, "mamba_n_groups": 2, "conv_kernel": 4, "mamba_d_conv": 3,
+                                 "use_conv_bias": true, "mamba_conv_bias": false, "use_bias": true, "attention_bias": true,
+                                 "moe_intermediate_size": 32, "moe_shared_expert_intermediate_size": 48, "moe_latent_size": 16,
+                                 "time_step_limit": [0.0, Infinity]})",
+                             "config.json", nullptr);
+        QVERIFY2(n.ok(), n.ok() ? "" : n.status().message().c_str());
+        QCOMPARE(n->numLayers, 3);
+        QCOMPARE(n->mixer.inner, 96);
+        QCOMPARE(n->mixer.groups, 2);
+        QCOMPARE(n->mixer.kernel, 3);
+        QVERIFY(!n->mixer.convBias && n->mixer.projBias && n->mixer.outBias);
+        QVERIFY(!n->attentionBias); // NemotronHAttention has none, whatever attention_bias says
+        QVERIFY(!n->isMoeLayer(0) && n->isMoeLayer(1) && !n->isMoeLayer(2));
+        QCOMPARE(n->sharedIntermediateSize, 48);
+        QCOMPARE(n->moeLatentSize, 16);
+        QCOMPARE(n->hiddenAct, std::string("relu2"));
+        QCOMPARE(n->noRopeLayers, (std::vector<std::int64_t>{0, 0, 0}));
     }
 
     void mixerLayers()

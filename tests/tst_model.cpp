@@ -265,6 +265,46 @@ private slots:
         }));
     }
 
+    // Nemotron-H: one block a layer under one norm (Mamba 2, attention, a ReLU² MLP, experts), the experts
+    // without a gate: up_proj [E, I, H] split plainly (colwise) beside down_proj rowwise; split otherwise, an error.
+    void blockPerLayerUngatedExperts()
+    {
+        auto om = openFixture("nemotron_h");
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        const LayerGraph lg = buildLayerGraph(om->spec);
+        QStringList norms;
+        for (const GraphNode& n : lg.nodes)
+            if (n.kind == OpKind::Norm)
+                norms << QString::fromStdString(n.name);
+        QCOMPARE(norms.join(','), QString("model.layers.0.norm,model.layers.1.norm,model.layers.2.norm,model.layers.3.norm,model.norm_f"));
+        QCOMPARE(std::count_if(lg.nodes.begin(), lg.nodes.end(), [](const GraphNode& n) { return n.kind == OpKind::Rope; }), 0);
+        const auto act = std::find_if(lg.nodes.begin(), lg.nodes.end(), [](const GraphNode& n) { return n.name == "model.layers.3.mixer:act"; });
+        QVERIFY(act != lg.nodes.end());
+        QCOMPARE(act->inputs.size(), std::size_t(1)); // relu²(up), no gate
+        QCOMPARE(om->spec.config.hiddenAct, std::string("relu2"));
+
+        Plan p = defaultPlan(om->spec, 2);
+        const ShardedGraph g = shardModel(om->spec, p);
+        QVERIFY(g.valid());
+        const GraphNode* experts = firstNode(lg, OpKind::Experts);
+        QVERIFY(experts);
+        const ParamShard* up = g.expertsUp(experts->module);
+        QVERIFY(up && up->path == "model.layers.1.mixer.experts.up_proj");
+        const std::int64_t E = om->spec.config.numExperts, I = om->spec.config.moeIntermediateSize, H = om->spec.config.hiddenSize;
+        QCOMPARE(up->shapes[1], (std::vector<std::int64_t>{E, I / 2, H}));
+        QCOMPARE(std::count_if(g.collectives.begin(), g.collectives.end(), [](const Collective& c) {
+                     return c.kind == CollectiveKind::AllReduce && c.where.find(".experts") != std::string::npos;
+                 }),
+                 1);
+        for (PlanEntry& e : p.entries)
+            if (e.key == "model.layers.*.mixer.experts.up_proj")
+                e.style = "rowwise"; // [E, I, H] split along H: not down_proj's intermediate split
+        const ShardedGraph bad = shardModel(om->spec, p);
+        QVERIFY(std::any_of(bad.diagnostics.begin(), bad.diagnostics.end(), [](const Diagnostic& d) {
+            return d.severity == Severity::Error && d.message.find("up_proj (") == 0 && d.message.find("split differently") != std::string::npos;
+        }));
+    }
+
     // Laguna: each layer's own head count (4 and 8 in the fixture) and a softplus gate per head, g_proj
     // [heads, H], that scales head_dim values each; colwise on g_proj keeps a rank's gates beside its heads.
     void perLayerHeadsAndPerHeadGate()

@@ -209,20 +209,20 @@ private:
     void expertCost(const GraphNode& n, std::size_t r, double& flops, double& bytes, double& gemm, double& rowsPerExpert,
                     double& inter) const
     {
-        const ParamShard* gu = param(n.module, "gate_up_proj");
+        const ParamShard* gu = m_g.expertsUp(n.module);
         const ParamShard* dn = param(n.module, "down_proj");
         if (!gu || !dn)
             return;
-        const bool lastPacked = expertsLastPacked(m_spec.config);
-        const double H = static_cast<double>(m_spec.config.hiddenSize);
+        const bool lastPacked = expertsLastPacked(m_spec.config), gated = param(n.module, "gate_up_proj") != nullptr;
+        const double H = static_cast<double>(m_g.graph.tensors[static_cast<std::size_t>(n.outputs[0])].features); // latent or hidden
         const double localExperts = static_cast<double>(gu->shapes[r][0]);
-        inter = static_cast<double>(gu->shapes[r][lastPacked ? 2 : 1]) / 2;
+        inter = static_cast<double>(gu->shapes[r][lastPacked ? 2 : 1]) / (gated ? 2 : 1);
         // Routed rows this rank computes: all of them under TP, its experts' share under EP.
         const double rows = m_tokens * static_cast<double>(n.topK) * localExperts / static_cast<double>(std::max<std::int64_t>(n.experts, 1));
-        flops = 6 * rows * H * inter;
+        flops = (gated ? 6 : 4) * rows * H * inter;
         const double touched = std::min(localExperts, rows);
         const double perExpert = localExperts > 0 ? static_cast<double>(gu->bytes[r] + dn->bytes[r]) / localExperts : 0;
-        bytes = touched * perExpert + rows * (H + 3 * inter + H) * m_e;
+        bytes = touched * perExpert + rows * (H + (gated ? 3 : 2) * inter + H) * m_e;
         gemm = localExperts > 0 ? flops / std::max(1.0, touched) : 0;
         rowsPerExpert = rows / std::max(1.0, touched);
     }

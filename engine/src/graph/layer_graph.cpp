@@ -225,6 +225,14 @@ private:
         using N = LayerLayout::Norms;
         const N norms = m_c.layout.norms;
         const std::int64_t H = m_c.hiddenSize;
+        if (m_c.layout.blockPerLayer) { // Nemotron-H: h + block(norm(h)), the block the layer's type names
+            const int x = module(OpKind::Norm, p + ".input_layernorm", {h}, H);
+            const std::string& type = m_c.layerTypes[static_cast<std::size_t>(l)];
+            const int y = type == "mlp" || type == "moe" ? feedForward(p, x) : attention(p + ".self_attn", x);
+            h = add(p + ":residual", h, y);
+            m_layer = -1;
+            return h;
+        }
         if (norms == N::Post) { // OLMo 2: each block's output normed inside the residual
             int a = module(OpKind::Norm, p + ".post_attention_layernorm", {attention(p + ".self_attn", h)}, H);
             h = add(p + ":residual_attn", h, a);
@@ -511,14 +519,17 @@ private:
         if (m_t.fusedGateUp || (m_c.layout.fusedGateUp && !(block && block->kind == ModuleKind::Moe)))
             return packedMlp(ffn, "gate_up_proj", "down_proj", x, m_c.denseIntermediateSize());
         const std::int64_t I = m_c.denseIntermediateSize();
-        if (!m_c.layout.gatedMlp) { // up → act → down
-            const int u = module(OpKind::Linear, ffn + "." + m_c.layout.upName, {x}, I);
-            GraphNode& act = node(OpKind::GatedAct, ffn + ":act", -1, {u});
-            act.act = m_act;
-            const int a = output(act, I);
-            return module(OpKind::Linear, ffn + "." + m_c.layout.downName, {a}, m_c.hiddenSize);
-        }
-        return denseMlp(ffn, x, I);
+        return m_c.layout.gatedMlp ? denseMlp(ffn, x, I) : ungatedMlp(ffn, x, I);
+    }
+
+    // up → act → down.
+    int ungatedMlp(const std::string& p, int x, std::int64_t I)
+    {
+        const int u = module(OpKind::Linear, p + "." + m_c.layout.upName, {x}, I);
+        GraphNode& act = node(OpKind::GatedAct, p + ":act", -1, {u});
+        act.act = m_act;
+        const int a = output(act, I);
+        return module(OpKind::Linear, p + "." + m_c.layout.downName, {a}, m_c.hiddenSize);
     }
 
     int moe(const std::string& p, const ModuleSpec& block, int x)
@@ -540,7 +551,9 @@ private:
         r.topK = m_c.expertsPerToken;
         r.sigmoid = m_t.sigmoidRouter;
         const int scores = output(r, m_c.numExperts, "scores");
-        GraphNode& e = node(OpKind::Experts, p + ".experts", indexOf(p + ".experts"), {x, scores});
+        const bool latent = m_c.moeLatentSize > 0; // Nemotron-H: the experts work between two latent projections
+        const int xe = latent ? module(OpKind::Linear, p + ".fc1_latent_proj", {x}, m_c.moeLatentSize) : x;
+        GraphNode& e = node(OpKind::Experts, p + ".experts", indexOf(p + ".experts"), {xe, scores});
         e.experts = m_c.numExperts;
         e.topK = m_c.expertsPerToken;
         e.act = m_act;
@@ -555,10 +568,14 @@ private:
             e.swigluAlpha = m_c.swigluAlpha;
             e.swigluLimit = m_c.swigluLimit;
         }
-        int out = output(e, m_c.hiddenSize);
+        int out = output(e, latent ? m_c.moeLatentSize : m_c.hiddenSize);
+        if (latent)
+            out = module(OpKind::Linear, p + ".fc2_latent_proj", {out}, m_c.hiddenSize);
         if (!sharedPath.empty()) {
-            const int s = m_c.layout.fusedGateUp ? packedMlp(sharedPath, "gate_up_proj", "down_proj", x, m_c.sharedIntermediateSize)
-                                                 : denseMlp(sharedPath, x, m_c.sharedIntermediateSize);
+            const std::int64_t I = m_c.sharedIntermediateSize;
+            const int s = m_c.layout.fusedGateUp ? packedMlp(sharedPath, "gate_up_proj", "down_proj", x, I)
+                        : m_c.layout.gatedMlp    ? denseMlp(sharedPath, x, I)
+                                                 : ungatedMlp(sharedPath, x, I);
             out = add(p + ":shared_sum", out, s);
         }
         return out;

@@ -505,6 +505,16 @@ void buildGatedMlp(TreeBuilder& b, int parent, const std::string& name, const st
     b.linear(m, "down_proj", H, I, bias, layer);
 }
 
+// up → act → down under the layout's names (Arcee, Nemotron-H).
+void buildUngatedMlp(TreeBuilder& b, const ModelConfig& c, int parent, const std::string& name, const std::string& cls, std::int64_t I,
+                     int layer)
+{
+    int m = b.add(parent, name, cls, ModuleKind::Mlp, layer);
+    const bool bias = c.mlpBias || c.layout.alwaysMlpBias;
+    b.linear(m, c.layout.upName, I, c.hiddenSize, bias, layer);
+    b.linear(m, c.layout.downName, c.hiddenSize, I, bias, layer);
+}
+
 void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerModule, int layer)
 {
     const std::int64_t H = c.hiddenSize, E = c.numExperts, I = c.moeIntermediateSize;
@@ -527,9 +537,13 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
         if (c.layout.scoreBias == SB::Statics) // a parameter, not a buffer
             b.param(b.add(r, "moe_statics", n.prefix + "Statics", ModuleKind::Other, layer), "e_score_correction_bias", {1, E}, DType::F32);
     };
+    const std::int64_t X = c.moeLatentSize > 0 ? c.moeLatentSize : H; // the experts' input and output width
     auto experts = [&] {
         int e = b.add(moe, "experts", n.prefix + "Experts", ModuleKind::Experts, layer);
-        if (expertsLastPacked(c)) {
+        if (!c.layout.gatedMlp) { // up → act → down (Nemotron-H)
+            b.param(e, "up_proj", {E, I, X});
+            b.param(e, "down_proj", {E, X, I});
+        } else if (expertsLastPacked(c)) {
             // [E, H, 2I] / [E, I, H]: used with bmm, gate/up split on the last dim
             b.param(e, "gate_up_proj", {E, H, 2 * I});
             if (c.family == Family::GptOss)
@@ -561,7 +575,15 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
     case Family::DeepseekV3:
         experts();
         router("gate", false);
-        buildGatedMlp(b, moe, "shared_experts", "DeepseekV3MLP", H, c.sharedIntermediateSize, false, layer);
+        if (c.layout.gatedMlp) {
+            buildGatedMlp(b, moe, "shared_experts", "DeepseekV3MLP", H, c.sharedIntermediateSize, false, layer);
+        } else {
+            buildUngatedMlp(b, c, moe, "shared_experts", n.prefix + "MLP", c.sharedIntermediateSize, layer);
+        }
+        if (X != H) { // Nemotron-H's latent projections around the routed experts
+            b.linear(moe, "fc1_latent_proj", X, H, c.mlpBias, layer);
+            b.linear(moe, "fc2_latent_proj", H, X, c.mlpBias, layer);
+        }
         break;
     case Family::GptOss: router("router", true); experts(); break;
     case Family::Llama4:
@@ -580,6 +602,20 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
     const std::int64_t H = c.hiddenSize;
     const std::string norm = n.prefix + "RMSNorm";
     int l = b.add(layers, std::to_string(layer), n.prefix + "DecoderLayer", ModuleKind::DecoderLayer, layer);
+    const auto params = c.layout.normParams;
+    auto layerNorm = [&](const char* name) { b.layerNorm(l, name, H, norm, layer, params); };
+    if (c.layout.blockPerLayer) { // one block: the mixer, attention or the feed-forward block
+        layerNorm("input_layernorm");
+        if (c.isMixerLayer(layer))
+            buildMixer(b, c, n, l, layer);
+        else if (c.layerTypes[static_cast<std::size_t>(layer)] == "full_attention")
+            buildAttention(b, c, n, l, layer);
+        else if (c.isMoeLayer(layer))
+            buildMoe(b, c, n, l, layer);
+        else
+            buildUngatedMlp(b, c, l, "mlp", n.prefix + "MLP", c.intermediateSize, layer);
+        return;
+    }
     if (c.isMixerLayer(layer))
         buildMixer(b, c, n, l, layer);
     if (!c.isMixerLayer(layer) || c.layout.parallelMixer)
@@ -598,16 +634,11 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
         b.linear(m, "gate_up_proj", 2 * c.denseIntermediateSize(), H, c.mlpBias, layer);
         b.linear(m, "down_proj", H, c.denseIntermediateSize(), c.mlpBias, layer);
     } else if (!c.layout.gatedMlp) {
-        int m = b.add(l, "mlp", n.prefix + "MLP", ModuleKind::Mlp, layer);
-        const bool bias = c.mlpBias || c.layout.alwaysMlpBias;
-        b.linear(m, c.layout.upName, c.intermediateSize, H, bias, layer);
-        b.linear(m, c.layout.downName, H, c.intermediateSize, bias, layer);
+        buildUngatedMlp(b, c, l, "mlp", n.prefix + "MLP", c.intermediateSize, layer);
     } else {
         buildGatedMlp(b, l, "mlp", n.prefix + "MLP", H, c.intermediateSize, c.mlpBias, layer);
     }
     using N = LayerLayout::Norms;
-    const auto params = c.layout.normParams;
-    auto layerNorm = [&](const char* name) { b.layerNorm(l, name, H, norm, layer, params); };
     switch (c.layout.norms) {
     case N::Pre:
     case N::Peri:

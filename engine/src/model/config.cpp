@@ -214,6 +214,12 @@ const TemplateRow kTemplates[] = {
     {"granitemoehybrid", Family::Qwen3Moe, false,
      [] { L l = kGraniteMoe; l.extras = kGraniteSharedMlp; l.mixer = L::Mixer::Mamba2; l.mixerName = "mamba";
           l.mixerLayer = "linear_attention"; l.noDenseMlp = true; return l; }()},
+    // Nemotron-H: one block per layer (Mamba 2, attention without rope, a ReLU² MLP or DeepSeek-V3's router over
+    // ungated experts) under a single norm.
+    {"nemotron_h", Family::DeepseekV3, false,
+     {.gatedMlp = false, .gqaAttention = true, .scoreBias = L::ScoreBias::Router, .sharedWidth = L::SharedWidth::MoeSharedKey,
+      .routerF32 = true, .renames = "embed_tokens=embeddings,model.norm=norm_f,input_layernorm=norm,self_attn=mixer,mlp=mixer",
+      .mixer = L::Mixer::Mamba2, .mixerName = "mixer", .mixerLayer = "linear_attention", .blockPerLayer = true}},
     {"minimax", Family::Mixtral, false, {.mixer = L::Mixer::Lightning, .mixerName = "self_attn", .mixerLayer = "linear_attention"}},
     {"lfm2", Family::Llama, false, kLfm2},
     {"lfm3", Family::Llama, false,
@@ -653,6 +659,61 @@ Status readDType(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>* 
     return {};
 }
 
+// NemotronHConfig: the layers from layers_block_type (or the legacy hybrid_override_pattern, one letter a layer),
+// num_hidden_layers their count; Mamba 2's sizes under its own keys, a legacy mamba_* key above its new name;
+// attention without biases or rope.
+Status readNemotronH(const FieldReader& r, ModelConfig& c)
+{
+    MixerSizes& m = c.mixer;
+    auto bad = [&](const std::string& what) { return invalidArgument(r.source() + ": " + what); };
+    if (!r.has("layer_types") && r.has("hybrid_override_pattern")) {
+        std::string pattern;
+        TP_RETURN_IF_ERROR(r.readString("hybrid_override_pattern", pattern));
+        for (const char ch : pattern) {
+            const char* t = ch == 'M' ? "linear_attention" : ch == 'E' ? "moe" : ch == '*' ? "full_attention" : ch == '-' ? "mlp" : nullptr;
+            if (!t)
+                return r.error("hybrid_override_pattern", fmt::format("has '{}': each letter must be M, E, * or -", terminalSafe(std::string(1, ch))));
+            c.layerTypes.push_back(t);
+        }
+    } else if (!r.has("layer_types")) {
+        c.layerTypes = {"linear_attention", "moe", "full_attention", "mlp"};
+    }
+    for (std::string& t : c.layerTypes) { // remap_legacy_layer_types
+        if (t == "mamba")
+            t = "linear_attention";
+        else if (t == "attention")
+            t = "full_attention";
+        if (t != "linear_attention" && t != "full_attention" && t != "moe" && t != "mlp")
+            return bad(fmt::format("layers_block_type has '{}': each entry must be linear_attention, full_attention, moe or mlp",
+                                   terminalSafe(t)));
+    }
+    if (c.layerTypes.empty() || static_cast<std::int64_t>(c.layerTypes.size()) > kMaxLayers)
+        return bad(fmt::format("layers_block_type must name 1 to {} layers, found {}", kMaxLayers, c.layerTypes.size()));
+    c.numLayers = static_cast<std::int64_t>(c.layerTypes.size()); // num_hidden_layers is its length, whatever is written
+    c.mlpLayerTypes.clear();
+    for (const std::string& t : c.layerTypes)
+        c.mlpLayerTypes.push_back(t == "moe" ? "sparse" : "dense");
+    c.noRopeLayers.assign(c.layerTypes.size(), 0);
+    c.attentionBias = false;
+    std::int64_t headDim = 0;
+    TP_RETURN_IF_ERROR(r.readInt("mamba_num_heads", m.heads, 1, kMaxHeads));
+    TP_RETURN_IF_ERROR(r.readInt("mamba_head_dim", headDim, 1, kMaxHeadDim));
+    TP_RETURN_IF_ERROR(r.readInt("ssm_state_size", m.state, 1, kMaxHeadDim));
+    for (const char* k : {"n_groups", "mamba_n_groups"})
+        TP_RETURN_IF_ERROR(r.readInt(k, m.groups, 1, kMaxHeads));
+    for (const char* k : {"conv_kernel", "mamba_d_conv"})
+        TP_RETURN_IF_ERROR(r.readInt(k, m.kernel, 1, 1024));
+    for (const char* k : {"use_conv_bias", "mamba_conv_bias"})
+        TP_RETURN_IF_ERROR(r.readBool(k, m.convBias));
+    TP_RETURN_IF_ERROR(r.readBool("use_bias", m.projBias));
+    TP_RETURN_IF_ERROR(r.readString("mlp_hidden_act", c.hiddenAct));
+    m.outBias = m.projBias;
+    m.inner = m.heads * headDim;
+    if (m.inner % m.groups)
+        return bad(fmt::format("n_groups ({}) must divide the Mamba width ({}: mamba_num_heads · mamba_head_dim)", m.groups, m.inner));
+    return r.readInt("moe_latent_size", c.moeLatentSize, 0, kMaxWidth);
+}
+
 // LayerLayout::mixer's sizes under the model type's keys, and which layers have it where
 // layer_types is not written (each rule its config class's __post_init__).
 Status readMixer(const FieldReader& r, ModelConfig& c)
@@ -716,6 +777,8 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
         break;
     }
     case M::Mamba2: {
+        if (c.layout.blockPerLayer)
+            return readNemotronH(r, c);
         TP_RETURN_IF_ERROR(r.readInt("mamba_n_heads", m.heads, 1, kMaxHeads));
         TP_RETURN_IF_ERROR(r.readInt("mamba_n_groups", m.groups, 1, kMaxHeads));
         TP_RETURN_IF_ERROR(readMamba());
@@ -1054,6 +1117,40 @@ Status validate(const ModelConfig& c, const std::string& source)
     return {};
 }
 
+// Python's json module, and so save_pretrained, writes non-finite floats as the bare words NaN, Infinity and
+// -Infinity, which JSON does not have (Nemotron-H's and Bamba's time_step_limit: [0.0, Infinity]). Outside
+// strings they become strings: a key TP Studio reads as a number is then refused by name, the others are
+// not read.
+std::string quotePythonNonFinite(std::string_view text)
+{
+    std::string out;
+    out.reserve(text.size());
+    bool inString = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char ch = text[i];
+        if (inString) {
+            out += ch;
+            if (ch == '\\' && i + 1 < text.size())
+                out += text[++i];
+            else if (ch == '"')
+                inString = false;
+            continue;
+        }
+        inString = ch == '"';
+        std::string_view word;
+        for (std::string_view w : {"-Infinity", "Infinity", "NaN"})
+            if (text.substr(i).starts_with(w))
+                word = w;
+        if (word.empty()) {
+            out += ch;
+            continue;
+        }
+        out.append("\"").append(word).append("\"");
+        i += word.size() - 1;
+    }
+    return out;
+}
+
 } // namespace
 
 const char* familyName(Family f)
@@ -1321,6 +1418,9 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
     case SW::Intermediate: c.sharedIntermediateSize = c.intermediateSize; break;
     case SW::IntermediatePerShared: c.sharedIntermediateSize = c.intermediateSize * c.numSharedExperts; break;
     case SW::MoePerShared: c.sharedIntermediateSize = c.moeIntermediateSize * c.numSharedExperts; break;
+    case SW::MoeSharedKey:
+        TP_RETURN_IF_ERROR(r.readInt("moe_shared_expert_intermediate_size", c.sharedIntermediateSize, 0, kMaxFfn));
+        break;
     }
 
     TP_RETURN_IF_ERROR(validate(c, source));
@@ -1337,7 +1437,7 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
 
 Result<ModelConfig> parseConfig(std::string_view text, const std::string& source, std::vector<Diagnostic>* diags)
 {
-    TP_ASSIGN_OR_RETURN(nlohmann::json j, parseJson(text, source, "config"));
+    TP_ASSIGN_OR_RETURN(nlohmann::json j, parseJson(quotePythonNonFinite(text), source, "config"));
     return parseConfigJson(j, source, diags);
 }
 

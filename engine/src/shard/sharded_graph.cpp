@@ -715,6 +715,7 @@ private:
     // Llama4, gpt-oss and Aria store experts as [E, H, 2I] / [E, I, H]; the others [E, 2I, H] / [E, H, I].
     bool lastPackedExperts() const { return expertsLastPacked(m_spec.config); }
 
+
     // Set by the match (before propagation), so looked up once.
     bool hasHeadDivisibilityError() const { return m_headDivisibilityError; }
 
@@ -800,7 +801,9 @@ private:
         requireWhole(n.inputs[0], where, "needs every token's whole hidden state");
         const bool lastPacked = lastPackedExperts();
         const int guDim = lastPacked ? 2 : 1, downDim = lastPacked ? 1 : 2;
-        const ParamShard* gu = param(n.module, "gate_up_proj");
+        const ParamShard* gu = m_g.expertsUp(n.module);
+        const bool gated = param(n.module, "gate_up_proj") != nullptr; // else up → act → down (Nemotron-H)
+        const std::string up = gated ? "gate_up_proj" : "up_proj";
         const ParamShard* dn = param(n.module, "down_proj");
         const Style* s = installed(n.module);
         setWhole(out, H);
@@ -842,24 +845,24 @@ private:
                 report(Severity::Error, where,
                        "the router is 'ep_router', which remaps the routes to each rank's experts, but the experts "
                        "are not split by id",
-                       "split gate_up_proj and down_proj with 'grouped_gemm', or drop ep_router");
-            if (gu->placement.kind != Placement::Kind::StridedShard)
+                       fmt::format("split {} and down_proj with 'grouped_gemm', or drop ep_router", up));
+            if (gated && gu->placement.kind != Placement::Kind::StridedShard)
                 report(Severity::Error, where.str() + ".gate_up_proj",
                        "a plain split of the packed gate_up_proj separates gate rows from up rows",
                        "use 'packed_colwise' (or 'packed_rowwise' for [E, H, 2I] layouts)");
             else {
-                std::vector<std::int64_t> half = localAlong(*gu, guDim); // gate rows = up rows per rank
-                for (auto& h : half)
-                    h /= 2;
-                if (half != localAlong(*dn, downDim))
+                std::vector<std::int64_t> rows = localAlong(*gu, guDim); // packed: gate rows = up rows per rank
+                for (auto& h : rows)
+                    h /= gated ? 2 : 1;
+                if (rows != localAlong(*dn, downDim))
                     report(Severity::Error, where,
-                           fmt::format("gate_up_proj keeps [{}] intermediate rows per rank but down_proj [{}]",
-                                       sizesText(half), sizesText(localAlong(*dn, downDim))),
+                           fmt::format("{} keeps [{}] intermediate rows per rank but down_proj [{}]", up, sizesText(rows),
+                                       sizesText(localAlong(*dn, downDim))),
                            "split both over the same tp size");
             }
         } else {
             report(Severity::Error, where,
-                   fmt::format("gate_up_proj ({}) and down_proj ({}) of the experts are split differently",
+                   fmt::format("{} ({}) and down_proj ({}) of the experts are split differently", up,
                                placementText(*gu), placementText(*dn)),
                    "use packed_colwise + rowwise on the intermediate dim (the default), or grouped_gemm on both");
             return;
@@ -1081,10 +1084,10 @@ private:
                     elements += lay(t).local[r] * rowsOf(t);
                 std::int64_t bytes = elements * e;
                 if (n.kind == OpKind::Experts)
-                    if (const ParamShard* gu = param(n.module, "gate_up_proj")) {
-                        // Routed rows hold gate‖up, then act·up: 3/2 of the local packed width.
+                    if (const ParamShard* gu = m_g.expertsUp(n.module)) {
+                        // Routed rows hold gate‖up, then act·up: 3/2 of the local packed width (ungated: up, then act(up)).
                         const std::int64_t packed = gu->shapes[r][lastPackedExperts() ? 2 : 1];
-                        bytes += tokens * n.topK * (packed + packed / 2) * e;
+                        bytes += tokens * n.topK * (param(n.module, "gate_up_proj") ? packed + packed / 2 : 2 * packed) * e;
                         // An all-to-all dispatch's buffers: its rows' picks sent and returned, and
                         // received and computed as many as every rank's picks (the worst case).
                         if (m_g.nodes[ni].dispatch >= 0)

@@ -103,7 +103,7 @@ struct LayerLayout
     // q_norm / k_norm: the family's own (Qwen3: per head), none, per head [head_dim], or over the
     // whole projection [heads · head_dim] (OLMo 2).
     enum class QkNorm { Family, None, PerHead, Whole } qkNorm = QkNorm::Family;
-    bool gatedMlp = true;                 // false: up → act → down (no gate)
+    bool gatedMlp = true;                 // false: up → act → down (no gate), the experts' too (up_proj [E, I, H])
     bool fusedGateUp = false;             // one gate_up_proj [2·I, H], chunked in two (GLM)
     bool attentionBiasOnO = true;         // attention_bias puts a bias on o_proj too (false: q/k/v only, GLM)
     const char* upName = "up_proj";       // the ungated MLP's projections: up_proj/down_proj, c_fc/c_proj, fc1/fc2
@@ -133,7 +133,8 @@ struct LayerLayout
     enum class ScoreBias { Family, Router, Block, None, Statics } scoreBias = ScoreBias::Family;
     // The shared experts' width: shared_expert_intermediate_size (Key), intermediate_size (HunYuan),
     // intermediate_size × shared experts (Aria), moe_intermediate_size × shared experts (ERNIE 4.5).
-    enum class SharedWidth { Key, Intermediate, IntermediatePerShared, MoePerShared } sharedWidth = SharedWidth::Key;
+    // moe_shared_expert_intermediate_size (Nemotron-H).
+    enum class SharedWidth { Key, Intermediate, IntermediatePerShared, MoePerShared, MoeSharedKey } sharedWidth = SharedWidth::Key;
     const char* routerLinear = nullptr;   // the router's projection is its child Linear of that name (HunYuan's gate.wg)
     bool routerF32 = false;               // the router's weight is f32 whatever the model's dtype (HunYuan, Beam)
     bool scoreBiasParam = false;          // the score bias is a parameter, not a buffer (AFMoE's expert_bias, Laguna)
@@ -167,6 +168,9 @@ struct LayerLayout
     const char* mixerLayer = nullptr; // its layer_types value: linear_attention, conv
     bool noDenseMlp = false;          // a layer without experts has no MLP of its own (Granite 4's dense models)
     bool parallelMixer = false;       // every layer has the mixer beside attention, their outputs summed (Falcon-H1)
+    // Each layer is one block, norm → block → residual, of the kind its layer_types entry names: mixerLayer (the
+    // mixer), full_attention, mlp or moe (Nemotron-H). Its norm is input_layernorm's.
+    bool blockPerLayer = false;
     bool gatedQuery = false;          // q_proj also yields a sigmoid gate on the attention output, per head [2·q, H] (Qwen3-Next)
 };
 
@@ -242,6 +246,7 @@ struct ModelConfig
     std::int64_t numExperts = 0;
     std::int64_t expertsPerToken = 0;
     std::int64_t moeIntermediateSize = 0;  // per-expert intermediate size
+    std::int64_t moeLatentSize = 0;        // the routed experts' width between fc1/fc2_latent_proj (Nemotron-H); 0: hidden_size
     std::int64_t numSharedExperts = 0;     // deepseek_v3 n_shared_experts; llama4: 1
     std::int64_t sharedIntermediateSize = 0;
     std::int64_t firstKDenseReplace = 0;   // deepseek_v3

@@ -152,6 +152,12 @@ struct ShardedGraph
     std::int64_t elementBytes() const;
     // The shard of `module`'s direct parameter `name` ("weight", "gate_up_proj"), or nullptr.
     const ParamShard* param(int module, std::string_view name) const;
+    // The routed experts' input projection: gate_up_proj, or up_proj where they have no gate (Nemotron-H).
+    const ParamShard* expertsUp(int module) const
+    {
+        const ParamShard* gu = param(module, "gate_up_proj");
+        return gu ? gu : param(module, "up_proj");
+    }
 };
 
 // Applies `plan` (its tpSize, profile, custom styles) to `spec`.
