@@ -493,7 +493,7 @@ private slots:
                 for (std::int64_t batch : {1, 2})
                     // Plain causal; a sliding window shorter than the keys with soft-capped scores (Gemma 2);
                     // chunks of 4 (Llama 4). Sinks with or without a window (gpt-oss alternates).
-                    for (const auto [window, cap, chunk] : {std::tuple<std::int64_t, double, std::int64_t>{0, 0, 0}, {3, 0.3, 0}, {0, 0, 4}})
+                    for (const auto& [window, cap, chunk] : {std::tuple<std::int64_t, double, std::int64_t>{0, 0, 0}, {3, 0.3, 0}, {0, 0, 4}})
                         for (const bool sinks : {false, true})
                             // Values of the keys' head size, or of another (MLA: v_head_dim ≠ qk_head_dim).
                             for (const std::int64_t vd : {std::int64_t(0), d.headDim / 2 + 1}) {
@@ -775,7 +775,7 @@ private slots:
         forShapes(dt, [&](const Dims& d) {
             const std::int64_t W = d.hidden;
             double worst = 0;
-            for (const auto [factor, cap] : {std::pair{5.65625, 0.0}, std::pair{1.0, 0.3}, std::pair{2.0, 30.0}}) {
+            for (const auto& [factor, cap] : {std::pair{5.65625, 0.0}, std::pair{1.0, 0.3}, std::pair{2.0, 30.0}}) {
                 Bench b(be(dt));
                 const auto x = randomValues(d.tokens * (W + 3), dt, 2.0f);
                 const Tensor X = b.put(x, d.tokens, W + 3), Y = b.poisoned(d.tokens, W + 1);

@@ -329,6 +329,8 @@ private slots:
             << "config.json: num_attention_heads_per_layer[1] (6) must be a positive multiple of num_key_value_heads (4)";
         QTest::addRow("laguna gating") << R"({"model_type": "laguna", "gating": 1})"
                                        << "config.json: key 'gating' must be true, false or a string, found 1";
+        QTest::addRow("olmo_hybrid without attention") << R"({"model_type": "olmo_hybrid", "num_hidden_layers": 1,
+            "layer_types": ["linear_attention"]})" << "config.json: layer_types must have a linear_attention layer and an attention layer";
         QTest::addRow("nemotron_h pattern letter") << R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M*X"})"
                                                    << "config.json: key 'hybrid_override_pattern' has 'X': each letter must be M, E, * or -";
         QTest::addRow("nemotron_h block type") << R"({"model_type": "nemotron_h", "layers_block_type": ["mamba", "conv"]})"
@@ -367,6 +369,8 @@ private slots:
             "attn_layer_offset": 1})" << "0,2";
         QTest::addRow("lfm3 pattern") << R"({"model_type": "lfm3", "num_hidden_layers": 6})" << "0,1,3,5";
         QTest::addRow("minimax alternating") << R"({"model_type": "minimax", "num_hidden_layers": 4})" << "1,3";
+        QTest::addRow("olmo_hybrid every fourth attention") << R"({"model_type": "olmo_hybrid", "num_hidden_layers": 6})" << "0,1,2,4,5";
+        QTest::addRow("olmo_hybrid last layer attention") << R"({"model_type": "olmo_hybrid", "num_hidden_layers": 2})" << "0";
         QTest::addRow("nemotron_h default") << R"({"model_type": "nemotron_h"})" << "0";
         QTest::addRow("nemotron_h legacy names") << R"({"model_type": "nemotron_h", "num_hidden_layers": 9,
             "layers_block_type": ["mamba", "attention", "mlp", "linear_attention", "moe"]})" << "0,3";
@@ -458,6 +462,19 @@ private slots:
         QCOMPARE(n->moeLatentSize, 16);
         QCOMPARE(n->hiddenAct, std::string("relu2"));
         QCOMPARE(n->noRopeLayers, (std::vector<std::int64_t>{0, 0, 0}));
+    }
+
+    // OLMo-Hybrid's gated delta rule where its sizes are not written: a key and a value head per query head,
+    // keys int(0.75 · hidden_size / key heads) wide, values twice that.
+    void olmoHybridSizes()
+    {
+        auto o = parseConfig(R"({"model_type": "olmo_hybrid", "num_hidden_layers": 4, "hidden_size": 80, "num_attention_heads": 4})",
+                             "config.json", nullptr);
+        QVERIFY2(o.ok(), o.ok() ? "" : o.status().message().c_str());
+        QCOMPARE(o->mixer.heads, 4);
+        QCOMPARE(o->mixer.keyHeads, 4);
+        QCOMPARE(o->mixer.keyDim, 15);
+        QCOMPARE(o->mixer.valueDim, 30);
     }
 
     void mixerLayers()

@@ -223,7 +223,7 @@ private:
         m_layer = l;
         const std::string p = fmt::format("model.layers.{}", l);
         using N = LayerLayout::Norms;
-        const N norms = m_c.layout.norms;
+        const N norms = m_c.layout.mixerPreNorms && m_c.isMixerLayer(l) ? N::Pre : m_c.layout.norms;
         const std::int64_t H = m_c.hiddenSize;
         if (m_c.layout.blockPerLayer) { // Nemotron-H: h + block(norm(h)), the block the layer's type names
             const int x = module(OpKind::Norm, p + ".input_layernorm", {h}, H);
@@ -392,12 +392,17 @@ private:
         switch (m_c.layout.mixer) {
         case M::None: return x;
         case M::GatedDeltaNet:
-        case M::GatedDeltaNetSplit: {
+        case M::GatedDeltaNetSplit:
+        case M::GatedDeltaNetOwn: {
             const std::int64_t key = m.keyHeads * m.keyDim;
             inner = m.heads * m.valueDim;
             if (m_c.layout.mixer == M::GatedDeltaNet) {
                 proj("in_proj_qkvz", 2 * key + 2 * inner);
                 proj("in_proj_ba", 2 * m.heads);
+            } else if (m_c.layout.mixer == M::GatedDeltaNetOwn) {
+                for (auto [name, features] : {std::pair{"q_proj", key}, {"k_proj", key}, {"v_proj", inner}, {"a_proj", m.heads},
+                                              {"b_proj", m.heads}, {"g_proj", inner}})
+                    proj(name, features);
             } else {
                 proj("in_proj_qkv", 2 * key + inner);
                 proj("in_proj_z", inner);
@@ -424,7 +429,7 @@ private:
         GraphNode& n = node(OpKind::Mixer, p, indexOf(p), std::move(in));
         n.heads = m.heads;
         const int y = output(n, inner);
-        return module(OpKind::Linear, p + ".out_proj", {y}, H);
+        return module(OpKind::Linear, p + (m_c.layout.mixer == M::GatedDeltaNetOwn ? ".o_proj" : ".out_proj"), {y}, H);
     }
 
     // Llama4TextL2Norm: per head, no weight.

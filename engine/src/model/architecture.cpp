@@ -433,7 +433,8 @@ void buildMixer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerM
     switch (c.layout.mixer) {
     case M::None: break;
     case M::GatedDeltaNet:
-    case M::GatedDeltaNetSplit: {
+    case M::GatedDeltaNetSplit:
+    case M::GatedDeltaNetOwn: {
         const std::int64_t key = m.keyHeads * m.keyDim, value = m.heads * m.valueDim;
         b.param(x, "dt_bias", {m.heads});
         b.param(x, "A_log", {m.heads});
@@ -441,6 +442,13 @@ void buildMixer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerM
         if (c.layout.mixer == M::GatedDeltaNet) {
             b.linear(x, "in_proj_qkvz", 2 * key + 2 * value, H, false, layer);
             b.linear(x, "in_proj_ba", 2 * m.heads, H, false, layer);
+        } else if (c.layout.mixer == M::GatedDeltaNetOwn) { // OLMo-Hybrid: every projection its own, o_proj, o_norm
+            for (auto [name, rows] : {std::pair{"q_proj", key}, {"k_proj", key}, {"v_proj", value}, {"a_proj", m.heads},
+                                      {"b_proj", m.heads}, {"g_proj", value}})
+                b.linear(x, name, rows, H, false, layer);
+            b.norm(x, "o_norm", m.valueDim, n.prefix + "RMSNormGated", layer);
+            b.linear(x, "o_proj", H, value, false, layer);
+            break;
         } else {
             b.linear(x, "in_proj_qkv", 2 * key + value, H, false, layer);
             b.linear(x, "in_proj_z", value, H, false, layer);
@@ -639,7 +647,7 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
         buildGatedMlp(b, l, "mlp", n.prefix + "MLP", H, c.intermediateSize, c.mlpBias, layer);
     }
     using N = LayerLayout::Norms;
-    switch (c.layout.norms) {
+    switch (c.layout.mixerPreNorms && c.isMixerLayer(layer) ? N::Pre : c.layout.norms) {
     case N::Pre:
     case N::Peri:
     case N::Sandwich:

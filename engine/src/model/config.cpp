@@ -191,6 +191,9 @@ const TemplateRow kTemplates[] = {
     {"qwen3_5_text", Family::Llama, false,
      {.qkNorm = L::QkNorm::PerHead, .mixer = L::Mixer::GatedDeltaNetSplit, .mixerName = "linear_attn", .mixerLayer = "linear_attention",
       .gatedQuery = true}},
+    {"olmo_hybrid", Family::Llama, false,
+     {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole, .mixer = L::Mixer::GatedDeltaNetOwn, .mixerName = "linear_attn",
+      .mixerLayer = "linear_attention", .mixerPreNorms = true}},
     {"bamba", Family::Llama, false,
      {.renames = "mlp=feed_forward,post_attention_layernorm=pre_ff_layernorm,model.norm=final_layernorm",
       .mixer = L::Mixer::Mamba2, .mixerName = "mamba", .mixerLayer = "linear_attention"}},
@@ -736,11 +739,21 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
     switch (c.layout.mixer) {
     case M::None: return {};
     case M::GatedDeltaNet:
-    case M::GatedDeltaNetSplit: {
+    case M::GatedDeltaNetSplit:
+    case M::GatedDeltaNetOwn: {
+        const bool own = c.layout.mixer == M::GatedDeltaNetOwn;
+        if (own) // OlmoHybridConfig: one key and value head a query head where not given
+            m.heads = m.keyHeads = c.numHeads;
         TP_RETURN_IF_ERROR(r.readInt("linear_num_value_heads", m.heads, 1, kMaxHeads));
         TP_RETURN_IF_ERROR(r.readInt("linear_num_key_heads", m.keyHeads, 1, kMaxHeads));
         TP_RETURN_IF_ERROR(r.readInt("linear_key_head_dim", m.keyDim, 1, kMaxHeadDim));
         TP_RETURN_IF_ERROR(r.readInt("linear_value_head_dim", m.valueDim, 1, kMaxHeadDim));
+        if (own && m.keyDim == 0) // int(0.75 · hidden_size / key heads), values twice as wide
+            m.keyDim = 3 * c.hiddenSize / (4 * m.keyHeads);
+        if (own && m.valueDim == 0)
+            m.valueDim = 2 * m.keyDim;
+        if (m.keyDim < 1)
+            return bad(fmt::format("linear_key_head_dim must be at least 1, found {}", m.keyDim));
         TP_RETURN_IF_ERROR(r.readInt("linear_conv_kernel_dim", m.kernel, 1, 1024));
         if (m.heads % m.keyHeads) // each key head serves heads / keyHeads value heads
             return bad(fmt::format("linear_num_value_heads ({}) is not a multiple of linear_num_key_heads ({})", m.heads, m.keyHeads));
@@ -748,11 +761,18 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
         TP_RETURN_IF_ERROR(r.readInt("full_attention_interval", interval, 1, kMaxLayers));
         static constexpr const char* kLaraMini[] = {"linear_attention", "sliding_attention", "linear_attention", "full_attention",
                                                     "sliding_attention"}; // its released pattern
-        if (!layerTypesGiven)
+        if (!layerTypesGiven) {
             for (std::int64_t l = 0; l < c.numLayers; ++l)
                 c.layerTypes.push_back(c.modelType == "lara_mini"  ? kLaraMini[l % 5]
                                        : (l + 1) % interval        ? "linear_attention"
                                                                    : "full_attention");
+            if (own && std::find(c.layerTypes.begin(), c.layerTypes.end(), "full_attention") == c.layerTypes.end())
+                c.layerTypes.back() = "full_attention"; // at least one attention layer
+        }
+        auto count = [&](const char* t) { return std::count(c.layerTypes.begin(), c.layerTypes.end(), t); };
+        if (own && (count("linear_attention") == 0 || count("linear_attention") == static_cast<std::ptrdiff_t>(c.layerTypes.size())))
+            return bad("layer_types must have a linear_attention layer and an attention layer (OLMo-Hybrid's config refuses "
+                       "either alone)");
         break;
     }
     case M::Mamba1: { // Jamba: attention and experts every period layers from an offset
@@ -1235,7 +1255,8 @@ const char* mixerTitle(LayerLayout::Mixer m)
     case M::Mamba1: return "Mamba";
     case M::Mamba2: return "Mamba 2";
     case M::GatedDeltaNet:
-    case M::GatedDeltaNetSplit: return "gated delta rule";
+    case M::GatedDeltaNetSplit:
+    case M::GatedDeltaNetOwn: return "gated delta rule";
     case M::ShortConv: return "short convolution";
     case M::Lightning: return "lightning attention";
     }

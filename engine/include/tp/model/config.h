@@ -161,11 +161,12 @@ struct LayerLayout
     const char* extras = nullptr;
     // A sequence mixer in place of attention on the layers whose layer_types entry is mixerLayer:
     // Mamba (Jamba), Mamba 2 (Bamba, Granite 4), the gated delta rule with fused (Qwen3-Next) or separate (Qwen3.5)
-    // input projections, LFM2's short convolution, or MiniMax's lightning attention. Planned (shards, collectives, memory), not
-    // computed by the engine.
-    enum class Mixer { None, Mamba1, Mamba2, GatedDeltaNet, GatedDeltaNetSplit, ShortConv, Lightning } mixer = Mixer::None;
+    // input projections or with q/k/v/a/b/g_proj and o_proj of their own (OLMo-Hybrid), LFM2's short convolution, or
+    // MiniMax's lightning attention. Planned (shards, collectives, memory), not computed by the engine.
+    enum class Mixer { None, Mamba1, Mamba2, GatedDeltaNet, GatedDeltaNetSplit, GatedDeltaNetOwn, ShortConv, Lightning } mixer = Mixer::None;
     const char* mixerName = nullptr;  // the layer's attribute: mamba, linear_attn, conv
     const char* mixerLayer = nullptr; // its layer_types value: linear_attention, conv
+    bool mixerPreNorms = false;       // the mixer layers have Pre norms, the attention layers `norms` (OLMo-Hybrid: Post)
     bool noDenseMlp = false;          // a layer without experts has no MLP of its own (Granite 4's dense models)
     bool parallelMixer = false;       // every layer has the mixer beside attention, their outputs summed (Falcon-H1)
     // Each layer is one block, norm → block → residual, of the kind its layer_types entry names: mixerLayer (the
