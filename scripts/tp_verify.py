@@ -109,7 +109,7 @@ def layer_kinds(cfg):
 
     def kind(i):
         k = []
-        for key in ("layer_types", "layers_block_type"):
+        for key in ("layer_types", "layers_block_type", "mlp_layer_types"):
             if isinstance(d.get(key), list):
                 k.append(d[key][i])
         if isinstance(d.get("no_rope_layers"), list):
@@ -151,7 +151,7 @@ def reduced_config(src_path):
     d = config.to_dict()
     keep = layer_kinds(d)
     mt = d["model_type"]
-    for key in ("layer_types", "layers_block_type", "no_rope_layers"):
+    for key in ("layer_types", "layers_block_type", "mlp_layer_types", "no_rope_layers"):
         if isinstance(d.get(key), list):
             d[key] = [d[key][i] for i in keep]
     if mt == "deepseek_v3":

@@ -331,6 +331,14 @@ private slots:
                                        << "config.json: key 'gating' must be true, false or a string, found 1";
         QTest::addRow("olmo_hybrid without attention") << R"({"model_type": "olmo_hybrid", "num_hidden_layers": 1,
             "layer_types": ["linear_attention"]})" << "config.json: layer_types must have a linear_attention layer and an attention layer";
+        QTest::addRow("kimi_linear layer past the end") << R"({"model_type": "kimi_linear", "num_hidden_layers": 2,
+            "linear_attn_config": {"full_attn_layers": [2], "kda_layers": [3]}})"
+            << "config.json: linear_attn_config names layer 3 outside 1..2 (its layers count from 1)";
+        QTest::addRow("kimi_linear layer left out") << R"({"model_type": "kimi_linear", "num_hidden_layers": 3,
+            "linear_attn_config": {"full_attn_layers": [2], "kda_layers": [1]}})"
+            << "config.json: linear_attn_config's full_attn_layers and kda_layers leave layer 3 (counted from 1) out";
+        QTest::addRow("kimi_linear config not an object") << R"({"model_type": "kimi_linear", "linear_attn_config": [1]})"
+                                                          << "config.json: key 'linear_attn_config' must be an object or null";
         QTest::addRow("nemotron_h pattern letter") << R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M*X"})"
                                                    << "config.json: key 'hybrid_override_pattern' has 'X': each letter must be M, E, * or -";
         QTest::addRow("nemotron_h block type") << R"({"model_type": "nemotron_h", "layers_block_type": ["mamba", "conv"]})"
@@ -371,6 +379,11 @@ private slots:
         QTest::addRow("minimax alternating") << R"({"model_type": "minimax", "num_hidden_layers": 4})" << "1,3";
         QTest::addRow("olmo_hybrid every fourth attention") << R"({"model_type": "olmo_hybrid", "num_hidden_layers": 6})" << "0,1,2,4,5";
         QTest::addRow("olmo_hybrid last layer attention") << R"({"model_type": "olmo_hybrid", "num_hidden_layers": 2})" << "0";
+        QTest::addRow("kimi_linear every fourth from 4") << R"({"model_type": "kimi_linear", "num_hidden_layers": 6})" << "0,1,2,3,5";
+        QTest::addRow("kimi_linear checkpoint lists") << R"({"model_type": "kimi_linear", "num_hidden_layers": 3,
+            "linear_attn_config": {"full_attn_layers": [1], "kda_layers": [2, 3]}})" << "1,2";
+        QTest::addRow("bailing_hybrid groups") << R"({"model_type": "bailing_hybrid", "num_hidden_layers": 6, "layer_group_size": 3})"
+                                               << "0,1,3,4";
         QTest::addRow("nemotron_h default") << R"({"model_type": "nemotron_h"})" << "0";
         QTest::addRow("nemotron_h legacy names") << R"({"model_type": "nemotron_h", "num_hidden_layers": 9,
             "layers_block_type": ["mamba", "attention", "mlp", "linear_attention", "moe"]})" << "0,3";
@@ -475,6 +488,30 @@ private slots:
         QCOMPARE(o->mixer.keyHeads, 4);
         QCOMPARE(o->mixer.keyDim, 15);
         QCOMPARE(o->mixer.valueDim, 30);
+    }
+
+    // Kimi delta attention's sizes: Kimi Linear's linear_* keys or its checkpoint's linear_attn_config above them;
+    // Bailing's the attention's heads and head_dim (written before it becomes qk_rope_head_dim) and
+    // short_conv_kernel_size. Dense MLPs below first_k_dense_replace (Kimi Linear: 1 when not written).
+    void kimiDeltaSizes()
+    {
+        auto k = parseConfig(R"({"model_type": "kimi_linear", "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 4, "linear_num_heads": 2,
+                                 "linear_head_dim": 8, "linear_attn_config": {"head_dim": 16, "short_conv_kernel_size": 3}})",
+                             "config.json", nullptr);
+        QVERIFY2(k.ok(), k.ok() ? "" : k.status().message().c_str());
+        QCOMPARE(k->mixer.heads, 2);
+        QCOMPARE(k->mixer.valueDim, 16);
+        QCOMPARE(k->mixer.kernel, 3);
+        QCOMPARE(k->mlpLayerTypes, (std::vector<std::string>{"dense", "sparse", "sparse"}));
+        auto b = parseConfig(R"({"model_type": "bailing_hybrid", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 24,
+                                 "qk_rope_head_dim": 8, "short_conv_kernel_size": 5, "first_k_dense_replace": 0})",
+                             "config.json", nullptr);
+        QVERIFY2(b.ok(), b.ok() ? "" : b.status().message().c_str());
+        QCOMPARE(b->mixer.heads, 4);
+        QCOMPARE(b->mixer.valueDim, 24);
+        QCOMPARE(b->mixer.kernel, 5);
+        QCOMPARE(b->headDim, 8);
+        QCOMPARE(b->mlpLayerTypes, (std::vector<std::string>{"sparse", "sparse"}));
     }
 
     void mixerLayers()

@@ -420,6 +420,23 @@ private:
             proj("in_proj", 2 * m.inner + 2 * m.groups * m.state + m.heads);
             break;
         case M::ShortConv: proj("in_proj", 3 * H); break;
+        case M::KimiDelta: // q, k, v, the forget gate, beta and the output gate (low rank: through head_dim)
+        case M::KimiDeltaFull: {
+            inner = m.heads * m.valueDim;
+            for (const char* name : {"q_proj", "k_proj", "v_proj"})
+                proj(name, inner);
+            const bool lowRank = m_c.layout.mixer == M::KimiDelta;
+            auto gate = [&](const std::string& a, const std::string& b, const std::string& full) {
+                if (!lowRank)
+                    return proj(full.c_str(), inner);
+                const int r = module(OpKind::Linear, p + "." + a, {x}, m.valueDim);
+                in.push_back(module(OpKind::Linear, p + "." + b, {r}, inner));
+            };
+            gate("forget_gate.f_a_proj", "forget_gate.f_b_proj", "forget_gate.f_proj");
+            proj("b_proj", m.heads);
+            gate("g_a_proj", "g_b_proj", "g_proj");
+            break;
+        }
         case M::Lightning: // its sigmoid output gate joins inside, after the norm
             inner = m.heads * m.valueDim;
             proj("qkv_proj", 3 * inner);
@@ -429,7 +446,8 @@ private:
         GraphNode& n = node(OpKind::Mixer, p, indexOf(p), std::move(in));
         n.heads = m.heads;
         const int y = output(n, inner);
-        return module(OpKind::Linear, p + (m_c.layout.mixer == M::GatedDeltaNetOwn ? ".o_proj" : ".out_proj"), {y}, H);
+        const bool oProj = m_c.layout.mixer == M::GatedDeltaNetOwn || m_c.layout.mixer == M::KimiDelta || m_c.layout.mixer == M::KimiDeltaFull;
+        return module(OpKind::Linear, p + (oProj ? ".o_proj" : ".out_proj"), {y}, H);
     }
 
     // Llama4TextL2Norm: per head, no weight.

@@ -422,6 +422,7 @@ void buildMixer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerM
     const char* cls = c.layout.mixer == M::Mamba1 || c.layout.mixer == M::Mamba2 ? "MambaMixer"
                     : c.layout.mixer == M::ShortConv                             ? "ShortConv"
                     : c.layout.mixer == M::Lightning                             ? "LightningAttention"
+                    : c.layout.mixer == M::KimiDelta || c.layout.mixer == M::KimiDeltaFull ? "DeltaAttention"
                                                                                  : "GatedDeltaNet";
     int x = b.add(layerModule, c.layout.mixerName, n.prefix + cls, ModuleKind::Other, layer);
     auto conv = [&](const char* name, std::int64_t channels, bool bias) {
@@ -494,6 +495,33 @@ void buildMixer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerM
                                    {"key_decay", {m.heads, m.block, 1}},
                                    {"diagonal_decay", {1, m.heads, m.block, m.block}}})
             b.param(x, name, std::move(shape)).buffer = true;
+        break;
+    }
+    case M::KimiDelta:
+    case M::KimiDeltaFull: { // q/k/v_proj and one conv over them, a forget gate, b_proj, an output gate, o_norm per head
+        const std::int64_t qkv = m.heads * m.valueDim;
+        for (const char* name : {"q_proj", "k_proj", "v_proj"})
+            b.linear(x, name, qkv, H, false, layer);
+        conv("conv1d", 3 * qkv, false);
+        int f = b.add(x, "forget_gate", n.prefix + "ForgetGate", ModuleKind::Other, layer);
+        if (c.layout.mixer == M::KimiDelta) { // low rank: H → head_dim → q/k/v width
+            b.linear(f, "f_a_proj", m.valueDim, H, false, layer);
+            b.linear(f, "f_b_proj", qkv, m.valueDim, false, layer);
+            b.param(f, "A_log", {1, 1, m.heads, 1});
+        } else {
+            b.linear(f, "f_proj", qkv, H, false, layer);
+            b.param(f, "A_log", {m.heads}, DType::F32);
+        }
+        b.param(f, "dt_bias", {qkv}, DType::F32);
+        b.linear(x, "b_proj", m.heads, H, false, layer);
+        if (c.layout.mixer == M::KimiDelta) {
+            b.linear(x, "g_a_proj", m.valueDim, H, false, layer);
+            b.linear(x, "g_b_proj", qkv, m.valueDim, false, layer);
+        } else {
+            b.linear(x, "g_proj", qkv, H, false, layer);
+        }
+        b.norm(x, "o_norm", m.valueDim, n.prefix + "RMSNormGated", layer);
+        b.linear(x, "o_proj", H, qkv, false, layer);
         break;
     }
     case M::ShortConv:

@@ -223,6 +223,12 @@ const TemplateRow kTemplates[] = {
      {.gatedMlp = false, .gqaAttention = true, .scoreBias = L::ScoreBias::Router, .sharedWidth = L::SharedWidth::MoeSharedKey,
       .routerF32 = true, .renames = "embed_tokens=embeddings,model.norm=norm_f,input_layernorm=norm,self_attn=mixer,mlp=mixer",
       .mixer = L::Mixer::Mamba2, .mixerName = "mixer", .mixerLayer = "linear_attention", .blockPerLayer = true}},
+    // Kimi delta attention on the linear_attention layers, DeepSeek-V3's MLA and experts on the others.
+    {"kimi_linear", Family::DeepseekV3, false,
+     {.routerF32 = true, .mixer = L::Mixer::KimiDelta, .mixerName = "self_attn", .mixerLayer = "linear_attention"}},
+    {"bailing_hybrid", Family::DeepseekV3, false,
+     {.routerF32 = true, .extras = "full_attention?self_attn.g_proj:weight[nh,H]", .mixer = L::Mixer::KimiDeltaFull,
+      .mixerName = "self_attn", .mixerLayer = "linear_attention"}},
     {"minimax", Family::Mixtral, false, {.mixer = L::Mixer::Lightning, .mixerName = "self_attn", .mixerLayer = "linear_attention"}},
     {"lfm2", Family::Llama, false, kLfm2},
     {"lfm3", Family::Llama, false,
@@ -717,6 +723,72 @@ Status readNemotronH(const FieldReader& r, ModelConfig& c)
     return r.readInt("moe_latent_size", c.moeLatentSize, 0, kMaxWidth);
 }
 
+// Kimi delta attention's sizes and the layer kinds. KimiLinearConfig: linear_num_heads, linear_head_dim,
+// linear_conv_kernel_dim, or the checkpoint's linear_attn_config (num_heads, head_dim, short_conv_kernel_size, and
+// 1-based full_attn_layers / kda_layers); attention every fourth layer from 4, dense MLPs below first_k_dense_replace
+// (1). BailingHybridConfig: the attention's num_attention_heads and head_dim unless linear_* are written,
+// short_conv_kernel_size; attention every layer_group_size-th layer, dense MLPs below first_k_dense_replace.
+Status readKimiDelta(const FieldReader& r, ModelConfig& c)
+{
+    MixerSizes& m = c.mixer;
+    auto bad = [&](const std::string& what) { return invalidArgument(r.source() + ": " + what); };
+    const bool kimi = c.layout.mixer == LayerLayout::Mixer::KimiDelta;
+    std::int64_t denseLayers = 1, group = 6;
+    std::vector<std::int64_t> full, kda;
+    m.heads = c.numHeads;
+    m.valueDim = 128;
+    m.kernel = 4;
+    if (kimi) {
+        TP_RETURN_IF_ERROR(r.readInt("linear_num_heads", m.heads, 1, kMaxHeads));
+        TP_RETURN_IF_ERROR(r.readInt("linear_head_dim", m.valueDim, 1, kMaxHeadDim));
+        TP_RETURN_IF_ERROR(r.readInt("linear_conv_kernel_dim", m.kernel, 1, 1024));
+        if (r.has("linear_attn_config")) {
+            if (!r.json().at("linear_attn_config").is_object())
+                return r.error("linear_attn_config", "must be an object or null");
+            const FieldReader sub(r.json().at("linear_attn_config"), r.source(), r.prefix() + "linear_attn_config.");
+            TP_RETURN_IF_ERROR(sub.readInt("num_heads", m.heads, 1, kMaxHeads));
+            TP_RETURN_IF_ERROR(sub.readInt("head_dim", m.valueDim, 1, kMaxHeadDim));
+            TP_RETURN_IF_ERROR(sub.readInt("short_conv_kernel_size", m.kernel, 1, 1024));
+            if (sub.has("full_attn_layers") && sub.has("kda_layers")) {
+                TP_RETURN_IF_ERROR(sub.readIntList("full_attn_layers", full));
+                TP_RETURN_IF_ERROR(sub.readIntList("kda_layers", kda));
+            }
+        }
+    } else {
+        TP_RETURN_IF_ERROR(r.readInt("head_dim", m.valueDim, 1, kMaxHeadDim)); // before it becomes qk_rope_head_dim
+        TP_RETURN_IF_ERROR(r.readInt("linear_num_heads", m.heads, 1, kMaxHeads));
+        TP_RETURN_IF_ERROR(r.readInt("linear_head_dim", m.valueDim, 1, kMaxHeadDim));
+        TP_RETURN_IF_ERROR(r.readInt("short_conv_kernel_size", m.kernel, 1, 1024));
+        TP_RETURN_IF_ERROR(r.readInt("linear_conv_kernel_dim", m.kernel, 1, 1024));
+        TP_RETURN_IF_ERROR(r.readInt("layer_group_size", group, 1, kMaxLayers));
+    }
+    TP_RETURN_IF_ERROR(r.readInt("first_k_dense_replace", denseLayers, 0, kMaxLayers));
+    if (!r.has("layer_types")) {
+        c.layerTypes.assign(static_cast<std::size_t>(c.numLayers), "");
+        for (auto [list, type] : {std::pair{&full, "full_attention"}, {&kda, "linear_attention"}})
+            for (std::int64_t l : *list) {
+                if (l < 1 || l > c.numLayers)
+                    return bad(fmt::format("linear_attn_config names layer {} outside 1..{} (its layers count from 1)", l, c.numLayers));
+                c.layerTypes[static_cast<std::size_t>(l - 1)] = type;
+            }
+        for (std::int64_t l = 0; l < c.numLayers; ++l) {
+            std::string& t = c.layerTypes[static_cast<std::size_t>(l)];
+            if (!t.empty())
+                continue;
+            if (!full.empty() || !kda.empty())
+                return bad(fmt::format("linear_attn_config's full_attn_layers and kda_layers leave layer {} (counted from 1) out",
+                                       l + 1));
+            t = (kimi ? l > 0 && l % 4 == 0 : (l + 1) % group == 0) ? "full_attention" : "linear_attention";
+        }
+    }
+    if (!r.has("mlp_layer_types")) {
+        c.mlpLayerTypes.clear();
+        for (std::int64_t l = 0; l < c.numLayers; ++l)
+            c.mlpLayerTypes.push_back(l < denseLayers ? "dense" : "sparse");
+    }
+    return {};
+}
+
 // LayerLayout::mixer's sizes under the model type's keys, and which layers have it where
 // layer_types is not written (each rule its config class's __post_init__).
 Status readMixer(const FieldReader& r, ModelConfig& c)
@@ -820,6 +892,9 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
         }
         break;
     }
+    case M::KimiDelta:
+    case M::KimiDeltaFull:
+        return readKimiDelta(r, c);
     case M::Lightning: // MiniMaxConfig: block_size; layer_types alternate full and linear from full
         m.heads = c.numHeads;
         m.valueDim = c.headDim > 0 ? c.headDim : c.hiddenSize / c.numHeads; // head_dim or hidden / heads
@@ -1259,6 +1334,8 @@ const char* mixerTitle(LayerLayout::Mixer m)
     case M::GatedDeltaNetOwn: return "gated delta rule";
     case M::ShortConv: return "short convolution";
     case M::Lightning: return "lightning attention";
+    case M::KimiDelta:
+    case M::KimiDeltaFull: return "Kimi delta attention";
     }
     return "";
 }

@@ -161,9 +161,12 @@ struct LayerLayout
     const char* extras = nullptr;
     // A sequence mixer in place of attention on the layers whose layer_types entry is mixerLayer:
     // Mamba (Jamba), Mamba 2 (Bamba, Granite 4), the gated delta rule with fused (Qwen3-Next) or separate (Qwen3.5)
-    // input projections or with q/k/v/a/b/g_proj and o_proj of their own (OLMo-Hybrid), LFM2's short convolution, or
-    // MiniMax's lightning attention. Planned (shards, collectives, memory), not computed by the engine.
-    enum class Mixer { None, Mamba1, Mamba2, GatedDeltaNet, GatedDeltaNetSplit, GatedDeltaNetOwn, ShortConv, Lightning } mixer = Mixer::None;
+    // input projections or with q/k/v/a/b/g_proj and o_proj of their own (OLMo-Hybrid), LFM2's short convolution,
+    // MiniMax's lightning attention, or Kimi delta attention with low-rank (Kimi Linear) or full (Bailing) gate
+    // projections. Planned (shards, collectives, memory), not computed by the engine.
+    enum class Mixer {
+        None, Mamba1, Mamba2, GatedDeltaNet, GatedDeltaNetSplit, GatedDeltaNetOwn, ShortConv, Lightning, KimiDelta, KimiDeltaFull
+    } mixer = Mixer::None;
     const char* mixerName = nullptr;  // the layer's attribute: mamba, linear_attn, conv
     const char* mixerLayer = nullptr; // its layer_types value: linear_attention, conv
     bool mixerPreNorms = false;       // the mixer layers have Pre norms, the attention layers `norms` (OLMo-Hybrid: Post)
@@ -181,8 +184,8 @@ const char* mixerTitle(LayerLayout::Mixer m);
 // The sizes of a LayerLayout::Mixer, read from the model type's keys.
 struct MixerSizes
 {
-    std::int64_t heads = 0;      // value heads (gated delta rule) or Mamba heads
-    std::int64_t keyHeads = 0, keyDim = 0, valueDim = 0; // gated delta rule
+    std::int64_t heads = 0;      // value heads (gated delta rule), Mamba or Kimi delta attention heads
+    std::int64_t keyHeads = 0, keyDim = 0, valueDim = 0; // gated delta rule (Kimi delta attention: valueDim its head size)
     std::int64_t inner = 0;      // Mamba's intermediate width (mamba_expand · hidden_size)
     std::int64_t state = 0, groups = 1;                  // Mamba's SSM state size and B/C groups
     std::int64_t dtRank = 0;     // Mamba 1's time-step rank (mamba_dt_rank; "auto": ceil(hidden_size / 16))
