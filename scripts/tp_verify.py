@@ -149,8 +149,12 @@ def reduced_config(src_path):
     if getattr(config, "text_config", None) is not None and raw["model_type"] in ("gemma3", "llama4"):
         config = config.text_config  # the causal LM the planner describes
     d = config.to_dict()
-    keep = layer_kinds(d)
     mt = d["model_type"]
+    dory = ("num_hidden_layers", "n_input_layers", "n_recurrent_layers", "n_output_layers")
+    if mt == "dory":  # its to_dict lists each layer as an attention and an mlp block, the counts doubled
+        d["layer_types"] = d["layer_types"][::2]
+        d.update({key: d[key] // 2 for key in dory})
+    keep = layer_kinds(d)
     for key in ("layer_types", "layers_block_type", "mlp_layer_types", "no_rope_layers"):
         if isinstance(d.get(key), list):
             d[key] = [d[key][i] for i in keep]
@@ -165,6 +169,8 @@ def reduced_config(src_path):
     if isinstance(d.get("attn_layer_indices"), list):
         d["attn_layer_indices"] = [j for j, i in enumerate(keep) if i in d["attn_layer_indices"]]
     d["num_hidden_layers"] = len(keep)
+    if mt == "dory":  # the kept layers run once each, as input layers
+        d.update(n_input_layers=len(keep), n_recurrent_layers=0, n_output_layers=0)
     for key in ("hidden_size", "intermediate_size", "moe_intermediate_size", "intermediate_size_mlp", "vocab_size",
                 "q_lora_rank", "kv_lora_rank", "shared_expert_intermediate_size"):
         if isinstance(d.get(key), int) and d[key] > 0:

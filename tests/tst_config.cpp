@@ -514,6 +514,17 @@ private slots:
         QCOMPARE(b->mlpLayerTypes, (std::vector<std::string>{"sparse", "sparse"}));
     }
 
+    // Dory's released configs list each layer as an attention and an mlp block (DoryConfig halves them).
+    void doryLayerPairs()
+    {
+        auto d = parseConfig(R"({"model_type": "dory", "num_hidden_layers": 4,
+                                 "layer_types": ["sliding_attention", "mlp", "full_attention", "mlp"]})",
+                             "config.json", nullptr);
+        QVERIFY2(d.ok(), d.ok() ? "" : d.status().message().c_str());
+        QCOMPARE(d->numLayers, 2);
+        QCOMPARE(d->layerTypes, (std::vector<std::string>{"sliding_attention", "full_attention"}));
+    }
+
     void mixerLayers()
     {
         QFETCH(QString, json);

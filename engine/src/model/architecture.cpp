@@ -289,7 +289,7 @@ std::int64_t extraDim(std::string_view d, const ModelConfig& c)
     }
     const std::string_view sym = d.substr(i);
     const std::pair<std::string_view, std::int64_t> sizes[] = {
-        {"", 1}, {"H", c.hiddenSize}, {"hd", c.headDim}, {"nh", c.numHeads}, {"kv", c.numKvHeads},
+        {"", 1}, {"H", c.hiddenSize}, {"hd", c.headDim}, {"nh", c.numHeads}, {"kv", c.numKvHeads}, {"Q", c.numHeads * c.headDim},
         {"I", c.intermediateSize}, {"S", c.sharedIntermediateSize}, {"E", c.numExperts}, {"xq", c.indexHeads * c.indexHeadDim},
         {"xd", c.indexHeadDim}, {"xn", c.indexHeads}, {"qr", c.qLoraRank.value_or(0)}};
     for (const auto& [name, v] : sizes)
@@ -974,6 +974,8 @@ Result<ModelSpec> buildModelSpec(const ModelConfig& c)
     b.layerNorm(model, "norm", H, n.prefix + "RMSNorm", -1, c.layout.normParams);
     b.add(model, "rotary_emb", n.prefix + "RotaryEmbedding", ModuleKind::RotaryEmbedding);
     int head = b.linear(root, "lm_head", V, H, c.layout.lmHeadBias, -1);
+    if (c.layout.lmHeadScale)
+        b.param(head, "logit_scale", {V});
     if (c.tieWordEmbeddings)
         b.at(head).params[0].tiedTo = b.at(embed).path + ".weight";
     applyQuantizedStorage(s);

@@ -237,6 +237,10 @@ const TemplateRow kTemplates[] = {
                  "post_mlp_layernorm=post_ffn_norm,mlp=feed_forward,mlp.gate_proj=w1,mlp.up_proj=w3,mlp.down_proj=w2,"
                  "model.norm=embedding_norm",
       .mixer = L::Mixer::ShortConv, .mixerName = "conv", .mixerLayer = "conv"}},
+    // nGPT on Gemma 2's sandwich: L2 norms without parameters, per-channel scales, a sigmoid output gate.
+    {"dory", Family::Llama, false,
+     {.norms = L::Norms::Gemma, .normParams = L::NormParams::None, .qkNorm = L::QkNorm::None, .outputGate = "gate_proj",
+      .lmHeadScale = true, .extras = "self_attn:sqk[Q],s_gate[Q];mlp:suv_gate[I],suv_up[I];:lambda_1[H],lambda_2[H]"}},
     // Other routers, shared-expert widths and expert layouts.
     {"hunyuan_v1_moe", Family::Qwen3Moe, false,
      {.qkNorm = L::QkNorm::PerHead, .shared = "shared_mlp", .sharedWidth = L::SharedWidth::Intermediate, .routerLinear = "wg",
@@ -1474,6 +1478,14 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
         TP_RETURN_IF_ERROR(readMixer(r, c));
         if (modelType == "minimax_m3_vl_text")
             TP_RETURN_IF_ERROR(readMinimaxM3(r, c));
+        if (modelType == "dory" && std::find(c.layerTypes.begin(), c.layerTypes.end(), "mlp") != c.layerTypes.end()) {
+            // DoryConfig: released configs list each layer's attention and mlp blocks; a layer is a pair of them.
+            std::vector<std::string> layers;
+            for (std::size_t i = 0; i < c.layerTypes.size(); i += 2)
+                layers.push_back(c.layerTypes[i]);
+            c.layerTypes = std::move(layers);
+            c.numLayers /= 2;
+        }
         if (row->innerKey) {
             TP_RETURN_IF_ERROR(r.readInt(row->innerKey, c.intermediateSize, 0, kMaxFfn));
             if (c.intermediateSize == 0)

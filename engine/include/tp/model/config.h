@@ -146,6 +146,7 @@ struct LayerLayout
     bool alwaysAttentionBias = false;     // q/k/v/o have biases whatever attention_bias says (Phi)
     bool alwaysMlpBias = false;           // the MLP's projections have biases (GPT-J, Phi, GPT-NeoX)
     bool lmHeadBias = false;              // lm_head has a bias (Phi, GPT-J, CodeGen)
+    bool lmHeadScale = false;             // lm_head has a logit_scale [vocab] (Dory)
     // The model type's own names for the template's modules: "from=to" pairs, comma-separated; from
     // is a module's name, or "parent.name" to rename it under that parent only (GPT-J: model=transformer,
     // layers=h, self_attn=attn, o_proj=out_proj).
@@ -153,7 +154,7 @@ struct LayerLayout
     // Parameters the template does not have: "module:name[dims],name[dims];module:…", the module a path
     // under the decoder layer (made if missing: a Linear when it holds a 2-D weight). Dims are products
     // of an integer and at most one size: H hidden_size, hd head_dim, nh heads, kv key/value heads,
-    // I intermediate_size, S shared_intermediate_size, E experts, qr q_lora_rank, xq, xd and xn a
+    // I intermediate_size, S shared_intermediate_size, E experts, Q the query width (heads · head_dim), qr q_lora_rank, xq, xd and xn a
     // sparse-attention indexer's query width (index_n_heads · index_head_dim), head size and heads; [] is a scalar; ~name a buffer. A
     // group written "type?module:…" is made only on the layers whose layer_types entry is type, or
     // with routed experts (sparse) or without (dense). A module with a zero
