@@ -116,6 +116,10 @@ def layer_kinds(cfg):
             k.append(d["no_rope_layers"][i])
         if isinstance(d.get("attn_layer_indices"), list):  # Bamba: the attention layers among Mamba ones
             k.append(i in d["attn_layer_indices"])
+        if d.get("num_kv_shared_layers"):  # Gemma 4: the last layers reuse keys and values
+            k.append(i >= n - d["num_kv_shared_layers"])
+        if isinstance(d.get("per_layer_config"), dict):  # a layer's own sizes
+            k.append(json.dumps(d["per_layer_config"].get(i, d["per_layer_config"].get(str(i))), sort_keys=True))
         if mt == "deepseek_v3":
             k.append(i >= d.get("first_k_dense_replace", 0))
         elif mt == "qwen3_moe":
@@ -168,6 +172,11 @@ def reduced_config(src_path):
         d["moe_layers"] = [j for j, i in enumerate(keep) if i in (d.get("moe_layers") or [])]
     if isinstance(d.get("attn_layer_indices"), list):
         d["attn_layer_indices"] = [j for j, i in enumerate(keep) if i in d["attn_layer_indices"]]
+    if d.get("num_kv_shared_layers"):
+        d["num_kv_shared_layers"] = sum(1 for i in keep if i >= d["num_hidden_layers"] - d["num_kv_shared_layers"])
+    if isinstance(d.get("per_layer_config"), dict):
+        plc = {int(i): v for i, v in d["per_layer_config"].items()}
+        d["per_layer_config"] = {j: plc[i] for j, i in enumerate(keep) if i in plc}
     d["num_hidden_layers"] = len(keep)
     if mt == "dory":  # the kept layers run once each, as input layers
         d.update(n_input_layers=len(keep), n_recurrent_layers=0, n_output_layers=0)

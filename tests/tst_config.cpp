@@ -193,18 +193,18 @@ private slots:
     }
 
     // For a model type TP Studio does not know, a common key of another JSON type (Gemma 3n's
-    // per-layer intermediate_size, Gemma 4's use_bidirectional_attention "vision") or experts per
+    // per-layer intermediate_size, a use_bidirectional_attention string not "all" or "vision") or experts per
     // token under another name is not an error: the key is ignored with a warning naming it.
     void unknownModelTypesReadLeniently()
     {
         std::vector<Diagnostic> d;
         const ModelConfig c = parseOk(R"({"model_type": "gemma3n_text", "hidden_size": 64, "num_attention_heads": 4,
                                           "num_hidden_layers": 2, "vocab_size": 10, "intermediate_size": [128, 256],
-                                          "use_bidirectional_attention": "vision", "num_experts": 8})",
+                                          "use_bidirectional_attention": "sometimes", "num_experts": 8})",
                                       &d);
         QCOMPARE(c.family, Family::Unknown);
         QCOMPARE(c.hiddenSize, 64ll);
-        for (const char* key : {"'intermediate_size' must be an integer", "'use_bidirectional_attention' must be true or false"})
+        for (const char* key : {"'intermediate_size' must be an integer", "'use_bidirectional_attention' must be true, false"})
             QVERIFY2(std::any_of(d.begin(), d.end(), [&](const Diagnostic& x) {
                          return x.severity == Severity::Warning && x.message.find(key) != std::string::npos &&
                                 x.message.find("ignored") != std::string::npos;
@@ -339,6 +339,26 @@ private slots:
             << "config.json: linear_attn_config's full_attn_layers and kda_layers leave layer 3 (counted from 1) out";
         QTest::addRow("kimi_linear config not an object") << R"({"model_type": "kimi_linear", "linear_attn_config": [1]})"
                                                           << "config.json: key 'linear_attn_config' must be an object or null";
+        QTest::addRow("gemma4 bidirectional") << R"({"model_type": "gemma4_text", "use_bidirectional_attention": "text"})"
+                                              << "config.json: key 'use_bidirectional_attention' must be true, false, \"all\" or "
+                                                 "\"vision\", found \"text\"";
+        QTest::addRow("gemma4 layer past the end") << R"({"model_type": "gemma4_text", "num_hidden_layers": 2,
+            "per_layer_config": {"5": {"head_dim": 8}}})" << "config.json: key 'per_layer_config' names layer '5' outside 0..1";
+        QTest::addRow("gemma4 size not read") << R"({"model_type": "gemma4_text", "num_hidden_layers": 2,
+            "per_layer_config": {"1": {"rope_theta": 1}}})"
+            << "config.json: key 'per_layer_config.1.rope_theta' is not a size TP Studio reads per layer";
+        QTest::addRow("gemma4 sizes differ in a type") << R"({"model_type": "gemma4_text", "num_hidden_layers": 3,
+            "layer_types": ["full_attention", "sliding_attention", "full_attention"], "per_layer_config": {"0": {"head_dim": 32}}})"
+            << "config.json: per_layer_config gives layer 2 other sizes than layer 0, both full_attention";
+        QTest::addRow("gemma4 every layer shared") << R"({"model_type": "gemma4_text", "num_hidden_layers": 2, "num_kv_shared_layers": 2})"
+                                                   << "config.json: num_kv_shared_layers equals num_hidden_layers";
+        QTest::addRow("gemma4 shared type never computed") << R"({"model_type": "gemma4_text", "num_hidden_layers": 3,
+            "layer_types": ["sliding_attention", "sliding_attention", "full_attention"], "num_kv_shared_layers": 1})"
+            << "config.json: num_kv_shared_layers (1): no earlier layer computes the keys of the shared full_attention layers";
+        QTest::addRow("gemma4 experts without sizes") << R"({"model_type": "gemma4_text", "enable_moe_block": true})"
+                                                      << "config.json: enable_moe_block needs num_experts and moe_intermediate_size";
+        QTest::addRow("gemma4 layer_types length") << R"({"model_type": "gemma4_text", "num_hidden_layers": 3,
+            "layer_types": ["full_attention"]})" << "config.json: layer_types has 1 entries but num_hidden_layers is 3";
         QTest::addRow("nemotron_h pattern letter") << R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M*X"})"
                                                    << "config.json: key 'hybrid_override_pattern' has 'X': each letter must be M, E, * or -";
         QTest::addRow("nemotron_h block type") << R"({"model_type": "nemotron_h", "layers_block_type": ["mamba", "conv"]})"
@@ -523,6 +543,37 @@ private slots:
         QVERIFY2(d.ok(), d.ok() ? "" : d.status().message().c_str());
         QCOMPARE(d->numLayers, 2);
         QCOMPARE(d->layerTypes, (std::vector<std::string>{"sliding_attention", "full_attention"}));
+    }
+
+    // Gemma 4: the last layer full attention; the full layers' global_head_dim and, with attention_k_eq_v,
+    // num_global_key_value_heads where per_layer_config is not written; the last num_kv_shared_layers reuse keys
+    // and values, their MLPs twice as wide with use_double_wide_mlp; "vision" bidirectional attention leaves text causal.
+    void gemma4Fields()
+    {
+        auto g = parseConfig(R"({"model_type": "gemma4_text", "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4,
+                                 "head_dim": 16, "global_head_dim": 64, "attention_k_eq_v": true, "num_global_key_value_heads": 2,
+                                 "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "sliding_attention"],
+                                 "num_kv_shared_layers": 2, "use_double_wide_mlp": true, "intermediate_size": 32,
+                                 "use_bidirectional_attention": "vision", "enable_moe_block": true, "num_experts": 4, "top_k_experts": 2,
+                                 "moe_intermediate_size": 8})",
+                             "config.json", nullptr);
+        QVERIFY2(g.ok(), g.ok() ? "" : g.status().message().c_str());
+        QCOMPARE(g->layerTypes.back(), std::string("full_attention"));
+        QCOMPARE(g->headDimAt(0), 16);
+        QCOMPARE(g->headDimAt(1), 64);
+        QCOMPARE(g->kvHeadsAt(1), 2);
+        QCOMPARE(g->kvHeadsAt(2), 4);
+        QVERIFY(g->valuesAreKeys(1) && !g->valuesAreKeys(0));
+        QVERIFY(!g->kvSharedAt(1) && g->kvSharedAt(2) && g->kvSharedAt(3));
+        QCOMPARE(g->denseIntermediateSizeAt(1), 32);
+        QCOMPARE(g->denseIntermediateSizeAt(2), 64);
+        QVERIFY(!g->bidirectionalAttention);
+        QCOMPARE(g->expertsPerToken, 2);
+        QVERIFY(g->isMoeLayer(0));
+        auto off = parseConfig(R"({"model_type": "gemma4_text", "num_experts": 4, "moe_intermediate_size": 8})", "config.json", nullptr);
+        QVERIFY2(off.ok(), off.ok() ? "" : off.status().message().c_str());
+        QVERIFY(!off->isMoe()); // enable_moe_block false
+        QCOMPARE(off->perLayerInputSize, 256); // the class default
     }
 
     void mixerLayers()

@@ -33,13 +33,18 @@ ojson readJson(const std::string& path)
     return ojson::parse(in);
 }
 
-// The model an architecture fixture's config.json opens (written to a temporary folder).
+// The model a config.json's text opens (written to a temporary folder).
+Result<OpenedModel> openConfig(const std::string& text)
+{
+    QTemporaryDir dir;
+    std::ofstream(dir.filePath("config.json").toStdString()) << text;
+    return openModel(dir.path().toStdString());
+}
+
+// The model an architecture fixture's config.json opens.
 Result<OpenedModel> openFixture(const std::string& modelType)
 {
-    const ojson fixture = readJson(kFixtures + "/architectures/" + modelType + ".json");
-    QTemporaryDir dir;
-    std::ofstream(dir.filePath("config.json").toStdString()) << fixture["config"].dump(1);
-    return openModel(dir.path().toStdString());
+    return openConfig(readJson(kFixtures + "/architectures/" + modelType + ".json")["config"].dump(1));
 }
 
 // The first node of `kind` in the graph, or null.
@@ -303,6 +308,49 @@ private slots:
         QVERIFY(std::any_of(bad.diagnostics.begin(), bad.diagnostics.end(), [](const Diagnostic& d) {
             return d.severity == Severity::Error && d.message.find("up_proj (") == 0 && d.message.find("split differently") != std::string::npos;
         }));
+    }
+
+    // Gemma 4: a shared layer attends over the keys and values its type's last computing layer made (it has no
+    // k_proj / v_proj); a full layer with attention_k_eq_v takes its values from its keys; the experts beside the MLP
+    // are routed from the residual stream; each layer adds its slice of the per-layer embeddings. (Checked against
+    // Transformers for this config: the same tree, and scripts/tp_verify.py at T=2 sees 13 of 13 all_reduces.)
+    void gemma4SharedKeysExpertsAndPerLayerInputs()
+    {
+        auto om = openConfig(R"({"model_type": "gemma4_text", "num_hidden_layers": 4, "hidden_size": 64, "intermediate_size": 96,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "global_head_dim": 32, "attention_k_eq_v": true,
+            "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"], "num_kv_shared_layers": 2,
+            "vocab_size": 128, "vocab_size_per_layer_input": 96, "hidden_size_per_layer_input": 8, "enable_moe_block": true,
+            "num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 16})");
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        QVERIFY(om->spec.find("model.layers.1.self_attn.k_proj") && !om->spec.find("model.layers.1.self_attn.v_proj"));
+        QVERIFY(!om->spec.find("model.layers.2.self_attn.k_proj") && !om->spec.find("model.layers.3.self_attn.k_norm"));
+        const LayerGraph lg = buildLayerGraph(om->spec);
+        std::map<int, const GraphNode*> attention;
+        const GraphNode* perLayerSplit = nullptr;
+        for (const GraphNode& n : lg.nodes) {
+            if (n.kind == OpKind::Attention)
+                attention[n.layer] = &n;
+            if (n.name == "model:per_layer_inputs")
+                perLayerSplit = &n;
+        }
+        QCOMPARE(attention.size(), std::size_t(4));
+        QCOMPARE(attention[3]->inputs[1], attention[1]->inputs[1]); // layer 3 (full, shared) reuses layer 1's keys
+        QCOMPARE(attention[2]->inputs[2], attention[0]->inputs[2]); // layer 2 (sliding, shared) layer 0's values
+        QCOMPARE(attention[1]->headDim, 32);
+        const auto& t = lg.tensors;
+        const int values = t[static_cast<std::size_t>(attention[1]->inputs[2])].producer; // k_eq_v: k_proj's output, not normed
+        QCOMPARE(lg.nodes[static_cast<std::size_t>(values)].name, std::string("model.layers.1.self_attn.k_proj"));
+        QVERIFY(perLayerSplit);
+        QCOMPARE(perLayerSplit->outputs.size(), std::size_t(4));
+        const GraphNode* router = firstNode(lg, OpKind::Router);
+        QVERIFY(router && router->name == "model.layers.0.router.proj");
+        QCOMPARE(t[static_cast<std::size_t>(router->inputs[0])].name, std::string("model.layers.0:residual_attn:out")); // the residual
+        const ShardedGraph g = shardModel(om->spec, defaultPlan(om->spec, 2));
+        QVERIFY(g.valid());
+        QCOMPARE(std::count_if(g.collectives.begin(), g.collectives.end(), [](const Collective& c) {
+                     return c.kind == CollectiveKind::AllReduce && c.where.find(".experts") != std::string::npos;
+                 }),
+                 4); // one a layer
     }
 
     // Laguna: each layer's own head count (4 and 8 in the fixture) and a softplus gate per head, g_proj

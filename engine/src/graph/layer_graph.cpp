@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numbers>
+#include <tuple>
 
 namespace tp {
 
@@ -162,6 +164,8 @@ public:
         int h = module(OpKind::Embedding, "model.embed_tokens", {ids}, m_c.hiddenSize);
         if (m_t.scaledEmbeddings)
             m_g.nodes.back().scale = std::sqrt(static_cast<double>(m_c.hiddenSize));
+        if (m_c.perLayerInputSize > 0)
+            perLayerInputs(ids, h);
         for (int l = 0; l < static_cast<int>(m_c.numLayers); ++l)
             h = layer(l, h);
         h = module(OpKind::Norm, "model.norm", {h}, m_c.hiddenSize);
@@ -272,12 +276,46 @@ private:
         h = add(p + ":residual_attn", h, a);
         x = module(OpKind::Norm, p + (gemma ? ".pre_feedforward_layernorm" : ".post_attention_layernorm"), {h},
                    m_c.hiddenSize);
-        int f = feedForward(p, x);
+        int f = m_c.layout.gemma4 && m_c.isMoeLayer(l) ? gemma4Experts(p, h, x) : feedForward(p, x);
         if (gemma)
             f = module(OpKind::Norm, p + ".post_feedforward_layernorm", {f}, m_c.hiddenSize);
         h = add(p + ":residual_mlp", h, f);
+        if (!m_perLayerInputs.empty()) { // Gemma 4: h + norm(proj(act(gate(h)) · this layer's embedding))
+            const std::int64_t P = m_c.perLayerInputSize;
+            const int g = module(OpKind::Linear, p + ".per_layer_input_gate", {h}, P);
+            GraphNode& act = node(OpKind::GatedAct, p + ":per_layer_act", -1, {g, m_perLayerInputs[static_cast<std::size_t>(l)]});
+            act.act = m_act;
+            int y = module(OpKind::Linear, p + ".per_layer_projection", {output(act, P)}, m_c.hiddenSize);
+            y = module(OpKind::Norm, p + ".post_per_layer_input_norm", {y}, m_c.hiddenSize);
+            h = add(p + ":residual_per_layer_input", h, y);
+        }
         m_layer = -1;
         return h;
+    }
+
+    // Gemma 4's experts beside the MLP: post_ff_norm_1(mlp(x)) + post_ff_norm_2(experts(pre_ff_norm_2(h))), routed
+    // from the layer's residual stream h.
+    int gemma4Experts(const std::string& p, int h, int x)
+    {
+        const std::int64_t H = m_c.hiddenSize;
+        const int m = module(OpKind::Norm, p + ".post_feedforward_layernorm_1", {feedForward(p, x)}, H);
+        const int scores = router(p + ".router.proj", h);
+        const int in = module(OpKind::Norm, p + ".pre_feedforward_layernorm_2", {h}, H);
+        const int e = module(OpKind::Norm, p + ".post_feedforward_layernorm_2", {experts(p + ".experts", in, scores, H)}, H);
+        return add(p + ":experts_sum", m, e);
+    }
+
+    // Gemma 4's per-layer embeddings: embed_tokens_per_layer(ids) + norm(per_layer_model_projection(h)), one
+    // slice a layer.
+    void perLayerInputs(int ids, int h)
+    {
+        const std::int64_t P = m_c.perLayerInputSize, packed = m_c.numLayers * P;
+        const int e = module(OpKind::Embedding, "model.embed_tokens_per_layer", {ids}, packed);
+        const int proj = headNorm("model.per_layer_projection_norm", module(OpKind::Linear, "model.per_layer_model_projection", {h}, packed), P);
+        GraphNode& s = node(OpKind::Split, "model:per_layer_inputs", -1, {op(OpKind::Add, "model:per_layer_sum", {proj, e}, packed)});
+        s.parts.assign(static_cast<std::size_t>(m_c.numLayers), P);
+        for (std::int64_t l = 0; l < m_c.numLayers; ++l)
+            m_perLayerInputs.push_back(output(m_g.nodes.back(), P, fmt::format("layer{}", l)));
     }
 
     GraphNode& attentionNode(const std::string& p, std::vector<int> in, std::int64_t qkHeadDim, std::int64_t vHeadDim,
@@ -317,9 +355,13 @@ private:
 
     int selfAttention(const std::string& p, int x)
     {
-        const std::int64_t H = m_c.headsAt(m_layer), KV = m_c.kvHeadsAt(m_layer), hd = m_c.headDim, vd = m_c.valueHeadDim();
+        const std::int64_t H = m_c.headsAt(m_layer), KV = m_c.kvHeadsAt(m_layer), hd = m_c.headDimAt(m_layer);
+        const std::int64_t vd = m_c.valueHeadDimAt(m_layer);
         if (m_c.isMla())
             return mla(p, x);
+        // Gemma 4: a shared layer attends over the keys and values its type's last computing layer stored.
+        const std::string& type = static_cast<std::size_t>(m_layer) < m_c.layerTypes.size() ? m_c.layerTypes[static_cast<std::size_t>(m_layer)] : p;
+        const bool shared = m_c.kvSharedAt(m_layer) && m_storedKv.contains(type);
         int q, k, v, gate = -1;
         if (m_t.fusedQkv || m_c.layout.fusedQkv) {
             const int qkv = module(OpKind::Linear, p + ".qkv_proj", {x}, (H + 2 * KV) * hd);
@@ -338,31 +380,39 @@ private:
                 q = output(s, H * hd, "q");
                 gate = output(m_g.nodes.back(), H * hd, "gate");
             }
-            k = module(OpKind::Linear, p + ".k_proj", {x}, KV * hd);
-            v = module(OpKind::Linear, p + ".v_proj", {x}, KV * vd);
+            if (shared) {
+                std::tie(k, v) = m_storedKv[type];
+            } else {
+                k = module(OpKind::Linear, p + ".k_proj", {x}, KV * hd);
+                v = m_c.valuesAreKeys(m_layer) ? k : module(OpKind::Linear, p + ".v_proj", {x}, KV * vd); // Gemma 4's k_eq_v
+            }
             using Q = LayerLayout::QkNorm;
             if (m_c.layout.qkNorm == Q::Whole) { // OLMo 2: one norm over all heads' q (and k)
                 q = module(OpKind::Norm, p + ".q_norm", {q}, H * hd);
                 k = module(OpKind::Norm, p + ".k_norm", {k}, KV * hd);
             } else if ((m_t.qkNorm && m_c.layout.qkNorm == Q::Family) || m_c.layout.qkNorm == Q::PerHead) {
                 q = headNorm(p + ".q_norm", q, hd);
-                k = headNorm(p + ".k_norm", k, hd);
+                if (!shared)
+                    k = headNorm(p + ".k_norm", k, hd);
             }
         }
         // Llama 4's NoPE layers have no rope; its rope layers L2-normalise q and k after it.
         const bool rope = m_c.noRopeLayers.empty() || m_c.noRopeLayers[static_cast<std::size_t>(m_layer)] != 0;
         if (rope) {
-            GraphNode& r = node(OpKind::Rope, p + ":rope", -1, {q, k});
+            GraphNode& r = node(OpKind::Rope, p + ":rope", -1, shared ? std::vector<int>{q} : std::vector<int>{q, k});
             r.headDim = hd;
             r.rope = m_c.slidingRope && slidingLayer() ? 1 : 0;
             r.interleavedRope = m_c.ropeInterleave;
             q = output(r, H * hd, "q");
-            k = output(m_g.nodes.back(), KV * hd, "k");
+            if (!shared)
+                k = output(m_g.nodes.back(), KV * hd, "k");
             if (m_c.useQkNorm) {
                 q = l2Norm(p + ":q_norm", q, hd);
                 k = l2Norm(p + ":k_norm", k, hd);
             }
         }
+        if (m_c.kvSharedLayers > 0 && !shared)
+            m_storedKv[type] = {k, v};
         GraphNode& at = attentionNode(p, {q, k, v}, hd, vd, KV);
         if (!rope && m_c.attnTemperatureTuning) {
             at.temperatureFloor = m_c.floorScale;
@@ -541,7 +591,7 @@ private:
             return moe(ffn, *block, x);
         if (m_t.fusedGateUp || (m_c.layout.fusedGateUp && !(block && block->kind == ModuleKind::Moe)))
             return packedMlp(ffn, "gate_up_proj", "down_proj", x, m_c.denseIntermediateSize());
-        const std::int64_t I = m_c.denseIntermediateSize();
+        const std::int64_t I = m_c.denseIntermediateSizeAt(m_layer);
         return m_c.layout.gatedMlp ? denseMlp(ffn, x, I) : ungatedMlp(ffn, x, I);
     }
 
@@ -569,14 +619,36 @@ private:
                     if (m_spec.modules[static_cast<std::size_t>(gi)].kind == ModuleKind::Router)
                         routerPath = m_spec.modules[static_cast<std::size_t>(gi)].path;
         }
-        GraphNode& r = node(OpKind::Router, routerPath, indexOf(routerPath), {x});
+        const int scores = router(routerPath, x);
+        const bool latent = m_c.moeLatentSize > 0; // Nemotron-H: the experts work between two latent projections
+        const int xe = latent ? module(OpKind::Linear, p + ".fc1_latent_proj", {x}, m_c.moeLatentSize) : x;
+        int out = experts(p + ".experts", xe, scores, latent ? m_c.moeLatentSize : m_c.hiddenSize);
+        if (latent)
+            out = module(OpKind::Linear, p + ".fc2_latent_proj", {out}, m_c.hiddenSize);
+        if (!sharedPath.empty()) {
+            const std::int64_t I = m_c.sharedIntermediateSize;
+            const int s = m_c.layout.fusedGateUp ? packedMlp(sharedPath, "gate_up_proj", "down_proj", x, I)
+                        : m_c.layout.gatedMlp    ? denseMlp(sharedPath, x, I)
+                                                 : ungatedMlp(sharedPath, x, I);
+            out = add(p + ":shared_sum", out, s);
+        }
+        return out;
+    }
+
+    // The router at `path` over x: each token's expert scores.
+    int router(const std::string& path, int x)
+    {
+        GraphNode& r = node(OpKind::Router, path, indexOf(path), {x});
         r.experts = m_c.numExperts;
         r.topK = m_c.expertsPerToken;
         r.sigmoid = m_t.sigmoidRouter;
-        const int scores = output(r, m_c.numExperts, "scores");
-        const bool latent = m_c.moeLatentSize > 0; // Nemotron-H: the experts work between two latent projections
-        const int xe = latent ? module(OpKind::Linear, p + ".fc1_latent_proj", {x}, m_c.moeLatentSize) : x;
-        GraphNode& e = node(OpKind::Experts, p + ".experts", indexOf(p + ".experts"), {xe, scores});
+        return output(r, m_c.numExperts, "scores");
+    }
+
+    // The routed experts at `path` on x (width `width` in and out) under the router's scores.
+    int experts(const std::string& path, int x, int scores, std::int64_t width)
+    {
+        GraphNode& e = node(OpKind::Experts, path, indexOf(path), {x, scores});
         e.experts = m_c.numExperts;
         e.topK = m_c.expertsPerToken;
         e.act = m_act;
@@ -591,17 +663,7 @@ private:
             e.swigluAlpha = m_c.swigluAlpha;
             e.swigluLimit = m_c.swigluLimit;
         }
-        int out = output(e, latent ? m_c.moeLatentSize : m_c.hiddenSize);
-        if (latent)
-            out = module(OpKind::Linear, p + ".fc2_latent_proj", {out}, m_c.hiddenSize);
-        if (!sharedPath.empty()) {
-            const std::int64_t I = m_c.sharedIntermediateSize;
-            const int s = m_c.layout.fusedGateUp ? packedMlp(sharedPath, "gate_up_proj", "down_proj", x, I)
-                        : m_c.layout.gatedMlp    ? denseMlp(sharedPath, x, I)
-                                                 : ungatedMlp(sharedPath, x, I);
-            out = add(p + ":shared_sum", out, s);
-        }
-        return out;
+        return output(e, width);
     }
 
     const ModelSpec& m_spec;
@@ -610,6 +672,8 @@ private:
     const ArchTraits& m_t;
     Activation m_act = Activation::Silu;
     int m_layer = -1;
+    std::map<std::string, std::pair<int, int>> m_storedKv; // Gemma 4: per layer type, the keys and values shared layers reuse
+    std::vector<int> m_perLayerInputs;                      // Gemma 4: each layer's slice of the per-layer embeddings
 };
 
 } // namespace

@@ -356,8 +356,9 @@ void buildExtras(TreeBuilder& b, const ModelConfig& c, int layerModule, int laye
 
 void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerModule, int layer)
 {
-    const std::int64_t H = c.hiddenSize, hd = c.headDim, heads = c.headsAt(layer), q = heads * hd, kv = c.kvHeadsAt(layer) * hd;
-    const std::int64_t v = c.kvHeadsAt(layer) * c.valueHeadDim();
+    const std::int64_t H = c.hiddenSize, hd = c.headDimAt(layer), heads = c.headsAt(layer), q = heads * hd, kv = c.kvHeadsAt(layer) * hd;
+    const std::int64_t v = c.kvHeadsAt(layer) * c.valueHeadDimAt(layer);
+    const bool shared = c.kvSharedAt(layer); // Gemma 4: keys and values from an earlier layer
     const std::string norm = n.prefix + "RMSNorm";
     int a = b.add(layerModule, "self_attn", n.prefix + "Attention", ModuleKind::Attention, layer);
     switch (c.family) {
@@ -395,10 +396,12 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
         b.linear(a, "qkv_proj", q + 2 * kv, H, qkvBias, layer);
     } else {
         b.linear(a, "q_proj", c.layout.gatedQuery ? 2 * q : q, H, qkvBias, layer);
-        b.linear(a, "k_proj", kv, H, qkvBias, layer);
-        b.linear(a, "v_proj", v, H, qkvBias, layer);
+        if (!shared)
+            b.linear(a, "k_proj", kv, H, qkvBias, layer);
+        if (!shared && !c.valuesAreKeys(layer))
+            b.linear(a, "v_proj", v, H, qkvBias, layer);
     }
-    b.linear(a, "o_proj", H, c.layout.oProjFromHidden ? H : heads * c.valueHeadDim(), oBias, layer);
+    b.linear(a, "o_proj", H, c.layout.oProjFromHidden ? H : heads * c.valueHeadDimAt(layer), oBias, layer);
     if (c.layout.outputGate)
         b.linear(a, c.layout.outputGate, c.gatePerHead ? heads : q, H, false, layer);
     using Q = LayerLayout::QkNorm;
@@ -409,8 +412,34 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
                || (c.layout.qkNorm == Q::Family
                    && (c.family == Family::Qwen3 || c.family == Family::Qwen3Moe || c.family == Family::Gemma3))) {
         b.norm(a, "q_norm", hd, norm, layer);
-        b.norm(a, "k_norm", hd, norm, layer);
+        if (!shared)
+            b.norm(a, "k_norm", hd, norm, layer);
     }
+}
+
+// Gemma 4's experts beside the layer's MLP: a router (a scale per channel and per expert around its proj), the
+// experts, and their norms.
+void buildGemma4Experts(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerModule, int layer)
+{
+    const std::int64_t H = c.hiddenSize, E = c.numExperts, I = c.moeIntermediateSize;
+    int r = b.add(layerModule, "router", n.prefix + "Router", ModuleKind::Other, layer);
+    b.at(b.linear(r, "proj", E, H, false, layer)).kind = ModuleKind::Router;
+    b.param(r, "scale", {H});
+    b.param(r, "per_expert_scale", {E});
+    int e = b.add(layerModule, "experts", n.prefix + "Experts", ModuleKind::Experts, layer);
+    b.param(e, "gate_up_proj", {E, 2 * I, H});
+    b.param(e, "down_proj", {E, H, I});
+    for (const char* name : {"post_feedforward_layernorm_1", "post_feedforward_layernorm_2", "pre_feedforward_layernorm_2"})
+        b.norm(layerModule, name, H, n.prefix + "RMSNorm", layer);
+}
+
+// Gemma 4's per-layer input: gate (H → per-layer width), its projection back and a norm.
+void buildPerLayerInput(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerModule, int layer)
+{
+    const std::int64_t H = c.hiddenSize, P = c.perLayerInputSize;
+    b.linear(layerModule, "per_layer_input_gate", P, H, false, layer);
+    b.linear(layerModule, "per_layer_projection", H, P, false, layer);
+    b.norm(layerModule, "post_per_layer_input_norm", H, n.prefix + "RMSNorm", layer);
 }
 
 // LayerLayout::mixer in place of attention, with Transformers' parameter shapes.
@@ -656,7 +685,14 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
         buildMixer(b, c, n, l, layer);
     if (!c.isMixerLayer(layer) || c.layout.parallelMixer)
         buildAttention(b, c, n, l, layer);
-    if (c.isMoeLayer(layer)) {
+    if (c.layout.gemma4) {
+        buildGatedMlp(b, l, "mlp", n.prefix + "MLP", H, c.denseIntermediateSizeAt(layer), false, layer);
+        if (c.isMoeLayer(layer))
+            buildGemma4Experts(b, c, n, l, layer);
+        if (c.perLayerInputSize > 0)
+            buildPerLayerInput(b, c, n, l, layer);
+        b.param(l, "layer_scalar", {1}).buffer = true;
+    } else if (c.isMoeLayer(layer)) {
         buildMoe(b, c, n, l, layer);
     } else if (c.layout.noDenseMlp) {
     } else if (c.family == Family::Phi3) {
@@ -672,7 +708,7 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
     } else if (!c.layout.gatedMlp) {
         buildUngatedMlp(b, c, l, "mlp", n.prefix + "MLP", c.intermediateSize, layer);
     } else {
-        buildGatedMlp(b, l, "mlp", n.prefix + "MLP", H, c.intermediateSize, c.mlpBias, layer);
+        buildGatedMlp(b, l, "mlp", n.prefix + "MLP", H, c.denseIntermediateSizeAt(layer), c.mlpBias, layer);
     }
     using N = LayerLayout::Norms;
     switch (c.layout.mixerPreNorms && c.isMixerLayer(layer) ? N::Pre : c.layout.norms) {
@@ -971,6 +1007,12 @@ Result<ModelSpec> buildModelSpec(const ModelConfig& c)
     int layers = b.add(model, "layers", "ModuleList", ModuleKind::ModuleList);
     for (int l = 0; l < c.numLayers; ++l)
         buildLayer(b, c, n, layers, l);
+    if (c.perLayerInputSize > 0) { // Gemma 4's per-layer embeddings, packed: every layer's in one row
+        const std::int64_t packed = c.numLayers * c.perLayerInputSize;
+        b.param(b.add(model, "embed_tokens_per_layer", n.embedding, ModuleKind::Other), "weight", {c.perLayerInputVocab, packed});
+        b.linear(model, "per_layer_model_projection", packed, H, false, -1);
+        b.norm(model, "per_layer_projection_norm", c.perLayerInputSize, n.prefix + "RMSNorm", -1);
+    }
     b.layerNorm(model, "norm", H, n.prefix + "RMSNorm", -1, c.layout.normParams);
     b.add(model, "rotary_emb", n.prefix + "RotaryEmbedding", ModuleKind::RotaryEmbedding);
     int head = b.linear(root, "lm_head", V, H, c.layout.lmHeadBias, -1);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -241,6 +242,8 @@ const TemplateRow kTemplates[] = {
     {"dory", Family::Llama, false,
      {.norms = L::Norms::Gemma, .normParams = L::NormParams::None, .qkNorm = L::QkNorm::None, .outputGate = "gate_proj",
       .lmHeadScale = true, .extras = "self_attn:sqk[Q],s_gate[Q];mlp:suv_gate[I],suv_up[I];:lambda_1[H],lambda_2[H]"}},
+    // Gemma 3's layer with per-layer head sizes, shared keys and values, per-layer embeddings and experts beside the MLP.
+    {"gemma4_text", Family::Gemma3, false, {.gemma4 = true}},
     // Other routers, shared-expert widths and expert layouts.
     {"hunyuan_v1_moe", Family::Qwen3Moe, false,
      {.qkNorm = L::QkNorm::PerHead, .shared = "shared_mlp", .sharedWidth = L::SharedWidth::Intermediate, .routerLinear = "wg",
@@ -793,6 +796,90 @@ Status readKimiDelta(const FieldReader& r, ModelConfig& c)
     return {};
 }
 
+// Gemma4TextConfig: the last layer full attention; per_layer_config's head_dim and num_key_value_heads per layer, or
+// where it is not written the full layers' global_head_dim (512) and, with attention_k_eq_v,
+// num_global_key_value_heads; num_kv_shared_layers, which must leave a layer of every type that computes keys;
+// use_double_wide_mlp; per-layer embeddings; the experts block (enable_moe_block: num_experts, top_k_experts).
+Status readGemma4(const FieldReader& r, ModelConfig& c)
+{
+    auto bad = [&](const std::string& what) { return invalidArgument(r.source() + ": " + what); };
+    const auto L = static_cast<std::size_t>(c.numLayers);
+    if (c.layerTypes.size() != L)
+        return bad(fmt::format("layer_types has {} entries but num_hidden_layers is {}", c.layerTypes.size(), c.numLayers));
+    c.layerTypes.back() = "full_attention"; // as the config class forces it
+    TP_RETURN_IF_ERROR(r.readBool("attention_k_eq_v", c.kEqV));
+    TP_RETURN_IF_ERROR(r.readInt("num_kv_shared_layers", c.kvSharedLayers, 0, c.numLayers));
+    TP_RETURN_IF_ERROR(r.readBool("use_double_wide_mlp", c.doubleWideMlp));
+    std::optional<std::int64_t> ple;
+    TP_RETURN_IF_ERROR(r.readOptInt("hidden_size_per_layer_input", ple, 0, kMaxWidth));
+    c.perLayerInputSize = ple.value_or(0);
+    TP_RETURN_IF_ERROR(r.readInt("vocab_size_per_layer_input", c.perLayerInputVocab, 0, kMaxVocab));
+    if (c.perLayerInputSize > 0 && c.perLayerInputVocab < 1)
+        return bad("vocab_size_per_layer_input must be at least 1 with hidden_size_per_layer_input");
+    c.headDimPerLayer.assign(L, 0);
+    c.kvHeadsPerLayer.assign(L, 0);
+    if (r.has("per_layer_config")) {
+        const auto& p = r.json().at("per_layer_config");
+        if (!p.is_object())
+            return r.error("per_layer_config", "must be an object of layer index to its own sizes");
+        for (const auto& [key, sizes] : p.items()) {
+            std::size_t l = 0;
+            const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), l);
+            if (ec != std::errc() || end != key.data() + key.size() || l >= L)
+                return r.error("per_layer_config", fmt::format("names layer '{}' outside 0..{}", terminalSafe(key), c.numLayers - 1));
+            if (!sizes.is_object())
+                return r.error("per_layer_config", fmt::format("layer {} must be an object", l));
+            const FieldReader sub(sizes, r.source(), r.prefix() + "per_layer_config." + key + ".");
+            for (const auto& [k, v] : sizes.items())
+                if (k != "head_dim" && k != "num_key_value_heads")
+                    return sub.error(k.c_str(), "is not a size TP Studio reads per layer (head_dim, num_key_value_heads)");
+            TP_RETURN_IF_ERROR(sub.readInt("head_dim", c.headDimPerLayer[l], 1, kMaxHeadDim));
+            TP_RETURN_IF_ERROR(sub.readInt("num_key_value_heads", c.kvHeadsPerLayer[l], 1, kMaxHeads));
+        }
+    } else {
+        std::int64_t globalHeadDim = 512, globalKv = 0;
+        TP_RETURN_IF_ERROR(r.readInt("global_head_dim", globalHeadDim, 1, kMaxHeadDim));
+        if (c.kEqV)
+            TP_RETURN_IF_ERROR(r.readInt("num_global_key_value_heads", globalKv, 0, kMaxHeads));
+        for (std::size_t l = 0; l < L && l < c.layerTypes.size(); ++l)
+            if (c.layerTypes[l] == "full_attention") {
+                c.headDimPerLayer[l] = globalHeadDim;
+                c.kvHeadsPerLayer[l] = globalKv;
+            }
+    }
+    for (std::size_t l = 0; l < L; ++l) {
+        const auto at = static_cast<std::int64_t>(l);
+        if (const std::int64_t kv = c.kvHeadsAt(at); kv > c.numHeads || c.numHeads % kv)
+            return bad(fmt::format("layer {}'s {} key/value heads do not divide num_attention_heads ({})", l, kv, c.numHeads));
+        // Transformers' rotary embedding reads one size per layer type.
+        const auto first = static_cast<std::int64_t>(std::find(c.layerTypes.begin(), c.layerTypes.end(), c.layerTypes[l]) - c.layerTypes.begin());
+        if (c.headDimAt(at) != c.headDimAt(first) || c.kvHeadsAt(at) != c.kvHeadsAt(first))
+            return bad(fmt::format("per_layer_config gives layer {} other sizes than layer {}, both {}: Gemma 4 takes one per "
+                                   "layer type",
+                                   l, first, terminalSafe(c.layerTypes[l])));
+    }
+    if (c.kvSharedLayers > 0) { // kv_sharing_modes: each shared layer's type has a layer before them that stores it
+        if (c.kvSharedLayers == c.numLayers)
+            return bad("num_kv_shared_layers equals num_hidden_layers: no layer computes keys and values (an assistant model "
+                       "reads them from another model)");
+        const auto first = c.layerTypes.begin() + (c.numLayers - c.kvSharedLayers);
+        for (auto t = first; t != c.layerTypes.end(); ++t)
+            if (std::find(c.layerTypes.begin(), first, *t) == first)
+                return bad(fmt::format("num_kv_shared_layers ({}): no earlier layer computes the keys of the shared {} layers",
+                                       c.kvSharedLayers, terminalSafe(*t)));
+    }
+    bool moe = false;
+    TP_RETURN_IF_ERROR(r.readBool("enable_moe_block", moe));
+    if (!moe) {
+        c.numExperts = 0;
+        return {};
+    }
+    TP_RETURN_IF_ERROR(r.readInt("top_k_experts", c.expertsPerToken, 0, kMaxExperts));
+    if (c.numExperts < 1 || c.moeIntermediateSize < 1)
+        return bad("enable_moe_block needs num_experts and moe_intermediate_size of at least 1");
+    return {};
+}
+
 // LayerLayout::mixer's sizes under the model type's keys, and which layers have it where
 // layer_types is not written (each rule its config class's __post_init__).
 Status readMixer(const FieldReader& r, ModelConfig& c)
@@ -1038,7 +1125,15 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
     TP_RETURN_IF_ERROR(r.readOptDouble("query_pre_attn_scalar", c.queryPreAttnScalar));
     TP_RETURN_IF_ERROR(r.readOptDouble("attn_logit_softcapping", c.attnLogitSoftcap));
     TP_RETURN_IF_ERROR(r.readOptDouble("final_logit_softcapping", c.finalLogitSoftcap));
-    TP_RETURN_IF_ERROR(r.readBool("use_bidirectional_attention", c.bidirectionalAttention));
+    if (r.has("use_bidirectional_attention") && r.json().at("use_bidirectional_attention").is_string()) { // Gemma 4
+        const std::string v = r.json().at("use_bidirectional_attention").get<std::string>();
+        if (v != "all" && v != "vision")
+            return r.typeError("use_bidirectional_attention", fmt::format("must be true, false, \"all\" or \"vision\", found {}",
+                                                                          jsonExcerpt(r.json().at("use_bidirectional_attention"))));
+        c.bidirectionalAttention = v == "all"; // "vision": the image tokens only, text stays causal
+    } else {
+        TP_RETURN_IF_ERROR(r.readBool("use_bidirectional_attention", c.bidirectionalAttention));
+    }
     if (c.family == Family::Llama4) {
         TP_RETURN_IF_ERROR(r.readIntList("no_rope_layers", c.noRopeLayers));
         std::int64_t interval = 4;
@@ -1478,6 +1573,8 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
         TP_RETURN_IF_ERROR(readMixer(r, c));
         if (modelType == "minimax_m3_vl_text")
             TP_RETURN_IF_ERROR(readMinimaxM3(r, c));
+        if (c.layout.gemma4)
+            TP_RETURN_IF_ERROR(readGemma4(r, c));
         if (modelType == "dory" && std::find(c.layerTypes.begin(), c.layerTypes.end(), "mlp") != c.layerTypes.end()) {
             // DoryConfig: released configs list each layer's attention and mlp blocks; a layer is a pair of them.
             std::vector<std::string> layers;

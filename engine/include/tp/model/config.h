@@ -176,6 +176,9 @@ struct LayerLayout
     // Each layer is one block, norm → block → residual, of the kind its layer_types entry names: mixerLayer (the
     // mixer), full_attention, mlp or moe (Nemotron-H). Its norm is input_layernorm's.
     bool blockPerLayer = false;
+    // Gemma 4: per_layer_config's head sizes, attention_k_eq_v, shared key/value layers, double-wide MLPs, per-layer
+    // embeddings (hidden_size_per_layer_input) and an experts block beside every layer's MLP (enable_moe_block).
+    bool gemma4 = false;
     bool gatedQuery = false;          // q_proj also yields a sigmoid gate on the attention output, per head [2·q, H] (Qwen3-Next)
 };
 
@@ -212,6 +215,14 @@ struct ModelConfig
     std::int64_t numLayers = 0;
     std::int64_t numHeads = 0;
     std::vector<std::int64_t> headsPerLayer; // num_attention_heads_per_layer (Laguna); empty: numHeads on every layer
+    // Gemma 4's per_layer_config: a layer's own head_dim and num_key_value_heads (0: the global value); the last
+    // kvSharedLayers layers reuse an earlier layer's keys and values (no k/v_proj); attention_k_eq_v: full layers'
+    // values are their keys (no v_proj); use_double_wide_mlp: the shared layers' MLPs twice as wide; per-layer
+    // embeddings of perLayerInputSize per layer from a vocabulary of perLayerInputVocab (0: none).
+    std::vector<std::int64_t> headDimPerLayer, kvHeadsPerLayer;
+    std::int64_t kvSharedLayers = 0;
+    bool kEqV = false, doubleWideMlp = false;
+    std::int64_t perLayerInputSize = 0, perLayerInputVocab = 0;
     bool gatePerHead = false;              // the output gate has one value per head (LayerLayout::headGate, softplusGate)
     std::int64_t numKvHeads = 0;
     std::int64_t headDim = 0;
@@ -296,9 +307,26 @@ struct ModelConfig
     {
         return layer >= 0 && static_cast<std::size_t>(layer) < headsPerLayer.size() ? headsPerLayer[static_cast<std::size_t>(layer)] : numHeads;
     }
-    std::int64_t kvHeadsAt(std::int64_t layer) const { return numKvHeads * (layout.swaKvSinks && slidingLayer(layer) ? 2 : 1); }
+    std::int64_t kvHeadsAt(std::int64_t layer) const
+    {
+        const std::int64_t own = perLayer(kvHeadsPerLayer, layer);
+        return (own ? own : numKvHeads) * (layout.swaKvSinks && slidingLayer(layer) ? 2 : 1);
+    }
+    std::int64_t headDimAt(std::int64_t layer) const
+    {
+        const std::int64_t own = perLayer(headDimPerLayer, layer);
+        return own ? own : headDim;
+    }
     std::int64_t valueHeadDim() const { return layout.ownValueHeadDim && vHeadDim > 0 ? vHeadDim : headDim; }
+    std::int64_t valueHeadDimAt(std::int64_t layer) const { return layout.ownValueHeadDim && vHeadDim > 0 ? vHeadDim : headDimAt(layer); }
+    // Gemma 4: the layer reuses an earlier layer's keys and values; its values are its keys.
+    bool kvSharedAt(std::int64_t layer) const { return layer >= numLayers - kvSharedLayers; }
+    bool valuesAreKeys(std::int64_t layer) const { return kEqV && !slidingLayer(layer); }
     bool sinksAt(std::int64_t layer) const { return family == Family::GptOss || layout.sinks || (layout.swaKvSinks && slidingLayer(layer)); }
+    static std::int64_t perLayer(const std::vector<std::int64_t>& v, std::int64_t layer)
+    {
+        return layer >= 0 && static_cast<std::size_t>(layer) < v.size() ? v[static_cast<std::size_t>(layer)] : 0;
+    }
     // Whether the layer has the layout's sequence mixer in place of attention (Falcon-H1: beside it).
     bool isMixerLayer(std::int64_t layer) const
     {
@@ -311,6 +339,11 @@ struct ModelConfig
     std::int64_t denseIntermediateSize() const
     {
         return family == Family::Llama4 || layout.denseWidthKey ? intermediateSizeMlp : intermediateSize;
+    }
+    // …on layer `layer`: twice as wide on Gemma 4's shared key/value layers with use_double_wide_mlp.
+    std::int64_t denseIntermediateSizeAt(std::int64_t layer) const
+    {
+        return denseIntermediateSize() * (doubleWideMlp && kvSharedAt(layer) ? 2 : 1);
     }
 };
 
