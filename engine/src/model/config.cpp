@@ -244,6 +244,7 @@ const TemplateRow kTemplates[] = {
       .lmHeadScale = true, .extras = "self_attn:sqk[Q],s_gate[Q];mlp:suv_gate[I],suv_up[I];:lambda_1[H],lambda_2[H]"}},
     // Gemma 3's layer with per-layer head sizes, shared keys and values, per-layer embeddings and experts beside the MLP.
     {"gemma4_text", Family::Gemma3, false, {.gemma4 = true}},
+    {"gemma4_unified_text", Family::Gemma3, false, {.gemma4 = true}}, // without per-layer embeddings or experts
     // Other routers, shared-expert widths and expert layouts.
     {"hunyuan_v1_moe", Family::Qwen3Moe, false,
      {.qkNorm = L::QkNorm::PerHead, .shared = "shared_mlp", .sharedWidth = L::SharedWidth::Intermediate, .routerLinear = "wg",
@@ -810,9 +811,10 @@ Status readGemma4(const FieldReader& r, ModelConfig& c)
     TP_RETURN_IF_ERROR(r.readBool("attention_k_eq_v", c.kEqV));
     TP_RETURN_IF_ERROR(r.readInt("num_kv_shared_layers", c.kvSharedLayers, 0, c.numLayers));
     TP_RETURN_IF_ERROR(r.readBool("use_double_wide_mlp", c.doubleWideMlp));
+    const bool unified = c.modelType == "gemma4_unified_text"; // Gemma4UnifiedTextConfig has neither
     std::optional<std::int64_t> ple;
     TP_RETURN_IF_ERROR(r.readOptInt("hidden_size_per_layer_input", ple, 0, kMaxWidth));
-    c.perLayerInputSize = ple.value_or(0);
+    c.perLayerInputSize = unified ? 0 : ple.value_or(0);
     TP_RETURN_IF_ERROR(r.readInt("vocab_size_per_layer_input", c.perLayerInputVocab, 0, kMaxVocab));
     if (c.perLayerInputSize > 0 && c.perLayerInputVocab < 1)
         return bad("vocab_size_per_layer_input must be at least 1 with hidden_size_per_layer_input");
@@ -869,7 +871,8 @@ Status readGemma4(const FieldReader& r, ModelConfig& c)
                                        c.kvSharedLayers, terminalSafe(*t)));
     }
     bool moe = false;
-    TP_RETURN_IF_ERROR(r.readBool("enable_moe_block", moe));
+    if (!unified)
+        TP_RETURN_IF_ERROR(r.readBool("enable_moe_block", moe));
     if (!moe) {
         c.numExperts = 0;
         return {};
