@@ -359,6 +359,7 @@ private slots:
                                                       << "config.json: enable_moe_block needs num_experts and moe_intermediate_size";
         QTest::addRow("gemma4 layer_types length") << R"({"model_type": "gemma4_text", "num_hidden_layers": 3,
             "layer_types": ["full_attention"]})" << "config.json: layer_types has 1 entries but num_hidden_layers is 3";
+        QTest::addRow("doge CDMoE") << R"({"model_type": "doge", "is_moe": true})" << "config.json: is_moe: Doge's CDMoE";
         QTest::addRow("nemotron_h pattern letter") << R"({"model_type": "nemotron_h", "hybrid_override_pattern": "M*X"})"
                                                    << "config.json: key 'hybrid_override_pattern' has 'X': each letter must be M, E, * or -";
         QTest::addRow("nemotron_h block type") << R"({"model_type": "nemotron_h", "layers_block_type": ["mamba", "conv"]})"

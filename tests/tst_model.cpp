@@ -16,6 +16,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 using namespace tp;
@@ -232,6 +233,15 @@ private slots:
         const QString diff = compareWithTransformers(om->spec, expected, false);
         QVERIFY2(diff.isEmpty(), qPrintable(diff));
         const ShardedGraph g = shardModel(om->spec, defaultPlan(om->spec, 2));
+        // Default plans Transformers itself cannot run at T=2 (scripts/tp_verify.py on the fixture): the preview
+        // says why. Doge: "RuntimeError: The size of tensor a (2) must match the size of tensor b (4)".
+        static const std::map<std::string, std::string> failsInTransformers = {{"doge", "the dynamic mask (dt_proj)"}};
+        if (const auto f = failsInTransformers.find(t); f != failsInTransformers.end()) {
+            QVERIFY(std::any_of(g.diagnostics.begin(), g.diagnostics.end(), [&](const Diagnostic& d) {
+                return d.severity == Severity::Error && d.message.find(f->second) != std::string::npos;
+            }));
+            return;
+        }
         for (const Diagnostic& d : g.diagnostics)
             QVERIFY2(d.severity != Severity::Error, (d.where + ": " + d.message).c_str());
     }
@@ -351,6 +361,25 @@ private slots:
                      return c.kind == CollectiveKind::AllReduce && c.where.find(".experts") != std::string::npos;
                  }),
                  4); // one a layer
+    }
+
+    // Doge: dt_proj turns all heads' values into a mask per key/value head. Its default plan (dt_proj rowwise beside
+    // colwise heads) leaves every rank the whole mask for half the heads, and Transformers fails (measured by
+    // scripts/tp_verify.py: a size mismatch); with self_attn replicated it runs, and so does the preview (tp_verify:
+    // all_gather 1/1, all_reduce 2/2).
+    void dogeDynamicMask()
+    {
+        auto om = openFixture("doge");
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        Plan p = defaultPlan(om->spec, 2);
+        QVERIFY(!shardModel(om->spec, p).valid());
+        for (const char* name : {"q_proj", "k_proj", "v_proj", "dt_proj", "o_proj"})
+            for (PlanEntry& e : p.entries)
+                if (e.key == std::string("model.layers.*.self_attn.") + name)
+                    e.style = "replicate";
+        const ShardedGraph g = shardModel(om->spec, p);
+        QVERIFY(g.valid());
+        QCOMPARE(g.collectives.size(), std::size_t(3)); // embedding, down_proj, lm_head
     }
 
     // Laguna: each layer's own head count (4 and 8 in the fixture) and a softplus gate per head, g_proj

@@ -413,7 +413,10 @@ private:
         }
         if (m_c.kvSharedLayers > 0 && !shared)
             m_storedKv[type] = {k, v};
-        GraphNode& at = attentionNode(p, {q, k, v}, hd, vd, KV);
+        std::vector<int> in = {q, k, v};
+        if (m_c.layout.dynamicMask) // Doge: a bias per key/value head and key position from all heads' values
+            in.push_back(module(OpKind::Linear, p + ".dt_proj", {v}, KV));
+        GraphNode& at = attentionNode(p, std::move(in), hd, vd, KV);
         if (!rope && m_c.attnTemperatureTuning) {
             at.temperatureFloor = m_c.floorScale;
             at.temperatureScale = m_c.attnScale;

@@ -404,6 +404,10 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
     b.linear(a, "o_proj", H, c.layout.oProjFromHidden ? H : heads * c.valueHeadDimAt(layer), oBias, layer);
     if (c.layout.outputGate)
         b.linear(a, c.layout.outputGate, c.gatePerHead ? heads : q, H, false, layer);
+    if (c.layout.dynamicMask) {
+        b.param(a, "A", {c.kvHeadsAt(layer)});
+        b.linear(a, "dt_proj", c.kvHeadsAt(layer), v, qkvBias, layer);
+    }
     using Q = LayerLayout::QkNorm;
     if (c.layout.qkNorm == Q::Whole) {
         b.norm(a, "q_norm", q, norm, layer);

@@ -238,7 +238,10 @@ const TemplateRow kTemplates[] = {
                  "post_mlp_layernorm=post_ffn_norm,mlp=feed_forward,mlp.gate_proj=w1,mlp.up_proj=w3,mlp.down_proj=w2,"
                  "model.norm=embedding_norm",
       .mixer = L::Mixer::ShortConv, .mixerName = "conv", .mixerLayer = "conv"}},
-    // nGPT on Gemma 2's sandwich: L2 norms without parameters, per-channel scales, a sigmoid output gate.
+    // Doge: a dynamic attention mask from the values (dt_proj, A) and learned residual scales.
+    {"doge", Family::Llama, false,
+     {.qkNorm = L::QkNorm::PerHead, .dynamicMask = true, .extras = ":input_residual[H],post_attention_residual[H]"}},
+    // Dory: nGPT on Gemma 2's sandwich: L2 norms without parameters, per-channel scales, a sigmoid output gate.
     {"dory", Family::Llama, false,
      {.norms = L::Norms::Gemma, .normParams = L::NormParams::None, .qkNorm = L::QkNorm::None, .outputGate = "gate_proj",
       .lmHeadScale = true, .extras = "self_attn:sqk[Q],s_gate[Q];mlp:suv_gate[I],suv_up[I];:lambda_1[H],lambda_2[H]"}},
@@ -1578,6 +1581,14 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
             TP_RETURN_IF_ERROR(readMinimaxM3(r, c));
         if (c.layout.gemma4)
             TP_RETURN_IF_ERROR(readGemma4(r, c));
+        if (c.layout.dynamicMask) { // Doge: num_experts and its top-k are the CDMoE's, used only with is_moe
+            bool moe = false;
+            TP_RETURN_IF_ERROR(r.readBool("is_moe", moe));
+            if (moe)
+                return invalidArgument(source + ": is_moe: Doge's CDMoE (retrieval experts from up_embed / down_embed) is not "
+                                                "planned yet; TP Studio plans Doge's dense MLP");
+            c.numExperts = c.expertsPerToken = 0;
+        }
         if (modelType == "dory" && std::find(c.layerTypes.begin(), c.layerTypes.end(), "mlp") != c.layerTypes.end()) {
             // DoryConfig: released configs list each layer's attention and mlp blocks; a layer is a pair of them.
             std::vector<std::string> layers;

@@ -702,6 +702,20 @@ private:
         lay(out) = sharded(outLocal);
         if (ok)
             sinks(n, block, true, localHeads);
+        if (ok && n.inputs.size() > 3) {
+            // Doge's dynamic mask: one bias per key/value head; a rank's attention adds only its heads'.
+            const TensorLayout& M = lay(n.inputs[3]);
+            std::vector<std::int64_t> kvLocal;
+            for (std::int64_t r = 0; r < m_T; ++r)
+                kvLocal.push_back(K.local[static_cast<std::size_t>(r)] / kvWidth);
+            if (M.local != kvLocal)
+                report(Severity::Error, block,
+                       fmt::format("the dynamic mask (dt_proj) holds [{}] key/value heads per rank but the rank's attention has [{}]: "
+                                   "Transformers fails adding it to the scores (a size mismatch)",
+                                   sizesText(M.local), sizesText(kvLocal)),
+                       "dt_proj mixes every head's values into every head's mask, which no tp style splits by heads: give "
+                       "self_attn's q_proj, k_proj, v_proj, dt_proj and o_proj 'replicate'");
+        }
     }
 
     // Whether the Router node whose scores Experts node `n` reads has the 'ep_router' style.

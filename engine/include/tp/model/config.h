@@ -144,6 +144,9 @@ struct LayerLayout
     bool fusedQkv = false;                // one qkv_proj [q + 2·kv, H] (CodeGen, GPT-NeoX)
     int qkvGroups = 0;                    // …as groups of [q; k; v] parts: -1 one per head (GPT-NeoX), 4 (CodeGen)
     bool alwaysAttentionBias = false;     // q/k/v/o have biases whatever attention_bias says (Phi)
+    // Doge's dynamic mask: dt_proj [kv heads, kv heads · head_dim] over the values and A [kv heads] (its CDMoE,
+    // is_moe, is refused).
+    bool dynamicMask = false;
     bool alwaysMlpBias = false;           // the MLP's projections have biases (GPT-J, Phi, GPT-NeoX)
     bool lmHeadBias = false;              // lm_head has a bias (Phi, GPT-J, CodeGen)
     bool lmHeadScale = false;             // lm_head has a logit_scale [vocab] (Dory)
