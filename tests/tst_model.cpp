@@ -361,6 +361,8 @@ private slots:
                      return c.kind == CollectiveKind::AllReduce && c.where.find(".experts") != std::string::npos;
                  }),
                  4); // one a layer
+        // The cache: layers 0 and 1 only, 2 key/value heads of 16 and of 32, keys and values, f32, half a rank's.
+        QCOMPARE(g.memory[0].kvCacheBytesPerToken, (2 * 16 + 2 * 32) * 2 * 4 / 2);
     }
 
     // Doge: dt_proj turns all heads' values into a mask per key/value head. Its default plan (dt_proj rowwise beside

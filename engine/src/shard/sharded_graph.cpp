@@ -1074,7 +1074,10 @@ private:
             const GraphNode& n = m_g.graph.nodes[ni];
             // The final norm and the head at the last positions only: one row per sequence.
             const std::int64_t rows = m_g.nodes[ni].lastPositions ? std::min(tokens, m_g.options.batch) : tokens;
-            if (n.kind == OpKind::Attention) {
+            // Gemma 4's shared layers attend over another layer's cache and keep none of their own.
+            const int keysFrom = n.kind == OpKind::Attention ? gt(n.inputs[1]).producer : -1;
+            const bool ownCache = keysFrom < 0 || m_g.graph.nodes[static_cast<std::size_t>(keysFrom)].layer == n.layer;
+            if (n.kind == OpKind::Attention && ownCache) {
                 // The cache holds k and v after projection (MLA: per-head k = nope + rope, v).
                 for (std::size_t r = 0; r < nT; ++r) {
                     if (m_spec.config.isMla()) {
