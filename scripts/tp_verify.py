@@ -104,8 +104,9 @@ def layer_kinds(cfg):
     """The index of the first layer of each kind (attention type, rope, dense or MoE), two at least."""
     d = cfg
     mt = d["model_type"]
-    # Nemotron-H: num_hidden_layers is the length of layers_block_type, the key its layer_types is stored under.
-    n = d["num_hidden_layers"] if "num_hidden_layers" in d else len(d["layers_block_type"])
+    # Nemotron-H: num_hidden_layers is the length of layers_block_type, the key its layer_types is stored under;
+    # LongCat-Flash: num_layers layers of two sublayers each.
+    n = d["num_hidden_layers"] if "num_hidden_layers" in d else d["num_layers"] if "num_layers" in d else len(d["layers_block_type"])
 
     def kind(i):
         k = []
@@ -178,13 +179,15 @@ def reduced_config(src_path):
         plc = {int(i): v for i, v in d["per_layer_config"].items()}
         d["per_layer_config"] = {j: plc[i] for j, i in enumerate(keep) if i in plc}
     d["num_hidden_layers"] = len(keep)
+    if mt == "longcat_flash":  # its num_hidden_layers counts sublayers (twice num_layers)
+        d["num_layers"] = d.pop("num_hidden_layers")
     if mt == "dory":  # the kept layers run once each, as input layers
         d.update(n_input_layers=len(keep), n_recurrent_layers=0, n_output_layers=0)
     for key in ("hidden_size", "intermediate_size", "moe_intermediate_size", "intermediate_size_mlp", "vocab_size",
                 "q_lora_rank", "kv_lora_rank", "shared_expert_intermediate_size"):
         if isinstance(d.get(key), int) and d[key] > 0:
             d[key] = narrow(d[key])
-    if mt == "deepseek_v3":
+    if mt in ("deepseek_v3", "longcat_flash"):  # LongCat-Flash's rotary embedding is head_dim wide: the rope head
         d.update(qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, qk_head_dim=24, head_dim=8)
     elif d.get("head_dim"):
         d["head_dim"] = 16

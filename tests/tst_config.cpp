@@ -445,6 +445,14 @@ private slots:
         QCOMPARE(m->indexHeads, 4);
         QCOMPARE(m->indexHeadDim, 32);
         QVERIFY(!m->isMoeLayer(0) && m->isMoeLayer(2));
+        // LongCat-Flash: num_layers layers (of two sublayers each; its num_hidden_layers is twice that), zero experts.
+        auto l = parseConfig(R"({"model_type": "longcat_flash", "num_layers": 3, "zero_expert_num": 2, "n_routed_experts": 4,
+                                 "moe_topk": 2, "num_key_value_heads": 64})",
+                             "config.json", nullptr);
+        QVERIFY2(l.ok(), l.ok() ? "" : l.status().message().c_str());
+        QCOMPARE(l->numLayers, 3);
+        QCOMPARE(l->zeroExperts, 2);
+        QCOMPARE(l->expertsPerToken, 2);
     }
 
     // Mamba's width: mamba_expand · hidden_size, or Falcon-H1's mamba_d_ssm; its norm and out_proj bias

@@ -229,6 +229,20 @@ private:
         using N = LayerLayout::Norms;
         const N norms = m_c.layout.mixerPreNorms && m_c.isMixerLayer(l) ? N::Pre : m_c.layout.norms;
         const std::int64_t H = m_c.hiddenSize;
+        if (m_c.layout.dualSublayers) { // LongCat-Flash: two attention + MLP sublayers; the MoE from the first MLP's input
+            int shortcut = -1;
+            for (const char* i : {"0", "1"}) {
+                int x = module(OpKind::Norm, p + ".input_layernorm." + i, {h}, H);
+                h = add(p + ":residual_attn_" + i, h, attention(p + ".self_attn." + i, x));
+                x = module(OpKind::Norm, p + ".post_attention_layernorm." + i, {h}, H);
+                if (shortcut < 0)
+                    shortcut = moe(p + ".mlp", *m_spec.find(modulePath(m_c.layout, p + ".mlp")), x);
+                h = add(p + ":residual_mlp_" + i, h, denseMlp(p + ".mlps." + i, x, m_c.intermediateSize));
+            }
+            h = add(p + ":shortcut", h, shortcut);
+            m_layer = -1;
+            return h;
+        }
         if (m_c.layout.blockPerLayer) { // Nemotron-H: h + block(norm(h)), the block the layer's type names
             const int x = module(OpKind::Norm, p + ".input_layernorm", {h}, H);
             const std::string& type = m_c.layerTypes[static_cast<std::size_t>(l)];

@@ -354,13 +354,13 @@ void buildExtras(TreeBuilder& b, const ModelConfig& c, int layerModule, int laye
     });
 }
 
-void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerModule, int layer)
+void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerModule, int layer, const std::string& name = "self_attn")
 {
     const std::int64_t H = c.hiddenSize, hd = c.headDimAt(layer), heads = c.headsAt(layer), q = heads * hd, kv = c.kvHeadsAt(layer) * hd;
     const std::int64_t v = c.kvHeadsAt(layer) * c.valueHeadDimAt(layer);
     const bool shared = c.kvSharedAt(layer); // Gemma 4: keys and values from an earlier layer
     const std::string norm = n.prefix + "RMSNorm";
-    int a = b.add(layerModule, "self_attn", n.prefix + "Attention", ModuleKind::Attention, layer);
+    int a = b.add(layerModule, name, n.prefix + "Attention", ModuleKind::Attention, layer);
     switch (c.family) {
     case Family::Phi3:
         b.linear(a, "o_proj", H, q, false, layer);
@@ -589,20 +589,21 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
     const std::int64_t H = c.hiddenSize, E = c.numExperts, I = c.moeIntermediateSize;
     const std::string blockName = c.layout.ffnBlock ? c.layout.ffnBlock : c.family == Family::Llama4 ? "feed_forward" : "mlp";
     int moe = b.add(layerModule, blockName, n.moe, ModuleKind::Moe, layer);
+    const std::int64_t R = E + c.zeroExperts; // the router scores LongCat-Flash's zero experts too
     auto router = [&](const char* name, bool bias) {
         const char* wg = c.layout.routerLinear;
-        int r = b.add(moe, c.layout.router ? c.layout.router : name, n.router, wg ? ModuleKind::Other : ModuleKind::Router, layer);
-        if (wg)
-            r = b.add(r, wg, "Linear", ModuleKind::Router, layer);
+        const int outer = b.add(moe, c.layout.router ? c.layout.router : name, n.router, wg ? ModuleKind::Other : ModuleKind::Router, layer);
+        const int r = wg ? b.add(outer, wg, "Linear", ModuleKind::Router, layer) : outer;
         if (c.layout.routerF32)
-            b.param(r, "weight", {E, H}, DType::F32);
+            b.param(r, "weight", {R, H}, DType::F32);
         else
-            b.param(r, "weight", {E, H});
+            b.param(r, "weight", {R, H});
         if (bias)
-            b.param(r, "bias", {E});
+            b.param(r, "bias", {R});
         using SB = LayerLayout::ScoreBias;
+        // The score bias sits on the router module: f32, or (a child projection's router, LongCat-Flash) the model's dtype.
         if ((c.family == Family::DeepseekV3 && c.layout.scoreBias == SB::Family) || c.layout.scoreBias == SB::Router)
-            b.param(r, "e_score_correction_bias", {E}, DType::F32).buffer = !c.layout.scoreBiasParam;
+            b.param(outer, "e_score_correction_bias", {R}, wg ? c.dtype : DType::F32).buffer = !c.layout.scoreBiasParam;
         if (c.layout.scoreBias == SB::Statics) // a parameter, not a buffer
             b.param(b.add(r, "moe_statics", n.prefix + "Statics", ModuleKind::Other, layer), "e_score_correction_bias", {1, E}, DType::F32);
     };
@@ -621,9 +622,12 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
             if (c.family == Family::GptOss)
                 b.param(e, "down_proj_bias", {E, H});
         } else {
-            // [E, 2I, H] / [E, H, I]: gate is the first half of dim 1
-            b.param(e, "gate_up_proj", {E, 2 * I, H});
+            // [E, 2I, H] / [E, H, I]: gate is the first half of dim 1; LongCat-Flash's gate_up_proj has rows for its
+            // zero experts too, and an identity expert without parameters.
+            b.param(e, "gate_up_proj", {R, 2 * I, H});
             b.param(e, "down_proj", {E, H, I});
+            if (c.zeroExperts > 0)
+                b.add(e, "identity_expert", "Identity", ModuleKind::Other, layer);
         }
     };
     switch (c.family) {
@@ -644,7 +648,8 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
     case Family::DeepseekV3:
         experts();
         router("gate", false);
-        if (c.layout.gatedMlp) {
+        if (c.sharedIntermediateSize == 0) { // none (LongCat-Flash)
+        } else if (c.layout.gatedMlp) {
             buildGatedMlp(b, moe, "shared_experts", "DeepseekV3MLP", H, c.sharedIntermediateSize, false, layer);
         } else {
             buildUngatedMlp(b, c, moe, "shared_experts", n.prefix + "MLP", c.sharedIntermediateSize, layer);
@@ -673,6 +678,21 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
     int l = b.add(layers, std::to_string(layer), n.prefix + "DecoderLayer", ModuleKind::DecoderLayer, layer);
     const auto params = c.layout.normParams;
     auto layerNorm = [&](const char* name) { b.layerNorm(l, name, H, norm, layer, params); };
+    if (c.layout.dualSublayers) { // LongCat-Flash: lists of two attentions, MLPs and norms of each kind, one MoE
+        buildMoe(b, c, n, l, layer);
+        for (const char* list : {"self_attn", "mlps", "input_layernorm", "post_attention_layernorm"}) {
+            const int m = b.add(l, list, "ModuleList", ModuleKind::ModuleList, layer);
+            for (const char* i : {"0", "1"}) {
+                if (list == std::string("self_attn"))
+                    buildAttention(b, c, n, m, layer, i);
+                else if (list == std::string("mlps"))
+                    buildGatedMlp(b, m, i, n.prefix + "MLP", H, c.intermediateSize, false, layer);
+                else
+                    b.norm(m, i, H, norm, layer);
+            }
+        }
+        return;
+    }
     if (c.layout.blockPerLayer) { // one block: the mixer, attention or the feed-forward block
         layerNorm("input_layernorm");
         if (c.isMixerLayer(layer))

@@ -238,6 +238,8 @@ const TemplateRow kTemplates[] = {
                  "post_mlp_layernorm=post_ffn_norm,mlp=feed_forward,mlp.gate_proj=w1,mlp.up_proj=w3,mlp.down_proj=w2,"
                  "model.norm=embedding_norm",
       .mixer = L::Mixer::ShortConv, .mixerName = "conv", .mixerLayer = "conv"}},
+    // LongCat-Flash: two MLA + MLP sublayers a layer, a shortcut MoE with zero (identity) experts.
+    {"longcat_flash", Family::DeepseekV3, false, {.router = "router", .routerLinear = "classifier", .dualSublayers = true}},
     // Doge: a dynamic attention mask from the values (dt_proj, A) and learned residual scales.
     {"doge", Family::Llama, false,
      {.qkNorm = L::QkNorm::PerHead, .dynamicMask = true, .extras = ":input_residual[H],post_attention_residual[H]"}},
@@ -1581,6 +1583,10 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
             TP_RETURN_IF_ERROR(readMinimaxM3(r, c));
         if (c.layout.gemma4)
             TP_RETURN_IF_ERROR(readGemma4(r, c));
+        if (c.layout.dualSublayers) { // LongcatFlashConfig: num_layers decoder layers (num_hidden_layers is twice that)
+            TP_RETURN_IF_ERROR(r.readInt("num_layers", c.numLayers, 1, kMaxLayers));
+            TP_RETURN_IF_ERROR(r.readInt("zero_expert_num", c.zeroExperts, 0, kMaxExperts));
+        }
         if (c.layout.dynamicMask) { // Doge: num_experts and its top-k are the CDMoE's, used only with is_moe
             bool moe = false;
             TP_RETURN_IF_ERROR(r.readBool("is_moe", moe));

@@ -182,6 +182,9 @@ struct LayerLayout
     // Gemma 4: per_layer_config's head sizes, attention_k_eq_v, shared key/value layers, double-wide MLPs, per-layer
     // embeddings (hidden_size_per_layer_input) and an experts block beside every layer's MLP (enable_moe_block).
     bool gemma4 = false;
+    // LongCat-Flash: each layer runs two attention + MLP sublayers (self_attn, mlps, and both norms are lists of two)
+    // and a shortcut MoE from the first sublayer's MLP input, added after the second.
+    bool dualSublayers = false;
     bool gatedQuery = false;          // q_proj also yields a sigmoid gate on the attention output, per head [2·q, H] (Qwen3-Next)
 };
 
@@ -265,6 +268,7 @@ struct ModelConfig
     std::int64_t numExperts = 0;
     std::int64_t expertsPerToken = 0;
     std::int64_t moeIntermediateSize = 0;  // per-expert intermediate size
+    std::int64_t zeroExperts = 0;          // LongCat-Flash's zero_expert_num: identity experts the router also scores
     std::int64_t moeLatentSize = 0;        // the routed experts' width between fc1/fc2_latent_proj (Nemotron-H); 0: hidden_size
     std::int64_t numSharedExperts = 0;     // deepseek_v3 n_shared_experts; llama4: 1
     std::int64_t sharedIntermediateSize = 0;
