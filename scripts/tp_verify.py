@@ -155,10 +155,9 @@ def reduced_config(src_path):
         config = config.text_config  # the causal LM the planner describes
     d = config.to_dict()
     mt = d["model_type"]
-    dory = ("num_hidden_layers", "n_input_layers", "n_recurrent_layers", "n_output_layers")
     if mt == "dory":  # its to_dict lists each layer as an attention and an mlp block, the counts doubled
         d["layer_types"] = d["layer_types"][::2]
-        d.update({key: d[key] // 2 for key in dory})
+        d.update({key: d[key] // 2 for key in ("num_hidden_layers", "n_input_layers", "n_recurrent_layers", "n_output_layers")})
     keep = layer_kinds(d)
     for key in ("layer_types", "layers_block_type", "mlp_layer_types", "no_rope_layers"):
         if isinstance(d.get(key), list):

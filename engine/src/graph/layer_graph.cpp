@@ -513,8 +513,7 @@ private:
         GraphNode& n = node(OpKind::Mixer, p, indexOf(p), std::move(in));
         n.heads = m.heads;
         const int y = output(n, inner);
-        const bool oProj = m_c.layout.mixer == M::GatedDeltaNetOwn || m_c.layout.mixer == M::KimiDelta || m_c.layout.mixer == M::KimiDeltaFull;
-        return module(OpKind::Linear, p + (oProj ? ".o_proj" : ".out_proj"), {y}, H);
+        return module(OpKind::Linear, p + "." + mixerOutName(m_c.layout.mixer), {y}, H);
     }
 
     // Llama4TextL2Norm: per head, no weight.

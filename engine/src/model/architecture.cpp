@@ -481,7 +481,7 @@ void buildMixer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerM
                                       {"b_proj", m.heads}, {"g_proj", value}})
                 b.linear(x, name, rows, H, false, layer);
             b.norm(x, "o_norm", m.valueDim, n.prefix + "RMSNormGated", layer);
-            b.linear(x, "o_proj", H, value, false, layer);
+            b.linear(x, mixerOutName(c.layout.mixer), H, value, false, layer);
             break;
         } else {
             b.linear(x, "in_proj_qkv", 2 * key + value, H, false, layer);
@@ -554,7 +554,7 @@ void buildMixer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerM
             b.linear(x, "g_proj", qkv, H, false, layer);
         }
         b.norm(x, "o_norm", m.valueDim, n.prefix + "RMSNormGated", layer);
-        b.linear(x, "o_proj", H, qkv, false, layer);
+        b.linear(x, mixerOutName(c.layout.mixer), H, qkv, false, layer);
         break;
     }
     case M::ShortConv:

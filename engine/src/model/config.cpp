@@ -1447,6 +1447,12 @@ const char* mixerTitle(LayerLayout::Mixer m)
     return "";
 }
 
+const char* mixerOutName(LayerLayout::Mixer m)
+{
+    using M = LayerLayout::Mixer;
+    return m == M::GatedDeltaNetOwn || m == M::KimiDelta || m == M::KimiDeltaFull ? "o_proj" : "out_proj";
+}
+
 bool ModelConfig::isMoeLayer(std::int64_t layer) const
 {
     if (!isMoe())

@@ -190,6 +190,8 @@ struct LayerLayout
 
 // "Mamba", "Mamba 2", "gated delta rule", "short convolution" (none: "").
 const char* mixerTitle(LayerLayout::Mixer m);
+// The mixer's output projection: o_proj (OLMo-Hybrid, Kimi delta attention) or out_proj.
+const char* mixerOutName(LayerLayout::Mixer m);
 
 // The sizes of a LayerLayout::Mixer, read from the model type's keys.
 struct MixerSizes
