@@ -370,6 +370,10 @@ private slots:
                                            << "config.json: n_groups (5) must divide the Mamba width (12";
         QTest::addRow("minimax block size") << R"({"model_type": "minimax", "block_size": 0})"
                                             << "config.json: key 'block_size' must be";
+        QTest::addRow("axk2 without q_lora_rank") << R"({"model_type": "axk2", "q_lora_rank": null})"
+                                                  << "config.json: axk2 needs q_lora_rank: its q_gate_proj reads the low-rank query";
+        QTest::addRow("axk2 gated norm rank") << R"({"model_type": "axk2", "gated_norm_rank": 0})"
+                                              << "config.json: key 'gated_norm_rank' must be";
         QTest::addRow("lfm2 ffn multiplier") << R"({"model_type": "lfm2", "block_auto_adjust_ff_dim": true, "block_ffn_dim_multiplier": -1})"
                                              << "config.json: block_ffn_dim_multiplier must be above 0 and at most 64, found -1";
     }

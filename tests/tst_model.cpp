@@ -450,6 +450,41 @@ private slots:
         QVERIFY(shardModel(om->spec, defaultPlan(om->spec, 2)).valid());
     }
 
+    // A.X K2: q_gate_proj over [q_a_layernorm(q_a) | q_a] yields per head [q | gate], the gate a sigmoid on the attention
+    // output; input_layernorm on every layer and post_attention_layernorm on the sparse one (layer 1) are gated RMSNorms.
+    void mlaQueryGateAndGatedNorms()
+    {
+        auto om = openFixture("axk2");
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        const ModelConfig& c = om->spec.config;
+        const LayerLayout& l = c.layout;
+        QVERIFY(l.mlaQueryGate && l.gatedNorms);
+        const LayerGraph lg = buildLayerGraph(om->spec);
+        auto named = [&](const std::string& name) {
+            const auto it = std::find_if(lg.nodes.begin(), lg.nodes.end(), [&](const GraphNode& n) { return n.name == name; });
+            return it == lg.nodes.end() ? nullptr : &*it;
+        };
+        const GraphNode* qg = named("model.layers.0.self_attn.q_gate_proj");
+        QVERIFY(qg && qg->module >= 0);
+        QCOMPARE(qg->inputs.size(), std::size_t(2)); // the normed and the raw low-rank query
+        const GraphNode* gate = named("model.layers.0.self_attn:gate");
+        QVERIFY(gate);
+        QCOMPARE(gate->act, Activation::Sigmoid);
+        QCOMPARE(lg.tensors[static_cast<std::size_t>(gate->inputs[0])].features, c.numHeads * c.vHeadDim);
+        for (const char* gated : {"model.layers.0.input_layernorm.norm", "model.layers.1.input_layernorm.norm",
+                                  "model.layers.1.post_attention_layernorm.norm", "model.layers.1.post_attention_layernorm:gate"})
+            QVERIFY2(named(gated), gated);
+        QVERIFY(named("model.layers.0.post_attention_layernorm")); // the dense layer's is a plain RMSNorm
+        QVERIFY(!named("model.layers.0.post_attention_layernorm.norm"));
+
+        const ShardedGraph g = shardModel(om->spec, defaultPlan(om->spec, 2));
+        QVERIFY(g.valid());
+        const auto at = static_cast<std::size_t>(gate - lg.nodes.data());
+        const std::int64_t half = c.numHeads / 2;
+        QCOMPARE(g.tensors[static_cast<std::size_t>(g.graph.nodes[at].inputs[0])].local, (std::vector<std::int64_t>{half * c.vHeadDim, half * c.vHeadDim}));
+        QCOMPARE(g.tensors[static_cast<std::size_t>(g.graph.nodes[at].inputs[1])].local, (std::vector<std::int64_t>{half * c.vHeadDim, half * c.vHeadDim}));
+    }
+
     // HunYuan's router projection is gate.wg, one level below the MoE block: the graph's router node.
     void routerOneLevelDown()
     {

@@ -283,13 +283,12 @@ private:
             return h;
         }
         const bool gemma = m_t.sandwichNorms || norms == N::Gemma;
-        int x = module(OpKind::Norm, p + ".input_layernorm", {h}, m_c.hiddenSize);
+        int x = residualNorm(p, "input_layernorm", h);
         int a = attention(p + ".self_attn", x);
         if (gemma)
             a = module(OpKind::Norm, p + ".post_attention_layernorm", {a}, m_c.hiddenSize);
         h = add(p + ":residual_attn", h, a);
-        x = module(OpKind::Norm, p + (gemma ? ".pre_feedforward_layernorm" : ".post_attention_layernorm"), {h},
-                   m_c.hiddenSize);
+        x = residualNorm(p, gemma ? "pre_feedforward_layernorm" : "post_attention_layernorm", h);
         int f = m_c.layout.gemma4 && m_c.isMoeLayer(l) ? gemma4Experts(p, h, x) : feedForward(p, x);
         if (gemma)
             f = module(OpKind::Norm, p + ".post_feedforward_layernorm", {f}, m_c.hiddenSize);
@@ -305,6 +304,21 @@ private:
         }
         m_layer = -1;
         return h;
+    }
+
+    // The layer's norm `name` of the residual stream h; A.X K2's gated ones: y · sigmoid(fc2(silu(fc1(y)))), y = norm(h).
+    int residualNorm(const std::string& layerPath, const char* name, int h)
+    {
+        const std::string p = layerPath + "." + name;
+        if (!m_c.gatedNormAt(m_layer, name))
+            return module(OpKind::Norm, p, {h}, m_c.hiddenSize);
+        const int y = module(OpKind::Norm, p + ".norm", {h}, m_c.hiddenSize);
+        GraphNode& act = node(OpKind::GatedAct, p + ".mlp:act", -1, {module(OpKind::Linear, p + ".mlp.fc1", {y}, m_c.gatedNormRank)});
+        act.act = Activation::Silu;
+        const int g = module(OpKind::Linear, p + ".mlp.fc2", {output(act, m_c.gatedNormRank)}, m_c.hiddenSize);
+        GraphNode& gate = node(OpKind::GatedAct, p + ":gate", -1, {g, y});
+        gate.act = Activation::Sigmoid;
+        return output(gate, m_c.hiddenSize);
     }
 
     // Gemma 4's experts beside the MLP: post_ff_norm_1(mlp(x)) + post_ff_norm_2(experts(pre_ff_norm_2(h))), routed
@@ -538,7 +552,17 @@ private:
     {
         const std::int64_t H = m_c.numHeads, nope = m_c.qkNopeHeadDim, rope = m_c.qkRopeHeadDim, vd = m_c.vHeadDim;
         int q;
-        if (m_c.qLoraRank) {
+        int gate = -1;
+        if (m_c.layout.mlaQueryGate) { // A.X K2: q_gate_proj([norm(q_a) | q_a]), per head [q | gate]
+            const int qa = module(OpKind::Linear, p + ".q_a_proj", {x}, *m_c.qLoraRank);
+            const int qn = module(OpKind::Norm, p + ".q_a_layernorm", {qa}, *m_c.qLoraRank);
+            const int qg = module(OpKind::Linear, p + ".q_gate_proj", {qn, qa}, H * (nope + rope + vd));
+            GraphNode& s = node(OpKind::Split, p + ":split_gate", -1, {qg});
+            s.parts = {H * (nope + rope), H * vd};
+            s.splitGroups = H;
+            q = output(s, H * (nope + rope), "q");
+            gate = output(m_g.nodes.back(), H * vd, "gate");
+        } else if (m_c.qLoraRank) {
             int qa = module(OpKind::Linear, p + ".q_a_proj", {x}, *m_c.qLoraRank);
             qa = module(OpKind::Norm, p + ".q_a_layernorm", {qa}, *m_c.qLoraRank);
             q = module(OpKind::Linear, p + ".q_b_proj", {qa}, H * (nope + rope));
@@ -560,7 +584,12 @@ private:
         // YaRN's mscale_all_dim scales the softmax too (yarn_apply_mscale), by mscale².
         if (const RopeScaling& rs = m_c.ropeScaling; !rs.type.empty() && rs.mscaleAllDim != 0)
             at.scale *= mscale(rs.factor, rs.mscaleAllDim) * mscale(rs.factor, rs.mscaleAllDim);
-        const int o = output(at, H * vd);
+        int o = output(at, H * vd);
+        if (gate >= 0) {
+            GraphNode& g = node(OpKind::GatedAct, p + ":gate", -1, {gate, o});
+            g.act = Activation::Sigmoid;
+            o = output(g, H * vd);
+        }
         return module(OpKind::Linear, p + ".o_proj", {o}, m_c.hiddenSize);
     }
 

@@ -373,7 +373,10 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
         if (c.qLoraRank) {
             b.linear(a, "q_a_proj", *c.qLoraRank, H, c.attentionBias, layer);
             b.norm(a, "q_a_layernorm", *c.qLoraRank, norm, layer);
-            b.linear(a, "q_b_proj", c.numHeads * qkHead, *c.qLoraRank, false, layer);
+            if (c.layout.mlaQueryGate)
+                b.linear(a, "q_gate_proj", c.numHeads * (qkHead + c.vHeadDim), 2 * *c.qLoraRank, false, layer);
+            else
+                b.linear(a, "q_b_proj", c.numHeads * qkHead, *c.qLoraRank, false, layer);
         } else {
             b.linear(a, "q_proj", c.numHeads * qkHead, H, false, layer);
         }
@@ -677,7 +680,16 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
     const std::string norm = n.prefix + "RMSNorm";
     int l = b.add(layers, std::to_string(layer), n.prefix + "DecoderLayer", ModuleKind::DecoderLayer, layer);
     const auto params = c.layout.normParams;
-    auto layerNorm = [&](const char* name) { b.layerNorm(l, name, H, norm, layer, params); };
+    auto layerNorm = [&](const char* name) {
+        if (!c.gatedNormAt(layer, name))
+            return b.layerNorm(l, name, H, norm, layer, params);
+        const int g = b.add(l, name, n.prefix + "GatedRMSNorm", ModuleKind::Other, layer);
+        b.norm(g, "norm", H, norm, layer);
+        const int m = b.add(g, "mlp", n.prefix + "GateMLP", ModuleKind::Other, layer);
+        b.linear(m, "fc1", c.gatedNormRank, H, false, layer);
+        b.linear(m, "fc2", H, c.gatedNormRank, false, layer);
+        return g;
+    };
     if (c.layout.dualSublayers) { // LongCat-Flash: lists of two attentions, MLPs and norms of each kind, one MoE
         buildMoe(b, c, n, l, layer);
         for (const char* list : {"self_attn", "mlps", "input_layernorm", "post_attention_layernorm"}) {

@@ -182,6 +182,7 @@ const TemplateRow kTemplates[] = {
     // DeepSeek sparse attention: MLA plus a lightning indexer that scores the keys each query attends to.
     {"deepseek_v32", Family::DeepseekV3, false, {.extras = kDsaIndexer}},
     {"glm_moe_dsa", Family::DeepseekV3, false, {.extras = kDsaIndexer}},
+    {"axk2", Family::DeepseekV3, false, {.extras = kDsaIndexer, .mlaQueryGate = true, .gatedNorms = true}},
     {"minimax_m2", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::Whole, .scoreBias = L::ScoreBias::Block}},
     // Sequence mixers in place of attention on some layers (LayerLayout::mixer): gated delta rule,
     // Mamba 2, short convolution.
@@ -1184,6 +1185,8 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
     TP_RETURN_IF_ERROR(r.readInt(c.layout.denseWidthKey ? c.layout.denseWidthKey : "intermediate_size_mlp", c.intermediateSizeMlp, 0, kMaxFfn));
     TP_RETURN_IF_ERROR(r.readInt("index_n_heads", c.indexHeads, 0, kMaxHeads));
     TP_RETURN_IF_ERROR(r.readInt("index_head_dim", c.indexHeadDim, 0, kMaxHeadDim));
+    if (c.layout.gatedNorms)
+        TP_RETURN_IF_ERROR(r.readInt("gated_norm_rank", c.gatedNormRank, 1, kMaxWidth));
     TP_RETURN_IF_ERROR(r.readDouble("swiglu_alpha", c.swigluAlpha));
     TP_RETURN_IF_ERROR(r.readDouble("swiglu_limit", c.swigluLimit));
     if (c.family == Family::Llama4 && r.has("moe_layers")) {
@@ -1247,6 +1250,8 @@ Status validate(const ModelConfig& c, const std::string& source)
                                c.expertsPerToken, c.numExperts));
     if (c.isMla() && (c.kvLoraRank < 1 || c.qkRopeHeadDim < 1 || c.vHeadDim < 1))
         return bad("deepseek_v3 needs kv_lora_rank, qk_rope_head_dim and v_head_dim of at least 1");
+    if (c.layout.mlaQueryGate && !c.qLoraRank) // AXK2Attention's q_a_proj is always there
+        return bad(fmt::format("{} needs q_lora_rank: its q_gate_proj reads the low-rank query", c.modelType));
     if (c.isMla() && c.qkRopeHeadDim % 2 != 0)
         return bad(fmt::format("qk_rope_head_dim must be even (rotary pairs), found {}", c.qkRopeHeadDim));
     if (c.family == Family::DeepseekV3 && c.isMoe()) {
@@ -1451,6 +1456,11 @@ const char* mixerOutName(LayerLayout::Mixer m)
 {
     using M = LayerLayout::Mixer;
     return m == M::GatedDeltaNetOwn || m == M::KimiDelta || m == M::KimiDeltaFull ? "o_proj" : "out_proj";
+}
+
+bool ModelConfig::gatedNormAt(std::int64_t layer, std::string_view name) const
+{
+    return layout.gatedNorms && (name == "input_layernorm" || (name == "post_attention_layernorm" && isMoeLayer(layer)));
 }
 
 bool ModelConfig::isMoeLayer(std::int64_t layer) const

@@ -671,7 +671,8 @@ private:
                    fmt::format("queries are {} while keys/values are {}: attention needs q, k and v split by the "
                                "same heads",
                                qs ? "sharded" : "replicated", ks || vs ? "sharded" : "replicated"),
-                   mla ? "shard q_b_proj and kv_b_proj alike (colwise), or neither"
+                   mla ? fmt::format("shard {} and kv_b_proj alike (colwise), or neither",
+                                     m_spec.config.layout.mlaQueryGate ? "q_gate_proj" : "q_b_proj")
                        : "shard q_proj, k_proj and v_proj alike (colwise), or keep all three replicated");
             setWhole(out, gt(out).features);
             return;

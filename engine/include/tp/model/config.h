@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tp {
@@ -186,6 +187,12 @@ struct LayerLayout
     // and a shortcut MoE from the first sublayer's MLP input, added after the second.
     bool dualSublayers = false;
     bool gatedQuery = false;          // q_proj also yields a sigmoid gate on the attention output, per head [2·q, H] (Qwen3-Next)
+    // MLA's query and a sigmoid gate on the attention output from one q_gate_proj [heads · (qk + v), 2 · q_lora_rank] over
+    // [q_a_layernorm(q_a) | q_a], per head [q | gate] (A.X K2).
+    bool mlaQueryGate = false;
+    // input_layernorm, and post_attention_layernorm on the layers with experts, are RMSNorms gated by a low-rank MLP of their
+    // output: y · sigmoid(fc2(silu(fc1(y)))), y = norm(x), fc1 [gated_norm_rank, H] (A.X K2's GatedRMSNorm).
+    bool gatedNorms = false;
 };
 
 // "Mamba", "Mamba 2", "gated delta rule", "short convolution" (none: "").
@@ -271,6 +278,7 @@ struct ModelConfig
     std::int64_t expertsPerToken = 0;
     std::int64_t moeIntermediateSize = 0;  // per-expert intermediate size
     std::int64_t zeroExperts = 0;          // LongCat-Flash's zero_expert_num: identity experts the router also scores
+    std::int64_t gatedNormRank = 0;        // LayerLayout::gatedNorms: the gate's rank (gated_norm_rank)
     std::int64_t moeLatentSize = 0;        // the routed experts' width between fc1/fc2_latent_proj (Nemotron-H); 0: hidden_size
     std::int64_t numSharedExperts = 0;     // deepseek_v3 n_shared_experts; llama4: 1
     std::int64_t sharedIntermediateSize = 0;
@@ -305,6 +313,8 @@ struct ModelConfig
     bool isMla() const { return family == Family::DeepseekV3 && !layout.gqaAttention; }
     // Whether decoder layer `layer` has a routed-expert block.
     bool isMoeLayer(std::int64_t layer) const;
+    // LayerLayout::gatedNorms: whether the layer's norm of that name is gated.
+    bool gatedNormAt(std::int64_t layer, std::string_view name) const;
     // Layer `layer`'s query heads, key/value heads, value head size and whether it has sinks (LayerLayout::swaKvSinks,
     // ownValueHeadDim, sinks).
     bool slidingLayer(std::int64_t layer) const
