@@ -188,6 +188,8 @@ def reduced_config(src_path):
             d[key] = narrow(d[key])
     if mt in ("deepseek_v3", "longcat_flash"):  # LongCat-Flash's rotary embedding is head_dim wide: the rope head
         d.update(qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, qk_head_dim=24, head_dim=8)
+    elif mt == "dots3_note_text":  # MLA: head_dim is the rotary fraction's base, a sliding layer's nope + rope
+        pass
     elif d.get("head_dim"):
         d["head_dim"] = 16
     else:  # the head size is hidden / heads

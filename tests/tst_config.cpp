@@ -374,6 +374,16 @@ private slots:
                                                   << "config.json: axk2 needs q_lora_rank: its q_gate_proj reads the low-rank query";
         QTest::addRow("axk2 gated norm rank") << R"({"model_type": "axk2", "gated_norm_rank": 0})"
                                               << "config.json: key 'gated_norm_rank' must be";
+        QTest::addRow("dots3 per-layer key") << R"({"model_type": "dots3_note_text", "num_hidden_layers": 2, "per_layer_config": {"1": {"sliding_window": 4}}})"
+                                             << "config.json: key 'per_layer_config.1.sliding_window' is not a size TP Studio reads per layer";
+        QTest::addRow("dots3 per-layer outside") << R"({"model_type": "dots3_note_text", "num_hidden_layers": 2, "per_layer_config": {"2": {}}})"
+                                                 << "config.json: key 'per_layer_config' names layer '2' outside 0..1";
+        QTest::addRow("dots3 kv heads") << R"({"model_type": "dots3_note_text", "num_hidden_layers": 2, "per_layer_config": {"1": {"num_key_value_heads": 8}}})"
+                                        << "config.json: layer 1's num_key_value_heads (8) must equal its num_attention_heads (128)";
+        QTest::addRow("dots3 swa q_lora_rank") << R"({"model_type": "dots3_note_text", "num_hidden_layers": 4, "swa_q_lora_rank": null})"
+                                               << "config.json: layer 2 has no q_lora_rank";
+        QTest::addRow("dots3 layer types") << R"({"model_type": "dots3_note_text", "num_hidden_layers": 3, "layer_types": ["indexed_attention"]})"
+                                           << "config.json: layer_types has 1 entries but num_hidden_layers is 3";
         QTest::addRow("lfm2 ffn multiplier") << R"({"model_type": "lfm2", "block_auto_adjust_ff_dim": true, "block_ffn_dim_multiplier": -1})"
                                              << "config.json: block_ffn_dim_multiplier must be above 0 and at most 64, found -1";
     }

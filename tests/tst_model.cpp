@@ -485,6 +485,41 @@ private slots:
         QCOMPARE(g.tensors[static_cast<std::size_t>(g.graph.nodes[at].inputs[1])].local, (std::vector<std::int64_t>{half * c.vHeadDim, half * c.vHeadDim}));
     }
 
+    // Dots 3: layer 2 (sliding) has its own MLA sizes from per_layer_config (2 heads, kv_lora_rank 32, nope 16), a
+    // sigmoid gate per head from g_proj, and the shared rope key normed; only the indexed layers have the indexer.
+    void mlaSizesPerLayer()
+    {
+        auto om = openFixture("dots3_note_text");
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        const ModelConfig& c = om->spec.config;
+        QCOMPARE(c.headsAt(2), 2);
+        QCOMPARE(c.mlaAt(2).kvLoraRank, 32);
+        QCOMPARE(c.mlaAt(0).kvLoraRank, 16);
+        QVERIFY(om->spec.find("model.layers.0.self_attn.indexer.wq_b"));
+        QVERIFY(!om->spec.find("model.layers.2.self_attn.indexer"));
+        const LayerGraph lg = buildLayerGraph(om->spec);
+        std::vector<std::int64_t> heads, kvWidths;
+        for (const GraphNode& n : lg.nodes)
+            if (n.kind == OpKind::Attention) {
+                heads.push_back(n.heads);
+                kvWidths.push_back(lg.tensors[static_cast<std::size_t>(n.inputs[1])].features);
+            }
+        QCOMPARE(heads, (std::vector<std::int64_t>{4, 4, 2}));
+        QCOMPARE(kvWidths, (std::vector<std::int64_t>{4 * (8 + 16), 4 * (8 + 16), 2 * (16 + 16)}));
+        const auto gate = std::find_if(lg.nodes.begin(), lg.nodes.end(), [](const GraphNode& n) { return n.name == "model.layers.2.self_attn:gate"; });
+        QVERIFY(gate != lg.nodes.end());
+        QCOMPARE(gate->gateSpan, 16); // one gate value per head of v_head_dim values
+        QCOMPARE(lg.tensors[static_cast<std::size_t>(gate->inputs[0])].features, 2);
+        QVERIFY(std::any_of(lg.nodes.begin(), lg.nodes.end(), [](const GraphNode& n) { return n.name == "model.layers.0.self_attn.k_rope_only_layernorm"; }));
+
+        const ShardedGraph g = shardModel(om->spec, defaultPlan(om->spec, 2));
+        QVERIFY(g.valid());
+        const auto at = static_cast<std::size_t>(gate - lg.nodes.begin());
+        QCOMPARE(g.tensors[static_cast<std::size_t>(g.graph.nodes[at].inputs[0])].local, (std::vector<std::int64_t>{1, 1}));
+        QCOMPARE(tpSizesDividingHeads(c, 8), (std::vector<int>{1, 2})); // layer 2's two heads
+        QVERIFY(!shardModel(om->spec, defaultPlan(om->spec, 4)).valid());
+    }
+
     // HunYuan's router projection is gate.wg, one level below the MoE block: the graph's router node.
     void routerOneLevelDown()
     {

@@ -550,31 +550,33 @@ private:
 
     int mla(const std::string& p, int x)
     {
-        const std::int64_t H = m_c.numHeads, nope = m_c.qkNopeHeadDim, rope = m_c.qkRopeHeadDim, vd = m_c.vHeadDim;
-        int q;
-        int gate = -1;
+        const ModelConfig::MlaSizes m = m_c.mlaAt(m_layer);
+        const std::int64_t H = m_c.headsAt(m_layer), nope = m.qkNopeHeadDim, rope = m.qkRopeHeadDim, vd = m.vHeadDim;
+        int q, gate = -1;
         if (m_c.layout.mlaQueryGate) { // A.X K2: q_gate_proj([norm(q_a) | q_a]), per head [q | gate]
-            const int qa = module(OpKind::Linear, p + ".q_a_proj", {x}, *m_c.qLoraRank);
-            const int qn = module(OpKind::Norm, p + ".q_a_layernorm", {qa}, *m_c.qLoraRank);
+            const int qa = module(OpKind::Linear, p + ".q_a_proj", {x}, *m.qLoraRank);
+            const int qn = module(OpKind::Norm, p + ".q_a_layernorm", {qa}, *m.qLoraRank);
             const int qg = module(OpKind::Linear, p + ".q_gate_proj", {qn, qa}, H * (nope + rope + vd));
             GraphNode& s = node(OpKind::Split, p + ":split_gate", -1, {qg});
             s.parts = {H * (nope + rope), H * vd};
             s.splitGroups = H;
             q = output(s, H * (nope + rope), "q");
             gate = output(m_g.nodes.back(), H * vd, "gate");
-        } else if (m_c.qLoraRank) {
-            int qa = module(OpKind::Linear, p + ".q_a_proj", {x}, *m_c.qLoraRank);
-            qa = module(OpKind::Norm, p + ".q_a_layernorm", {qa}, *m_c.qLoraRank);
+        } else if (m.qLoraRank) {
+            int qa = module(OpKind::Linear, p + ".q_a_proj", {x}, *m.qLoraRank);
+            qa = module(OpKind::Norm, p + ".q_a_layernorm", {qa}, *m.qLoraRank);
             q = module(OpKind::Linear, p + ".q_b_proj", {qa}, H * (nope + rope));
         } else {
             q = module(OpKind::Linear, p + ".q_proj", {x}, H * (nope + rope));
         }
-        const int kva = module(OpKind::Linear, p + ".kv_a_proj_with_mqa", {x}, m_c.kvLoraRank + rope);
+        const int kva = module(OpKind::Linear, p + ".kv_a_proj_with_mqa", {x}, m.kvLoraRank + rope);
         GraphNode& s = node(OpKind::Split, p + ":split_kv_a", -1, {kva});
-        s.parts = {m_c.kvLoraRank, rope};
-        int ckv = output(s, m_c.kvLoraRank, "compressed_kv");
-        const int kpe = output(m_g.nodes.back(), rope, "k_pe");
-        ckv = module(OpKind::Norm, p + ".kv_a_layernorm", {ckv}, m_c.kvLoraRank);
+        s.parts = {m.kvLoraRank, rope};
+        int ckv = output(s, m.kvLoraRank, "compressed_kv");
+        int kpe = output(m_g.nodes.back(), rope, "k_pe");
+        ckv = module(OpKind::Norm, p + ".kv_a_layernorm", {ckv}, m.kvLoraRank);
+        if (m_c.layout.mlaRopeNorm) // Dots 3: the shared rope key normed before its rotation
+            kpe = module(OpKind::Norm, p + ".k_rope_only_layernorm", {kpe}, rope);
         const int kv = module(OpKind::Linear, p + ".kv_b_proj", {ckv}, H * (nope + vd));
         // q (per head nope+rope), kv (per head k_nope + v), k_pe (one rope key shared by all heads).
         GraphNode& at = attentionNode(p, {q, kv, kpe}, nope + rope, vd, H);
@@ -585,9 +587,12 @@ private:
         if (const RopeScaling& rs = m_c.ropeScaling; !rs.type.empty() && rs.mscaleAllDim != 0)
             at.scale *= mscale(rs.factor, rs.mscaleAllDim) * mscale(rs.factor, rs.mscaleAllDim);
         int o = output(at, H * vd);
+        if (m_c.layout.outputGate) // Dots 3: a sigmoid of g_proj(x) per head
+            gate = module(OpKind::Linear, p + "." + m_c.layout.outputGate, {x}, m_c.gatePerHead ? H : H * vd);
         if (gate >= 0) {
             GraphNode& g = node(OpKind::GatedAct, p + ":gate", -1, {gate, o});
             g.act = Activation::Sigmoid;
+            g.gateSpan = m_c.layout.outputGate && m_c.gatePerHead ? vd : 1;
             o = output(g, H * vd);
         }
         return module(OpKind::Linear, p + ".o_proj", {o}, m_c.hiddenSize);

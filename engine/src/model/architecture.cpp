@@ -110,9 +110,14 @@ std::vector<std::pair<std::string, const ParamSpec*>> ModelSpec::allParams() con
 std::vector<int> tpSizesDividingHeads(const ModelConfig& c, int maxT)
 {
     std::vector<int> out;
-    for (int t = 1; t <= maxT; ++t)
-        if (c.numHeads % t == 0 && c.numKvHeads % t == 0) // (per-layer head counts are multiples of the KV heads)
+    const bool perLayer = !c.headsPerLayer.empty() || !c.kvHeadsPerLayer.empty(); // Laguna, Gemma 4, Dots 3
+    for (int t = 1; t <= maxT; ++t) {
+        bool divides = c.numHeads % t == 0 && c.numKvHeads % t == 0;
+        for (std::int64_t l = 0; perLayer && divides && l < c.numLayers; ++l)
+            divides = c.headsAt(l) % t == 0 && c.kvHeadsAt(l) % t == 0;
+        if (divides)
             out.push_back(t);
+    }
     return out;
 }
 
@@ -278,7 +283,7 @@ private:
 
 // One dimension of LayerLayout::extras: an integer, a size symbol, or their product ("2S"); -1 when
 // it reads as neither.
-std::int64_t extraDim(std::string_view d, const ModelConfig& c)
+std::int64_t extraDim(std::string_view d, const ModelConfig& c, int layer)
 {
     std::int64_t k = 1;
     std::size_t i = 0;
@@ -291,7 +296,7 @@ std::int64_t extraDim(std::string_view d, const ModelConfig& c)
     const std::pair<std::string_view, std::int64_t> sizes[] = {
         {"", 1}, {"H", c.hiddenSize}, {"hd", c.headDim}, {"nh", c.numHeads}, {"kv", c.numKvHeads}, {"Q", c.numHeads * c.headDim},
         {"I", c.intermediateSize}, {"S", c.sharedIntermediateSize}, {"E", c.numExperts}, {"xq", c.indexHeads * c.indexHeadDim},
-        {"xd", c.indexHeadDim}, {"xn", c.indexHeads}, {"qr", c.qLoraRank.value_or(0)}};
+        {"xd", c.indexHeadDim}, {"xn", c.indexHeads}, {"qr", c.mlaAt(layer).qLoraRank.value_or(0)}};
     for (const auto& [name, v] : sizes)
         if (sym == name)
             return k * v;
@@ -325,7 +330,7 @@ void buildExtras(TreeBuilder& b, const ModelConfig& c, int layerModule, int laye
                 break;
             std::vector<std::int64_t> shape;
             forEachPart(p.substr(open + 1, close - open - 1), ',', [&](std::string_view d) {
-                shape.push_back(extraDim(d, c));
+                shape.push_back(extraDim(d, c, layer));
                 empty = empty || shape.back() <= 0;
             });
             params.emplace_back(std::string(p.substr(0, open)), std::move(shape));
@@ -369,21 +374,26 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
     case Family::DeepseekV3: {
         if (!c.isMla())
             break;
-        const std::int64_t qkHead = c.qkNopeHeadDim + c.qkRopeHeadDim;
-        if (c.qLoraRank) {
-            b.linear(a, "q_a_proj", *c.qLoraRank, H, c.attentionBias, layer);
-            b.norm(a, "q_a_layernorm", *c.qLoraRank, norm, layer);
+        const ModelConfig::MlaSizes m = c.mlaAt(layer);
+        const std::int64_t qkHead = m.qkNopeHeadDim + m.qkRopeHeadDim;
+        if (m.qLoraRank) {
+            b.linear(a, "q_a_proj", *m.qLoraRank, H, c.attentionBias, layer);
+            b.norm(a, "q_a_layernorm", *m.qLoraRank, norm, layer);
             if (c.layout.mlaQueryGate)
-                b.linear(a, "q_gate_proj", c.numHeads * (qkHead + c.vHeadDim), 2 * *c.qLoraRank, false, layer);
+                b.linear(a, "q_gate_proj", heads * (qkHead + m.vHeadDim), 2 * *m.qLoraRank, false, layer);
             else
-                b.linear(a, "q_b_proj", c.numHeads * qkHead, *c.qLoraRank, false, layer);
+                b.linear(a, "q_b_proj", heads * qkHead, *m.qLoraRank, false, layer);
         } else {
-            b.linear(a, "q_proj", c.numHeads * qkHead, H, false, layer);
+            b.linear(a, "q_proj", heads * qkHead, H, false, layer);
         }
-        b.linear(a, "kv_a_proj_with_mqa", c.kvLoraRank + c.qkRopeHeadDim, H, c.attentionBias, layer);
-        b.norm(a, "kv_a_layernorm", c.kvLoraRank, norm, layer);
-        b.linear(a, "kv_b_proj", c.numHeads * (c.qkNopeHeadDim + c.vHeadDim), c.kvLoraRank, false, layer);
-        b.linear(a, "o_proj", H, c.numHeads * c.vHeadDim, c.attentionBias, layer);
+        b.linear(a, "kv_a_proj_with_mqa", m.kvLoraRank + m.qkRopeHeadDim, H, c.attentionBias, layer);
+        b.norm(a, "kv_a_layernorm", m.kvLoraRank, norm, layer);
+        b.linear(a, "kv_b_proj", heads * (m.qkNopeHeadDim + m.vHeadDim), m.kvLoraRank, false, layer);
+        b.linear(a, "o_proj", H, heads * m.vHeadDim, c.attentionBias, layer);
+        if (c.layout.mlaRopeNorm)
+            b.norm(a, "k_rope_only_layernorm", m.qkRopeHeadDim, norm, layer);
+        if (c.layout.outputGate)
+            b.linear(a, c.layout.outputGate, c.gatePerHead ? heads : heads * m.vHeadDim, H, false, layer);
         return;
     }
     default: break;

@@ -183,6 +183,12 @@ const TemplateRow kTemplates[] = {
     {"deepseek_v32", Family::DeepseekV3, false, {.extras = kDsaIndexer}},
     {"glm_moe_dsa", Family::DeepseekV3, false, {.extras = kDsaIndexer}},
     {"axk2", Family::DeepseekV3, false, {.extras = kDsaIndexer, .mlaQueryGate = true, .gatedNorms = true}},
+    {"dots3_note_text", Family::DeepseekV3, false,
+     {.outputGate = "g_proj", .headGate = true, .sharedWidth = L::SharedWidth::SharedKeyPerShared,
+      .extras = "indexed_attention?self_attn.indexer.wq_b:weight[xq,qr];indexed_attention?self_attn.indexer.wk:weight[xd,H];"
+                "indexed_attention?self_attn.indexer.k_norm:weight[xd],bias[xd];"
+                "indexed_attention?self_attn.indexer.weights_proj:weight[xn,H]",
+      .mlaPerLayer = true, .mlaRopeNorm = true}},
     {"minimax_m2", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::Whole, .scoreBias = L::ScoreBias::Block}},
     // Sequence mixers in place of attention on some layers (LayerLayout::mixer): gated delta rule,
     // Mamba 2, short convolution.
@@ -1044,6 +1050,143 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
     return {};
 }
 
+// Dots3NoteTextConfig: where not written, layer_types from use_dsa and use_sliding_window (indexed attention on layers 0, 1
+// and every fourth from 1, sliding on the others), mlp_layer_types from first_k_dense_replace and moe_layer_freq, the
+// window from sliding_window_size; each layer's MLA sizes from per_layer_config, or the swa_* keys on sliding layers.
+Status readDots3(const FieldReader& r, ModelConfig& c)
+{
+    auto bad = [&](const std::string& what) { return invalidArgument(r.source() + ": " + what); };
+    const auto L = static_cast<std::size_t>(c.numLayers);
+    const bool perLayerGiven = r.has("per_layer_config");
+    if (!r.has("layer_types")) {
+        std::optional<bool> dsa;
+        if (!perLayerGiven)
+            dsa = true;
+        if (r.has("use_dsa")) {
+            bool v = true;
+            TP_RETURN_IF_ERROR(r.readBool("use_dsa", v));
+            dsa = v;
+        }
+        bool sliding = true;
+        TP_RETURN_IF_ERROR(r.readBool("use_sliding_window", sliding));
+        const char* full = dsa == false ? "full_attention" : "indexed_attention";
+        c.layerTypes.clear();
+        for (std::size_t i = 0; i < L; ++i)
+            c.layerTypes.push_back(!sliding || i < 2 || i % 4 == 1 ? full : "sliding_attention");
+    } else if (r.has("use_dsa")) { // renames the written full layers, as the config class does
+        bool dsa = true;
+        TP_RETURN_IF_ERROR(r.readBool("use_dsa", dsa));
+        for (std::string& t : c.layerTypes)
+            if (t == (dsa ? "full_attention" : "indexed_attention"))
+                t = dsa ? "indexed_attention" : "full_attention";
+    }
+    if (c.layerTypes.size() != L)
+        return bad(fmt::format("layer_types has {} entries but num_hidden_layers is {}", c.layerTypes.size(), c.numLayers));
+    if (!r.has("mlp_layer_types")) {
+        std::int64_t denseFirst = 1, freq = 1;
+        std::vector<std::int64_t> freqs;
+        TP_RETURN_IF_ERROR(r.readInt("first_k_dense_replace", denseFirst, 0, kMaxLayers));
+        if (r.has("moe_layer_freq") && r.json().at("moe_layer_freq").is_array())
+            TP_RETURN_IF_ERROR(r.readIntList("moe_layer_freq", freqs));
+        else
+            TP_RETURN_IF_ERROR(r.readInt("moe_layer_freq", freq, 1, kMaxLayers));
+        if (!freqs.empty() && freqs.size() != L)
+            return r.error("moe_layer_freq", fmt::format("has {} entries but num_hidden_layers is {}", freqs.size(), c.numLayers));
+        c.mlpLayerTypes.clear();
+        for (std::size_t i = 0; i < L; ++i) {
+            const bool moe = static_cast<std::int64_t>(i) >= denseFirst && (freqs.empty() ? i % static_cast<std::size_t>(freq) == 0 : freqs[i] != 0);
+            c.mlpLayerTypes.push_back(moe ? "sparse" : "dense");
+        }
+    }
+    if (!r.has("sliding_window")) {
+        std::int64_t window = 512;
+        TP_RETURN_IF_ERROR(r.readInt("sliding_window_size", window, 1, std::int64_t(1) << 40));
+        c.slidingWindow = window;
+    }
+
+    // Each layer's sizes: the global ones, overridden by its per_layer_config entry.
+    struct Sizes
+    {
+        std::int64_t heads, kvHeads, headDim;
+        ModelConfig::MlaSizes mla;
+    };
+    const Sizes global{c.numHeads, c.numKvHeads > 0 ? c.numKvHeads : c.numHeads, c.headDim > 0 ? c.headDim : 256, c.mlaAt(-1)};
+    std::vector<Sizes> sizes(L, global);
+    auto readSizes = [&](const FieldReader& f, Sizes& s) -> Status {
+        TP_RETURN_IF_ERROR(f.readInt("num_attention_heads", s.heads, 1, kMaxHeads));
+        TP_RETURN_IF_ERROR(f.readInt("num_key_value_heads", s.kvHeads, 1, kMaxHeads));
+        TP_RETURN_IF_ERROR(f.readOptInt("q_lora_rank", s.mla.qLoraRank, 1, kMaxWidth));
+        TP_RETURN_IF_ERROR(f.readInt("kv_lora_rank", s.mla.kvLoraRank, 1, kMaxWidth));
+        TP_RETURN_IF_ERROR(f.readInt("head_dim", s.headDim, 1, kMaxHeadDim));
+        TP_RETURN_IF_ERROR(f.readInt("qk_nope_head_dim", s.mla.qkNopeHeadDim, 0, kMaxHeadDim));
+        TP_RETURN_IF_ERROR(f.readInt("qk_rope_head_dim", s.mla.qkRopeHeadDim, 1, kMaxHeadDim));
+        return f.readInt("v_head_dim", s.mla.vHeadDim, 1, kMaxHeadDim);
+    };
+    if (perLayerGiven) {
+        const auto& p = r.json().at("per_layer_config");
+        if (!p.is_object())
+            return r.error("per_layer_config", "must be an object of layer index to its own sizes");
+        static constexpr std::string_view kKeys[] = {"num_attention_heads", "num_key_value_heads", "q_lora_rank", "kv_lora_rank",
+                                                      "head_dim", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"};
+        for (const auto& [key, entry] : p.items()) {
+            std::size_t l = 0;
+            const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), l);
+            if (ec != std::errc() || end != key.data() + key.size() || l >= L)
+                return r.error("per_layer_config", fmt::format("names layer '{}' outside 0..{}", terminalSafe(key), c.numLayers - 1));
+            if (!entry.is_object())
+                return r.error("per_layer_config", fmt::format("layer {} must be an object", l));
+            const FieldReader sub(entry, r.source(), r.prefix() + "per_layer_config." + key + ".");
+            for (const auto& [k, v] : entry.items())
+                if (std::find(std::begin(kKeys), std::end(kKeys), k) == std::end(kKeys))
+                    return sub.error(k.c_str(), fmt::format("is not a size TP Studio reads per layer ({})", fmt::join(kKeys, ", ")));
+            TP_RETURN_IF_ERROR(readSizes(sub, sizes[l]));
+        }
+    } else { // the released checkpoint's SWA aliases
+        Sizes swa{64, 64, 256, {1024, 1024, 0, 192, 128}};
+        static constexpr std::pair<const char*, const char*> kSwa[] = {
+            {"swa_num_attention_heads", "num_attention_heads"}, {"swa_num_key_value_heads", "num_key_value_heads"},
+            {"swa_q_lora_rank", "q_lora_rank"},                 {"swa_kv_lora_rank", "kv_lora_rank"},
+            {"swa_head_dim", "head_dim"},                       {"swa_qk_nope_head_dim", "qk_nope_head_dim"},
+            {"swa_v_head_dim", "v_head_dim"},                   {"swa_qk_rope_head_dim", "qk_rope_head_dim"}};
+        nlohmann::json keys = nlohmann::json::object();
+        for (const auto& [from, to] : kSwa)
+            if (r.json().contains(from))
+                keys[to] = r.json().at(from);
+        TP_RETURN_IF_ERROR(readSizes(FieldReader(keys, r.source(), r.prefix() + "swa_"), swa));
+        if (!keys.contains("qk_rope_head_dim"))
+            swa.mla.qkRopeHeadDim = swa.headDim - swa.mla.qkNopeHeadDim;
+        for (std::size_t l = 0; l < L; ++l)
+            if (c.layerTypes[l] == "sliding_attention")
+                sizes[l] = swa;
+    }
+    // Dots3NoteTextConfig.validate_architecture.
+    c.headsPerLayer.assign(L, 0);
+    c.kvHeadsPerLayer.assign(L, 0);
+    c.mlaPerLayer.assign(L, {});
+    for (std::size_t l = 0; l < L; ++l) {
+        const Sizes& s = sizes[l];
+        const std::string& type = c.layerTypes[l];
+        if (!s.mla.qLoraRank)
+            return bad(fmt::format("layer {} has no q_lora_rank: Dots 3's MLA queries need one", l));
+        if (s.kvHeads != s.heads)
+            return bad(fmt::format("layer {}'s num_key_value_heads ({}) must equal its num_attention_heads ({})", l, s.kvHeads, s.heads));
+        if (s.mla.qkRopeHeadDim < 1 || s.mla.qkRopeHeadDim % 2)
+            return bad(fmt::format("layer {}'s qk_rope_head_dim ({}) must be even and at least 2", l, s.mla.qkRopeHeadDim));
+        if (type == "indexed_attention" && s.mla.qkRopeHeadDim > c.indexHeadDim)
+            return bad(fmt::format("layer {}'s qk_rope_head_dim ({}) must not exceed index_head_dim ({})", l, s.mla.qkRopeHeadDim,
+                                   c.indexHeadDim));
+        if (type == "sliding_attention" && s.headDim != s.mla.qkNopeHeadDim + s.mla.qkRopeHeadDim)
+            return bad(fmt::format("layer {}'s head_dim ({}) must equal qk_nope_head_dim + qk_rope_head_dim ({} + {})", l, s.headDim,
+                                   s.mla.qkNopeHeadDim, s.mla.qkRopeHeadDim));
+        c.headsPerLayer[l] = s.heads;
+        c.kvHeadsPerLayer[l] = s.kvHeads;
+        c.mlaPerLayer[l] = s.mla;
+    }
+    if (c.numSharedExperts < 1)
+        return bad("n_shared_experts must be at least 1: Dots 3's MoE layers always have shared experts");
+    return {};
+}
+
 // MiniMax-M3's checkpoint keys, mapped as its config class maps them: sparse_attention_config (the
 // layer types from sparse_attention_freq where layer_types is not written, the indexer's sizes under
 // their legacy names) and moe_layer_freq (the MLP types where mlp_layer_types is not written).
@@ -1234,10 +1377,10 @@ Status validate(const ModelConfig& c, const std::string& source)
     if (!c.headsPerLayer.empty() && static_cast<std::int64_t>(c.headsPerLayer.size()) != c.numLayers)
         return bad(fmt::format("num_attention_heads_per_layer has {} entries for {} layers", c.headsPerLayer.size(), c.numLayers));
     for (std::size_t l = 0; l < c.headsPerLayer.size(); ++l)
-        if (const std::int64_t h = c.headsPerLayer[l]; h < 1 || h > kMaxHeads || h % c.numKvHeads != 0)
+        if (const std::int64_t h = c.headsPerLayer[l]; h < 1 || h > kMaxHeads || h % c.kvHeadsAt(static_cast<std::int64_t>(l)) != 0)
             return bad(fmt::format("num_attention_heads_per_layer[{}] ({}) must be a positive multiple of num_key_value_heads ({}), "
                                    "at most {}",
-                                   l, h, c.numKvHeads, kMaxHeads));
+                                   l, h, c.kvHeadsAt(static_cast<std::int64_t>(l)), kMaxHeads));
     if (!c.headDimGiven && !c.isMla() && c.hiddenSize % c.numHeads != 0)
         return bad(fmt::format("hidden_size ({}) is not divisible by num_attention_heads ({}) and no head_dim is given",
                                c.hiddenSize, c.numHeads));
@@ -1599,6 +1742,8 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
             TP_RETURN_IF_ERROR(readMinimaxM3(r, c));
         if (c.layout.gemma4)
             TP_RETURN_IF_ERROR(readGemma4(r, c));
+        if (c.layout.mlaPerLayer)
+            TP_RETURN_IF_ERROR(readDots3(r, c));
         if (c.layout.dualSublayers) { // LongcatFlashConfig: num_layers decoder layers (num_hidden_layers is twice that)
             TP_RETURN_IF_ERROR(r.readInt("num_layers", c.numLayers, 1, kMaxLayers));
             TP_RETURN_IF_ERROR(r.readInt("zero_expert_num", c.zeroExperts, 0, kMaxExperts));
@@ -1661,6 +1806,12 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
     case SW::Intermediate: c.sharedIntermediateSize = c.intermediateSize; break;
     case SW::IntermediatePerShared: c.sharedIntermediateSize = c.intermediateSize * c.numSharedExperts; break;
     case SW::MoePerShared: c.sharedIntermediateSize = c.moeIntermediateSize * c.numSharedExperts; break;
+    case SW::SharedKeyPerShared: // the config class takes moe_shared_expert_intermediate_size as an alias
+        TP_RETURN_IF_ERROR(r.readInt(r.has("moe_shared_expert_intermediate_size") ? "moe_shared_expert_intermediate_size"
+                                                                                  : "shared_experts_intermediate_size",
+                                     c.sharedIntermediateSize, 0, kMaxFfn));
+        c.sharedIntermediateSize *= c.numSharedExperts; // both capped far below 2^63
+        break;
     case SW::MoeSharedKey:
         TP_RETURN_IF_ERROR(r.readInt("moe_shared_expert_intermediate_size", c.sharedIntermediateSize, 0, kMaxFfn));
         break;

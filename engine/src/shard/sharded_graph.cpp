@@ -678,7 +678,7 @@ private:
             return;
         }
         // Local heads come from the shard size (view(*, -1, head_dim)); GQA groups use global counts.
-        const std::int64_t kvWidth = mla ? n.headDim - m_spec.config.qkRopeHeadDim + n.vHeadDim : n.headDim;
+        const std::int64_t kvWidth = mla ? n.headDim - n.mlaRope + n.vHeadDim : n.headDim;
         std::vector<std::int64_t> localHeads(static_cast<std::size_t>(m_T)), outLocal(localHeads.size());
         bool ok = true;
         for (std::size_t r = 0; r < localHeads.size() && ok; ++r) {

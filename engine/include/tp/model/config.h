@@ -135,7 +135,8 @@ struct LayerLayout
     // The shared experts' width: shared_expert_intermediate_size (Key), intermediate_size (HunYuan),
     // intermediate_size × shared experts (Aria), moe_intermediate_size × shared experts (ERNIE 4.5).
     // moe_shared_expert_intermediate_size (Nemotron-H).
-    enum class SharedWidth { Key, Intermediate, IntermediatePerShared, MoePerShared, MoeSharedKey } sharedWidth = SharedWidth::Key;
+    // shared_experts_intermediate_size × shared experts (Dots 3).
+    enum class SharedWidth { Key, Intermediate, IntermediatePerShared, MoePerShared, MoeSharedKey, SharedKeyPerShared } sharedWidth = SharedWidth::Key;
     const char* routerLinear = nullptr;   // the router's projection is its child Linear of that name (HunYuan's gate.wg)
     bool routerF32 = false;               // the router's weight is f32 whatever the model's dtype (HunYuan, Beam)
     bool scoreBiasParam = false;          // the score bias is a parameter, not a buffer (AFMoE's expert_bias, Laguna)
@@ -193,6 +194,10 @@ struct LayerLayout
     // input_layernorm, and post_attention_layernorm on the layers with experts, are RMSNorms gated by a low-rank MLP of their
     // output: y · sigmoid(fc2(silu(fc1(y)))), y = norm(x), fc1 [gated_norm_rank, H] (A.X K2's GatedRMSNorm).
     bool gatedNorms = false;
+    // Dots 3: per_layer_config's MLA sizes (or the swa_* keys' on sliding layers), a per-head sigmoid gate g_proj on MLA's
+    // output (outputGate, headGate) and an RMSNorm of the shared rope key (k_rope_only_layernorm).
+    bool mlaPerLayer = false;
+    bool mlaRopeNorm = false;
 };
 
 // "Mamba", "Mamba 2", "gated delta rule", "short convolution" (none: "").
@@ -306,6 +311,19 @@ struct ModelConfig
     std::int64_t qkNopeHeadDim = 0;
     std::int64_t vHeadDim = 0;
     bool ropeInterleave = false;           // rope_interleave: rotary pairs (2j, 2j + 1) (DeepSeek's default)
+    // One layer's MLA sizes: the global ones, or its own (LayerLayout::mlaPerLayer; heads as headsAt).
+    struct MlaSizes
+    {
+        std::optional<std::int64_t> qLoraRank;
+        std::int64_t kvLoraRank = 0, qkRopeHeadDim = 0, qkNopeHeadDim = 0, vHeadDim = 0;
+    };
+    std::vector<MlaSizes> mlaPerLayer;     // empty: every layer the global sizes
+    MlaSizes mlaAt(std::int64_t layer) const
+    {
+        if (layer >= 0 && static_cast<std::size_t>(layer) < mlaPerLayer.size())
+            return mlaPerLayer[static_cast<std::size_t>(layer)];
+        return {qLoraRank, kvLoraRank, qkRopeHeadDim, qkNopeHeadDim, vHeadDim};
+    }
 
     std::optional<std::string> quantization; // quantization_config.quant_method, if any
 
