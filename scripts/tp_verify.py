@@ -178,6 +178,10 @@ def reduced_config(src_path):
         plc = {int(i): v for i, v in d["per_layer_config"].items()}
         d["per_layer_config"] = {j: plc[i] for j, i in enumerate(keep) if i in plc}
     d["num_hidden_layers"] = len(keep)
+    if mt == "hrm_text":  # num_hidden_layers counts the stacks' layer runs: at most two layers a stack, every cycle run
+        keep = list(range(min(d["num_layers_per_stack"], 2)))
+        d["num_layers_per_stack"] = len(keep)
+        d["num_hidden_layers"] = len(keep) * d["H_cycles"] * (d["L_cycles"] + 1)
     if mt == "longcat_flash":  # its num_hidden_layers counts sublayers (twice num_layers)
         d["num_layers"] = d.pop("num_hidden_layers")
     if mt == "dory":  # the kept layers run once each, as input layers

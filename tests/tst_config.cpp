@@ -384,6 +384,9 @@ private slots:
                                                << "config.json: layer 2 has no q_lora_rank";
         QTest::addRow("dots3 layer types") << R"({"model_type": "dots3_note_text", "num_hidden_layers": 3, "layer_types": ["indexed_attention"]})"
                                            << "config.json: layer_types has 1 entries but num_hidden_layers is 3";
+        QTest::addRow("hrm cycles") << R"({"model_type": "hrm_text", "H_cycles": 0})" << "config.json: key 'H_cycles' must be";
+        QTest::addRow("hrm runs") << R"({"model_type": "hrm_text", "num_layers_per_stack": 4096, "H_cycles": 8, "L_cycles": 7})"
+                                  << "config.json: num_layers_per_stack (4096) × H_cycles (8) × (L_cycles (7) + 1) layer runs is more than";
         QTest::addRow("lfm2 ffn multiplier") << R"({"model_type": "lfm2", "block_auto_adjust_ff_dim": true, "block_ffn_dim_multiplier": -1})"
                                              << "config.json: block_ffn_dim_multiplier must be above 0 and at most 64, found -1";
     }

@@ -520,6 +520,33 @@ private slots:
         QVERIFY(!shardModel(om->spec, defaultPlan(om->spec, 4)).valid());
     }
 
+    // HRM: one layer a stack, H_cycles 2 × (L_cycles 3 + 1) = 8 runs: L, L, L, H, L, L, L, H. Each run is a graph layer with
+    // its own KV cache slot, as Transformers' cycle_offset gives it; the weights are the two stacks' only.
+    void hierarchicalStacksUnrolled()
+    {
+        auto om = openFixture("hrm_text");
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        const ModelConfig& c = om->spec.config;
+        QCOMPARE(c.numLayers, 8);
+        QCOMPARE(c.layersPerStack, 1);
+        QVERIFY(om->spec.find("model.L_module.layers.0.self_attn.gate_proj"));
+        QVERIFY(!om->spec.find("model.norm"));
+        const LayerGraph lg = buildLayerGraph(om->spec);
+        std::string runs;
+        for (const GraphNode& n : lg.nodes)
+            if (n.kind == OpKind::Attention) {
+                runs += n.name.starts_with("model.H_module.layers.0.") ? 'H' : n.name.starts_with("model.L_module.layers.0.") ? 'L' : '?';
+                QCOMPARE(n.layer, static_cast<int>(runs.size()) - 1);
+            }
+        QCOMPARE(runs, std::string("LLLHLLLH"));
+        const ShardedGraph g = shardModel(om->spec, defaultPlan(om->spec, 2));
+        QVERIFY(g.valid());
+        // 8 runs × (k + v) × 2 local heads of 16 × 4 bytes.
+        QCOMPARE(g.memory[0].kvCacheBytesPerToken, 8 * 2 * 2 * 16 * 4);
+        QCOMPARE(std::count_if(g.collectives.begin(), g.collectives.end(), [](const Collective& x) { return x.kind == CollectiveKind::AllReduce; }),
+                 1 + 2 * 8);
+    }
+
     // HunYuan's router projection is gate.wg, one level below the MoE block: the graph's router node.
     void routerOneLevelDown()
     {

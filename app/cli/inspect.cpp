@@ -63,6 +63,10 @@ void printSummary(const tp::OpenedModel& om)
         fmt::print("  {:<11} {}\n", tp::dtypeName(t), humanBytes(double(b)));
     fmt::print("Layers        {}   hidden {}   intermediate {}   vocab {}\n", c.numLayers, c.hiddenSize,
                c.intermediateSize, c.vocabSize);
+    if (c.layout.hierarchicalStacks)
+        fmt::print("Stacks        L_module and H_module of {} layers, run H_cycles {} x (L_cycles {} + 1) times: the {} layers "
+                   "above are those runs\n",
+                   c.layersPerStack, c.hCycles, c.lCycles, c.numLayers);
     fmt::print("Heads         {} query, {} key/value, head_dim {}{}\n", c.numHeads, c.numKvHeads, c.headDim,
                c.headDimGiven ? "" : " (derived)");
     if (c.isMoe())

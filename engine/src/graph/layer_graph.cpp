@@ -166,9 +166,13 @@ public:
             m_g.nodes.back().scale = std::sqrt(static_cast<double>(m_c.hiddenSize));
         if (m_c.perLayerInputSize > 0)
             perLayerInputs(ids, h);
-        for (int l = 0; l < static_cast<int>(m_c.numLayers); ++l)
-            h = layer(l, h);
-        h = module(OpKind::Norm, "model.norm", {h}, m_c.hiddenSize);
+        if (m_c.layout.hierarchicalStacks) {
+            h = hierarchicalStacks(h);
+        } else {
+            for (int l = 0; l < static_cast<int>(m_c.numLayers); ++l)
+                h = layer(l, h);
+            h = module(OpKind::Norm, "model.norm", {h}, m_c.hiddenSize);
+        }
         const int logits = module(OpKind::Linear, "lm_head", {h}, m_c.vocabSize);
         node(OpKind::Logits, "logits", -1, {logits}).softcap = m_c.finalLogitSoftcap.value_or(0);
     }
@@ -222,10 +226,32 @@ private:
 
     int add(const std::string& name, int a, int b) { return op(OpKind::Add, name, {a, b}, m_c.hiddenSize); }
 
-    int layer(int l, int h)
+    // HRM: z_L from z_L_init; H_cycles times, L_cycles runs of z_L = L_module(z_L + z_H), then z_H = H_module(z_H + z_L).
+    // Each run of a stack's layer is graph layer (run · num_layers_per_stack + its index), its KV cache slot.
+    int hierarchicalStacks(int zH)
+    {
+        const std::int64_t H = m_c.hiddenSize;
+        int zL = tensor("model.z_L_init", H, -1);
+        for (std::int64_t run = 0; run < m_c.hCycles * (m_c.lCycles + 1); ++run) {
+            const int first = static_cast<int>(run * m_c.layersPerStack);
+            const std::string stack = fmt::format("model.{}", m_c.stackLayerAt(first).first);
+            const bool high = m_c.stackLayerAt(first).first == std::string_view("H_module");
+            m_layer = first;
+            int x = add(fmt::format("{}:input_{}", stack, run), high ? zH : zL, high ? zL : zH);
+            for (std::int64_t i = 0; i < m_c.layersPerStack; ++i)
+                x = layer(first + static_cast<int>(i), x, fmt::format("{}.layers.{}", stack, i));
+            m_layer = first + static_cast<int>(m_c.layersPerStack) - 1;
+            (high ? zH : zL) = module(OpKind::Norm, stack + ".final_norm", {x}, H);
+            m_layer = -1;
+        }
+        return zH;
+    }
+
+    int layer(int l, int h, std::string p = {})
     {
         m_layer = l;
-        const std::string p = fmt::format("model.layers.{}", l);
+        if (p.empty())
+            p = fmt::format("model.layers.{}", l);
         using N = LayerLayout::Norms;
         const N norms = m_c.layout.mixerPreNorms && m_c.isMixerLayer(l) ? N::Pre : m_c.layout.norms;
         const std::int64_t H = m_c.hiddenSize;

@@ -1050,16 +1050,28 @@ Result<ModelSpec> buildModelSpec(const ModelConfig& c)
     int model = b.add(root, "model", n.model, ModuleKind::Model);
     int embed = b.add(model, "embed_tokens", n.embedding, ModuleKind::Embedding);
     b.param(embed, "weight", {V, H});
-    int layers = b.add(model, "layers", "ModuleList", ModuleKind::ModuleList);
-    for (int l = 0; l < c.numLayers; ++l)
-        buildLayer(b, c, n, layers, l);
+    if (c.layout.hierarchicalStacks) { // HRM: the two stacks, their layers numbered by the stack's own index
+        for (const char* name : {"L_module", "H_module"}) {
+            const int stack = b.add(model, name, n.prefix + "Stack", ModuleKind::Other);
+            const int layers = b.add(stack, "layers", "ModuleList", ModuleKind::ModuleList);
+            for (int l = 0; l < c.layersPerStack; ++l)
+                buildLayer(b, c, n, layers, l);
+            b.layerNorm(stack, "final_norm", H, n.prefix + "RMSNorm", -1, c.layout.normParams);
+        }
+        b.param(model, "z_L_init", {H});
+    } else {
+        const int layers = b.add(model, "layers", "ModuleList", ModuleKind::ModuleList);
+        for (int l = 0; l < c.numLayers; ++l)
+            buildLayer(b, c, n, layers, l);
+    }
     if (c.perLayerInputSize > 0) { // Gemma 4's per-layer embeddings, packed: every layer's in one row
         const std::int64_t packed = c.numLayers * c.perLayerInputSize;
         b.param(b.add(model, "embed_tokens_per_layer", n.embedding, ModuleKind::Other), "weight", {c.perLayerInputVocab, packed});
         b.linear(model, "per_layer_model_projection", packed, H, false, -1);
         b.norm(model, "per_layer_projection_norm", c.perLayerInputSize, n.prefix + "RMSNorm", -1);
     }
-    b.layerNorm(model, "norm", H, n.prefix + "RMSNorm", -1, c.layout.normParams);
+    if (!c.layout.hierarchicalStacks) // HRM's stacks end in their own norms
+        b.layerNorm(model, "norm", H, n.prefix + "RMSNorm", -1, c.layout.normParams);
     b.add(model, "rotary_emb", n.prefix + "RotaryEmbedding", ModuleKind::RotaryEmbedding);
     int head = b.linear(root, "lm_head", V, H, c.layout.lmHeadBias, -1);
     if (c.layout.lmHeadScale)

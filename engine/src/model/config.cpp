@@ -182,6 +182,7 @@ const TemplateRow kTemplates[] = {
     // DeepSeek sparse attention: MLA plus a lightning indexer that scores the keys each query attends to.
     {"deepseek_v32", Family::DeepseekV3, false, {.extras = kDsaIndexer}},
     {"glm_moe_dsa", Family::DeepseekV3, false, {.extras = kDsaIndexer}},
+    {"hrm_text", Family::Llama, false, {.normParams = L::NormParams::None, .outputGate = "gate_proj", .hierarchicalStacks = true}},
     {"axk2", Family::DeepseekV3, false, {.extras = kDsaIndexer, .mlaQueryGate = true, .gatedNorms = true}},
     {"dots3_note_text", Family::DeepseekV3, false,
      {.outputGate = "g_proj", .headGate = true, .sharedWidth = L::SharedWidth::SharedKeyPerShared,
@@ -1744,6 +1745,24 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
             TP_RETURN_IF_ERROR(readGemma4(r, c));
         if (c.layout.mlaPerLayer)
             TP_RETURN_IF_ERROR(readDots3(r, c));
+        if (c.layout.hierarchicalStacks) { // HrmTextConfig: without num_layers_per_stack, num_hidden_layers is a stack's
+            TP_RETURN_IF_ERROR(r.readInt("H_cycles", c.hCycles, 1, kMaxLayers));
+            TP_RETURN_IF_ERROR(r.readInt("L_cycles", c.lCycles, 1, kMaxLayers));
+            c.layersPerStack = c.numLayers;
+            TP_RETURN_IF_ERROR(r.readInt("num_layers_per_stack", c.layersPerStack, 1, kMaxLayers));
+            const std::int64_t runs = c.hCycles * (c.lCycles + 1); // both capped at 2^17
+            if (c.layersPerStack > kMaxLayers / runs)
+                return invalidArgument(fmt::format("{}: num_layers_per_stack ({}) × H_cycles ({}) × (L_cycles ({}) + 1) layer runs is "
+                                                   "more than the {} layers a model may have",
+                                                   source, c.layersPerStack, c.hCycles, c.lCycles, kMaxLayers));
+            if (r.has("num_layers_per_stack") && c.numLayers != c.layersPerStack * runs && diags)
+                diags->push_back({Severity::Warning, source,
+                                  fmt::format("num_hidden_layers ({}) is not num_layers_per_stack × H_cycles × (L_cycles + 1) = {}; "
+                                              "the stacks run that many layers whatever it says",
+                                              c.numLayers, c.layersPerStack * runs),
+                                  ""});
+            c.numLayers = c.layersPerStack * runs;
+        }
         if (c.layout.dualSublayers) { // LongcatFlashConfig: num_layers decoder layers (num_hidden_layers is twice that)
             TP_RETURN_IF_ERROR(r.readInt("num_layers", c.numLayers, 1, kMaxLayers));
             TP_RETURN_IF_ERROR(r.readInt("zero_expert_num", c.zeroExperts, 0, kMaxExperts));

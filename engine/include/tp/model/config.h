@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tp {
@@ -198,6 +199,10 @@ struct LayerLayout
     // output (outputGate, headGate) and an RMSNorm of the shared rope key (k_rope_only_layernorm).
     bool mlaPerLayer = false;
     bool mlaRopeNorm = false;
+    // HRM: two stacks of num_layers_per_stack layers, model.L_module and model.H_module (parameterless norms, a
+    // parameterless final_norm each), run as H_cycles × (L_cycles runs of L_module, one of H_module); each run of a layer
+    // is a decoder layer of its own in the graph and the KV cache (num_hidden_layers counts them, as Transformers does).
+    bool hierarchicalStacks = false;
 };
 
 // "Mamba", "Mamba 2", "gated delta rule", "short convolution" (none: "").
@@ -283,6 +288,13 @@ struct ModelConfig
     std::int64_t expertsPerToken = 0;
     std::int64_t moeIntermediateSize = 0;  // per-expert intermediate size
     std::int64_t zeroExperts = 0;          // LongCat-Flash's zero_expert_num: identity experts the router also scores
+    std::int64_t layersPerStack = 0, hCycles = 0, lCycles = 0; // LayerLayout::hierarchicalStacks
+    // LayerLayout::hierarchicalStacks: the stack ("L_module" / "H_module") and its layer that graph layer `layer` runs.
+    std::pair<const char*, std::int64_t> stackLayerAt(std::int64_t layer) const
+    {
+        const std::int64_t run = layer / layersPerStack; // h · (L_cycles + 1) + l
+        return {run % (lCycles + 1) == lCycles ? "H_module" : "L_module", layer % layersPerStack};
+    }
     std::int64_t gatedNormRank = 0;        // LayerLayout::gatedNorms: the gate's rank (gated_norm_rank)
     std::int64_t moeLatentSize = 0;        // the routed experts' width between fc1/fc2_latent_proj (Nemotron-H); 0: hidden_size
     std::int64_t numSharedExperts = 0;     // deepseek_v3 n_shared_experts; llama4: 1
