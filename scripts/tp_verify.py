@@ -159,7 +159,8 @@ def reduced_config(src_path):
         d["layer_types"] = d["layer_types"][::2]
         d.update({key: d[key] // 2 for key in ("num_hidden_layers", "n_input_layers", "n_recurrent_layers", "n_output_layers")})
     keep = layer_kinds(d)
-    for key in ("layer_types", "layers_block_type", "mlp_layer_types", "no_rope_layers"):
+    for key in ("layer_types", "layers_block_type", "mlp_layer_types", "no_rope_layers", "intermediate_size",
+                "activation_sparsity_pattern"):
         if isinstance(d.get(key), list):
             d[key] = [d[key][i] for i in keep]
     if mt == "deepseek_v3":
@@ -190,6 +191,8 @@ def reduced_config(src_path):
                 "q_lora_rank", "kv_lora_rank", "shared_expert_intermediate_size"):
         if isinstance(d.get(key), int) and d[key] > 0:
             d[key] = narrow(d[key])
+        elif isinstance(d.get(key), list):  # one a layer (Gemma 3n's intermediate_size)
+            d[key] = [narrow(v) for v in d[key]]
     if mt in ("deepseek_v3", "longcat_flash"):  # LongCat-Flash's rotary embedding is head_dim wide: the rope head
         d.update(qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, qk_head_dim=24, head_dim=8)
     elif mt == "dots3_note_text":  # MLA: head_dim is the rotary fraction's base, a sliding layer's nope + rope

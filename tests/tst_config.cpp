@@ -198,7 +198,7 @@ private slots:
     void unknownModelTypesReadLeniently()
     {
         std::vector<Diagnostic> d;
-        const ModelConfig c = parseOk(R"({"model_type": "gemma3n_text", "hidden_size": 64, "num_attention_heads": 4,
+        const ModelConfig c = parseOk(R"({"model_type": "gemma9n_text", "hidden_size": 64, "num_attention_heads": 4,
                                           "num_hidden_layers": 2, "vocab_size": 10, "intermediate_size": [128, 256],
                                           "use_bidirectional_attention": "sometimes", "num_experts": 8})",
                                       &d);
@@ -387,6 +387,14 @@ private slots:
         QTest::addRow("hrm cycles") << R"({"model_type": "hrm_text", "H_cycles": 0})" << "config.json: key 'H_cycles' must be";
         QTest::addRow("hrm runs") << R"({"model_type": "hrm_text", "num_layers_per_stack": 4096, "H_cycles": 8, "L_cycles": 7})"
                                   << "config.json: num_layers_per_stack (4096) × H_cycles (8) × (L_cycles (7) + 1) layer runs is more than";
+        QTest::addRow("gemma3n widths") << R"({"model_type": "gemma3n_text", "num_hidden_layers": 3, "intermediate_size": [8, 8]})"
+                                        << "config.json: intermediate_size has 2 entries but num_hidden_layers is 3";
+        QTest::addRow("gemma3n width entry") << R"({"model_type": "gemma3n_text", "num_hidden_layers": 2, "intermediate_size": [8, -1]})"
+                                             << "config.json: key 'intermediate_size' has an entry -1 outside";
+        QTest::addRow("gemma3n shared types") << R"({"model_type": "gemma3n_text", "num_hidden_layers": 6, "num_kv_shared_layers": 2})"
+                                              << "config.json: num_kv_shared_layers (2): no earlier layer computes the keys of the shared full_attention layers";
+        QTest::addRow("gemma3n active stream") << R"({"model_type": "gemma3n_text", "altup_num_inputs": 2, "altup_active_idx": 2})"
+                                               << "config.json: key 'altup_active_idx' is implausibly large: 2 (at most 1 is accepted)";
         QTest::addRow("lfm2 ffn multiplier") << R"({"model_type": "lfm2", "block_auto_adjust_ff_dim": true, "block_ffn_dim_multiplier": -1})"
                                              << "config.json: block_ffn_dim_multiplier must be above 0 and at most 64, found -1";
     }

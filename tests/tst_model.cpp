@@ -547,6 +547,34 @@ private slots:
                  1 + 2 * 8);
     }
 
+    // Gemma 3n: layer 1 reuses layer 0's keys and values (no k_proj, v_proj, k_norm or v_norm, no KV cache of its own); each
+    // layer predicts and corrects AltUp's streams through its router and adds LAuReL's low-rank branch; the model projects
+    // the embedding into altup_num_inputs - 1 more streams and back.
+    void altUpLaurelAndSharedKv()
+    {
+        auto om = openFixture("gemma3n_text");
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        const ModelSpec& s = om->spec;
+        QVERIFY(s.find("model.layers.0.self_attn.v_norm"));
+        QVERIFY(s.find("model.layers.0.self_attn.v_norm")->params.empty());
+        QVERIFY(!s.find("model.layers.1.self_attn.k_proj"));
+        QVERIFY(!s.find("model.layers.1.self_attn.v_norm"));
+        QCOMPARE(s.config.denseIntermediateSizeAt(1), 96);
+        const LayerGraph lg = buildLayerGraph(s);
+        auto count = [&](std::string_view part) {
+            return std::count_if(lg.nodes.begin(), lg.nodes.end(), [&](const GraphNode& n) { return n.name.find(part) != std::string::npos; });
+        };
+        QCOMPARE(count(":altup_predict"), 2);
+        QCOMPARE(count(":altup_correct"), 2);
+        QCOMPARE(count(".laurel.linear_left"), 2);
+        QCOMPARE(count("model.altup_projections."), 3);
+        QCOMPARE(count("model.altup_unembed_projections."), 3);
+        const ShardedGraph g = shardModel(s, defaultPlan(s, 2));
+        QVERIFY(g.valid());
+        // One cache (layer 0's): k and v, 2 KV heads of 16 split over 2 ranks, 4 bytes.
+        QCOMPARE(g.memory[0].kvCacheBytesPerToken, 2 * 1 * 16 * 4);
+    }
+
     // HunYuan's router projection is gate.wg, one level below the MoE block: the graph's router node.
     void routerOneLevelDown()
     {

@@ -166,11 +166,19 @@ public:
             m_g.nodes.back().scale = std::sqrt(static_cast<double>(m_c.hiddenSize));
         if (m_c.perLayerInputSize > 0)
             perLayerInputs(ids, h);
+        if (m_c.layout.altUp) // Gemma 3n: the other streams, projections of the embedding
+            for (std::int64_t i = 0; i + 1 < m_c.altUpInputs; ++i)
+                h = op(OpKind::Add, fmt::format("model:altup_stream_{}", i + 1), {h, module(OpKind::Linear, fmt::format("model.altup_projections.{}", i), {h}, m_c.hiddenSize)},
+                       m_c.hiddenSize);
         if (m_c.layout.hierarchicalStacks) {
             h = hierarchicalStacks(h);
         } else {
             for (int l = 0; l < static_cast<int>(m_c.numLayers); ++l)
                 h = layer(l, h);
+            if (m_c.layout.altUp) // Gemma 3n: the streams projected back and averaged
+                for (std::int64_t i = 0; i + 1 < m_c.altUpInputs; ++i)
+                    h = op(OpKind::Add, fmt::format("model:altup_unembed_{}", i + 1),
+                           {h, module(OpKind::Linear, fmt::format("model.altup_unembed_projections.{}", i), {h}, m_c.hiddenSize)}, m_c.hiddenSize);
             h = module(OpKind::Norm, "model.norm", {h}, m_c.hiddenSize);
         }
         const int logits = module(OpKind::Linear, "lm_head", {h}, m_c.vocabSize);
@@ -309,16 +317,25 @@ private:
             return h;
         }
         const bool gemma = m_t.sandwichNorms || norms == N::Gemma;
+        if (m_c.layout.altUp)
+            h = altUpMix(p, "predict", h, m_c.altUpInputs * m_c.altUpInputs);
         int x = residualNorm(p, "input_layernorm", h);
         int a = attention(p + ".self_attn", x);
         if (gemma)
             a = module(OpKind::Norm, p + ".post_attention_layernorm", {a}, m_c.hiddenSize);
         h = add(p + ":residual_attn", h, a);
+        if (m_c.layout.altUp) { // LAuReL: norm(right(left(x))) of the attention's input beside it
+            const int left = module(OpKind::Linear, p + ".laurel.linear_left", {x}, m_c.laurelRank);
+            const int right = module(OpKind::Linear, p + ".laurel.linear_right", {left}, m_c.hiddenSize);
+            h = add(p + ":laurel_sum", h, module(OpKind::Norm, p + ".laurel.post_laurel_norm", {right}, m_c.hiddenSize));
+        }
         x = residualNorm(p, gemma ? "pre_feedforward_layernorm" : "post_attention_layernorm", h);
         int f = m_c.layout.gemma4 && m_c.isMoeLayer(l) ? gemma4Experts(p, h, x) : feedForward(p, x);
         if (gemma)
             f = module(OpKind::Norm, p + ".post_feedforward_layernorm", {f}, m_c.hiddenSize);
         h = add(p + ":residual_mlp", h, f);
+        if (m_c.layout.altUp)
+            h = altUpMix(p, "correct", h, m_c.altUpInputs);
         if (!m_perLayerInputs.empty()) { // Gemma 4: h + norm(proj(act(gate(h)) · this layer's embedding))
             const std::int64_t P = m_c.perLayerInputSize;
             const int g = module(OpKind::Linear, p + ".per_layer_input_gate", {h}, P);
@@ -330,6 +347,17 @@ private:
         }
         m_layer = -1;
         return h;
+    }
+
+    // Gemma 3n's AltUp step `what` (predict, correct) on the active stream h: tanh(modality_router(router_norm(h))) gives
+    // `coefficients` (k² to predict the streams from each other, k to correct them by the layer's output).
+    int altUpMix(const std::string& p, const char* what, int h, std::int64_t coefficients)
+    {
+        const int r = module(OpKind::Norm, p + ".altup.router_norm", {h}, m_c.hiddenSize);
+        const int m = module(OpKind::Linear, p + ".altup.modality_router", {r}, m_c.altUpInputs);
+        const int coefs = module(OpKind::Linear, p + (coefficients == m_c.altUpInputs ? ".altup.correction_coefs" : ".altup.prediction_coefs"),
+                                 {m}, coefficients);
+        return op(OpKind::Add, fmt::format("{}:altup_{}", p, what), {h, coefs}, m_c.hiddenSize);
     }
 
     // The layer's norm `name` of the residual stream h; A.X K2's gated ones: y · sigmoid(fc2(silu(fc1(y)))), y = norm(h).

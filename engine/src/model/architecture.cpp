@@ -432,6 +432,8 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
         if (!shared)
             b.norm(a, "k_norm", hd, norm, layer);
     }
+    if (c.layout.altUp && !shared) // Gemma 3n: an RMSNorm of the values without a weight
+        b.add(a, "v_norm", norm, ModuleKind::RmsNorm, layer);
 }
 
 // Gemma 4's experts beside the layer's MLP: a router (a scale per channel and per expert around its proj), the
@@ -789,6 +791,20 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
         b.norm(l, "pre_feedforward_layernorm", H, norm, layer);
         b.norm(l, "post_feedforward_layernorm", H, norm, layer);
     }
+    if (c.layout.altUp) { // Gemma 3n: AltUp's router and coefficients, LAuReL's low-rank branch, the per-layer input
+        const std::int64_t k = c.altUpInputs;
+        const int a = b.add(l, "altup", n.prefix + "TextAltUp", ModuleKind::Other, layer);
+        b.param(a, "correct_output_scale", {H});
+        b.linear(a, "correction_coefs", k, k, false, layer);
+        b.linear(a, "prediction_coefs", k * k, k, false, layer);
+        b.linear(a, "modality_router", k, H, false, layer);
+        b.norm(a, "router_norm", H, norm, layer);
+        const int lr = b.add(l, "laurel", n.prefix + "TextLaurelBlock", ModuleKind::Other, layer);
+        b.linear(lr, "linear_left", c.laurelRank, H, false, layer);
+        b.linear(lr, "linear_right", H, c.laurelRank, false, layer);
+        b.norm(lr, "post_laurel_norm", H, norm, layer);
+        buildPerLayerInput(b, c, n, l, layer);
+    }
     buildExtras(b, c, l, layer);
 }
 
@@ -1070,6 +1086,12 @@ Result<ModelSpec> buildModelSpec(const ModelConfig& c)
         b.linear(model, "per_layer_model_projection", packed, H, false, -1);
         b.norm(model, "per_layer_projection_norm", c.perLayerInputSize, n.prefix + "RMSNorm", -1);
     }
+    if (c.layout.altUp) // Gemma 3n: the embedding into the other AltUp streams, and back
+        for (const char* list : {"altup_projections", "altup_unembed_projections"}) {
+            const int m = b.add(model, list, "ModuleList", ModuleKind::ModuleList);
+            for (std::int64_t i = 0; i + 1 < c.altUpInputs; ++i)
+                b.linear(m, std::to_string(i), H, H, false, -1);
+        }
     if (!c.layout.hierarchicalStacks) // HRM's stacks end in their own norms
         b.layerNorm(model, "norm", H, n.prefix + "RMSNorm", -1, c.layout.normParams);
     b.add(model, "rotary_emb", n.prefix + "RotaryEmbedding", ModuleKind::RotaryEmbedding);

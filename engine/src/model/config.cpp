@@ -256,6 +256,7 @@ const TemplateRow kTemplates[] = {
      {.norms = L::Norms::Gemma, .normParams = L::NormParams::None, .qkNorm = L::QkNorm::None, .outputGate = "gate_proj",
       .lmHeadScale = true, .extras = "self_attn:sqk[Q],s_gate[Q];mlp:suv_gate[I],suv_up[I];:lambda_1[H],lambda_2[H]"}},
     // Gemma 3's layer with per-layer head sizes, shared keys and values, per-layer embeddings and experts beside the MLP.
+    {"gemma3n_text", Family::Gemma3, false, {.altUp = true}},
     {"gemma4_text", Family::Gemma3, false, {.gemma4 = true}},
     {"gemma4_unified_text", Family::Gemma3, false, {.gemma4 = true}}, // without per-layer embeddings or experts
     // Other routers, shared-expert widths and expert layouts.
@@ -810,6 +811,48 @@ Status readKimiDelta(const FieldReader& r, ModelConfig& c)
     return {};
 }
 
+// kv_sharing_modes (Gemma 3n, Gemma 4): the last num_kv_shared_layers layers reuse the keys and values of the last earlier
+// layer of their type, so each shared layer's type needs one.
+Status checkKvSharing(const FieldReader& r, const ModelConfig& c)
+{
+    if (c.kvSharedLayers == 0)
+        return {};
+    if (c.kvSharedLayers == c.numLayers)
+        return invalidArgument(r.source() + ": num_kv_shared_layers equals num_hidden_layers: no layer computes keys and values (an "
+                                            "assistant model reads them from another model)");
+    const auto first = c.layerTypes.begin() + (c.numLayers - c.kvSharedLayers);
+    for (auto t = first; t != c.layerTypes.end(); ++t)
+        if (std::find(c.layerTypes.begin(), first, *t) == first)
+            return invalidArgument(fmt::format("{}: num_kv_shared_layers ({}): no earlier layer computes the keys of the shared {} layers",
+                                               r.source(), c.kvSharedLayers, terminalSafe(*t)));
+    return {};
+}
+
+// Gemma3nTextConfig: intermediate_size one for every layer or a list of them, layer_types every fifth layer full where not
+// written, num_kv_shared_layers, per-layer embeddings, AltUp's streams and LAuReL's rank.
+Status readGemma3n(const FieldReader& r, ModelConfig& c)
+{
+    auto bad = [&](const std::string& what) { return invalidArgument(r.source() + ": " + what); };
+    const auto L = static_cast<std::size_t>(c.numLayers);
+    if (!c.intermediatePerLayer.empty() && c.intermediatePerLayer.size() != L)
+        return bad(fmt::format("intermediate_size has {} entries but num_hidden_layers is {}", c.intermediatePerLayer.size(), c.numLayers));
+    if (!r.has("layer_types")) {
+        c.layerTypes.clear();
+        for (std::size_t i = 0; i < L; ++i)
+            c.layerTypes.push_back((i + 1) % 5 == 0 ? "full_attention" : "sliding_attention");
+    }
+    if (c.layerTypes.size() != L)
+        return bad(fmt::format("layer_types has {} entries but num_hidden_layers is {}", c.layerTypes.size(), c.numLayers));
+    TP_RETURN_IF_ERROR(r.readInt("num_kv_shared_layers", c.kvSharedLayers, 0, c.numLayers));
+    TP_RETURN_IF_ERROR(checkKvSharing(r, c));
+    TP_RETURN_IF_ERROR(r.readInt("hidden_size_per_layer_input", c.perLayerInputSize, 1, kMaxWidth));
+    TP_RETURN_IF_ERROR(r.readInt("vocab_size_per_layer_input", c.perLayerInputVocab, 1, kMaxVocab));
+    TP_RETURN_IF_ERROR(r.readInt("altup_num_inputs", c.altUpInputs, 1, 64));
+    std::int64_t active = 0;
+    TP_RETURN_IF_ERROR(r.readInt("altup_active_idx", active, 0, c.altUpInputs - 1));
+    return r.readInt("laurel_rank", c.laurelRank, 1, kMaxWidth);
+}
+
 // Gemma4TextConfig: the last layer full attention; per_layer_config's head_dim and num_key_value_heads per layer, or
 // where it is not written the full layers' global_head_dim (512) and, with attention_k_eq_v,
 // num_global_key_value_heads; num_kv_shared_layers, which must leave a layer of every type that computes keys;
@@ -873,16 +916,7 @@ Status readGemma4(const FieldReader& r, ModelConfig& c)
                                    "layer type",
                                    l, first, terminalSafe(c.layerTypes[l])));
     }
-    if (c.kvSharedLayers > 0) { // kv_sharing_modes: each shared layer's type has a layer before them that stores it
-        if (c.kvSharedLayers == c.numLayers)
-            return bad("num_kv_shared_layers equals num_hidden_layers: no layer computes keys and values (an assistant model "
-                       "reads them from another model)");
-        const auto first = c.layerTypes.begin() + (c.numLayers - c.kvSharedLayers);
-        for (auto t = first; t != c.layerTypes.end(); ++t)
-            if (std::find(c.layerTypes.begin(), first, *t) == first)
-                return bad(fmt::format("num_kv_shared_layers ({}): no earlier layer computes the keys of the shared {} layers",
-                                       c.kvSharedLayers, terminalSafe(*t)));
-    }
+    TP_RETURN_IF_ERROR(checkKvSharing(r, c));
     bool moe = false;
     if (!unified)
         TP_RETURN_IF_ERROR(r.readBool("enable_moe_block", moe));
@@ -1222,7 +1256,15 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
 {
     TP_RETURN_IF_ERROR(r.readInt("vocab_size", c.vocabSize, 1, kMaxVocab));
     TP_RETURN_IF_ERROR(r.readInt("hidden_size", c.hiddenSize, 1, kMaxWidth));
-    TP_RETURN_IF_ERROR(r.readInt("intermediate_size", c.intermediateSize, 0, kMaxFfn));
+    if (c.layout.altUp && r.has("intermediate_size") && r.json().at("intermediate_size").is_array()) { // one a layer
+        TP_RETURN_IF_ERROR(r.readIntList("intermediate_size", c.intermediatePerLayer));
+        for (std::int64_t i : c.intermediatePerLayer)
+            if (i < 1 || i > kMaxFfn)
+                return r.error("intermediate_size", fmt::format("has an entry {} outside 1..{}", i, kMaxFfn));
+        c.intermediateSize = c.intermediatePerLayer.empty() ? 0 : *std::max_element(c.intermediatePerLayer.begin(), c.intermediatePerLayer.end());
+    } else {
+        TP_RETURN_IF_ERROR(r.readInt("intermediate_size", c.intermediateSize, 0, kMaxFfn));
+    }
     TP_RETURN_IF_ERROR(r.readInt("num_hidden_layers", c.numLayers, 1, kMaxLayers));
     TP_RETURN_IF_ERROR(r.readInt("num_attention_heads", c.numHeads, 1, kMaxHeads));
     if (r.has("num_key_value_heads"))
@@ -1743,6 +1785,8 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
             TP_RETURN_IF_ERROR(readMinimaxM3(r, c));
         if (c.layout.gemma4)
             TP_RETURN_IF_ERROR(readGemma4(r, c));
+        if (c.layout.altUp)
+            TP_RETURN_IF_ERROR(readGemma3n(r, c));
         if (c.layout.mlaPerLayer)
             TP_RETURN_IF_ERROR(readDots3(r, c));
         if (c.layout.hierarchicalStacks) { // HrmTextConfig: without num_layers_per_stack, num_hidden_layers is a stack's

@@ -203,6 +203,10 @@ struct LayerLayout
     // parameterless final_norm each), run as H_cycles × (L_cycles runs of L_module, one of H_module); each run of a layer
     // is a decoder layer of its own in the graph and the KV cache (num_hidden_layers counts them, as Transformers does).
     bool hierarchicalStacks = false;
+    // Gemma 3n: AltUp's altup_num_inputs streams of the hidden state (altup_projections in, altup_unembed_projections out;
+    // per layer a router predicting the streams and correcting them), a LAuReL low-rank branch beside attention, per-layer
+    // embeddings and MLP widths, v_norm without a weight.
+    bool altUp = false;
 };
 
 // "Mamba", "Mamba 2", "gated delta rule", "short convolution" (none: "").
@@ -288,6 +292,8 @@ struct ModelConfig
     std::int64_t expertsPerToken = 0;
     std::int64_t moeIntermediateSize = 0;  // per-expert intermediate size
     std::int64_t zeroExperts = 0;          // LongCat-Flash's zero_expert_num: identity experts the router also scores
+    std::int64_t altUpInputs = 0, laurelRank = 0;            // LayerLayout::altUp
+    std::vector<std::int64_t> intermediatePerLayer;            // intermediate_size as a list, one a layer (Gemma 3n)
     std::int64_t layersPerStack = 0, hCycles = 0, lCycles = 0; // LayerLayout::hierarchicalStacks
     // LayerLayout::hierarchicalStacks: the stack ("L_module" / "H_module") and its layer that graph layer `layer` runs.
     std::pair<const char*, std::int64_t> stackLayerAt(std::int64_t layer) const
@@ -392,6 +398,8 @@ struct ModelConfig
     // …on layer `layer`: twice as wide on Gemma 4's shared key/value layers with use_double_wide_mlp.
     std::int64_t denseIntermediateSizeAt(std::int64_t layer) const
     {
+        if (const std::int64_t own = perLayer(intermediatePerLayer, layer))
+            return own;
         return denseIntermediateSize() * (doubleWideMlp && kvSharedAt(layer) ? 2 : 1);
     }
 };
