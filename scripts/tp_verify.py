@@ -110,7 +110,7 @@ def layer_kinds(cfg):
 
     def kind(i):
         k = []
-        for key in ("layer_types", "layers_block_type", "mlp_layer_types"):
+        for key in ("layer_types", "layers_block_type", "mlp_layer_types", "indexer_types"):
             if isinstance(d.get(key), list):
                 k.append(d[key][i])
         if isinstance(d.get("no_rope_layers"), list):
@@ -160,7 +160,7 @@ def reduced_config(src_path):
         d.update({key: d[key] // 2 for key in ("num_hidden_layers", "n_input_layers", "n_recurrent_layers", "n_output_layers")})
     keep = layer_kinds(d)
     for key in ("layer_types", "layers_block_type", "mlp_layer_types", "no_rope_layers", "intermediate_size",
-                "activation_sparsity_pattern"):
+                "activation_sparsity_pattern", "indexer_types"):
         if isinstance(d.get(key), list):
             d[key] = [d[key][i] for i in keep]
     if mt == "deepseek_v3":

@@ -395,6 +395,10 @@ private slots:
                                               << "config.json: num_kv_shared_layers (2): no earlier layer computes the keys of the shared full_attention layers";
         QTest::addRow("gemma3n active stream") << R"({"model_type": "gemma3n_text", "altup_num_inputs": 2, "altup_active_idx": 2})"
                                                << "config.json: key 'altup_active_idx' is implausibly large: 2 (at most 1 is accepted)";
+        QTest::addRow("hy_v4 indexer types") << R"({"model_type": "hy_v4", "num_hidden_layers": 2, "indexer_types": ["shared", "full"]})"
+                                             << "config.json: key 'indexer_types' entry 0 is 'shared': each is \"full\" or \"shared\", and layer 0 is full";
+        QTest::addRow("hy_v4 indexer count") << R"({"model_type": "hy_v4", "num_hidden_layers": 2, "indexer_types": ["full"]})"
+                                             << "config.json: key 'indexer_types' has 1 entries but num_hidden_layers is 2";
         QTest::addRow("lfm2 ffn multiplier") << R"({"model_type": "lfm2", "block_auto_adjust_ff_dim": true, "block_ffn_dim_multiplier": -1})"
                                              << "config.json: block_ffn_dim_multiplier must be above 0 and at most 64, found -1";
     }

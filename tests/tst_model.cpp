@@ -575,6 +575,32 @@ private slots:
         QCOMPARE(g.memory[0].kvCacheBytesPerToken, 2 * 1 * 16 * 4);
     }
 
+    // HY-V4: MLA with a sink logit per head (sharded with the heads, f32), a sigmoid gate_proj on its output, the indexer
+    // only on "full" indexer layers (layer 2 reuses layer 1's top-k), and hyper-connection parameters in f32.
+    void mlaSinksIndexerTypesHyperConnections()
+    {
+        auto om = openFixture("hy_v4");
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        const ModelSpec& s = om->spec;
+        QCOMPARE(s.config.indexerTypes, (std::vector<std::string>{"full", "full", "shared"}));
+        QVERIFY(s.find("model.layers.1.self_attn.indexer"));
+        QVERIFY(!s.find("model.layers.2.self_attn.indexer"));
+        QCOMPARE(s.find("model.layers.0.attn_hc")->params[0].shape, (std::vector<std::int64_t>{8, 4 * 64}));
+        auto bf = openConfig(R"({"model_type": "hy_v4", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "dtype": "bfloat16"})");
+        QVERIFY2(bf.ok(), bf.ok() ? "" : bf.status().message().c_str());
+        for (const char* path : {"model.layers.0.attn_hc", "model.hc_head", "model.layers.0.self_attn"})
+            for (const ParamSpec& p : bf->spec.find(path)->params)
+                if (p.name != "weight")
+                    QCOMPARE(p.dtype, DType::F32);
+        const ShardedGraph g = shardModel(s, defaultPlan(s, 2));
+        QVERIFY2(g.valid(), g.diagnostics.empty() ? "" : g.diagnostics.front().message.c_str());
+        const ParamShard* sinks = g.param(s.indexOf("model.layers.0.self_attn"), "sinks");
+        QVERIFY(sinks && sinks->dim == 0);
+        const auto gate = std::find_if(g.graph.nodes.begin(), g.graph.nodes.end(), [](const GraphNode& n) { return n.name == "model.layers.0.self_attn:gate"; });
+        QVERIFY(gate != g.graph.nodes.end());
+        QCOMPARE(g.tensors[static_cast<std::size_t>(gate->inputs[0])].local, (std::vector<std::int64_t>{2 * 16, 2 * 16}));
+    }
+
     // HunYuan's router projection is gate.wg, one level below the MoE block: the graph's router node.
     void routerOneLevelDown()
     {

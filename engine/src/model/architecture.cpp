@@ -313,7 +313,8 @@ void buildExtras(TreeBuilder& b, const ModelConfig& c, int layerModule, int laye
             const auto l = static_cast<std::size_t>(layer);
             const bool match = type == "sparse" ? c.isMoeLayer(layer)
                              : type == "dense"  ? !c.isMoeLayer(layer)
-                                                : l < c.layerTypes.size() && c.layerTypes[l] == type;
+                                                : (l < c.layerTypes.size() && c.layerTypes[l] == type)
+                                                      || (l < c.indexerTypes.size() && c.indexerTypes[l] == type);
             if (!match)
                 return;
             group.remove_prefix(q + 1);
@@ -392,6 +393,8 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
         b.linear(a, "o_proj", H, heads * m.vHeadDim, c.attentionBias, layer);
         if (c.layout.mlaRopeNorm)
             b.norm(a, "k_rope_only_layernorm", m.qkRopeHeadDim, norm, layer);
+        if (c.sinksAt(layer)) // HY-V4 keeps them in f32 (_keep_in_fp32_modules_strict)
+            b.param(a, "sinks", {heads}, DType::F32);
         if (c.layout.outputGate)
             b.linear(a, c.layout.outputGate, c.gatePerHead ? heads : heads * m.vHeadDim, H, false, layer);
         return;
@@ -805,6 +808,13 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
         b.norm(lr, "post_laurel_norm", H, norm, layer);
         buildPerLayerInput(b, c, n, l, layer);
     }
+    if (c.layout.hyperConnections == LayerLayout::HyperConnections::HyV4) // f32 whatever the model's dtype
+        for (const char* name : {"attn_hc", "ffn_hc"}) {
+            const int hc = b.add(l, name, n.prefix + "HyperConnection", ModuleKind::Other, layer);
+            b.param(hc, "fn", {2 * c.hcMult, c.hcMult * H}, DType::F32);
+            b.param(hc, "base", {2 * c.hcMult}, DType::F32);
+            b.param(hc, "scale", {2}, DType::F32);
+        }
     buildExtras(b, c, l, layer);
 }
 
@@ -1092,6 +1102,12 @@ Result<ModelSpec> buildModelSpec(const ModelConfig& c)
             for (std::int64_t i = 0; i + 1 < c.altUpInputs; ++i)
                 b.linear(m, std::to_string(i), H, H, false, -1);
         }
+    if (c.layout.hyperConnections == LayerLayout::HyperConnections::HyV4) {
+        const int hc = b.add(model, "hc_head", n.prefix + "HyperHead", ModuleKind::Other);
+        b.param(hc, "hc_fn", {c.hcMult, c.hcMult * H}, DType::F32);
+        b.param(hc, "hc_base", {c.hcMult}, DType::F32);
+        b.param(hc, "hc_scale", {1}, DType::F32);
+    }
     if (!c.layout.hierarchicalStacks) // HRM's stacks end in their own norms
         b.layerNorm(model, "norm", H, n.prefix + "RMSNorm", -1, c.layout.normParams);
     b.add(model, "rotary_emb", n.prefix + "RotaryEmbedding", ModuleKind::RotaryEmbedding);

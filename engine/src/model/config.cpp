@@ -182,6 +182,11 @@ const TemplateRow kTemplates[] = {
     // DeepSeek sparse attention: MLA plus a lightning indexer that scores the keys each query attends to.
     {"deepseek_v32", Family::DeepseekV3, false, {.extras = kDsaIndexer}},
     {"glm_moe_dsa", Family::DeepseekV3, false, {.extras = kDsaIndexer}},
+    {"hy_v4", Family::DeepseekV3, false,
+     {.sinks = true, .outputGate = "gate_proj",
+      .extras = "full?self_attn.indexer.wq_b:weight[xq,qr];full?self_attn.indexer.wk:weight[xd,H];"
+                "full?self_attn.indexer.k_norm:weight[xd],bias[xd];full?self_attn.indexer.weights_proj:weight[xn,H]",
+      .hyperConnections = L::HyperConnections::HyV4}},
     {"hrm_text", Family::Llama, false, {.normParams = L::NormParams::None, .outputGate = "gate_proj", .hierarchicalStacks = true}},
     {"axk2", Family::DeepseekV3, false, {.extras = kDsaIndexer, .mlaQueryGate = true, .gatedNorms = true}},
     {"dots3_note_text", Family::DeepseekV3, false,
@@ -809,6 +814,31 @@ Status readKimiDelta(const FieldReader& r, ModelConfig& c)
             c.mlpLayerTypes.push_back(l < denseLayers ? "dense" : "sparse");
     }
     return {};
+}
+
+// HYV4Config: keys never grouped, layer_types all indexed attention, mlp_layer_types dense on layer 0 only and
+// indexer_types full on layer 0 and every fourth from 1 where not written; hc_mult streams.
+Status readHyV4(const FieldReader& r, ModelConfig& c)
+{
+    const auto L = static_cast<std::size_t>(c.numLayers);
+    c.numKvHeads = c.numHeads;
+    if (!r.has("layer_types"))
+        c.layerTypes.assign(L, "indexed_attention");
+    if (!r.has("mlp_layer_types")) {
+        c.mlpLayerTypes.assign(L, "sparse");
+        c.mlpLayerTypes.front() = "dense";
+    }
+    TP_RETURN_IF_ERROR(r.readStringList("indexer_types", c.indexerTypes));
+    if (!r.has("indexer_types"))
+        for (std::size_t l = 0; l < L; ++l)
+            c.indexerTypes.push_back(l == 0 || (l - 1) % 4 == 0 ? "full" : "shared");
+    if (c.indexerTypes.size() != L)
+        return r.error("indexer_types", fmt::format("has {} entries but num_hidden_layers is {}", c.indexerTypes.size(), c.numLayers));
+    for (std::size_t l = 0; l < L; ++l) // a shared layer reuses the top-k of the full layer before it
+        if (c.indexerTypes[l] != "full" && (c.indexerTypes[l] != "shared" || l == 0))
+            return r.error("indexer_types", fmt::format("entry {} is '{}': each is \"full\" or \"shared\", and layer 0 is full", l,
+                                                        terminalSafe(c.indexerTypes[l])));
+    return r.readInt("hc_mult", c.hcMult, 1, 64);
 }
 
 // kv_sharing_modes (Gemma 3n, Gemma 4): the last num_kv_shared_layers layers reuse the keys and values of the last earlier
@@ -1787,6 +1817,8 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
             TP_RETURN_IF_ERROR(readGemma4(r, c));
         if (c.layout.altUp)
             TP_RETURN_IF_ERROR(readGemma3n(r, c));
+        if (c.layout.hyperConnections == L::HyperConnections::HyV4)
+            TP_RETURN_IF_ERROR(readHyV4(r, c));
         if (c.layout.mlaPerLayer)
             TP_RETURN_IF_ERROR(readDots3(r, c));
         if (c.layout.hierarchicalStacks) { // HrmTextConfig: without num_layers_per_stack, num_hidden_layers is a stack's

@@ -207,6 +207,11 @@ struct LayerLayout
     // per layer a router predicting the streams and correcting them), a LAuReL low-rank branch beside attention, per-layer
     // embeddings and MLP widths, v_norm without a weight.
     bool altUp = false;
+    // Hyper-connections: the residual stream is hc_mult copies of the hidden state; each layer's attn_hc and ffn_hc weigh
+    // them into the block's input and spread its output back (HY-V4: fn [2·hc_mult, hc_mult·H], base [2·hc_mult], scale
+    // [2], f32), and the model's hc_head collapses them before the final norm (hc_fn [hc_mult, hc_mult·H], hc_base,
+    // hc_scale [1]). Planned as parameters; their mixing is not costed.
+    enum class HyperConnections { None, HyV4 } hyperConnections = HyperConnections::None;
 };
 
 // "Mamba", "Mamba 2", "gated delta rule", "short convolution" (none: "").
@@ -293,6 +298,8 @@ struct ModelConfig
     std::int64_t moeIntermediateSize = 0;  // per-expert intermediate size
     std::int64_t zeroExperts = 0;          // LongCat-Flash's zero_expert_num: identity experts the router also scores
     std::int64_t altUpInputs = 0, laurelRank = 0;            // LayerLayout::altUp
+    std::int64_t hcMult = 0;                                   // LayerLayout::hyperConnections: the streams (hc_mult)
+    std::vector<std::string> indexerTypes;                     // "full" / "shared" per layer: its own indexer or the last one's (HY-V4)
     std::vector<std::int64_t> intermediatePerLayer;            // intermediate_size as a list, one a layer (Gemma 3n)
     std::int64_t layersPerStack = 0, hCycles = 0, lCycles = 0; // LayerLayout::hierarchicalStacks
     // LayerLayout::hierarchicalStacks: the stack ("L_module" / "H_module") and its layer that graph layer `layer` runs.
