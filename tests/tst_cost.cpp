@@ -640,7 +640,9 @@ private slots:
     }
 
     // The cached k and v a decode step reads are, summed over the attention nodes, the sharded
-    // graph's KV bytes per token times the cached positions (MLA and sliding windows included).
+    // graph's KV bytes per token times the cached positions (MLA and sliding windows included). MLA caches
+    // its latent, kv_lora_rank + the rope key, whole on every rank, and Transformers expands every cached
+    // position through kv_b_proj at each step: its FLOPs, and the expanded keys and values written and read.
     void decodeReadsTheCacheTheGraphHolds_data()
     {
         QTest::addColumn<QString>("model");
@@ -664,13 +666,27 @@ private slots:
         const Workload wp{.batch = 3, .queryTokens = 1, .pastTokens = past};
         const CostReport a = *estimateCost(s, g, hw, w0), b = *estimateCost(s, g, hw, wp);
         // Rank 0 holds the most (ceil chunking), and the estimator reports the slowest rank.
-        double extra = 0;
-        for (std::size_t i = 0; i < a.nodes.size(); ++i)
-            if (g.graph.nodes[i].kind == OpKind::Attention)
+        double extra = 0, expanded = 0, extraFlops = 0, expandFlops = 0;
+        const double e = static_cast<double>(dtypeBytes(g.activationDtype, 1));
+        for (std::size_t i = 0; i < a.nodes.size(); ++i) {
+            const GraphNode& n = g.graph.nodes[i];
+            if (n.kind == OpKind::Attention) {
                 extra += b.nodes[i].bytes - a.nodes[i].bytes;
-            else
+                extraFlops += b.nodes[i].flops - a.nodes[i].flops;
+                if (n.mlaRope > 0) {
+                    const double kv = static_cast<double>(g.tensors[static_cast<std::size_t>(n.inputs[1])].local[0]);
+                    expanded += 2 * kv * e;
+                    expandFlops += 2.0 * static_cast<double>(s.config.kvLoraRank) * kv;
+                }
+            } else {
                 QCOMPARE(b.nodes[i].bytes, a.nodes[i].bytes); // only attention depends on the past
-        QCOMPARE(extra, 3.0 * past * double(g.memory[0].kvCacheBytesPerToken));
+            }
+        }
+        QCOMPARE(extra, 3.0 * past * (double(g.memory[0].kvCacheBytesPerToken) + expanded));
+        if (s.config.isMla()) {
+            QCOMPARE(g.memory[0].kvCacheBytesPerToken, s.config.numLayers * (s.config.kvLoraRank + s.config.qkRopeHeadDim) * std::int64_t(e));
+            QVERIFY(extraFlops >= 3.0 * past * expandFlops); // and the attention over the expanded keys
+        }
     }
 
     void slidingWindowBoundsDecodeAttention()

@@ -475,10 +475,18 @@ private slots:
         // Activations: the logits [512, 128256] dominate, and the gathered logits are whole at T=8 too.
         QVERIFY(one.memory[0].activationPeakBytes >= std::int64_t(512) * 128256 * 2);
         QCOMPARE(eight.memory[0].activationPeakBytes, one.memory[0].activationPeakBytes);
-        // MLA: per-head k = nope + rope (192) and v (128), 128 heads, 61 layers, split over ranks.
+        // MLA: Transformers caches the latent (kv_lora_rank 512) and the rope key (64), 61 layers, whole on every rank
+        // whether or not the heads are split.
         const ModelSpec ds = spec("deepseek-v3");
-        const ShardedGraph d = shardModel(ds, defaultPlan(ds, 8), {.activationDtype = DType::BF16});
-        QCOMPARE(d.memory[0].kvCacheBytesPerToken, std::int64_t(61) * 128 * (192 + 128) * 2); // attention replicated
+        for (const Plan& p : {defaultPlan(ds, 8), *parsePlanJson(R"({"tp_size": 8, "tp_plan": {
+                                  "model.layers.*.self_attn.q_b_proj": "colwise", "model.layers.*.self_attn.kv_b_proj": "colwise",
+                                  "model.layers.*.self_attn.o_proj": "rowwise"}})",
+                                                                     "plan.json", VersionProfile::G3)}) {
+            const ShardedGraph d = shardModel(ds, p, {.activationDtype = DType::BF16});
+            QVERIFY(d.valid());
+            for (const RankMemory& m : d.memory)
+                QCOMPARE(m.kvCacheBytesPerToken, std::int64_t(61) * (512 + 64) * 2);
+        }
     }
 
     void customStyles()

@@ -89,14 +89,11 @@ private:
     }
 
     // One token's k and v in rank r's cache for this attention node — the same sum as
-    // ShardedGraph::memory's kvCacheBytesPerToken, node by node (MLA: per local head d_qk + d_v).
+    // ShardedGraph::memory's kvCacheBytesPerToken, node by node (MLA: the latent and the rope key).
     double cacheBytesPerToken(const GraphNode& n, std::size_t r) const
     {
-        if (m_spec.config.isMla()) {
-            const double heads = static_cast<double>(m_g.tensors[static_cast<std::size_t>(n.outputs[0])].local[r]
-                                                     / std::max<std::int64_t>(n.vHeadDim, 1));
-            return heads * static_cast<double>(n.headDim + n.vHeadDim) * m_e;
-        }
+        if (n.mlaRope > 0)
+            return static_cast<double>(n.mlaLatent) * m_e;
         return (width(n.inputs[1], r) + width(n.inputs[2], r)) * m_e;
     }
 
@@ -171,6 +168,11 @@ private:
                     bytes += m_tokens * width(t, r) * m_e;
                 bytes += m_tokens * width(n.outputs[0], r) * m_e;
                 bytes += B * cachedPositionsRead(n.window) * cacheBytesPerToken(n, r);
+                if (n.mlaRope > 0) { // Transformers expands the cached latents through kv_b_proj at every forward
+                    const double past = B * cachedPositionsRead(n.window), kv = width(n.inputs[1], r);
+                    flops += 2 * past * static_cast<double>(n.mlaLatent - n.mlaRope) * kv;
+                    bytes += 2 * past * kv * m_e; // the expanded keys and values written, then read
+                }
                 break;
             }
             case OpKind::Experts: expertCost(n, r, flops, bytes, gemm, expertRows, expertInter); break;

@@ -635,6 +635,7 @@ private:
         // q (per head nope+rope), kv (per head k_nope + v), k_pe (one rope key shared by all heads).
         GraphNode& at = attentionNode(p, {q, kv, kpe}, nope + rope, vd, H);
         at.mlaRope = rope;
+        at.mlaLatent = m.kvLoraRank + rope;
         at.rope = 0;
         at.interleavedRope = m_c.ropeInterleave;
         // YaRN's mscale_all_dim scales the softmax too (yarn_apply_mscale), by mscale².

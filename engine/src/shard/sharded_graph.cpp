@@ -1079,11 +1079,11 @@ private:
             const int keysFrom = n.kind == OpKind::Attention ? gt(n.inputs[1]).producer : -1;
             const bool ownCache = keysFrom < 0 || m_g.graph.nodes[static_cast<std::size_t>(keysFrom)].layer == n.layer;
             if (n.kind == OpKind::Attention && ownCache) {
-                // The cache holds k and v after projection (MLA: per-head k = nope + rope, v).
+                // The cache holds k and v after projection; MLA's the compressed latent and the shared rope key, whole on
+                // every rank (Transformers expands them through kv_b_proj at every forward).
                 for (std::size_t r = 0; r < nT; ++r) {
-                    if (m_spec.config.isMla()) {
-                        const std::int64_t heads = lay(n.outputs[0]).local[r] / std::max<std::int64_t>(n.vHeadDim, 1);
-                        m_g.memory[r].kvCacheBytesPerToken += heads * (n.headDim + n.vHeadDim) * e;
+                    if (n.mlaRope > 0) {
+                        m_g.memory[r].kvCacheBytesPerToken += n.mlaLatent * e;
                     } else {
                         m_g.memory[r].kvCacheBytesPerToken += (lay(n.inputs[1]).local[r] + lay(n.inputs[2]).local[r]) * e;
                     }

@@ -80,6 +80,7 @@ struct GraphNode
     // MLA's Attention (inputs q, kv, k_pe): the width of the rope key all heads share; its heads'
     // keys are [k_nope | k_pe] with rope on the last mlaRope columns of q and k. 0: not MLA.
     std::int64_t mlaRope = 0;
+    std::int64_t mlaLatent = 0;  // MLA's Attention: what its KV cache holds per token, kv_lora_rank + the rope key
     double scale = 0;            // Attention: softmax scale of q·kᵀ; Embedding: factor of its rows (0: none)
     std::int64_t window = 0;     // Attention: sliding window (a query sees the last `window` keys), 0: none
     double softcap = 0;          // Attention: scores, Logits: logits, capped to c·tanh(x / c); 0: none
