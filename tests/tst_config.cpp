@@ -399,6 +399,14 @@ private slots:
                                              << "config.json: key 'indexer_types' entry 0 is 'shared': each is \"full\" or \"shared\", and layer 0 is full";
         QTest::addRow("hy_v4 indexer count") << R"({"model_type": "hy_v4", "num_hidden_layers": 2, "indexer_types": ["full"]})"
                                              << "config.json: key 'indexer_types' has 1 entries but num_hidden_layers is 2";
+        QTest::addRow("qwen4_exp indexer") << R"({"model_type": "qwen4_exp_text", "indexer_n_heads": 2, "indexer_head_dim": 16})"
+                                           << "config.json: Qwen4-Exp's attention layers need indexer_n_heads";
+        QTest::addRow("qwen4_exp indexer kv heads")
+            << R"({"model_type": "qwen4_exp_text", "indexer_n_heads": 2, "indexer_kv_heads": 2, "indexer_head_dim": 16, "indexer_budget": 8, "indexer_compress_ratio": 4})"
+            << "config.json: key 'indexer_kv_heads' must be 1 (Qwen4-Exp's QSA indexer), found 2";
+        QTest::addRow("qwen4_exp ple") << R"({"model_type": "qwen4_exp_text", "ple_layer_ids": [1], "indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": 16, "indexer_budget": 8, "indexer_compress_ratio": 4})"
+                                       << "config.json: key 'ple_layer_ids' names layers with Qwen4-Exp's n-gram per-layer embeddings";
+        QTest::addRow("qwen4_exp streams") << R"({"model_type": "qwen4_exp_text", "hc_count": 1})" << "config.json: key 'hc_count' must be";
         QTest::addRow("lfm2 ffn multiplier") << R"({"model_type": "lfm2", "block_auto_adjust_ff_dim": true, "block_ffn_dim_multiplier": -1})"
                                              << "config.json: block_ffn_dim_multiplier must be above 0 and at most 64, found -1";
     }

@@ -601,6 +601,33 @@ private slots:
         QCOMPARE(g.tensors[static_cast<std::size_t>(gate->inputs[0])].local, (std::vector<std::int64_t>{2 * 16, 2 * 16}));
     }
 
+    // Qwen4-Exp: the residual stream is hc_count (4) copies of the hidden state; each block reads it through a gated residual
+    // whose low-rank input_mix_weight_down the default plan splits (rowwise_split_input: an all-reduce of hc_lowrank values),
+    // and the model's hyper_connection_mixer stands where the final norm would.
+    void gatedResidualStreams()
+    {
+        auto om = openFixture("qwen4_exp_text");
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        const ModelSpec& s = om->spec;
+        QVERIFY(!s.find("model.norm"));
+        QVERIFY(!s.find("model.layers.0.input_layernorm"));
+        QVERIFY(!s.find("model.hyper_connection_mixer.block_inject_weight"));
+        const LayerGraph lg = buildLayerGraph(s);
+        const auto residual = std::find_if(lg.nodes.begin(), lg.nodes.end(), [](const GraphNode& n) { return n.name == "model.layers.1:residual_mlp"; });
+        QVERIFY(residual != lg.nodes.end());
+        QCOMPARE(lg.tensors[static_cast<std::size_t>(residual->outputs[0])].features, 4 * 64);
+        QVERIFY(std::any_of(lg.nodes.begin(), lg.nodes.end(), [](const GraphNode& n) { return n.name == "model.layers.1.self_attn.indexer.index_qk_proj"; }));
+        const ShardedGraph g = shardModel(s, defaultPlan(s, 2));
+        QVERIFY(g.valid());
+        std::int64_t mixReductions = 0;
+        for (const Collective& c : g.collectives)
+            if (c.kind == CollectiveKind::AllReduce && c.where.find("input_mix_weight_down") != std::string::npos) {
+                ++mixReductions;
+                QCOMPARE(c.featuresPerToken, 8); // hc_lowrank values a token
+            }
+        QCOMPARE(mixReductions, 2 * 2 + 1);
+    }
+
     // HunYuan's router projection is gate.wg, one level below the MoE block: the graph's router node.
     void routerOneLevelDown()
     {

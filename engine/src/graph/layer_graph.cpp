@@ -172,6 +172,12 @@ public:
                        m_c.hiddenSize);
         if (m_c.layout.hierarchicalStacks) {
             h = hierarchicalStacks(h);
+        } else if (m_c.layout.hyperConnections == LayerLayout::HyperConnections::Qwen4) {
+            // Qwen4-Exp: hc_count copies of the embedding, the layers on them, the mixer back to one (no final norm).
+            h = op(OpKind::Add, "model:hc_expand", {h, h}, m_c.hcMult * m_c.hiddenSize);
+            for (int l = 0; l < static_cast<int>(m_c.numLayers); ++l)
+                h = layer(l, h);
+            h = gatedResidual("model.hyper_connection_mixer", h).first;
         } else {
             for (int l = 0; l < static_cast<int>(m_c.numLayers); ++l)
                 h = layer(l, h);
@@ -277,6 +283,17 @@ private:
             m_layer = -1;
             return h;
         }
+        if (m_c.layout.hyperConnections == LayerLayout::HyperConnections::Qwen4) { // streams + inject(block(mix(streams)))
+            const std::int64_t streams = m_c.hcMult * H;
+            for (const char* block : {"attn", "mlp"}) {
+                const auto [x, weights] = gatedResidual(fmt::format("{}.{}_hyper_connection", p, block), h);
+                const int y = block == std::string_view("attn") ? attention(p + ".self_attn", x) : feedForward(p, x);
+                const int injected = op(OpKind::Add, fmt::format("{}:{}_inject", p, block), {y, weights}, streams);
+                h = op(OpKind::Add, fmt::format("{}:residual_{}", p, block), {h, injected}, streams);
+            }
+            m_layer = -1;
+            return h;
+        }
         if (m_c.layout.blockPerLayer) { // Nemotron-H: h + block(norm(h)), the block the layer's type names
             const int x = module(OpKind::Norm, p + ".input_layernorm", {h}, H);
             const std::string& type = m_c.layerTypes[static_cast<std::size_t>(l)];
@@ -347,6 +364,20 @@ private:
         }
         m_layer = -1;
         return h;
+    }
+
+    // Qwen4-Exp's gated residual at `p` over the streams: the block's input, mean(sigmoid(up(silu(down(n)))) · n) over the
+    // streams of n = hc_norm(streams), and the block's injection weights (-1 for the model's mixer, which has none).
+    std::pair<int, int> gatedResidual(const std::string& p, int streams)
+    {
+        const std::int64_t width = m_c.hcMult * m_c.hiddenSize;
+        const int n = module(OpKind::Norm, p + ".hc_norm", {streams}, width);
+        GraphNode& act = node(OpKind::GatedAct, p + ":act", -1, {module(OpKind::Linear, p + ".input_mix_weight_down", {n}, m_c.hcLowRank)});
+        act.act = Activation::Silu;
+        const int up = module(OpKind::Linear, p + ".input_mix_weight_up", {output(act, m_c.hcLowRank)}, width);
+        const int mixed = op(OpKind::Add, p + ":mix", {up, n}, m_c.hiddenSize);
+        const bool inject = m_spec.find(modulePath(m_c.layout, p + ".block_inject_weight")) != nullptr;
+        return {mixed, inject ? module(OpKind::Linear, p + ".block_inject_weight", {n}, m_c.hcMult) : -1};
     }
 
     // Gemma 3n's AltUp step `what` (predict, correct) on the active stream h: tanh(modality_router(router_norm(h))) gives
@@ -495,6 +526,8 @@ private:
         }
         if (m_c.kvSharedLayers > 0 && !shared)
             m_storedKv[type] = {k, v};
+        if (m_c.layout.qsaIndexer) // Qwen4-Exp: the indexer's queries and keys from the layer input (it selects key blocks)
+            module(OpKind::Linear, p + ".indexer.index_qk_proj", {x}, (m_c.indexHeads + m_c.indexKvHeads) * m_c.indexHeadDim);
         std::vector<int> in = {q, k, v};
         if (m_c.layout.dynamicMask) // Doge: a bias per key/value head and key position from all heads' values
             in.push_back(module(OpKind::Linear, p + ".dt_proj", {v}, KV));

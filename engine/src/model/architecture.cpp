@@ -296,7 +296,7 @@ std::int64_t extraDim(std::string_view d, const ModelConfig& c, int layer)
     const std::pair<std::string_view, std::int64_t> sizes[] = {
         {"", 1}, {"H", c.hiddenSize}, {"hd", c.headDim}, {"nh", c.numHeads}, {"kv", c.numKvHeads}, {"Q", c.numHeads * c.headDim},
         {"I", c.intermediateSize}, {"S", c.sharedIntermediateSize}, {"E", c.numExperts}, {"xq", c.indexHeads * c.indexHeadDim},
-        {"xd", c.indexHeadDim}, {"xn", c.indexHeads}, {"qr", c.mlaAt(layer).qLoraRank.value_or(0)}};
+        {"xd", c.indexHeadDim}, {"xn", c.indexHeads}, {"xqk", (c.indexHeads + c.indexKvHeads) * c.indexHeadDim}, {"qr", c.mlaAt(layer).qLoraRank.value_or(0)}};
     for (const auto& [name, v] : sizes)
         if (sym == name)
             return k * v;
@@ -689,6 +689,19 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
         b.param(moe, "e_score_correction_bias", {E}, DType::F32).buffer = !c.layout.scoreBiasParam;
 }
 
+// Qwen4-Exp's gated residual over the k·H-wide streams: hc_norm, the low-rank input mix and, inside a layer, the block's
+// injection weights.
+void buildGatedResidual(TreeBuilder& b, const ModelConfig& c, const Names& n, int parent, const char* name, bool inject, int layer)
+{
+    const std::int64_t streams = c.hcMult * c.hiddenSize;
+    const int g = b.add(parent, name, n.prefix + "TextGatedResidual", ModuleKind::Other, layer);
+    b.norm(g, "hc_norm", streams, n.prefix + "TextRMSNorm", layer);
+    b.linear(g, "input_mix_weight_down", c.hcLowRank, streams, false, layer);
+    b.linear(g, "input_mix_weight_up", streams, c.hcLowRank, false, layer);
+    if (inject)
+        b.linear(g, "block_inject_weight", c.hcMult, streams, false, layer);
+}
+
 void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers, int layer)
 {
     const std::int64_t H = c.hiddenSize;
@@ -789,6 +802,7 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
         for (const char* name : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"})
             layerNorm(name);
         break;
+    case N::None: break;
     }
     if (c.family == Family::Gemma2 || c.family == Family::Gemma3) {
         b.norm(l, "pre_feedforward_layernorm", H, norm, layer);
@@ -815,6 +829,9 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
             b.param(hc, "base", {2 * c.hcMult}, DType::F32);
             b.param(hc, "scale", {2}, DType::F32);
         }
+    if (c.layout.hyperConnections == LayerLayout::HyperConnections::Qwen4)
+        for (const char* name : {"attn_hyper_connection", "mlp_hyper_connection"})
+            buildGatedResidual(b, c, n, l, name, true, layer);
     buildExtras(b, c, l, layer);
 }
 
@@ -1108,7 +1125,9 @@ Result<ModelSpec> buildModelSpec(const ModelConfig& c)
         b.param(hc, "hc_base", {c.hcMult}, DType::F32);
         b.param(hc, "hc_scale", {1}, DType::F32);
     }
-    if (!c.layout.hierarchicalStacks) // HRM's stacks end in their own norms
+    if (c.layout.hyperConnections == LayerLayout::HyperConnections::Qwen4)
+        buildGatedResidual(b, c, n, model, "hyper_connection_mixer", false, -1);
+    else if (!c.layout.hierarchicalStacks) // HRM's stacks end in their own norms
         b.layerNorm(model, "norm", H, n.prefix + "RMSNorm", -1, c.layout.normParams);
     b.add(model, "rotary_emb", n.prefix + "RotaryEmbedding", ModuleKind::RotaryEmbedding);
     int head = b.linear(root, "lm_head", V, H, c.layout.lmHeadBias, -1);

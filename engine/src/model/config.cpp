@@ -187,6 +187,17 @@ const TemplateRow kTemplates[] = {
       .extras = "full?self_attn.indexer.wq_b:weight[xq,qr];full?self_attn.indexer.wk:weight[xd,H];"
                 "full?self_attn.indexer.k_norm:weight[xd],bias[xd];full?self_attn.indexer.weights_proj:weight[xn,H]",
       .hyperConnections = L::HyperConnections::HyV4}},
+    {"qwen4_exp_text", Family::Qwen3Moe, false,
+     [] {
+         L l = kQwen3Next;
+         l.norms = L::Norms::None;
+         l.mixer = L::Mixer::GatedDeltaNetSplit;
+         l.extras = "indexed_attention?self_attn.indexer.index_qk_proj:weight[xqk,H];indexed_attention?self_attn.indexer.q_layernorm:weight[xd];"
+                    "indexed_attention?self_attn.indexer.k_layernorm:weight[xd]";
+         l.hyperConnections = L::HyperConnections::Qwen4;
+         l.qsaIndexer = true;
+         return l;
+     }()},
     {"hrm_text", Family::Llama, false, {.normParams = L::NormParams::None, .outputGate = "gate_proj", .hierarchicalStacks = true}},
     {"axk2", Family::DeepseekV3, false, {.extras = kDsaIndexer, .mlaQueryGate = true, .gatedNorms = true}},
     {"dots3_note_text", Family::DeepseekV3, false,
@@ -839,6 +850,50 @@ Status readHyV4(const FieldReader& r, ModelConfig& c)
             return r.error("indexer_types", fmt::format("entry {} is '{}': each is \"full\" or \"shared\", and layer 0 is full", l,
                                                         terminalSafe(c.indexerTypes[l])));
     return r.readInt("hc_mult", c.hcMult, 1, 64);
+}
+
+// Qwen4ExpTextConfig: hc_count streams (more than one) and hc_lowrank; the indexer's sizes; layer_types a full layer every
+// full_attention_interval where not written, a checkpoint's "full_attention" read as indexed attention. Its n-gram per-layer
+// embeddings (ple_layer_ids) are not planned.
+Status readQwen4Exp(const FieldReader& r, ModelConfig& c)
+{
+    const auto L = static_cast<std::size_t>(c.numLayers);
+    TP_RETURN_IF_ERROR(r.readInt("hc_count", c.hcMult, 2, 64));
+    TP_RETURN_IF_ERROR(r.readInt("hc_lowrank", c.hcLowRank, 1, kMaxWidth));
+    TP_RETURN_IF_ERROR(r.readInt("indexer_n_heads", c.indexHeads, 1, kMaxHeads));
+    TP_RETURN_IF_ERROR(r.readInt("indexer_kv_heads", c.indexKvHeads, 1, kMaxHeads));
+    TP_RETURN_IF_ERROR(r.readInt("indexer_head_dim", c.indexHeadDim, 1, kMaxHeadDim));
+    std::int64_t budget = 0, ratio = 0;
+    TP_RETURN_IF_ERROR(r.readInt("indexer_budget", budget, 1, std::int64_t(1) << 40));
+    TP_RETURN_IF_ERROR(r.readInt("indexer_compress_ratio", ratio, 1, std::int64_t(1) << 40));
+    // Qwen4ExpTextConfig.validate_architecture; every attention layer builds the indexer.
+    if (c.indexHeads == 0 || c.indexKvHeads == 0 || c.indexHeadDim == 0 || budget == 0 || ratio == 0)
+        return invalidArgument(r.source() + ": Qwen4-Exp's attention layers need indexer_n_heads, indexer_kv_heads, indexer_head_dim, "
+                                            "indexer_budget and indexer_compress_ratio (each builds the QSA indexer)");
+    if (c.indexKvHeads != 1)
+        return r.error("indexer_kv_heads", fmt::format("must be 1 (Qwen4-Exp's QSA indexer), found {}", c.indexKvHeads));
+    if (budget % ratio)
+        return r.error("indexer_budget", fmt::format("({}) must be a multiple of indexer_compress_ratio ({})", budget, ratio));
+    std::vector<std::int64_t> ple;
+    TP_RETURN_IF_ERROR(r.readIntList("ple_layer_ids", ple));
+    if (!ple.empty())
+        return r.error("ple_layer_ids", "names layers with Qwen4-Exp's n-gram per-layer embeddings, which TP Studio does not plan yet");
+    if (!r.has("layer_types")) {
+        std::int64_t interval = 4;
+        TP_RETURN_IF_ERROR(r.readInt("full_attention_interval", interval, 1, kMaxLayers));
+        c.layerTypes.clear();
+        for (std::size_t i = 0; i < L; ++i)
+            c.layerTypes.push_back((i + 1) % static_cast<std::size_t>(interval) ? "linear_attention" : "indexed_attention");
+    }
+    for (std::string& t : c.layerTypes) {
+        if (t == "full_attention")
+            t = "indexed_attention";
+        if (t != "linear_attention" && t != "indexed_attention")
+            return r.error("layer_types", fmt::format("has '{}': Qwen4-Exp's layers are linear_attention or indexed_attention", terminalSafe(t)));
+    }
+    if (c.layerTypes.size() != L)
+        return r.error("layer_types", fmt::format("has {} entries but num_hidden_layers is {}", c.layerTypes.size(), c.numLayers));
+    return {};
 }
 
 // kv_sharing_modes (Gemma 3n, Gemma 4): the last num_kv_shared_layers layers reuse the keys and values of the last earlier
@@ -1819,6 +1874,8 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
             TP_RETURN_IF_ERROR(readGemma3n(r, c));
         if (c.layout.hyperConnections == L::HyperConnections::HyV4)
             TP_RETURN_IF_ERROR(readHyV4(r, c));
+        if (c.layout.hyperConnections == L::HyperConnections::Qwen4)
+            TP_RETURN_IF_ERROR(readQwen4Exp(r, c));
         if (c.layout.mlaPerLayer)
             TP_RETURN_IF_ERROR(readDots3(r, c));
         if (c.layout.hierarchicalStacks) { // HrmTextConfig: without num_layers_per_stack, num_hidden_layers is a stack's

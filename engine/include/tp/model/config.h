@@ -98,7 +98,8 @@ struct LayerLayout
     // Sandwich: Pre plus post_self_attn_layernorm / post_mlp_layernorm (GLM-4; a config's use_sandwich_norm:
     // false makes it Pre, LFM3). Gemma: input_layernorm,
     // post_attention_layernorm after attention, pre_/post_feedforward_layernorm around the MLP (Gemma 2, Beam).
-    enum class Norms { Pre, Post, Parallel, PreFeedforward, Peri, Sandwich, Gemma } norms = Norms::Pre;
+    // None: no norm of the residual stream in the layer (Qwen4-Exp: its hyper-connections norm the streams).
+    enum class Norms { Pre, Post, Parallel, PreFeedforward, Peri, Sandwich, Gemma, None } norms = Norms::Pre;
     // The norms' parameters: weight (RMSNorm), weight and bias (LayerNorm), none (OLMo's LayerNorm
     // without affine parameters).
     enum class NormParams { Weight, WeightAndBias, None } normParams = NormParams::Weight;
@@ -210,8 +211,12 @@ struct LayerLayout
     // Hyper-connections: the residual stream is hc_mult copies of the hidden state; each layer's attn_hc and ffn_hc weigh
     // them into the block's input and spread its output back (HY-V4: fn [2·hc_mult, hc_mult·H], base [2·hc_mult], scale
     // [2], f32), and the model's hc_head collapses them before the final norm (hc_fn [hc_mult, hc_mult·H], hc_base,
-    // hc_scale [1]). Planned as parameters; their mixing is not costed.
-    enum class HyperConnections { None, HyV4 } hyperConnections = HyperConnections::None;
+    // hc_scale [1]). Planned as parameters; their mixing is not costed. Qwen4-Exp's gated residuals (Qwen4): per layer
+    // attn_ and mlp_hyper_connection, hc_norm [k·H], input_mix_weight_down [hc_lowrank, k·H] and _up back, and
+    // block_inject_weight [k, k·H]; the model's hyper_connection_mixer (without block_inject_weight) in place of the
+    // final norm. The graph carries the k·H-wide streams through them.
+    enum class HyperConnections { None, HyV4, Qwen4 } hyperConnections = HyperConnections::None;
+    bool qsaIndexer = false; // Qwen4-Exp's indexer: index_qk_proj [(heads + kv heads) · head size, H] and its q/k norms
 };
 
 // "Mamba", "Mamba 2", "gated delta rule", "short convolution" (none: "").
@@ -298,7 +303,8 @@ struct ModelConfig
     std::int64_t moeIntermediateSize = 0;  // per-expert intermediate size
     std::int64_t zeroExperts = 0;          // LongCat-Flash's zero_expert_num: identity experts the router also scores
     std::int64_t altUpInputs = 0, laurelRank = 0;            // LayerLayout::altUp
-    std::int64_t hcMult = 0;                                   // LayerLayout::hyperConnections: the streams (hc_mult)
+    std::int64_t hcMult = 0;                                   // LayerLayout::hyperConnections: the streams (hc_mult, hc_count)
+    std::int64_t hcLowRank = 0;                                // Qwen4-Exp's hc_lowrank
     std::vector<std::string> indexerTypes;                     // "full" / "shared" per layer: its own indexer or the last one's (HY-V4)
     std::vector<std::int64_t> intermediatePerLayer;            // intermediate_size as a list, one a layer (Gemma 3n)
     std::int64_t layersPerStack = 0, hCycles = 0, lCycles = 0; // LayerLayout::hierarchicalStacks
@@ -321,6 +327,7 @@ struct ModelConfig
     std::int64_t interleaveMoeLayerStep = 1; // llama4
     std::int64_t intermediateSizeMlp = 0;  // llama4 dense layers (LayerLayout::denseWidthKey)
     std::int64_t indexHeads = 0, indexHeadDim = 0; // a sparse-attention indexer's heads and head size (MiniMax-M3)
+    std::int64_t indexKvHeads = 0;                 // …and its key heads (Qwen4-Exp's indexer_kv_heads)
     bool normTopkProb = false;             // renormalize the top-k router weights (qwen3_moe's norm_topk_prob)
     // DeepSeek-V3's router: sigmoid scores, the top-k among the experts of the topk_group best of
     // n_group groups (chosen by score + e_score_correction_bias), weights times routed_scaling_factor.
