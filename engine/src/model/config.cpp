@@ -15,6 +15,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <span>
 #include <sstream>
 
 namespace tp {
@@ -896,6 +897,30 @@ Status readQwen4Exp(const FieldReader& r, ModelConfig& c)
     return {};
 }
 
+// per_layer_config (HeterogeneousConfigMixin): an object of layer index to that layer's own values, each read by
+// f(layer, reader) when its keys are among `keys`.
+template<typename F>
+Status forEachLayerConfig(const FieldReader& r, const ModelConfig& c, std::span<const std::string_view> keys, F&& f)
+{
+    const auto& p = r.json().at("per_layer_config");
+    if (!p.is_object())
+        return r.error("per_layer_config", "must be an object of layer index to its own sizes");
+    for (const auto& [key, entry] : p.items()) {
+        std::size_t l = 0;
+        const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), l);
+        if (ec != std::errc() || end != key.data() + key.size() || l >= static_cast<std::size_t>(c.numLayers))
+            return r.error("per_layer_config", fmt::format("names layer '{}' outside 0..{}", terminalSafe(key), c.numLayers - 1));
+        if (!entry.is_object())
+            return r.error("per_layer_config", fmt::format("layer {} must be an object", l));
+        const FieldReader sub(entry, r.source(), r.prefix() + "per_layer_config." + key + ".");
+        for (const auto& [k, v] : entry.items())
+            if (std::find(keys.begin(), keys.end(), k) == keys.end())
+                return sub.error(k.c_str(), fmt::format("is not a size TP Studio reads per layer ({})", fmt::join(keys, ", ")));
+        TP_RETURN_IF_ERROR(f(l, sub));
+    }
+    return {};
+}
+
 // kv_sharing_modes (Gemma 3n, Gemma 4): the last num_kv_shared_layers layers reuse the keys and values of the last earlier
 // layer of their type, so each shared layer's type needs one.
 Status checkKvSharing(const FieldReader& r, const ModelConfig& c)
@@ -962,23 +987,11 @@ Status readGemma4(const FieldReader& r, ModelConfig& c)
     c.headDimPerLayer.assign(L, 0);
     c.kvHeadsPerLayer.assign(L, 0);
     if (r.has("per_layer_config")) {
-        const auto& p = r.json().at("per_layer_config");
-        if (!p.is_object())
-            return r.error("per_layer_config", "must be an object of layer index to its own sizes");
-        for (const auto& [key, sizes] : p.items()) {
-            std::size_t l = 0;
-            const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), l);
-            if (ec != std::errc() || end != key.data() + key.size() || l >= L)
-                return r.error("per_layer_config", fmt::format("names layer '{}' outside 0..{}", terminalSafe(key), c.numLayers - 1));
-            if (!sizes.is_object())
-                return r.error("per_layer_config", fmt::format("layer {} must be an object", l));
-            const FieldReader sub(sizes, r.source(), r.prefix() + "per_layer_config." + key + ".");
-            for (const auto& [k, v] : sizes.items())
-                if (k != "head_dim" && k != "num_key_value_heads")
-                    return sub.error(k.c_str(), "is not a size TP Studio reads per layer (head_dim, num_key_value_heads)");
+        static constexpr std::string_view kKeys[] = {"head_dim", "num_key_value_heads"};
+        TP_RETURN_IF_ERROR(forEachLayerConfig(r, c, kKeys, [&](std::size_t l, const FieldReader& sub) {
             TP_RETURN_IF_ERROR(sub.readInt("head_dim", c.headDimPerLayer[l], 1, kMaxHeadDim));
-            TP_RETURN_IF_ERROR(sub.readInt("num_key_value_heads", c.kvHeadsPerLayer[l], 1, kMaxHeads));
-        }
+            return sub.readInt("num_key_value_heads", c.kvHeadsPerLayer[l], 1, kMaxHeads);
+        }));
     } else {
         std::int64_t globalHeadDim = 512, globalKv = 0;
         TP_RETURN_IF_ERROR(r.readInt("global_head_dim", globalHeadDim, 1, kMaxHeadDim));
@@ -1243,24 +1256,9 @@ Status readDots3(const FieldReader& r, ModelConfig& c)
         return f.readInt("v_head_dim", s.mla.vHeadDim, 1, kMaxHeadDim);
     };
     if (perLayerGiven) {
-        const auto& p = r.json().at("per_layer_config");
-        if (!p.is_object())
-            return r.error("per_layer_config", "must be an object of layer index to its own sizes");
         static constexpr std::string_view kKeys[] = {"num_attention_heads", "num_key_value_heads", "q_lora_rank", "kv_lora_rank",
                                                       "head_dim", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"};
-        for (const auto& [key, entry] : p.items()) {
-            std::size_t l = 0;
-            const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), l);
-            if (ec != std::errc() || end != key.data() + key.size() || l >= L)
-                return r.error("per_layer_config", fmt::format("names layer '{}' outside 0..{}", terminalSafe(key), c.numLayers - 1));
-            if (!entry.is_object())
-                return r.error("per_layer_config", fmt::format("layer {} must be an object", l));
-            const FieldReader sub(entry, r.source(), r.prefix() + "per_layer_config." + key + ".");
-            for (const auto& [k, v] : entry.items())
-                if (std::find(std::begin(kKeys), std::end(kKeys), k) == std::end(kKeys))
-                    return sub.error(k.c_str(), fmt::format("is not a size TP Studio reads per layer ({})", fmt::join(kKeys, ", ")));
-            TP_RETURN_IF_ERROR(readSizes(sub, sizes[l]));
-        }
+        TP_RETURN_IF_ERROR(forEachLayerConfig(r, c, kKeys, [&](std::size_t l, const FieldReader& sub) { return readSizes(sub, sizes[l]); }));
     } else { // the released checkpoint's SWA aliases
         Sizes swa{64, 64, 256, {1024, 1024, 0, 192, 128}};
         static constexpr std::pair<const char*, const char*> kSwa[] = {
