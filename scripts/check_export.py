@@ -107,7 +107,8 @@ def run_for_real(cli, root, custom):
 
 # Default plans Transformers itself cannot run at T=2 (scripts/tp_verify.py on the fixture), which the export
 # refuses naming the reason. Doge: "RuntimeError: The size of tensor a (2) must match the size of tensor b (4)".
-FAILS_IN_TRANSFORMERS = {"doge": "the dynamic mask (dt_proj)"}
+# Inkling: an AssertionError in DTensor's redistribution of embed_tokens' partial rows, inside its embed_norm.
+FAILS_IN_TRANSFORMERS = {"doge": "the dynamic mask (dt_proj)", "inkling_text": "norms each rank's partial rows"}
 
 
 def architectures(cli, root):

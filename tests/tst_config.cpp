@@ -407,6 +407,10 @@ private slots:
         QTest::addRow("qwen4_exp ple") << R"({"model_type": "qwen4_exp_text", "ple_layer_ids": [1], "indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": 16, "indexer_budget": 8, "indexer_compress_ratio": 4})"
                                        << "config.json: key 'ple_layer_ids' names layers with Qwen4-Exp's n-gram per-layer embeddings";
         QTest::addRow("qwen4_exp streams") << R"({"model_type": "qwen4_exp_text", "hc_count": 1})" << "config.json: key 'hc_count' must be";
+        QTest::addRow("inkling layer type") << R"({"model_type": "inkling_text", "num_hidden_layers": 2, "layer_types": ["hybrid", "full_attention"]})"
+                                            << "config.json: key 'layer_types' has 'full_attention': Inkling's layers are hybrid or hybrid_sliding";
+        QTest::addRow("inkling shared experts") << R"({"model_type": "inkling_text", "n_shared_experts": 0})"
+                                                << "config.json: key 'n_shared_experts' must be at least 1";
         QTest::addRow("lfm2 ffn multiplier") << R"({"model_type": "lfm2", "block_auto_adjust_ff_dim": true, "block_ffn_dim_multiplier": -1})"
                                              << "config.json: block_ffn_dim_multiplier must be above 0 and at most 64, found -1";
     }

@@ -166,6 +166,8 @@ public:
             m_g.nodes.back().scale = std::sqrt(static_cast<double>(m_c.hiddenSize));
         if (m_c.perLayerInputSize > 0)
             perLayerInputs(ids, h);
+        if (m_c.layout.inkling) // InklingNormedEmbedding: the lookup's rows normed inside the embedding's forward
+            h = module(OpKind::Norm, "model.embed_tokens.embed_norm", {h}, m_c.hiddenSize);
         if (m_c.layout.altUp) // Gemma 3n: the other streams, projections of the embedding
             for (std::int64_t i = 0; i + 1 < m_c.altUpInputs; ++i)
                 h = op(OpKind::Add, fmt::format("model:altup_stream_{}", i + 1), {h, module(OpKind::Linear, fmt::format("model.altup_projections.{}", i), {h}, m_c.hiddenSize)},
@@ -526,6 +528,8 @@ private:
         }
         if (m_c.kvSharedLayers > 0 && !shared)
             m_storedKv[type] = {k, v};
+        if (m_c.layout.inkling) // Inkling: the relative-position bias's states, d_rel per head
+            module(OpKind::Linear, p + ".r_proj", {x}, H * m_c.dRel);
         if (m_c.layout.qsaIndexer) // Qwen4-Exp: the indexer's queries and keys from the layer input (it selects key blocks)
             module(OpKind::Linear, p + ".indexer.index_qk_proj", {x}, (m_c.indexHeads + m_c.indexKvHeads) * m_c.indexHeadDim);
         std::vector<int> in = {q, k, v};
@@ -761,6 +765,12 @@ private:
         const bool latent = m_c.moeLatentSize > 0; // Nemotron-H: the experts work between two latent projections
         const int xe = latent ? module(OpKind::Linear, p + ".fc1_latent_proj", {x}, m_c.moeLatentSize) : x;
         int out = experts(p + ".experts", xe, scores, latent ? m_c.moeLatentSize : m_c.hiddenSize);
+        if (m_c.layout.inkling) { // every shared expert on every token, weighed by its router score
+            GraphNode& e = node(OpKind::Experts, p + ".shared_experts", indexOf(p + ".shared_experts"), {x, scores});
+            e.experts = e.topK = m_c.numSharedExperts;
+            e.act = m_act;
+            out = add(p + ":shared_sum", out, output(e, m_c.hiddenSize));
+        }
         if (latent)
             out = module(OpKind::Linear, p + ".fc2_latent_proj", {out}, m_c.hiddenSize);
         if (!sharedPath.empty()) {

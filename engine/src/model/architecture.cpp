@@ -294,7 +294,9 @@ std::int64_t extraDim(std::string_view d, const ModelConfig& c, int layer)
     }
     const std::string_view sym = d.substr(i);
     const std::pair<std::string_view, std::int64_t> sizes[] = {
-        {"", 1}, {"H", c.hiddenSize}, {"hd", c.headDim}, {"nh", c.numHeads}, {"kv", c.numKvHeads}, {"Q", c.numHeads * c.headDim},
+        {"", 1}, {"H", c.hiddenSize}, {"hd", c.headDimAt(layer)}, {"nh", c.headsAt(layer)}, {"kv", c.kvHeadsAt(layer)},
+        {"Q", c.headsAt(layer) * c.headDimAt(layer)}, {"kvd", c.kvHeadsAt(layer) * c.headDimAt(layer)}, {"rq", c.headsAt(layer) * c.dRel},
+        {"dr", c.dRel}, {"rx", c.slidingLayer(layer) ? c.slidingWindow.value_or(0) : c.relExtent}, {"K", c.convKernel},
         {"I", c.intermediateSize}, {"S", c.sharedIntermediateSize}, {"E", c.numExperts}, {"xq", c.indexHeads * c.indexHeadDim},
         {"xd", c.indexHeadDim}, {"xn", c.indexHeads}, {"xqk", (c.indexHeads + c.indexKvHeads) * c.indexHeadDim}, {"qr", c.mlaAt(layer).qLoraRank.value_or(0)}};
     for (const auto& [name, v] : sizes)
@@ -608,14 +610,15 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
     const std::string blockName = c.layout.ffnBlock ? c.layout.ffnBlock : c.family == Family::Llama4 ? "feed_forward" : "mlp";
     int moe = b.add(layerModule, blockName, n.moe, ModuleKind::Moe, layer);
     const std::int64_t R = E + c.zeroExperts; // the router scores LongCat-Flash's zero experts too
+    const std::int64_t scored = R + (c.layout.inkling ? c.numSharedExperts : 0); // …and Inkling's shared experts
     auto router = [&](const char* name, bool bias) {
         const char* wg = c.layout.routerLinear;
         const int outer = b.add(moe, c.layout.router ? c.layout.router : name, n.router, wg ? ModuleKind::Other : ModuleKind::Router, layer);
         const int r = wg ? b.add(outer, wg, "Linear", ModuleKind::Router, layer) : outer;
         if (c.layout.routerF32)
-            b.param(r, "weight", {R, H}, DType::F32);
+            b.param(r, "weight", {scored, H}, DType::F32);
         else
-            b.param(r, "weight", {R, H});
+            b.param(r, "weight", {scored, H});
         if (bias)
             b.param(r, "bias", {R});
         using SB = LayerLayout::ScoreBias;
@@ -653,7 +656,12 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
     case Family::Qwen3Moe:
         experts();
         router("gate", false);
-        if (c.layout.shared && c.sharedIntermediateSize > 0 && c.layout.fusedGateUp) { // MiniMax-M3's
+        if (c.layout.inkling) { // the shared experts as stacked parameters, applied to every token
+            const int s = b.add(moe, "shared_experts", n.prefix + "SharedExperts", ModuleKind::Experts, layer);
+            b.param(s, "gate_proj", {c.numSharedExperts, I, H});
+            b.param(s, "up_proj", {c.numSharedExperts, I, H});
+            b.param(s, "down_proj", {c.numSharedExperts, H, I});
+        } else if (c.layout.shared && c.sharedIntermediateSize > 0 && c.layout.fusedGateUp) { // MiniMax-M3's
             int s = b.add(moe, c.layout.shared, n.prefix + "MLP", ModuleKind::Mlp, layer);
             b.linear(s, "gate_up_proj", 2 * c.sharedIntermediateSize, H, false, layer);
             b.linear(s, "down_proj", H, c.sharedIntermediateSize, false, layer);
@@ -1093,6 +1101,8 @@ Result<ModelSpec> buildModelSpec(const ModelConfig& c)
     int model = b.add(root, "model", n.model, ModuleKind::Model);
     int embed = b.add(model, "embed_tokens", n.embedding, ModuleKind::Embedding);
     b.param(embed, "weight", {V, H});
+    if (c.layout.inkling) // InklingNormedEmbedding: its forward norms the rows it looks up
+        b.norm(embed, "embed_norm", H, n.prefix + "RMSNorm", -1);
     if (c.layout.hierarchicalStacks) { // HRM: the two stacks, their layers numbered by the stack's own index
         for (const char* name : {"L_module", "H_module"}) {
             const int stack = b.add(model, name, n.prefix + "Stack", ModuleKind::Other);

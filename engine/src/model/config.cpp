@@ -199,6 +199,12 @@ const TemplateRow kTemplates[] = {
          l.qsaIndexer = true;
          return l;
      }()},
+    {"inkling_text", Family::Qwen3Moe, false,
+     {.qkNorm = L::QkNorm::PerHead, .scoreBias = L::ScoreBias::Router,
+      .extras = "self_attn.r_proj:weight[rq,H];self_attn.k_sconv.conv1d:weight[kvd,1,K];self_attn.v_sconv.conv1d:weight[kvd,1,K];"
+                "self_attn.rel_logits_proj:proj[dr,rx];attn_sconv.conv1d:weight[H,1,K];mlp_sconv.conv1d:weight[H,1,K];"
+                "dense?mlp:global_scale[1];sparse?mlp.gate:global_scale[1]",
+      .inkling = true}},
     {"hrm_text", Family::Llama, false, {.normParams = L::NormParams::None, .outputGate = "gate_proj", .hierarchicalStacks = true}},
     {"axk2", Family::DeepseekV3, false, {.extras = kDsaIndexer, .mlaQueryGate = true, .gatedNorms = true}},
     {"dots3_note_text", Family::DeepseekV3, false,
@@ -851,6 +857,60 @@ Status readHyV4(const FieldReader& r, ModelConfig& c)
             return r.error("indexer_types", fmt::format("entry {} is '{}': each is \"full\" or \"shared\", and layer 0 is full", l,
                                                         terminalSafe(c.indexerTypes[l])));
     return r.readInt("hc_mult", c.hcMult, 1, 64);
+}
+
+// InklingTextConfig: layer_types sliding ("hybrid_sliding") on local_layer_ids, or on every layer but each sixth, where
+// not written; the sliding layers' own heads and head size (swa_*) and window (sliding_window_size); mlp_layer_types dense
+// below dense_mlp_idx; with dense_intermediate_size, intermediate_size is the experts' width.
+Status readInkling(const FieldReader& r, ModelConfig& c)
+{
+    const auto L = static_cast<std::size_t>(c.numLayers);
+    if (!r.has("layer_types")) {
+        std::vector<std::int64_t> local;
+        TP_RETURN_IF_ERROR(r.readIntList("local_layer_ids", local));
+        c.layerTypes.clear();
+        for (std::size_t i = 0; i < L; ++i) {
+            const bool sliding = r.has("local_layer_ids") ? std::find(local.begin(), local.end(), static_cast<std::int64_t>(i)) != local.end()
+                                                          : (i + 1) % 6 != 0;
+            c.layerTypes.push_back(sliding ? "hybrid_sliding" : "hybrid");
+        }
+    }
+    if (c.layerTypes.size() != L)
+        return r.error("layer_types", fmt::format("has {} entries but num_hidden_layers is {}", c.layerTypes.size(), c.numLayers));
+    if (!r.has("mlp_layer_types")) {
+        std::int64_t dense = 0;
+        TP_RETURN_IF_ERROR(r.readInt("dense_mlp_idx", dense, 0, kMaxLayers));
+        c.mlpLayerTypes.clear();
+        for (std::size_t i = 0; i < L; ++i)
+            c.mlpLayerTypes.push_back(static_cast<std::int64_t>(i) < dense ? "dense" : "sparse");
+    }
+    if (r.has("dense_intermediate_size")) {
+        c.moeIntermediateSize = c.intermediateSize;
+        TP_RETURN_IF_ERROR(r.readInt("dense_intermediate_size", c.intermediateSize, 1, kMaxFfn));
+    }
+    std::int64_t heads = c.numHeads, kv = c.numKvHeads, hd = c.headDim, window = 512;
+    TP_RETURN_IF_ERROR(r.readInt("swa_num_attention_heads", heads, 1, kMaxHeads));
+    TP_RETURN_IF_ERROR(r.readInt("swa_num_key_value_heads", kv, 1, kMaxHeads));
+    TP_RETURN_IF_ERROR(r.readInt("swa_head_dim", hd, 1, kMaxHeadDim));
+    TP_RETURN_IF_ERROR(r.readInt("sliding_window_size", window, 1, std::int64_t(1) << 40));
+    c.slidingWindow = window;
+    c.headsPerLayer.assign(L, 0);
+    c.kvHeadsPerLayer.assign(L, 0);
+    c.headDimPerLayer.assign(L, 0);
+    for (std::size_t l = 0; l < L; ++l) {
+        if (c.layerTypes[l] != "hybrid" && c.layerTypes[l] != "hybrid_sliding")
+            return r.error("layer_types", fmt::format("has '{}': Inkling's layers are hybrid or hybrid_sliding", terminalSafe(c.layerTypes[l])));
+        const bool sliding = c.layerTypes[l] == "hybrid_sliding";
+        c.headsPerLayer[l] = sliding ? heads : c.numHeads;
+        c.kvHeadsPerLayer[l] = sliding ? kv : c.numKvHeads;
+        c.headDimPerLayer[l] = sliding ? hd : c.headDim;
+    }
+    TP_RETURN_IF_ERROR(r.readInt("d_rel", c.dRel, 1, kMaxHeadDim));
+    TP_RETURN_IF_ERROR(r.readInt("rel_extent", c.relExtent, 1, std::int64_t(1) << 24));
+    TP_RETURN_IF_ERROR(r.readInt("conv_kernel_size", c.convKernel, 1, 1024));
+    if (c.numSharedExperts < 1)
+        return r.error("n_shared_experts", "must be at least 1: Inkling's router scores its shared experts beside the routed ones");
+    return {};
 }
 
 // Qwen4ExpTextConfig: hc_count streams (more than one) and hc_lowrank; the indexer's sizes; layer_types a full layer every
@@ -1874,6 +1934,8 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
             TP_RETURN_IF_ERROR(readHyV4(r, c));
         if (c.layout.hyperConnections == L::HyperConnections::Qwen4)
             TP_RETURN_IF_ERROR(readQwen4Exp(r, c));
+        if (c.layout.inkling)
+            TP_RETURN_IF_ERROR(readInkling(r, c));
         if (c.layout.mlaPerLayer)
             TP_RETURN_IF_ERROR(readDots3(r, c));
         if (c.layout.hierarchicalStacks) { // HrmTextConfig: without num_layers_per_stack, num_hidden_layers is a stack's

@@ -435,6 +435,7 @@ private:
         case OpKind::Embedding: embedding(n); break;
         case OpKind::Linear: linear(n, where); break;
         case OpKind::Norm:
+            embeddingNorm(n, where);
             if (const ParamShard* w = param(n.module, "weight"); w && w->dim >= 0)
                 report(Severity::Error, where, fmt::format("norm weight of '{}' is sharded; RMSNorm needs it whole", where.str()),
                        "remove the key or use 'replicated_with_grad_allreduce'");
@@ -548,6 +549,23 @@ private:
             m_g.collectives.back().where = path;
     }
 
+
+    // A norm inside an embedding's own forward (Inkling's embed_norm) runs before the style's reduction, which follows the
+    // module's forward: on a vocabulary-split table it norms each rank's partial rows.
+    void embeddingNorm(const GraphNode& n, const Where& where)
+    {
+        if (n.module < 0 || m_T <= 1)
+            return;
+        const int owner = m_spec.modules[static_cast<std::size_t>(n.module)].parent;
+        if (owner < 0 || m_spec.modules[static_cast<std::size_t>(owner)].kind != ModuleKind::Embedding)
+            return;
+        if (const ParamShard* w = param(owner, "weight"); w && w->dim == 0)
+            report(Severity::Error, where,
+                   fmt::format("'{}' runs inside '{}''s forward, before the reduction its vocabulary split needs: it norms each "
+                               "rank's partial rows (Transformers fails at tp_size > 1)",
+                               where.str(), m_spec.modules[static_cast<std::size_t>(owner)].path),
+                   fmt::format("keep '{}' replicated ('replicate')", m_spec.modules[static_cast<std::size_t>(owner)].path));
+    }
 
     void embedding(const GraphNode& n)
     {

@@ -217,6 +217,10 @@ struct LayerLayout
     // final norm. The graph carries the k·H-wide streams through them.
     enum class HyperConnections { None, HyV4, Qwen4 } hyperConnections = HyperConnections::None;
     bool qsaIndexer = false; // Qwen4-Exp's indexer: index_qk_proj [(heads + kv heads) · head size, H] and its q/k norms
+    // Inkling: a normed embedding (embed_tokens.embed_norm), sliding layers ("hybrid_sliding") with heads and head size
+    // of their own (swa_*), short convolutions on k, v and both blocks' outputs, a relative-position bias from r_proj,
+    // and a MoE block whose router also scores the shared experts, stored as [n_shared, I, H] parameters.
+    bool inkling = false;
 };
 
 // "Mamba", "Mamba 2", "gated delta rule", "short convolution" (none: "").
@@ -305,6 +309,7 @@ struct ModelConfig
     std::int64_t altUpInputs = 0, laurelRank = 0;            // LayerLayout::altUp
     std::int64_t hcMult = 0;                                   // LayerLayout::hyperConnections: the streams (hc_mult, hc_count)
     std::int64_t hcLowRank = 0;                                // Qwen4-Exp's hc_lowrank
+    std::int64_t dRel = 0, relExtent = 0, convKernel = 0;      // LayerLayout::inkling: d_rel, rel_extent, conv_kernel_size
     std::vector<std::string> indexerTypes;                     // "full" / "shared" per layer: its own indexer or the last one's (HY-V4)
     std::vector<std::int64_t> intermediatePerLayer;            // intermediate_size as a list, one a layer (Gemma 3n)
     std::int64_t layersPerStack = 0, hCycles = 0, lCycles = 0; // LayerLayout::hierarchicalStacks
@@ -370,7 +375,7 @@ struct ModelConfig
     bool slidingLayer(std::int64_t layer) const
     {
         return layer >= 0 && static_cast<std::size_t>(layer) < layerTypes.size()
-            && layerTypes[static_cast<std::size_t>(layer)] == "sliding_attention";
+            && (layerTypes[static_cast<std::size_t>(layer)] == "sliding_attention" || layerTypes[static_cast<std::size_t>(layer)] == "hybrid_sliding");
     }
     std::int64_t headsAt(std::int64_t layer) const
     {
