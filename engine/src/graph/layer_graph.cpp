@@ -337,7 +337,7 @@ private:
         }
         const bool gemma = m_t.sandwichNorms || norms == N::Gemma;
         if (m_c.layout.altUp)
-            h = altUpMix(p, "predict", h, m_c.altUpInputs * m_c.altUpInputs);
+            h = altUpMix(p, true, h);
         int x = residualNorm(p, "input_layernorm", h);
         int a = attention(p + ".self_attn", x);
         if (gemma)
@@ -354,7 +354,7 @@ private:
             f = module(OpKind::Norm, p + ".post_feedforward_layernorm", {f}, m_c.hiddenSize);
         h = add(p + ":residual_mlp", h, f);
         if (m_c.layout.altUp)
-            h = altUpMix(p, "correct", h, m_c.altUpInputs);
+            h = altUpMix(p, false, h);
         if (!m_perLayerInputs.empty()) { // Gemma 4: h + norm(proj(act(gate(h)) · this layer's embedding))
             const std::int64_t P = m_c.perLayerInputSize;
             const int g = module(OpKind::Linear, p + ".per_layer_input_gate", {h}, P);
@@ -382,15 +382,15 @@ private:
         return {mixed, inject ? module(OpKind::Linear, p + ".block_inject_weight", {n}, m_c.hcMult) : -1};
     }
 
-    // Gemma 3n's AltUp step `what` (predict, correct) on the active stream h: tanh(modality_router(router_norm(h))) gives
-    // `coefficients` (k² to predict the streams from each other, k to correct them by the layer's output).
-    int altUpMix(const std::string& p, const char* what, int h, std::int64_t coefficients)
+    // Gemma 3n's AltUp step on the active stream h: tanh(modality_router(router_norm(h))) gives the coefficients, k² to
+    // predict the streams from each other, or k to correct them by the layer's output.
+    int altUpMix(const std::string& p, bool predict, int h)
     {
+        const std::int64_t k = m_c.altUpInputs;
         const int r = module(OpKind::Norm, p + ".altup.router_norm", {h}, m_c.hiddenSize);
-        const int m = module(OpKind::Linear, p + ".altup.modality_router", {r}, m_c.altUpInputs);
-        const int coefs = module(OpKind::Linear, p + (coefficients == m_c.altUpInputs ? ".altup.correction_coefs" : ".altup.prediction_coefs"),
-                                 {m}, coefficients);
-        return op(OpKind::Add, fmt::format("{}:altup_{}", p, what), {h, coefs}, m_c.hiddenSize);
+        const int m = module(OpKind::Linear, p + ".altup.modality_router", {r}, k);
+        const int coefs = module(OpKind::Linear, p + (predict ? ".altup.prediction_coefs" : ".altup.correction_coefs"), {m}, predict ? k * k : k);
+        return op(OpKind::Add, p + (predict ? ":altup_predict" : ":altup_correct"), {h, coefs}, m_c.hiddenSize);
     }
 
     // The layer's norm `name` of the residual stream h; A.X K2's gated ones: y · sigmoid(fc2(silu(fc1(y)))), y = norm(h).
@@ -453,9 +453,7 @@ private:
 
     bool slidingLayer() const
     {
-        return m_t.slidingWindowAllLayers
-            || (static_cast<std::size_t>(m_layer) < m_c.layerTypes.size()
-                && m_c.layerTypes[static_cast<std::size_t>(m_layer)] == "sliding_attention");
+        return m_t.slidingWindowAllLayers || m_c.slidingLayer(m_layer);
     }
 
     // The layer's token mixing: attention, the layout's sequence mixer, or both summed (Falcon-H1).
