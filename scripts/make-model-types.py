@@ -44,6 +44,19 @@ def pairs(plan):
     return [[k, v] for k, v in (plan or {}).items()]
 
 
+def declared(cls, base):
+    """A config class's declared JSON-able defaults; the base class's own fields only where it changes them."""
+    defaults = {}
+    for f in dataclasses.fields(cls):
+        if f.name in base and f.default == base[f.name]:
+            continue
+        if f.default is not dataclasses.MISSING and scalar_or_list(f.default):
+            defaults[f.name] = list(f.default) if isinstance(f.default, tuple) else f.default
+    if "rope_theta" not in defaults and isinstance(getattr(cls, "default_theta", None), (int, float)):
+        defaults["rope_theta"] = cls.default_theta
+    return defaults
+
+
 def describe():
     base = {f.name: f.default for f in dataclasses.fields(transformers.PreTrainedConfig)}
     types = {}
@@ -53,15 +66,7 @@ def describe():
         cls = CONFIG_MAPPING[model_type]
         if not getattr(cls, "base_model_tp_plan", None):
             continue
-        defaults = {}
-        for f in dataclasses.fields(cls):
-            # The base class's own fields (use_cache, id2label, …) only where this class changes them.
-            if f.name in base and f.default == base[f.name]:
-                continue
-            if f.default is not dataclasses.MISSING and scalar_or_list(f.default):
-                defaults[f.name] = list(f.default) if isinstance(f.default, tuple) else f.default
-        if "rope_theta" not in defaults and isinstance(getattr(cls, "default_theta", None), (int, float)):
-            defaults["rope_theta"] = cls.default_theta
+        defaults = declared(cls, base)
         head = getattr(transformers, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type])
         types[model_type] = {"config_class": cls.__name__,
                              "causal_lm_class": MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type],
@@ -72,6 +77,12 @@ def describe():
                              "head_tp_plan": pairs(getattr(head, "_tp_plan", None)),
                              # alias → the name config.json stores (Mellum's num_experts is num_local_experts)
                              "attribute_map": dict(sorted(getattr(cls, "attribute_map", {}).items()))}
+        # Sub-configs the class builds from their own class when config.json leaves them out (Phi-4-multimodal's
+        # vision_config and audio_config): those classes' declared defaults.
+        subs = {name: declared(sub, base) for name, sub in sorted((getattr(cls, "sub_configs", None) or {}).items())
+                if defaults.get(name, "absent") is None and isinstance(sub, type)}
+        if subs:
+            types[model_type]["sub_config_defaults"] = subs
     return {"transformers": transformers.__version__, "model_types": types}
 
 

@@ -411,6 +411,12 @@ private slots:
                                             << "config.json: key 'layer_types' has 'full_attention': Inkling's layers are hybrid or hybrid_sliding";
         QTest::addRow("inkling shared experts") << R"({"model_type": "inkling_text", "n_shared_experts": 0})"
                                                 << "config.json: key 'n_shared_experts' must be at least 1";
+        QTest::addRow("phi4mm vision config") << R"({"model_type": "phi4_multimodal", "vision_config": [1]})"
+                                              << "config.json: key 'vision_config' must be an object";
+        QTest::addRow("phi4mm audio heads") << R"({"model_type": "phi4_multimodal", "audio_config": {"hidden_size": 100, "num_attention_heads": 16}})"
+                                            << "config.json: key 'audio_config.hidden_size' (100) must be a multiple of num_attention_heads (16)";
+        QTest::addRow("phi4mm patch") << R"({"model_type": "phi4_multimodal", "vision_config": {"patch_size": 14, "image_size": 7}})"
+                                      << "config.json: key 'vision_config.image_size' must be at least 14, found 7";
         QTest::addRow("lfm2 ffn multiplier") << R"({"model_type": "lfm2", "block_auto_adjust_ff_dim": true, "block_ffn_dim_multiplier": -1})"
                                              << "config.json: block_ffn_dim_multiplier must be above 0 and at most 64, found -1";
     }

@@ -655,6 +655,29 @@ private slots:
         QVERIFY(shardModel(s, defaultPlan(s, 1)).valid()); // nothing is split at T=1
     }
 
+    // Phi-4-multimodal: Phi-3's text layers plus the image and audio encoders under embed_tokens_extend, built from
+    // vision_config and audio_config over their classes' defaults; no plan key reaches them, so every rank holds them whole.
+    void multimodalEncodersReplicated()
+    {
+        auto om = openFixture("phi4_multimodal");
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        const ModelSpec& s = om->spec;
+        QCOMPARE(s.find("model.embed_tokens_extend.audio_embed.encoder.embed.out")->params[0].shape, (std::vector<std::int64_t>{64, 16 * 10}));
+        QCOMPARE(s.find("model.embed_tokens_extend.image_embed.img_processor.embeddings.position_embedding")->params[0].shape,
+                 (std::vector<std::int64_t>{32 * 32, 64}));
+        const ShardedGraph g = shardModel(s, defaultPlan(s, 2));
+        QVERIFY(g.valid());
+        for (const ParamShard& p : g.params)
+            if (p.path.find("embed_tokens_extend") != std::string::npos)
+                QCOMPARE(p.dim, -1);
+        // Audio defaults: 24 Conformer blocks of 1024 unless audio_config says otherwise.
+        auto bare = openConfig(R"({"model_type": "phi4_multimodal", "num_hidden_layers": 1, "vision_config": {"num_hidden_layers": 0}})");
+        QVERIFY2(bare.ok(), bare.ok() ? "" : bare.status().message().c_str());
+        QCOMPARE(bare->spec.config.audio.blocks, 24);
+        QCOMPARE(bare->spec.config.audio.hidden, 1024);
+        QVERIFY(bare->spec.find("model.embed_tokens_extend.audio_embed.encoder.encoders.23"));
+    }
+
     // HunYuan's router projection is gate.wg, one level below the MoE block: the graph's router node.
     void routerOneLevelDown()
     {

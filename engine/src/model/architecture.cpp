@@ -710,6 +710,108 @@ void buildGatedResidual(TreeBuilder& b, const ModelConfig& c, const Names& n, in
         b.linear(g, "block_inject_weight", c.hcMult, streams, false, layer);
 }
 
+// Phi-4-multimodal's embed_tokens_extend: the SigLIP image encoder with its pooling head and projections, and the
+// Conformer audio encoder (mean/variance input norm, convolutional subsampling, relative-position bias) with its
+// projections, as Phi4MultimodalFeatureEmbedding builds them.
+void buildPhi4Encoders(TreeBuilder& b, const ModelConfig& c, int model)
+{
+    const std::int64_t H = c.hiddenSize;
+    using NP = LayerLayout::NormParams;
+    auto module = [&](int parent, const std::string& name) { return b.add(parent, name, "Module", ModuleKind::Other); };
+    auto layerNorm = [&](int parent, const char* name, std::int64_t d) { b.layerNorm(parent, name, d, "LayerNorm", -1, NP::WeightAndBias); };
+    auto conv = [&](int parent, const std::string& name, std::vector<std::int64_t> shape) {
+        const int m = b.add(parent, name, "Conv", ModuleKind::Other);
+        const std::int64_t out = shape[0];
+        b.param(m, "weight", std::move(shape));
+        b.param(m, "bias", {out});
+    };
+    const int extend = b.add(model, "embed_tokens_extend", "Phi4MultimodalFeatureEmbedding", ModuleKind::Other);
+
+    const ModelConfig::VisionEncoder& v = c.vision;
+    const int image = module(extend, "image_embed");
+    const int processor = module(image, "img_processor");
+    const int embeddings = module(processor, "embeddings");
+    conv(embeddings, "patch_embedding", {v.hidden, v.channels, v.patch, v.patch});
+    b.param(b.add(embeddings, "position_embedding", "Embedding", ModuleKind::Other), "weight", {(v.imageSize / v.patch) * (v.imageSize / v.patch), v.hidden});
+    const int vlayers = b.add(module(processor, "encoder"), "layers", "ModuleList", ModuleKind::ModuleList);
+    auto visionMlp = [&](int parent) {
+        const int m = module(parent, "mlp");
+        b.linear(m, "fc1", v.intermediate, v.hidden, true, -1);
+        b.linear(m, "fc2", v.hidden, v.intermediate, true, -1);
+    };
+    for (std::int64_t l = 0; l < v.layers; ++l) {
+        const int layer = module(vlayers, std::to_string(l));
+        layerNorm(layer, "layer_norm1", v.hidden);
+        layerNorm(layer, "layer_norm2", v.hidden);
+        visionMlp(layer);
+        const int attn = module(layer, "self_attn");
+        for (const char* p : {"k_proj", "v_proj", "q_proj", "out_proj"})
+            b.linear(attn, p, v.hidden, v.hidden, true, -1);
+    }
+    layerNorm(processor, "post_layernorm", v.hidden);
+    const int head = module(processor, "head");
+    b.param(head, "probe", {1, 1, v.hidden});
+    const int mha = module(head, "attention");
+    b.param(mha, "in_proj_weight", {3 * v.hidden, v.hidden});
+    b.param(mha, "in_proj_bias", {3 * v.hidden});
+    b.linear(mha, "out_proj", v.hidden, v.hidden, true, -1);
+    layerNorm(head, "layernorm", v.hidden);
+    visionMlp(head);
+    b.linear(image, "img_projection_up", H, v.hidden, true, -1);
+    b.linear(image, "img_projection_down", H, H, true, -1);
+    b.param(image, "global_img_feature_extensor", {1, 1, v.hidden});
+    b.param(image, "sub_img_feature_extensor", {1, 1, 1, v.hidden});
+
+    const ModelConfig::AudioEncoder& a = c.audio;
+    const int audio = module(extend, "audio_embed");
+    const int encoder = module(audio, "encoder");
+    const int norm = module(encoder, "encoder_embedding");
+    for (const char* p : {"global_mean", "global_invstd"})
+        b.param(norm, p, {a.inputSize}).buffer = true;
+    const int embed = module(encoder, "embed");
+    const int convs = b.add(embed, "conv", "Sequential", ModuleKind::Other);
+    conv(convs, "0", {a.convChannels, 1, 3, 3});
+    int index = 2; // after each convolution stage, its activation
+    for (std::int64_t t = a.timeReduction; t >= 4; t /= 2, index += 3) { // log2(time_reduction) - 1 more stages
+        conv(convs, std::to_string(index), {a.convChannels, 1, 3, 3});
+        conv(convs, std::to_string(index + 1), {a.convChannels, a.convChannels, 1, 1});
+    }
+    b.linear(embed, "out", a.hidden, a.convChannels * a.finalSize, true, -1);
+    b.param(b.add(module(encoder, "relative_attention_bias_layer"), "bias_values", "Embedding", ModuleKind::Other), "weight",
+            {a.biasBuckets, a.heads});
+    const int blocks = b.add(encoder, "encoders", "ModuleList", ModuleKind::ModuleList);
+    auto feedForward = [&](int parent, const char* name) {
+        const int m = module(parent, name);
+        layerNorm(m, "layer_norm", a.hidden);
+        b.linear(m, "gate_up_proj", 2 * a.intermediate, a.hidden, true, -1);
+        b.linear(m, "down_proj", a.hidden, a.intermediate, true, -1);
+    };
+    for (std::int64_t l = 0; l < a.blocks; ++l) {
+        const int block = module(blocks, std::to_string(l));
+        feedForward(block, "feed_forward_in");
+        const int attn = module(block, "self_attn");
+        for (const char* p : {"q_proj", "k_proj", "v_proj", "o_proj"})
+            b.linear(attn, p, a.hidden, a.hidden, true, -1);
+        const int convModule = module(block, "conv");
+        layerNorm(convModule, "layer_norm", a.hidden);
+        const int glu = module(convModule, "glu");
+        conv(glu, "ext_pw_conv_1d", {2 * a.extPwOut, a.hidden, 1});
+        b.param(glu, "b1", {1, a.extPwOut, 1});
+        b.param(glu, "b2", {1, a.extPwOut, 1});
+        const int separable = module(convModule, "dw_sep_conv_1d");
+        conv(separable, "dw_conv", {a.hidden * a.depthwiseMultiplier, 1, a.kernel});
+        conv(separable, "pw_conv", {a.depthwiseOut, a.hidden * a.depthwiseMultiplier, 1});
+        conv(convModule, "ext_pw_conv_1d", {a.extPwOut, a.hidden, 1});
+        feedForward(block, "feed_forward_out");
+        layerNorm(block, "layer_norm_att", a.hidden);
+        layerNorm(block, "layer_norm", a.hidden);
+    }
+    for (const char* kind : {"speech", "vision_speech"}) {
+        b.linear(audio, fmt::format("up_proj_for_{}", kind), H, a.hidden * a.downsample, true, -1);
+        b.linear(audio, fmt::format("down_proj_for_{}", kind), H, H, true, -1);
+    }
+}
+
 void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers, int layer)
 {
     const std::int64_t H = c.hiddenSize;
@@ -1123,6 +1225,8 @@ Result<ModelSpec> buildModelSpec(const ModelConfig& c)
         b.linear(model, "per_layer_model_projection", packed, H, false, -1);
         b.norm(model, "per_layer_projection_norm", c.perLayerInputSize, n.prefix + "RMSNorm", -1);
     }
+    if (c.layout.multimodalEncoders)
+        buildPhi4Encoders(b, c, model);
     if (c.layout.altUp) // Gemma 3n: the embedding into the other AltUp streams, and back
         for (const char* list : {"altup_projections", "altup_unembed_projections"}) {
             const int m = b.add(model, list, "ModuleList", ModuleKind::ModuleList);

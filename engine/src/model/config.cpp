@@ -205,6 +205,7 @@ const TemplateRow kTemplates[] = {
                 "self_attn.rel_logits_proj:proj[dr,rx];attn_sconv.conv1d:weight[H,1,K];mlp_sconv.conv1d:weight[H,1,K];"
                 "dense?mlp:global_scale[1];sparse?mlp.gate:global_scale[1]",
       .inkling = true}},
+    {"phi4_multimodal", Family::Phi3, false, {.multimodalEncoders = true}},
     {"hrm_text", Family::Llama, false, {.normParams = L::NormParams::None, .outputGate = "gate_proj", .hierarchicalStacks = true}},
     {"axk2", Family::DeepseekV3, false, {.extras = kDsaIndexer, .mlaQueryGate = true, .gatedNorms = true}},
     {"dots3_note_text", Family::DeepseekV3, false,
@@ -857,6 +858,61 @@ Status readHyV4(const FieldReader& r, ModelConfig& c)
             return r.error("indexer_types", fmt::format("entry {} is '{}': each is \"full\" or \"shared\", and layer 0 is full", l,
                                                         terminalSafe(c.indexerTypes[l])));
     return r.readInt("hc_mult", c.hcMult, 1, 64);
+}
+
+// Phi4MultimodalConfig's vision_config and audio_config: each the sub-config class's defaults under what config.json
+// writes. The audio encoder's subsampling halves the input's features log2(time_reduction) times (nemo_final_size, unless
+// written).
+Status readPhi4Encoders(const FieldReader& r, ModelConfig& c)
+{
+    const nlohmann::json* type = transformersModelType(c.modelType);
+    auto merged = [&](const char* name, nlohmann::json& out) -> Status {
+        out = type && type->contains("sub_config_defaults") ? type->at("sub_config_defaults").value(name, nlohmann::json::object())
+                                                            : nlohmann::json::object();
+        if (!r.has(name))
+            return {};
+        const nlohmann::json& written = r.json().at(name);
+        if (!written.is_object())
+            return r.error(name, "must be an object");
+        for (const auto& [k, v] : written.items())
+            out[k] = v;
+        return {};
+    };
+    nlohmann::json vj, aj;
+    TP_RETURN_IF_ERROR(merged("vision_config", vj));
+    TP_RETURN_IF_ERROR(merged("audio_config", aj));
+    const FieldReader v(vj, r.source(), r.prefix() + "vision_config."), a(aj, r.source(), r.prefix() + "audio_config.");
+    ModelConfig::VisionEncoder& ve = c.vision;
+    TP_RETURN_IF_ERROR(v.readInt("hidden_size", ve.hidden, 1, kMaxWidth));
+    TP_RETURN_IF_ERROR(v.readInt("intermediate_size", ve.intermediate, 1, kMaxFfn));
+    TP_RETURN_IF_ERROR(v.readInt("num_hidden_layers", ve.layers, 0, kMaxLayers));
+    TP_RETURN_IF_ERROR(v.readInt("num_channels", ve.channels, 1, 64));
+    TP_RETURN_IF_ERROR(v.readInt("patch_size", ve.patch, 1, 1024));
+    TP_RETURN_IF_ERROR(v.readInt("image_size", ve.imageSize, ve.patch, 1 << 16));
+    ModelConfig::AudioEncoder& ae = c.audio;
+    TP_RETURN_IF_ERROR(a.readInt("hidden_size", ae.hidden, 1, kMaxWidth));
+    TP_RETURN_IF_ERROR(a.readInt("intermediate_size", ae.intermediate, 1, kMaxFfn));
+    TP_RETURN_IF_ERROR(a.readInt("num_blocks", ae.blocks, 0, kMaxLayers));
+    TP_RETURN_IF_ERROR(a.readInt("num_attention_heads", ae.heads, 1, kMaxHeads));
+    TP_RETURN_IF_ERROR(a.readInt("input_size", ae.inputSize, 1, kMaxWidth));
+    TP_RETURN_IF_ERROR(a.readInt("time_reduction", ae.timeReduction, 1, 1 << 16));
+    TP_RETURN_IF_ERROR(a.readInt("nemo_conv_channels", ae.convChannels, 1, kMaxWidth));
+    TP_RETURN_IF_ERROR(a.readInt("depthwise_multiplier", ae.depthwiseMultiplier, 1, 64));
+    TP_RETURN_IF_ERROR(a.readInt("depthwise_separable_out_channel", ae.depthwiseOut, 1, kMaxWidth));
+    TP_RETURN_IF_ERROR(a.readInt("ext_pw_out_channel", ae.extPwOut, 1, kMaxWidth));
+    TP_RETURN_IF_ERROR(a.readInt("kernel_size", ae.kernel, 1, 1024));
+    TP_RETURN_IF_ERROR(a.readInt("downsample_rate", ae.downsample, 1, 1024));
+    std::int64_t maxDistance = 1000;
+    bool symmetric = false;
+    TP_RETURN_IF_ERROR(a.readInt("bias_max_distance", maxDistance, 1, 1 << 20));
+    TP_RETURN_IF_ERROR(a.readBool("bias_symmetric", symmetric));
+    ae.biasBuckets = symmetric ? maxDistance : 2 * maxDistance;
+    if (ae.hidden % ae.heads)
+        return a.error("hidden_size", fmt::format("({}) must be a multiple of num_attention_heads ({})", ae.hidden, ae.heads));
+    ae.finalSize = ae.inputSize;
+    for (std::int64_t t = ae.timeReduction; t >= 2; t /= 2) // int(log2(time_reduction)) halvings
+        ae.finalSize = (ae.finalSize - 1) / 2 + 1;
+    return a.readInt("nemo_final_size", ae.finalSize, 1, kMaxWidth); // a written value wins, as the config class lets it
 }
 
 // InklingTextConfig: layer_types sliding ("hybrid_sliding") on local_layer_ids, or on every layer but each sixth, where
@@ -1936,6 +1992,8 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
             TP_RETURN_IF_ERROR(readQwen4Exp(r, c));
         if (c.layout.inkling)
             TP_RETURN_IF_ERROR(readInkling(r, c));
+        if (c.layout.multimodalEncoders)
+            TP_RETURN_IF_ERROR(readPhi4Encoders(r, c));
         if (c.layout.mlaPerLayer)
             TP_RETURN_IF_ERROR(readDots3(r, c));
         if (c.layout.hierarchicalStacks) { // HrmTextConfig: without num_layers_per_stack, num_hidden_layers is a stack's

@@ -221,6 +221,9 @@ struct LayerLayout
     // of their own (swa_*), short convolutions on k, v and both blocks' outputs, a relative-position bias from r_proj,
     // and a MoE block whose router also scores the shared experts, stored as [n_shared, I, H] parameters.
     bool inkling = false;
+    // Phi-4-multimodal: the model's embed_tokens_extend holds a SigLIP image encoder and a Conformer audio encoder
+    // (vision_config, audio_config) with their projections; replicated, they run only on image and audio inputs.
+    bool multimodalEncoders = false;
 };
 
 // "Mamba", "Mamba 2", "gated delta rule", "short convolution" (none: "").
@@ -310,6 +313,17 @@ struct ModelConfig
     std::int64_t hcMult = 0;                                   // LayerLayout::hyperConnections: the streams (hc_mult, hc_count)
     std::int64_t hcLowRank = 0;                                // Qwen4-Exp's hc_lowrank
     std::int64_t dRel = 0, relExtent = 0, convKernel = 0;      // LayerLayout::inkling: d_rel, rel_extent, conv_kernel_size
+    // LayerLayout::multimodalEncoders: the sizes of Phi-4-multimodal's vision_config and audio_config.
+    struct VisionEncoder
+    {
+        std::int64_t hidden = 0, intermediate = 0, layers = 0, channels = 0, patch = 0, imageSize = 0;
+    } vision;
+    struct AudioEncoder
+    {
+        std::int64_t hidden = 0, intermediate = 0, blocks = 0, heads = 0, inputSize = 0, timeReduction = 0, convChannels = 0,
+                     finalSize = 0, depthwiseMultiplier = 0, depthwiseOut = 0, extPwOut = 0, kernel = 0, biasBuckets = 0,
+                     downsample = 0;
+    } audio;
     std::vector<std::string> indexerTypes;                     // "full" / "shared" per layer: its own indexer or the last one's (HY-V4)
     std::vector<std::int64_t> intermediatePerLayer;            // intermediate_size as a list, one a layer (Gemma 3n)
     std::int64_t layersPerStack = 0, hCycles = 0, lCycles = 0; // LayerLayout::hierarchicalStacks
