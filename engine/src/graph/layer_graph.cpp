@@ -403,9 +403,16 @@ private:
         GraphNode& act = node(OpKind::GatedAct, p + ".mlp:act", -1, {module(OpKind::Linear, p + ".mlp.fc1", {y}, m_c.gatedNormRank)});
         act.act = Activation::Silu;
         const int g = module(OpKind::Linear, p + ".mlp.fc2", {output(act, m_c.gatedNormRank)}, m_c.hiddenSize);
-        GraphNode& gate = node(OpKind::GatedAct, p + ":gate", -1, {g, y});
-        gate.act = Activation::Sigmoid;
-        return output(gate, m_c.hiddenSize);
+        return gated(p + ":gate", g, y, Activation::Sigmoid, 1);
+    }
+
+    // x scaled elementwise by act(gate), one gate value for every `span` values of x.
+    int gated(const std::string& name, int gate, int x, Activation act, std::int64_t span)
+    {
+        GraphNode& g = node(OpKind::GatedAct, name, -1, {gate, x});
+        g.act = act;
+        g.gateSpan = span;
+        return output(g, m_g.tensors[static_cast<std::size_t>(x)].features);
     }
 
     // Gemma 4's experts beside the MLP: post_ff_norm_1(mlp(x)) + post_ff_norm_2(experts(pre_ff_norm_2(h))), routed
@@ -541,12 +548,8 @@ private:
         int o = output(at, H * vd);
         if (m_c.layout.outputGate) // AFMoE, Beam, Laguna: a projection of the layer input gates the output
             gate = module(OpKind::Linear, p + "." + m_c.layout.outputGate, {x}, m_c.gatePerHead ? H : H * hd);
-        if (gate >= 0) { // attention · sigmoid(gate) (Laguna: softplus, one value per head)
-            GraphNode& g = node(OpKind::GatedAct, p + ":gate", -1, {gate, o});
-            g.act = m_c.layout.softplusGate ? Activation::Softplus : Activation::Sigmoid;
-            g.gateSpan = m_c.gatePerHead ? vd : 1;
-            o = output(g, H * vd);
-        }
+        if (gate >= 0) // attention · sigmoid(gate) (Laguna: softplus, one value per head)
+            o = gated(p + ":gate", gate, o, m_c.layout.softplusGate ? Activation::Softplus : Activation::Sigmoid, m_c.gatePerHead ? vd : 1);
         return module(OpKind::Linear, p + ".o_proj", {o}, m_c.hiddenSize);
     }
 
@@ -679,12 +682,8 @@ private:
         int o = output(at, H * vd);
         if (m_c.layout.outputGate) // Dots 3: a sigmoid of g_proj(x) per head
             gate = module(OpKind::Linear, p + "." + m_c.layout.outputGate, {x}, m_c.gatePerHead ? H : H * vd);
-        if (gate >= 0) {
-            GraphNode& g = node(OpKind::GatedAct, p + ":gate", -1, {gate, o});
-            g.act = Activation::Sigmoid;
-            g.gateSpan = m_c.layout.outputGate && m_c.gatePerHead ? vd : 1;
-            o = output(g, H * vd);
-        }
+        if (gate >= 0)
+            o = gated(p + ":gate", gate, o, Activation::Sigmoid, m_c.layout.outputGate && m_c.gatePerHead ? vd : 1);
         return module(OpKind::Linear, p + ".o_proj", {o}, m_c.hiddenSize);
     }
 

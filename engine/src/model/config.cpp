@@ -1359,7 +1359,7 @@ Status readDots3(const FieldReader& r, ModelConfig& c)
         std::int64_t heads, kvHeads, headDim;
         ModelConfig::MlaSizes mla;
     };
-    const Sizes global{c.numHeads, c.numKvHeads > 0 ? c.numKvHeads : c.numHeads, c.headDim > 0 ? c.headDim : 256, c.mlaAt(-1)};
+    const Sizes global{c.numHeads, c.numKvHeads > 0 ? c.numKvHeads : c.numHeads, c.headDim, c.mlaAt(-1)};
     std::vector<Sizes> sizes(L, global);
     auto readSizes = [&](const FieldReader& f, Sizes& s) -> Status {
         TP_RETURN_IF_ERROR(f.readInt("num_attention_heads", s.heads, 1, kMaxHeads));
