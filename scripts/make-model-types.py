@@ -24,6 +24,8 @@ import sys
 try:
     import transformers
     from transformers import CONFIG_MAPPING
+    from transformers.conversion_mapping import get_checkpoint_conversion_mapping
+    from transformers.core_model_loading import Interleave, WeightConverter
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 except ImportError as e:
     print(f"SKIP: transformers is needed ({e})")
@@ -77,6 +79,12 @@ def describe():
                              "head_tp_plan": pairs(getattr(head, "_tp_plan", None)),
                              # alias → the name config.json stores (Mellum's num_experts is num_local_experts)
                              "attribute_map": dict(sorted(getattr(cls, "attribute_map", {}).items()))}
+        # Parameters the loader de-interleaves along a dim after splitting the checkpoint's tensor (Inkling 2's w13_weight
+        # → gate_up_proj): a plain split then keeps each rank's gate and up rows paired.
+        interleaved = [[target, op.dim] for t in get_checkpoint_conversion_mapping(model_type) or [] if isinstance(t, WeightConverter)
+                       for op in t.operations if isinstance(op, Interleave) and not op.inverse for target in t.target_patterns]
+        if interleaved:
+            types[model_type]["interleaved_on_load"] = interleaved
         # Sub-configs the class builds from their own class when config.json leaves them out (Phi-4-multimodal's
         # vision_config and audio_config): those classes' declared defaults.
         subs = {name: declared(sub, base) for name, sub in sorted((getattr(cls, "sub_configs", None) or {}).items())

@@ -127,6 +127,8 @@ def layer_kinds(cfg):
             k.append(i not in (d.get("mlp_only_layers") or []) and (i + 1) % max(d.get("decoder_sparse_step", 1), 1) == 0)
         elif mt == "llama4_text":
             k.append(i in (d.get("moe_layers") or []))
+        elif mt == "inkling2_loop_text":  # in the loop or not
+            k.append(d["loop_layer_index_start"] <= i < d["loop_layer_index_end"])
         return tuple(k)
     seen, keep = set(), []
     for i in range(n):
@@ -173,6 +175,11 @@ def reduced_config(src_path):
         d["moe_layers"] = [j for j, i in enumerate(keep) if i in (d.get("moe_layers") or [])]
     if isinstance(d.get("attn_layer_indices"), list):
         d["attn_layer_indices"] = [j for j, i in enumerate(keep) if i in d["attn_layer_indices"]]
+    if mt == "inkling2_loop_text":  # the loop's bounds among the kept layers; blocks of one layer keep them multiples
+        d["loop_layer_index_start"], d["loop_layer_index_end"] = (
+            sum(1 for i in keep if i < d[key]) for key in ("loop_layer_index_start", "loop_layer_index_end"))
+        d["n_layers_per_attn_res_block"] = 1
+        d.pop("loop_config", None)  # its bounds, already in the fields above, would win again
     if d.get("num_kv_shared_layers"):
         d["num_kv_shared_layers"] = sum(1 for i in keep if i >= d["num_hidden_layers"] - d["num_kv_shared_layers"])
     if isinstance(d.get("per_layer_config"), dict):
@@ -201,6 +208,8 @@ def reduced_config(src_path):
         d["head_dim"] = 16
     else:  # the head size is hidden / heads
         d["hidden_size"] = 16 * d["num_attention_heads"]
+    if isinstance(d.get("unpadded_vocab_size"), int):  # Inkling 2: lm_head's rows, fewer than the padded vocabulary
+        d["unpadded_vocab_size"] = max(1, d["vocab_size"] - 8)
     heads = d["num_attention_heads"]
     d["hidden_size"] = -(-d["hidden_size"] // heads) * heads  # Transformers wants a multiple of the heads
     for key in ("sliding_window", "attention_chunk_size"):

@@ -411,6 +411,32 @@ private slots:
                                             << "config.json: key 'layer_types' has 'full_attention': Inkling's layers are hybrid or hybrid_sliding";
         QTest::addRow("inkling shared experts") << R"({"model_type": "inkling_text", "n_shared_experts": 0})"
                                                 << "config.json: key 'n_shared_experts' must be at least 1";
+        QTest::addRow("inkling2 unpadded vocab") << R"({"model_type": "inkling2_text", "unpadded_vocab_size": 0})"
+                                                 << "config.json: key 'unpadded_vocab_size' must be at least 1";
+        QTest::addRow("inkling2_loop passes") << R"({"model_type": "inkling2_loop_text", "loop_num_passes": 0})"
+                                              << "config.json: key 'loop_num_passes' (0) must be at least 1";
+        QTest::addRow("inkling2_loop start") << R"({"model_type": "inkling2_loop_text", "loop_layer_index_start": 0})"
+                                             << "config.json: key 'loop_layer_index_start' (0) must be greater than 0";
+        QTest::addRow("inkling2_loop block") << R"({"model_type": "inkling2_loop_text", "loop_config": {"core_start": 6, "core_end": 17}})"
+                                             << "config.json: key 'loop_layer_index_end' (17) must be a multiple of n_layers_per_attn_res_block (6)";
+        QTest::addRow("inkling2_loop end") << R"({"model_type": "inkling2_loop_text", "num_hidden_layers": 12})"
+                                           << "config.json: key 'loop_layer_index_end' (18) must be from loop_layer_index_start (6) to num_hidden_layers (12)";
+        QTest::addRow("inkling2_loop config") << R"({"model_type": "inkling2_loop_text", "loop_config": 3})"
+                                              << "config.json: key 'loop_config' must be an object or null";
+        QTest::addRow("inkling2_loop visits") << R"({"model_type": "inkling2_loop_text", "loop_num_passes": 1024, "num_hidden_layers": 1200, "loop_layer_index_end": 1200})"
+                                              << "config.json: key 'loop_num_passes' (1024) × 1194 looped layers visits more than";
+        QTest::addRow("deepseek_v4 layer type") << R"({"model_type": "deepseek_v4", "num_hidden_layers": 2, "layer_types": ["sliding_attention", "full_attention"]})"
+                                                << "config.json: key 'layer_types' has 'full_attention': each is one of sliding_attention, compressed_sparse_attention, heavily_compressed_attention";
+        QTest::addRow("deepseek_v4 mlp types") << R"({"model_type": "deepseek_v4", "num_hidden_layers": 2, "mlp_layer_types": ["moe"]})"
+                                               << "config.json: key 'mlp_layer_types' has 1 entries but num_hidden_layers is 2";
+        QTest::addRow("deepseek_v4 ratios") << R"({"model_type": "deepseek_v4", "num_hidden_layers": 2, "compress_ratios": [0, 5]})"
+                                            << "config.json: key 'compress_ratios' has 5: each is 0, 4 or 128";
+        QTest::addRow("deepseek_v4 rates") << R"({"model_type": "deepseek_v4", "compress_rates": {"compressed_sparse_attention": 0}})"
+                                           << "config.json: key 'compress_rates.compressed_sparse_attention' must be at least 1";
+        QTest::addRow("deepseek_v4 groups") << R"({"model_type": "deepseek_v4", "o_groups": 7})"
+                                            << "config.json: key 'o_groups' (7) must divide num_attention_heads × head_dim (32768)";
+        QTest::addRow("deepseek_v4 q rank") << R"({"model_type": "deepseek_v4", "q_lora_rank": null})"
+                                            << "config.json: key 'q_lora_rank' must be set";
         QTest::addRow("phi4mm vision config") << R"({"model_type": "phi4_multimodal", "vision_config": [1]})"
                                               << "config.json: key 'vision_config' must be an object";
         QTest::addRow("phi4mm audio heads") << R"({"model_type": "phi4_multimodal", "audio_config": {"hidden_size": 100, "num_attention_heads": 16}})"

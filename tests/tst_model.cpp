@@ -655,6 +655,51 @@ private slots:
         QVERIFY(shardModel(s, defaultPlan(s, 1)).valid()); // nothing is split at T=1
     }
 
+    // Inkling 2 Loop: the loop's layers [2, 4) run three passes, each visit a graph layer of its own (Transformers gives
+    // each pass its own cache layers), so the experts reduce 2 + 3·2 + 1 times. Its plan's 'colwise' gate_up_proj splits
+    // the checkpoint's interleaved w13_weight, which the loader de-interleaves per rank: a packed split, noted as Info.
+    void inklingTwoLoopAndInterleavedExperts()
+    {
+        auto om = openFixture("inkling2_loop_text");
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        const ModelSpec& s = om->spec;
+        QCOMPARE(s.find("lm_head")->params[0].shape[0], std::int64_t{120}); // unpadded_vocab_size
+        QVERIFY(s.find("model.layers.2.q_message_gate") && !s.find("model.layers.1.q_message_gate"));
+        QCOMPARE(s.find("model.message_input")->params[0].shape, (std::vector<std::int64_t>{2, 4, 64}));
+        const LayerGraph lg = buildLayerGraph(s);
+        QCOMPARE(std::count_if(lg.nodes.begin(), lg.nodes.end(), [](const GraphNode& n) { return n.kind == OpKind::Experts; }), 9);
+        QCOMPARE(layerSlots(lg), std::size_t{9 + 1});
+        const ShardedGraph g = shardModel(s, defaultPlan(s, 2));
+        QVERIFY(g.valid());
+        const ParamShard* gu = g.param(s.indexOf("model.layers.0.mlp.experts"), "gate_up_proj");
+        QVERIFY(gu);
+        QCOMPARE(gu->placement, Placement::strided(1, 2));
+        QVERIFY(std::any_of(g.diagnostics.begin(), g.diagnostics.end(), [](const Diagnostic& d) {
+            return d.severity == Severity::Info && d.where == "model.layers.*.mlp.experts.gate_up_proj"
+                && d.message.find("interleaved") != std::string::npos;
+        }));
+    }
+
+    // DeepSeek-V4: hash-routed layers pick experts by token id (tid2eid, no score bias); compressed sparse layers have the
+    // indexer; one key head read as the value, which Transformers' cache stores as keys and as values.
+    void deepseekV4CompressedAttention()
+    {
+        auto om = openFixture("deepseek_v4");
+        QVERIFY2(om.ok(), om.ok() ? "" : om.status().message().c_str());
+        const ModelSpec& s = om->spec;
+        const ModuleSpec* hash = s.find("model.layers.0.mlp.gate");
+        QCOMPARE(hash->params.size(), std::size_t{2});
+        QCOMPARE(hash->params[1].name, std::string("tid2eid"));
+        QCOMPARE(hash->params[1].dtype, DType::I64);
+        QCOMPARE(s.find("model.layers.1.mlp.gate")->params[1].name, std::string("e_score_correction_bias"));
+        QVERIFY(s.find("model.layers.1.self_attn.compressor.indexer.scorer.weights_proj"));
+        QVERIFY(!s.find("model.layers.0.self_attn.compressor.indexer"));
+        const ShardedGraph g = shardModel(s, defaultPlan(s, 2));
+        QVERIFY(g.valid());
+        const std::int64_t hd = s.config.headDim;
+        QCOMPARE(g.memory[0].kvCacheBytesPerToken, s.config.numLayers * 2 * hd * 4);
+    }
+
     // Phi-4-multimodal: Phi-3's text layers plus the image and audio encoders under embed_tokens_extend, built from
     // vision_config and audio_config over their classes' defaults; no plan key reaches them, so every rank holds them whole.
     void multimodalEncodersReplicated()

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <numbers>
@@ -41,6 +42,7 @@ const char* activationName(Activation a)
     case Activation::GeluTanh: return "gelu_pytorch_tanh";
     case Activation::Sigmoid: return "sigmoid";
     case Activation::Softplus: return "softplus";
+    case Activation::Tanh: return "tanh";
     }
     return "?";
 }
@@ -166,7 +168,7 @@ public:
             m_g.nodes.back().scale = std::sqrt(static_cast<double>(m_c.hiddenSize));
         if (m_c.perLayerInputSize > 0)
             perLayerInputs(ids, h);
-        if (m_c.layout.inkling) // InklingNormedEmbedding: the lookup's rows normed inside the embedding's forward
+        if (m_c.layout.inkling || m_c.layout.inkling2) // InklingNormedEmbedding: the lookup's rows normed inside the embedding's forward
             h = module(OpKind::Norm, "model.embed_tokens.embed_norm", {h}, m_c.hiddenSize);
         if (m_c.layout.altUp) // Gemma 3n: the other streams, projections of the embedding
             for (std::int64_t i = 0; i + 1 < m_c.altUpInputs; ++i)
@@ -174,6 +176,9 @@ public:
                        m_c.hiddenSize);
         if (m_c.layout.hierarchicalStacks) {
             h = hierarchicalStacks(h);
+        } else if (m_c.layout.inkling2) {
+            h = inkling2Layers(h);
+            h = module(OpKind::Norm, "model.norm", {depthAttention("model.final_input", h)}, m_c.hiddenSize);
         } else if (m_c.layout.hyperConnections == LayerLayout::HyperConnections::Qwen4) {
             // Qwen4-Exp: hc_count copies of the embedding, the layers on them, the mixer back to one (no final norm).
             h = op(OpKind::Add, "model:hc_expand", {h, h}, m_c.hcMult * m_c.hiddenSize);
@@ -189,7 +194,7 @@ public:
                            {h, module(OpKind::Linear, fmt::format("model.altup_unembed_projections.{}", i), {h}, m_c.hiddenSize)}, m_c.hiddenSize);
             h = module(OpKind::Norm, "model.norm", {h}, m_c.hiddenSize);
         }
-        const int logits = module(OpKind::Linear, "lm_head", {h}, m_c.vocabSize);
+        const int logits = module(OpKind::Linear, "lm_head", {h}, m_c.headRows());
         node(OpKind::Logits, "logits", -1, {logits}).softcap = m_c.finalLogitSoftcap.value_or(0);
     }
 
@@ -261,6 +266,95 @@ private:
             m_layer = -1;
         }
         return zH;
+    }
+
+    // Inkling 2's depth attention at `p`: learned queries over the block states and h (an op on h; the block states are
+    // not carried).
+    int depthAttention(const std::string& p, int h) { return op(OpKind::Add, p, {h, h}, m_c.hiddenSize); }
+
+    // Inkling 2: the layers in order; Inkling 2 Loop's loop layers loopPasses times, each visit a graph layer (and KV
+    // cache slot) of its own, the later passes mixing in messages from the previous one (model.message_input).
+    int inkling2Layers(int h)
+    {
+        int slot = 0;
+        auto run = [&](std::int64_t from, std::int64_t to, bool messages) {
+            for (std::int64_t l = from; l < to; ++l)
+                h = inkling2Layer(static_cast<int>(l), slot++, h, messages);
+        };
+        if (m_c.loopEnd == 0) {
+            run(0, m_c.numLayers, false);
+            return h;
+        }
+        run(0, m_c.loopStart, false);
+        for (std::int64_t pass = 0; pass < m_c.loopPasses; ++pass)
+            run(m_c.loopStart, m_c.loopEnd, pass > 0);
+        run(m_c.loopEnd, m_c.numLayers, false);
+        return h;
+    }
+
+    // Inkling 2 Loop's message gate at `p`: (1 - tanh(forget)) · x + tanh(message gate) · message, both gates from
+    // down_proj([norm(x) | norm(message)]).
+    int messageGate(const std::string& p, int x, int message)
+    {
+        const int d = module(OpKind::Linear, p + ".down_proj", {x, message}, m_c.loopGateRank);
+        const int f = module(OpKind::Linear, p + ".forget_gate_proj", {d}, m_c.hiddenSize);
+        const int m = module(OpKind::Linear, p + ".message_gate_proj", {d}, m_c.hiddenSize);
+        return op(OpKind::Add, p + ":mix", {gated(p + ":forget", f, x, Activation::Tanh, 1), gated(p + ":message", m, message, Activation::Tanh, 1)},
+                  m_c.hiddenSize);
+    }
+
+    // Inkling 2 decoder layer `l`, graph layer `slot`: its block inputs by depth attention, attention over q/k/v_proj's
+    // linears (the convolutions, clips and the relative-position bias act on them in place), the gated o_proj, the f32
+    // short convolution after each block (in place), the experts.
+    int inkling2Layer(int l, int slot, int h, bool messages)
+    {
+        m_layer = slot;
+        const std::string p = fmt::format("model.layers.{}", l), a = p + ".self_attn";
+        const std::int64_t H = m_c.hiddenSize, heads = m_c.headsAt(l), kv = m_c.kvHeadsAt(l), hd = m_c.headDimAt(l);
+        const bool sliding = m_c.slidingLayer(l);
+        const int in = l > 0 ? depthAttention(p + ".attention_input", h) : h;
+        int message = -1;
+        if (messages) // this layer's four messages from the previous pass
+            message = op(OpKind::Add, "model.message_input", {h, h}, H);
+        // The inputs of q, k and v: a full layer's own norm each, a sliding layer's input_layernorm (once for all three
+        // without messages); a loop layer's messages gated in before the norm.
+        std::array<int, 3> qkv{};
+        for (std::size_t i = 0; i < qkv.size(); ++i) {
+            const char* which = i == 0 ? "q" : i == 1 ? "k" : "v";
+            if (sliding && message < 0 && i > 0) {
+                qkv[i] = qkv[0];
+                continue;
+            }
+            const int x = message >= 0 ? messageGate(fmt::format("{}.{}_message_gate", p, which), in, message) : in;
+            const std::string norm = sliding ? p + ".input_layernorm" : fmt::format("{}.{}_input_layernorm", p, which);
+            GraphNode& n = node(OpKind::Norm, sliding && i > 0 ? fmt::format("{}:{}", norm, which) : norm, indexOf(norm), {x});
+            n.eps = m_c.rmsNormEps;
+            qkv[i] = output(n, H);
+        }
+        const int q = module(OpKind::Linear, a + ".q_proj.linear", {qkv[0]}, heads * hd);
+        std::array<int, 2> kvOut{};
+        for (int i = 0; i < 2; ++i) {
+            const std::string m = a + (i == 0 ? ".k_proj" : ".v_proj");
+            kvOut[static_cast<std::size_t>(i)] = module(OpKind::Linear, m + ".linear", {qkv[static_cast<std::size_t>(i) + 1]}, kv * hd);
+            if (!sliding) // the dynamic convolution's taps, per key/value head
+                module(OpKind::Linear, m + ".sconv.weight_proj", {qkv[static_cast<std::size_t>(i) + 1]}, kv * m_c.convKernel);
+        }
+        module(OpKind::Linear, a + ".relative_position_bias.linear", {qkv[0]}, heads * m_c.dRel);
+        module(OpKind::Linear, a + ".sink_proj", {qkv[0]}, heads);
+        GraphNode& at = attentionNode(a, {q, kvOut[0], kvOut[1]}, hd, hd, kv);
+        at.heads = heads;
+        at.window = sliding ? m_c.slidingWindow.value_or(0) : 0;
+        int o = output(at, heads * hd);
+        o = gated(a + ":gate", module(OpKind::Linear, a + ".o_proj.gate_proj", {qkv[0]}, heads * hd), o, Activation::Sigmoid, 1);
+        o = module(OpKind::Linear, a + ".o_proj.linear", {o}, H);
+        h = add(p + ":residual_attn", h, o);
+        int x = depthAttention(p + ".mlp_input", h);
+        if (message >= 0)
+            x = messageGate(p + ".mlp_message_gate", x, message);
+        x = module(OpKind::Norm, p + ".post_attention_layernorm", {x}, H);
+        h = add(p + ":residual_mlp", h, moe(p + ".mlp", *m_spec.find(p + ".mlp"), x));
+        m_layer = -1;
+        return h;
     }
 
     int layer(int l, int h, std::string p = {})
@@ -477,6 +571,8 @@ private:
     {
         const std::int64_t H = m_c.headsAt(m_layer), KV = m_c.kvHeadsAt(m_layer), hd = m_c.headDimAt(m_layer);
         const std::int64_t vd = m_c.valueHeadDimAt(m_layer);
+        if (m_c.layout.compressedAttention)
+            return compressedAttention(p, x);
         if (m_c.isMla())
             return mla(p, x);
         // Gemma 4: a shared layer attends over the keys and values its type's last computing layer stored.
@@ -638,6 +734,36 @@ private:
         n.eps = m_c.rmsNormEps;
         n.normOffset = m_t.unitOffsetNorms ? 1 : 0;
         return output(n, m_g.tensors[static_cast<std::size_t>(in)].features);
+    }
+
+    // DeepSeek-V4's attention: q from q_lora_rank, one key head read as the value too (so the cache holds it twice, as
+    // Transformers' does), attention within the sliding window and over the compressed keys, the grouped o_a_proj and
+    // o_b_proj. The compressor and its indexer project the layer input beside it (their pooling is not costed).
+    int compressedAttention(const std::string& p, int x)
+    {
+        const std::int64_t heads = m_c.headsAt(m_layer), hd = m_c.headDim, qr = *m_c.qLoraRank;
+        int qa = module(OpKind::Linear, p + ".q_a_proj", {x}, qr);
+        qa = module(OpKind::Norm, p + ".q_a_norm", {qa}, qr);
+        const int q = module(OpKind::Linear, p + ".q_b_proj", {qa}, heads * hd);
+        const int kv = module(OpKind::Norm, p + ".kv_norm", {module(OpKind::Linear, p + ".kv_proj", {x}, hd)}, hd);
+        const std::string& type = m_c.layerTypes[static_cast<std::size_t>(m_layer)];
+        if (type != "sliding_attention") {
+            const bool sparse = type == "compressed_sparse_attention";
+            const std::int64_t width = sparse ? 2 * hd : hd;
+            for (const char* proj : {".compressor.kv_proj", ".compressor.gate_proj"})
+                module(OpKind::Linear, p + proj, {x}, width);
+            if (sparse) {
+                const std::string ix = p + ".compressor.indexer";
+                for (const char* proj : {".kv_proj", ".gate_proj"})
+                    module(OpKind::Linear, ix + proj, {x}, 2 * m_c.indexHeadDim);
+                module(OpKind::Linear, ix + ".q_b_proj", {qa}, m_c.indexHeads * m_c.indexHeadDim);
+                module(OpKind::Linear, ix + ".scorer.weights_proj", {x}, m_c.indexHeads);
+            }
+        }
+        GraphNode& at = attentionNode(p, {q, kv, kv}, hd, hd, 1);
+        at.window = m_c.slidingWindow.value_or(0);
+        const int o = module(OpKind::Linear, p + ".o_a_proj", {output(at, heads * hd)}, m_c.oGroups * m_c.oLoraRank);
+        return module(OpKind::Linear, p + ".o_b_proj", {o}, m_c.hiddenSize);
     }
 
     int mla(const std::string& p, int x)

@@ -362,6 +362,51 @@ void buildExtras(TreeBuilder& b, const ModelConfig& c, int layerModule, int laye
     });
 }
 
+// An RMSNorm whose weight stays f32 whatever the model's dtype (DeepSeek-V4's _keep_in_fp32_modules_strict).
+void normF32(TreeBuilder& b, int parent, const std::string& name, std::int64_t dim, const std::string& cls, int layer)
+{
+    b.param(b.add(parent, name, cls, ModuleKind::RmsNorm, layer), "weight", {dim}, DType::F32);
+}
+
+// DeepSeek-V4's attention (LayerLayout::compressedAttention) under module `a`, and its compressor on compressed layers.
+void buildCompressedAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int a, int layer)
+{
+    const std::int64_t H = c.hiddenSize, hd = c.headDim, heads = c.numHeads, qr = *c.qLoraRank;
+    const std::string norm = n.prefix + "RMSNorm", unweighted = n.prefix + "UnweightedRMSNorm";
+    b.linear(a, "q_a_proj", qr, H, false, layer);
+    normF32(b, a, "q_a_norm", qr, norm, layer);
+    b.linear(a, "q_b_proj", heads * hd, qr, false, layer);
+    b.add(a, "q_b_norm", unweighted, ModuleKind::Other, layer);
+    b.linear(a, "kv_proj", hd, H, false, layer);
+    normF32(b, a, "kv_norm", hd, norm, layer);
+    b.at(b.linear(a, "o_a_proj", c.oGroups * c.oLoraRank, heads * hd / c.oGroups, false, layer)).className = n.prefix + "GroupedLinear";
+    b.linear(a, "o_b_proj", H, c.oGroups * c.oLoraRank, false, layer);
+    b.param(a, "sinks", {heads}, DType::F32);
+    const std::string& type = c.layerTypes[static_cast<std::size_t>(layer)];
+    if (type == "sliding_attention")
+        return;
+    // A compressor: kv_proj and gate_proj (the softmax weights within a window), a position bias per window slot, kv_norm;
+    // the compressed sparse one's projections are twice as wide (two overlapping windows) and it has an indexer.
+    auto compressor = [&](int parent, const char* name, const std::string& cls, std::int64_t dim, std::int64_t rate, bool overlap) {
+        const int m = b.add(parent, name, cls, ModuleKind::Other, layer);
+        const std::int64_t width = overlap ? 2 * dim : dim;
+        b.linear(m, "kv_proj", width, H, false, layer);
+        b.linear(m, "gate_proj", width, H, false, layer);
+        b.param(m, "position_bias", {rate, width}, DType::F32);
+        normF32(b, m, "kv_norm", dim, norm, layer);
+        b.add(m, "rotary_emb", n.prefix + "RotaryEmbedding", ModuleKind::RotaryEmbedding, layer);
+        return m;
+    };
+    if (type == "heavily_compressed_attention") {
+        compressor(a, "compressor", n.prefix + "HCACompressor", hd, c.compressRateHca, false);
+        return;
+    }
+    const int m = compressor(a, "compressor", n.prefix + "CSACompressor", hd, c.compressRateCsa, true);
+    const int indexer = compressor(m, "indexer", n.prefix + "Indexer", c.indexHeadDim, c.compressRateCsa, true);
+    b.linear(indexer, "q_b_proj", c.indexHeads * c.indexHeadDim, qr, false, layer);
+    b.linear(b.add(indexer, "scorer", n.prefix + "IndexerScorer", ModuleKind::Other, layer), "weights_proj", c.indexHeads, H, false, layer);
+}
+
 void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerModule, int layer, const std::string& name = "self_attn")
 {
     const std::int64_t H = c.hiddenSize, hd = c.headDimAt(layer), heads = c.headsAt(layer), q = heads * hd, kv = c.kvHeadsAt(layer) * hd;
@@ -369,6 +414,8 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
     const bool shared = c.kvSharedAt(layer); // Gemma 4: keys and values from an earlier layer
     const std::string norm = n.prefix + "RMSNorm";
     int a = b.add(layerModule, name, n.prefix + "Attention", ModuleKind::Attention, layer);
+    if (c.layout.compressedAttention)
+        return buildCompressedAttention(b, c, n, a, layer);
     switch (c.family) {
     case Family::Phi3:
         b.linear(a, "o_proj", H, q, false, layer);
@@ -622,8 +669,14 @@ void buildMoe(TreeBuilder& b, const ModelConfig& c, const Names& n, int layerMod
         if (bias)
             b.param(r, "bias", {R});
         using SB = LayerLayout::ScoreBias;
+        // DeepSeek-V4's hash_moe layers pick experts by token id (tid2eid [vocab, top-k]), without a score bias.
+        const bool hash = static_cast<std::size_t>(layer) < c.routerTypes.size() && c.routerTypes[static_cast<std::size_t>(layer)] == "hash_moe";
+        if (hash) {
+            b.at(outer).className = n.prefix + "HashRouter";
+            b.param(outer, "tid2eid", {c.vocabSize, c.expertsPerToken}, DType::I64).buffer = true;
+        }
         // The score bias sits on the router module: f32, or (a child projection's router, LongCat-Flash) the model's dtype.
-        if ((c.family == Family::DeepseekV3 && c.layout.scoreBias == SB::Family) || c.layout.scoreBias == SB::Router)
+        if (!hash && ((c.family == Family::DeepseekV3 && c.layout.scoreBias == SB::Family) || c.layout.scoreBias == SB::Router))
             b.param(outer, "e_score_correction_bias", {R}, wg ? c.dtype : DType::F32).buffer = !c.layout.scoreBiasParam;
         if (c.layout.scoreBias == SB::Statics) // a parameter, not a buffer
             b.param(b.add(r, "moe_statics", n.prefix + "Statics", ModuleKind::Other, layer), "e_score_correction_bias", {1, E}, DType::F32);
@@ -812,11 +865,86 @@ void buildPhi4Encoders(TreeBuilder& b, const ModelConfig& c, int model)
     }
 }
 
+// Inkling 2's depth attention over the block states: learned f32 queries, `shape` of them, and an unweighted norm.
+void buildBlockAttention(TreeBuilder& b, const Names& n, int parent, const char* name, std::vector<std::int64_t> shape, int layer,
+                         const char* cls = "BlockAttentionResidual")
+{
+    const int m = b.add(parent, name, n.prefix + cls, ModuleKind::Other, layer);
+    b.param(m, "query", std::move(shape), DType::F32);
+    b.add(m, "norm", n.prefix + "UnweightedRMSNorm", ModuleKind::Other, layer);
+}
+
+// An Inkling 2 decoder layer (LayerLayout::inkling2), as Inkling2SlidingDecoderLayer / Inkling2FullDecoderLayer and
+// Inkling 2 Loop's loop layers build it.
+void buildInkling2Layer(TreeBuilder& b, const ModelConfig& c, const Names& n, int l, int layer)
+{
+    const std::int64_t H = c.hiddenSize, K = c.convKernel;
+    const bool sliding = c.slidingLayer(layer);
+    const std::int64_t heads = c.headsAt(layer), kv = c.kvHeadsAt(layer), hd = c.headDimAt(layer);
+    const std::string norm = n.prefix + "RMSNorm";
+    if (layer > 0)
+        buildBlockAttention(b, n, l, "attention_input", sliding ? std::vector<std::int64_t>{H} : std::vector<std::int64_t>{3, H}, layer);
+    buildBlockAttention(b, n, l, "mlp_input", {H}, layer);
+    const int a = b.add(l, "self_attn", n.prefix + (sliding ? "SlidingAttention" : "FullAttention"), ModuleKind::Attention, layer);
+    // A per-head scale [heads, dim] and an L2 clip, log-scaled with the position on full layers.
+    auto scaledClip = [&](int parent, std::int64_t dim) {
+        const int m = b.add(parent, "norm", n.prefix + (sliding ? "ScaledL2Clip" : "LogScaledL2Clip"), ModuleKind::Other, layer);
+        b.param(m, "scale", {heads, dim});
+        if (!sliding) {
+            b.add(m, "l2_clip", n.prefix + "L2Clip", ModuleKind::Other, layer);
+            b.add(m, "log_scale", n.prefix + "LogScale", ModuleKind::Other, layer);
+        }
+    };
+    const int q = b.add(a, "q_proj", n.prefix + "QueryProjection", ModuleKind::Other, layer);
+    b.linear(q, "linear", heads * hd, H, false, layer);
+    scaledClip(q, hd);
+    for (const char* name : {"k_proj", "v_proj"}) {
+        const int m = b.add(a, name, n.prefix + "KeyValueProjection", ModuleKind::Other, layer);
+        b.linear(m, "linear", kv * hd, H, false, layer);
+        if (sliding) { // a depthwise f32 convolution
+            const int conv = b.add(m, "sconv", n.prefix + "ShortConvolution", ModuleKind::Other, layer);
+            b.param(b.add(conv, "conv1d", "Conv1d", ModuleKind::Other, layer), "weight", {kv * hd, 1, K}, DType::F32);
+        } else { // static taps plus taps per key/value head projected from the input
+            const int conv = b.add(m, "sconv", n.prefix + "DynamicShortConvolution", ModuleKind::Other, layer);
+            b.param(conv, "static_weight", {K, kv * hd});
+            b.linear(conv, "weight_proj", kv * K, H, false, layer);
+        }
+        b.add(m, "norm", n.prefix + (name == std::string_view("k_proj") ? "L2Clip" : "UnweightedRMSNorm"), ModuleKind::Other, layer);
+    }
+    const int o = b.add(a, "o_proj", n.prefix + "GatedOutputProjection", ModuleKind::Other, layer);
+    b.linear(o, "gate_proj", heads * hd, H, false, layer);
+    b.linear(o, "linear", H, heads * hd, false, layer);
+    b.linear(a, "sink_proj", heads, H, false, layer);
+    const int rel = b.add(a, "relative_position_bias", n.prefix + "RelativePositionBias", ModuleKind::Other, layer);
+    b.linear(rel, "linear", heads * c.dRel, H, false, layer);
+    scaledClip(rel, c.dRel);
+    b.param(rel, "proj", {c.dRel, sliding ? c.slidingWindow.value_or(0) : c.relExtent});
+    buildMoe(b, c, n, l, layer);
+    for (const char* name : sliding ? std::vector<const char*>{"input_layernorm"}
+                                    : std::vector<const char*>{"q_input_layernorm", "k_input_layernorm", "v_input_layernorm"})
+        b.norm(l, name, H, norm, layer);
+    b.norm(l, "post_attention_layernorm", H, norm, layer);
+    for (const char* name : {"post_attention_convolution", "post_mlp_convolution"}) {
+        const int conv = b.add(l, name, n.prefix + "ShortConvolution", ModuleKind::Other, layer);
+        b.param(b.add(conv, "conv1d", "Conv1d", ModuleKind::Other, layer), "weight", {H, 1, K}, DType::F32);
+    }
+    if (layer >= c.loopStart && layer < c.loopEnd) // a loop layer's gates mixing in the previous pass's messages
+        for (const char* name : {"q_message_gate", "k_message_gate", "v_message_gate", "mlp_message_gate"}) {
+            const int g = b.add(l, name, n.prefix + "MessageGate", ModuleKind::Other, layer);
+            b.add(g, "norm", n.prefix + "UnweightedRMSNorm", ModuleKind::Other, layer);
+            b.linear(g, "down_proj", c.loopGateRank, 2 * H, false, layer);
+            for (const char* proj : {"forget_gate_proj", "message_gate_proj"})
+                b.param(b.add(g, proj, "Linear", ModuleKind::Linear, layer), "weight", {H, c.loopGateRank}, DType::F32);
+        }
+}
+
 void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers, int layer)
 {
     const std::int64_t H = c.hiddenSize;
     const std::string norm = n.prefix + "RMSNorm";
     int l = b.add(layers, std::to_string(layer), n.prefix + "DecoderLayer", ModuleKind::DecoderLayer, layer);
+    if (c.layout.inkling2)
+        return buildInkling2Layer(b, c, n, l, layer);
     const auto params = c.layout.normParams;
     auto layerNorm = [&](const char* name) {
         if (!c.gatedNormAt(layer, name))
@@ -932,13 +1060,21 @@ void buildLayer(TreeBuilder& b, const ModelConfig& c, const Names& n, int layers
         b.norm(lr, "post_laurel_norm", H, norm, layer);
         buildPerLayerInput(b, c, n, l, layer);
     }
-    if (c.layout.hyperConnections == LayerLayout::HyperConnections::HyV4) // f32 whatever the model's dtype
+    using HC = LayerLayout::HyperConnections;
+    if (c.layout.hyperConnections == HC::HyV4 || c.layout.hyperConnections == HC::DeepseekV4) // f32 whatever the model's dtype
         for (const char* name : {"attn_hc", "ffn_hc"}) {
+            const bool v4 = c.layout.hyperConnections == HC::DeepseekV4; // pre, post and comb (hc_mult²) weights
+            const std::int64_t weights = v4 ? (2 + c.hcMult) * c.hcMult : 2 * c.hcMult;
             const int hc = b.add(l, name, n.prefix + "HyperConnection", ModuleKind::Other, layer);
-            b.param(hc, "fn", {2 * c.hcMult, c.hcMult * H}, DType::F32);
-            b.param(hc, "base", {2 * c.hcMult}, DType::F32);
-            b.param(hc, "scale", {2}, DType::F32);
+            if (v4)
+                b.add(hc, "input_norm", n.prefix + "UnweightedRMSNorm", ModuleKind::Other, layer);
+            b.param(hc, "fn", {weights, c.hcMult * H}, DType::F32);
+            b.param(hc, "base", {weights}, DType::F32);
+            b.param(hc, "scale", {v4 ? 3 : 2}, DType::F32);
         }
+    if (c.layout.compressedAttention) // DeepSeek-V4 keeps its layer norms in f32
+        for (const char* name : {"input_layernorm", "post_attention_layernorm"})
+            b.at(b.child(l, name)).params[0].dtype = DType::F32;
     if (c.layout.hyperConnections == LayerLayout::HyperConnections::Qwen4)
         for (const char* name : {"attn_hyper_connection", "mlp_hyper_connection"})
             buildGatedResidual(b, c, n, l, name, true, layer);
@@ -1068,6 +1204,7 @@ void resolveDefaultPlans(ModelSpec& s, const std::string& baseName, const std::s
         base = entries(p.baseTp);
         head = entries(p.head);
         baseEp = entries(p.baseEp);
+        s.interleavedOnLoad = p.interleavedOnLoad;
     }
     // The base model shards its input embeddings on the vocabulary unless its plan names them.
     auto withEmbedding = [&](std::vector<PlanEntry> p) {
@@ -1203,7 +1340,7 @@ Result<ModelSpec> buildModelSpec(const ModelConfig& c)
     int model = b.add(root, "model", n.model, ModuleKind::Model);
     int embed = b.add(model, "embed_tokens", n.embedding, ModuleKind::Embedding);
     b.param(embed, "weight", {V, H});
-    if (c.layout.inkling) // InklingNormedEmbedding: its forward norms the rows it looks up
+    if (c.layout.inkling || c.layout.inkling2) // InklingNormedEmbedding: its forward norms the rows it looks up
         b.norm(embed, "embed_norm", H, n.prefix + "RMSNorm", -1);
     if (c.layout.hierarchicalStacks) { // HRM: the two stacks, their layers numbered by the stack's own index
         for (const char* name : {"L_module", "H_module"}) {
@@ -1233,20 +1370,32 @@ Result<ModelSpec> buildModelSpec(const ModelConfig& c)
             for (std::int64_t i = 0; i + 1 < c.altUpInputs; ++i)
                 b.linear(m, std::to_string(i), H, H, false, -1);
         }
-    if (c.layout.hyperConnections == LayerLayout::HyperConnections::HyV4) {
+    if (c.layout.hyperConnections == LayerLayout::HyperConnections::HyV4 || c.layout.hyperConnections == LayerLayout::HyperConnections::DeepseekV4) {
         const int hc = b.add(model, "hc_head", n.prefix + "HyperHead", ModuleKind::Other);
+        if (c.layout.hyperConnections == LayerLayout::HyperConnections::DeepseekV4)
+            b.add(hc, "input_norm", n.prefix + "UnweightedRMSNorm", ModuleKind::Other);
         b.param(hc, "hc_fn", {c.hcMult, c.hcMult * H}, DType::F32);
         b.param(hc, "hc_base", {c.hcMult}, DType::F32);
         b.param(hc, "hc_scale", {1}, DType::F32);
     }
     if (c.layout.hyperConnections == LayerLayout::HyperConnections::Qwen4)
         buildGatedResidual(b, c, n, model, "hyper_connection_mixer", false, -1);
+    else if (c.layout.compressedAttention)
+        normF32(b, model, "norm", H, n.prefix + "RMSNorm", -1);
     else if (!c.layout.hierarchicalStacks) // HRM's stacks end in their own norms
         b.layerNorm(model, "norm", H, n.prefix + "RMSNorm", -1, c.layout.normParams);
-    b.add(model, "rotary_emb", n.prefix + "RotaryEmbedding", ModuleKind::RotaryEmbedding);
-    int head = b.linear(root, "lm_head", V, H, c.layout.lmHeadBias, -1);
+    if (c.layout.inkling2) { // depth attention into the final norm; the loop's messages; no rope
+        buildBlockAttention(b, n, model, "final_input", {H}, -1);
+        if (c.loopEnd > 0)
+            buildBlockAttention(b, n, model, "message_input", {c.loopEnd - c.loopStart, 4, H}, -1, "MessageAttentionResidual");
+    } else {
+        b.add(model, "rotary_emb", n.prefix + "RotaryEmbedding", ModuleKind::RotaryEmbedding);
+    }
+    int head = b.linear(root, "lm_head", c.headRows(), H, c.layout.lmHeadBias, -1);
     if (c.layout.lmHeadScale)
         b.param(head, "logit_scale", {V});
+    if (c.layout.inkling2)
+        b.add(root, "logit_softcap", n.prefix + "Softcap", ModuleKind::Other);
     if (c.tieWordEmbeddings)
         b.at(head).params[0].tiedTo = b.at(embed).path + ".weight";
     applyQuantizedStorage(s);

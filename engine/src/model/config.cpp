@@ -188,6 +188,8 @@ const TemplateRow kTemplates[] = {
       .extras = "full?self_attn.indexer.wq_b:weight[xq,qr];full?self_attn.indexer.wk:weight[xd,H];"
                 "full?self_attn.indexer.k_norm:weight[xd],bias[xd];full?self_attn.indexer.weights_proj:weight[xn,H]",
       .hyperConnections = L::HyperConnections::HyV4}},
+    {"deepseek_v4", Family::DeepseekV3, false,
+     {.sinks = true, .hyperConnections = L::HyperConnections::DeepseekV4, .compressedAttention = true}},
     {"qwen4_exp_text", Family::Qwen3Moe, false,
      [] {
          L l = kQwen3Next;
@@ -205,6 +207,8 @@ const TemplateRow kTemplates[] = {
                 "self_attn.rel_logits_proj:proj[dr,rx];attn_sconv.conv1d:weight[H,1,K];mlp_sconv.conv1d:weight[H,1,K];"
                 "dense?mlp:global_scale[1];sparse?mlp.gate:global_scale[1]",
       .inkling = true}},
+    {"inkling2_text", Family::Qwen3Moe, false, {.scoreBias = L::ScoreBias::Router, .routerF32 = true, .inkling2 = true}},
+    {"inkling2_loop_text", Family::Qwen3Moe, false, {.scoreBias = L::ScoreBias::Router, .routerF32 = true, .inkling2 = true}},
     {"phi4_multimodal", Family::Phi3, false, {.multimodalEncoders = true}},
     {"hrm_text", Family::Llama, false, {.normParams = L::NormParams::None, .outputGate = "gate_proj", .hierarchicalStacks = true}},
     {"axk2", Family::DeepseekV3, false, {.extras = kDsaIndexer, .mlaQueryGate = true, .gatedNorms = true}},
@@ -915,10 +919,74 @@ Status readPhi4Encoders(const FieldReader& r, ModelConfig& c)
     return a.readInt("nemo_final_size", ae.finalSize, 1, kMaxWidth); // a written value wins, as the config class lets it
 }
 
-// InklingTextConfig: layer_types sliding ("hybrid_sliding") on local_layer_ids, or on every layer but each sixth, where
-// not written; the sliding layers' own heads and head size (swa_*) and window (sliding_window_size); mlp_layer_types dense
-// below dense_mlp_idx; with dense_intermediate_size, intermediate_size is the experts' width.
-Status readInkling(const FieldReader& r, ModelConfig& c)
+// DeepseekV4Config: compress_rates (default CSA 4, HCA 128; legacy compress_rate_csa / _hca fold in); layer_types as
+// written, else from the legacy per-layer compress_ratios (0, 4, 128), else two heavily compressed layers then compressed
+// sparse and heavily compressed in turn; mlp_layer_types the first num_hash_layers (3) hash-routed; longer lists cut to
+// num_hidden_layers as the class cuts them. Every layer has experts; the shared expert is intermediate_size wide.
+Status readDeepseekV4(const FieldReader& r, ModelConfig& c)
+{
+    const auto L = static_cast<std::size_t>(c.numLayers);
+    c.compressRateCsa = 4;
+    c.compressRateHca = 128;
+    if (r.has("compress_rates")) {
+        if (!r.json().at("compress_rates").is_object())
+            return r.error("compress_rates", "must be an object or null");
+        const FieldReader sub(r.json().at("compress_rates"), r.source(), r.prefix() + "compress_rates.");
+        TP_RETURN_IF_ERROR(sub.readInt("compressed_sparse_attention", c.compressRateCsa, 1, std::int64_t(1) << 20));
+        TP_RETURN_IF_ERROR(sub.readInt("heavily_compressed_attention", c.compressRateHca, 1, std::int64_t(1) << 20));
+    }
+    TP_RETURN_IF_ERROR(r.readInt("compress_rate_csa", c.compressRateCsa, 1, std::int64_t(1) << 20));
+    TP_RETURN_IF_ERROR(r.readInt("compress_rate_hca", c.compressRateHca, 1, std::int64_t(1) << 20));
+    if (!r.has("layer_types") && r.has("compress_ratios")) {
+        std::vector<std::int64_t> ratios;
+        TP_RETURN_IF_ERROR(r.readIntList("compress_ratios", ratios));
+        c.layerTypes.clear();
+        for (std::int64_t ratio : ratios) {
+            if (ratio != 0 && ratio != 4 && ratio != 128)
+                return r.error("compress_ratios", fmt::format("has {}: each is 0, 4 or 128", ratio));
+            c.layerTypes.push_back(ratio == 0 ? "sliding_attention" : ratio == 4 ? "compressed_sparse_attention" : "heavily_compressed_attention");
+        }
+    } else if (!r.has("layer_types")) {
+        c.layerTypes.clear();
+        for (std::size_t l = 0; l < L; ++l)
+            c.layerTypes.push_back(l < 2 || l % 2 == 0 ? "heavily_compressed_attention" : "compressed_sparse_attention");
+    }
+    std::int64_t hashLayers = 3;
+    TP_RETURN_IF_ERROR(r.readInt("num_hash_layers", hashLayers, 0, kMaxLayers));
+    c.routerTypes = c.mlpLayerTypes; // as read
+    if (!r.has("mlp_layer_types"))
+        for (std::size_t l = 0; l < L; ++l)
+            c.routerTypes.push_back(static_cast<std::int64_t>(l) < hashLayers ? "hash_moe" : "moe");
+    for (auto [key, types, allowed] : {std::tuple{"layer_types", &c.layerTypes,
+                                                  std::vector<std::string>{"sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"}},
+                                       std::tuple{"mlp_layer_types", &c.routerTypes, std::vector<std::string>{"hash_moe", "moe"}}}) {
+        if (types->size() < L)
+            return r.error(key, fmt::format("has {} entries but num_hidden_layers is {}", types->size(), c.numLayers));
+        types->resize(L);
+        for (const std::string& t : *types)
+            if (std::find(allowed.begin(), allowed.end(), t) == allowed.end())
+                return r.error(key, fmt::format("has '{}': each is one of {}", terminalSafe(t), fmt::join(allowed, ", ")));
+    }
+    c.mlpLayerTypes.assign(L, "sparse");
+    c.firstKDenseReplace = 0;
+    c.nGroup = c.topkGroup = 1;
+    c.numKvHeads = 1; // one key head, read as the value too
+    c.sharedIntermediateSize = c.moeIntermediateSize;
+    if (!c.qLoraRank)
+        return r.error("q_lora_rank", "must be set: DeepSeek-V4's queries go through q_a_proj and q_b_proj");
+    TP_RETURN_IF_ERROR(r.readInt("o_groups", c.oGroups, 1, kMaxHeads));
+    TP_RETURN_IF_ERROR(r.readInt("o_lora_rank", c.oLoraRank, 1, kMaxWidth));
+    if ((c.numHeads * c.headDim) % c.oGroups)
+        return r.error("o_groups", fmt::format("({}) must divide num_attention_heads × head_dim ({})", c.oGroups, c.numHeads * c.headDim));
+    if (c.indexHeads < 1 || c.indexHeadDim < 1)
+        return r.error(c.indexHeads < 1 ? "index_n_heads" : "index_head_dim", "must be at least 1 (the compressed sparse layers' indexer)");
+    return r.readInt("hc_mult", c.hcMult, 1, 64);
+}
+
+// Inkling's attention layers: layer_types sliding ("hybrid_sliding") on local_layer_ids, or on every layer but each sixth,
+// where not written; the sliding layers' own heads and head size (swa_*) and window (sliding_window_size); d_rel,
+// rel_extent and the short convolutions' kernel.
+Status readInklingAttention(const FieldReader& r, ModelConfig& c)
 {
     const auto L = static_cast<std::size_t>(c.numLayers);
     if (!r.has("layer_types")) {
@@ -933,17 +1001,6 @@ Status readInkling(const FieldReader& r, ModelConfig& c)
     }
     if (c.layerTypes.size() != L)
         return r.error("layer_types", fmt::format("has {} entries but num_hidden_layers is {}", c.layerTypes.size(), c.numLayers));
-    if (!r.has("mlp_layer_types")) {
-        std::int64_t dense = 0;
-        TP_RETURN_IF_ERROR(r.readInt("dense_mlp_idx", dense, 0, kMaxLayers));
-        c.mlpLayerTypes.clear();
-        for (std::size_t i = 0; i < L; ++i)
-            c.mlpLayerTypes.push_back(static_cast<std::int64_t>(i) < dense ? "dense" : "sparse");
-    }
-    if (r.has("dense_intermediate_size")) {
-        c.moeIntermediateSize = c.intermediateSize;
-        TP_RETURN_IF_ERROR(r.readInt("dense_intermediate_size", c.intermediateSize, 1, kMaxFfn));
-    }
     std::int64_t heads = c.numHeads, kv = c.numKvHeads, hd = c.headDim, window = 512;
     TP_RETURN_IF_ERROR(r.readInt("swa_num_attention_heads", heads, 1, kMaxHeads));
     TP_RETURN_IF_ERROR(r.readInt("swa_num_key_value_heads", kv, 1, kMaxHeads));
@@ -963,9 +1020,69 @@ Status readInkling(const FieldReader& r, ModelConfig& c)
     }
     TP_RETURN_IF_ERROR(r.readInt("d_rel", c.dRel, 1, kMaxHeadDim));
     TP_RETURN_IF_ERROR(r.readInt("rel_extent", c.relExtent, 1, std::int64_t(1) << 24));
-    TP_RETURN_IF_ERROR(r.readInt("conv_kernel_size", c.convKernel, 1, 1024));
+    return r.readInt("conv_kernel_size", c.convKernel, 1, 1024);
+}
+
+// InklingTextConfig: Inkling's attention layers; mlp_layer_types dense below dense_mlp_idx; with dense_intermediate_size,
+// intermediate_size is the experts' width.
+Status readInkling(const FieldReader& r, ModelConfig& c)
+{
+    TP_RETURN_IF_ERROR(readInklingAttention(r, c));
+    if (!r.has("mlp_layer_types")) {
+        std::int64_t dense = 0;
+        TP_RETURN_IF_ERROR(r.readInt("dense_mlp_idx", dense, 0, kMaxLayers));
+        c.mlpLayerTypes.clear();
+        for (std::int64_t i = 0; i < c.numLayers; ++i)
+            c.mlpLayerTypes.push_back(i < dense ? "dense" : "sparse");
+    }
+    if (r.has("dense_intermediate_size")) {
+        c.moeIntermediateSize = c.intermediateSize;
+        TP_RETURN_IF_ERROR(r.readInt("dense_intermediate_size", c.intermediateSize, 1, kMaxFfn));
+    }
     if (c.numSharedExperts < 1)
         return r.error("n_shared_experts", "must be at least 1: Inkling's router scores its shared experts beside the routed ones");
+    return {};
+}
+
+// Inkling2TextConfig: Inkling's attention layers (the sliding layers' relative-position bias spans the window), every layer
+// with experts, lm_head over unpadded_vocab_size rows. Inkling2LoopTextConfig: the loop (loop_layer_index_start/_end,
+// loop_num_passes, loop_gate_rank, or loop_config's core_start/core_end/num_passes/gate_rank), checked as its
+// validate_architecture does.
+Status readInkling2(const FieldReader& r, ModelConfig& c, bool loop)
+{
+    TP_RETURN_IF_ERROR(readInklingAttention(r, c));
+    c.unpaddedVocab = c.vocabSize;
+    TP_RETURN_IF_ERROR(r.readInt("unpadded_vocab_size", c.unpaddedVocab, 1, kMaxVocab));
+    std::int64_t block = 6;
+    TP_RETURN_IF_ERROR(r.readInt("n_layers_per_attn_res_block", block, 1, kMaxLayers));
+    if (!loop)
+        return {};
+    TP_RETURN_IF_ERROR(r.readInt("loop_layer_index_start", c.loopStart, 0, kMaxLayers));
+    TP_RETURN_IF_ERROR(r.readInt("loop_layer_index_end", c.loopEnd, 0, kMaxLayers));
+    TP_RETURN_IF_ERROR(r.readInt("loop_num_passes", c.loopPasses, 0, 1024));
+    TP_RETURN_IF_ERROR(r.readInt("loop_gate_rank", c.loopGateRank, 1, kMaxWidth));
+    if (r.has("loop_config")) {
+        if (!r.json().at("loop_config").is_object())
+            return r.error("loop_config", "must be an object or null");
+        const FieldReader lc(r.json().at("loop_config"), r.source(), r.prefix() + "loop_config.");
+        TP_RETURN_IF_ERROR(lc.readInt("core_start", c.loopStart, 0, kMaxLayers));
+        TP_RETURN_IF_ERROR(lc.readInt("core_end", c.loopEnd, 0, kMaxLayers));
+        TP_RETURN_IF_ERROR(lc.readInt("num_passes", c.loopPasses, 0, 1024));
+        TP_RETURN_IF_ERROR(lc.readInt("gate_rank", c.loopGateRank, 1, kMaxWidth));
+    }
+    if (c.loopPasses < 1)
+        return r.error("loop_num_passes", fmt::format("({}) must be at least 1", c.loopPasses));
+    if (c.loopStart <= 0)
+        return r.error("loop_layer_index_start", fmt::format("({}) must be greater than 0", c.loopStart));
+    if (c.loopStart % block || c.loopEnd % block)
+        return r.error(c.loopStart % block ? "loop_layer_index_start" : "loop_layer_index_end",
+                       fmt::format("({}) must be a multiple of n_layers_per_attn_res_block ({})", c.loopStart % block ? c.loopStart : c.loopEnd, block));
+    if (c.loopEnd < c.loopStart || c.loopEnd > c.numLayers)
+        return r.error("loop_layer_index_end", fmt::format("({}) must be from loop_layer_index_start ({}) to num_hidden_layers ({})", c.loopEnd,
+                                                            c.loopStart, c.numLayers));
+    if ((c.loopPasses - 1) * (c.loopEnd - c.loopStart) > kMaxLayers - c.numLayers)
+        return r.error("loop_num_passes", fmt::format("({}) × {} looped layers visits more than the {} layers a model may have", c.loopPasses,
+                                                       c.loopEnd - c.loopStart, kMaxLayers));
     return {};
 }
 
@@ -1806,6 +1923,10 @@ ClassPlans transformersClassPlans(const std::string& modelType)
     read("base_model_tp_plan", out.baseTp);
     read("base_model_ep_plan", out.baseEp);
     read("head_tp_plan", out.head);
+    if (auto it = t->find("interleaved_on_load"); it != t->end() && it->is_array())
+        for (const auto& e : *it)
+            if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_number_integer())
+                out.interleavedOnLoad.emplace_back(e[0].get<std::string>(), e[1].get<int>());
     return out;
 }
 
@@ -1992,6 +2113,10 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
             TP_RETURN_IF_ERROR(readQwen4Exp(r, c));
         if (c.layout.inkling)
             TP_RETURN_IF_ERROR(readInkling(r, c));
+        if (c.layout.inkling2)
+            TP_RETURN_IF_ERROR(readInkling2(r, c, modelType == "inkling2_loop_text"));
+        if (c.layout.compressedAttention)
+            TP_RETURN_IF_ERROR(readDeepseekV4(r, c));
         if (c.layout.multimodalEncoders)
             TP_RETURN_IF_ERROR(readPhi4Encoders(r, c));
         if (c.layout.mlaPerLayer)
@@ -2063,7 +2188,7 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
     }
     if (c.family == Family::Llama4 && c.numSharedExperts == 0)
         c.numSharedExperts = 1;
-    if (c.family == Family::DeepseekV3)
+    if (c.family == Family::DeepseekV3 && !c.layout.compressedAttention) // DeepSeek-V4's is intermediate_size wide
         c.sharedIntermediateSize = c.moeIntermediateSize * c.numSharedExperts;
     if (c.family == Family::Llama4)
         c.sharedIntermediateSize = c.intermediateSize;

@@ -179,7 +179,7 @@ Status Backend::gatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, 
     c.on("gate", gate).on("up", up).on("y", y).dense("y", y);
     c.require(gate.rows == up.rows && gate.cols == up.cols && y.rows == gate.rows && y.cols == gate.cols,
               [&] { return fmt::format("gate {}, up {}, y {}", shape(gate), shape(up), shape(y)); });
-    c.require(act != Activation::Sigmoid && act != Activation::Softplus,
+    c.require(act != Activation::Sigmoid && act != Activation::Softplus && act != Activation::Tanh,
               [&] { return fmt::format("a {} gate is planned only; no backend computes it", activationName(act)); });
     TP_RETURN_IF_ERROR(c.status());
     return y.empty() ? Status() : doGatedAct(gate, up, y, act);

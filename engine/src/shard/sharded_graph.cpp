@@ -170,7 +170,21 @@ private:
             const ModuleSpec& m = m_spec.modules[static_cast<std::size_t>(a.module)];
             const ParamSpec& p = m.params[static_cast<std::size_t>(a.param)];
             Placement pl = a.style ? a.placement : Placement::none();
-            ParamShard s = shardParam(m.paramPath(p), p, pl, m_T);
+            const std::string path = m.paramPath(p);
+            // Split in the checkpoint's interleaved layout and de-interleaved per rank on load: each rank's rows of
+            // both halves, as a packed split gives (Inkling 2's colwise experts.gate_up_proj).
+            if (pl.kind == Placement::Kind::Shard)
+                for (const auto& [suffix, dim] : m_spec.interleavedOnLoad)
+                    if (path.ends_with("." + suffix) && pl.resolvedDim(static_cast<int>(p.shape.size())) == dim) {
+                        pl = Placement::strided(dim, 2);
+                        report(Severity::Info, genericName(path),
+                               fmt::format("'{}' splits the checkpoint's interleaved tensor, which Transformers "
+                                           "de-interleaves on each rank: every rank holds matching rows of both halves "
+                                           "(a packed split)",
+                                           a.style->name),
+                               "a checkpoint that stores this parameter already de-interleaved would need 'packed_colwise'");
+                    }
+            ParamShard s = shardParam(path, p, pl, m_T);
             s.module = a.module;
             s.param = a.param;
             if (m_g.moduleFirstParam[static_cast<std::size_t>(a.module)] < 0)

@@ -9,6 +9,7 @@ enum class Activation {
     GeluTanh,     // the tanh approximation of GELU ("gelu_pytorch_tanh")
     Sigmoid,      // sigmoid(x): Qwen3-Next's gate on the attention output (planned; the backends refuse it)
     Softplus,     // log(1 + exp(x)): Laguna's gate on the attention output (planned; the backends refuse it)
+    Tanh,         // tanh(x): Inkling 2 Loop's message gates (planned; the backends refuse it)
 };
 const char* activationName(Activation a);
 

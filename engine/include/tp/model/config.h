@@ -63,6 +63,8 @@ std::string pinnedTransformersVersion();
 struct ClassPlans
 {
     std::vector<std::pair<std::string, std::string>> baseTp, baseEp, head;
+    // Parameters (path suffixes) the loader de-interleaves along a dim after splitting the checkpoint's tensor.
+    std::vector<std::pair<std::string, int>> interleavedOnLoad;
 };
 ClassPlans transformersClassPlans(const std::string& modelType);
 
@@ -215,12 +217,26 @@ struct LayerLayout
     // attn_ and mlp_hyper_connection, hc_norm [k·H], input_mix_weight_down [hc_lowrank, k·H] and _up back, and
     // block_inject_weight [k, k·H]; the model's hyper_connection_mixer (without block_inject_weight) in place of the
     // final norm. The graph carries the k·H-wide streams through them.
-    enum class HyperConnections { None, HyV4, Qwen4 } hyperConnections = HyperConnections::None;
+    // DeepSeek-V4 (DeepseekV4): fn [(2 + hc_mult)·hc_mult, hc_mult·H] (pre, post and comb weights), base, scale [3].
+    enum class HyperConnections { None, HyV4, Qwen4, DeepseekV4 } hyperConnections = HyperConnections::None;
     bool qsaIndexer = false; // Qwen4-Exp's indexer: index_qk_proj [(heads + kv heads) · head size, H] and its q/k norms
     // Inkling: a normed embedding (embed_tokens.embed_norm), sliding layers ("hybrid_sliding") with heads and head size
     // of their own (swa_*), short convolutions on k, v and both blocks' outputs, a relative-position bias from r_proj,
     // and a MoE block whose router also scores the shared experts, stored as [n_shared, I, H] parameters.
     bool inkling = false;
+    // Inkling 2: no rope; per layer q/k/v_proj modules of a Linear with a per-head scaled L2 clip (q) or a short
+    // convolution over its output (k, v: on full layers, taps from a projection of the input too), a gated o_proj, a
+    // per-token sink per head, a relative-position bias; f32 short convolutions after both blocks; depth attention over
+    // the block states (attention_input, mlp_input, the model's final_input: learned f32 queries); full layers' own
+    // q/k/v_input_layernorm. Only the routed experts and lm_head (over unpadded_vocab_size rows) are in its plan.
+    // Inkling 2 Loop: layers [loopStart, loopEnd) run loopPasses times, later passes through message gates.
+    bool inkling2 = false;
+    // DeepSeek-V4's attention: q through q_lora_rank (q_a_proj, q_a_norm, q_b_proj), one key head that is also the value
+    // (kv_proj, kv_norm), f32 sinks, a grouped low-rank output (o_a_proj per o_groups group, o_b_proj); on compressed
+    // layers a compressor of every compress_rate tokens into one more key (heavily_compressed_attention: kv_proj and
+    // gate_proj of head_dim; compressed_sparse_attention: twice that, overlapping windows, and a lightning indexer that
+    // picks index_topk of them). Its routers are hash-routed (tid2eid) on hash_moe layers.
+    bool compressedAttention = false;
     // Phi-4-multimodal: the model's embed_tokens_extend holds a SigLIP image encoder and a Conformer audio encoder
     // (vision_config, audio_config) with their projections; replicated, they run only on image and audio inputs.
     bool multimodalEncoders = false;
@@ -313,6 +329,11 @@ struct ModelConfig
     std::int64_t hcMult = 0;                                   // LayerLayout::hyperConnections: the streams (hc_mult, hc_count)
     std::int64_t hcLowRank = 0;                                // Qwen4-Exp's hc_lowrank
     std::int64_t dRel = 0, relExtent = 0, convKernel = 0;      // LayerLayout::inkling: d_rel, rel_extent, conv_kernel_size
+    std::int64_t oGroups = 0, oLoraRank = 0;                   // LayerLayout::compressedAttention's grouped output
+    std::int64_t compressRateCsa = 0, compressRateHca = 0;     // …its compressors' windows (compress_rates)
+    std::vector<std::string> routerTypes;                      // "hash_moe" / "moe" per layer (DeepSeek-V4's mlp_layer_types)
+    std::int64_t unpaddedVocab = 0;                            // lm_head's rows, when fewer than vocab_size (Inkling 2); 0: vocab_size
+    std::int64_t loopStart = 0, loopEnd = 0, loopPasses = 1, loopGateRank = 0; // LayerLayout::inkling2's loop (none: loopEnd 0)
     // LayerLayout::multimodalEncoders: the sizes of Phi-4-multimodal's vision_config and audio_config.
     struct VisionEncoder
     {
@@ -379,7 +400,8 @@ struct ModelConfig
     std::optional<std::string> quantization; // quantization_config.quant_method, if any
 
     bool isMoe() const { return numExperts > 0; }
-    bool isMla() const { return family == Family::DeepseekV3 && !layout.gqaAttention; }
+    std::int64_t headRows() const { return unpaddedVocab > 0 ? unpaddedVocab : vocabSize; } // lm_head's rows, the logits' width
+    bool isMla() const { return family == Family::DeepseekV3 && !layout.gqaAttention && !layout.compressedAttention; }
     // Whether decoder layer `layer` has a routed-expert block.
     bool isMoeLayer(std::int64_t layer) const;
     // LayerLayout::gatedNorms: whether the layer's norm of that name is gated.

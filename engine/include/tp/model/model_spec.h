@@ -81,6 +81,9 @@ struct ModelSpec
     std::vector<ModuleSpec> modules;  // modules[0] is the root; parents come before children
     std::vector<PlanEntry> defaultTpPlan;  // as Transformers resolves `model.tp_plan`, in its order
     std::vector<PlanEntry> defaultEpPlan;
+    // Parameters (path suffixes, e.g. mlp.experts.gate_up_proj) the loader de-interleaves along a dim after splitting the
+    // checkpoint's tensor (Inkling 2's w13_weight): a plain split along that dim keeps each rank's two halves paired.
+    std::vector<std::pair<std::string, int>> interleavedOnLoad;
     bool supportsTpPlan = false;      // Transformers' supports_tp_plan
     std::vector<Diagnostic> diagnostics;
 
