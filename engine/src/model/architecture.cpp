@@ -1229,12 +1229,15 @@ void resolveDefaultPlans(ModelSpec& s, const std::string& baseName, const std::s
     s.defaultEpPlan.clear();
     mergeInto(s.defaultEpPlan, baseEp, baseName + ".");
     s.supportsTpPlan = !s.defaultTpPlan.empty();
-    if (c.family == Family::GptOss || c.family == Family::DeepseekV3) {
+    const bool attentionPlanned = std::any_of(s.defaultTpPlan.begin(), s.defaultTpPlan.end(),
+                                              [](const PlanEntry& e) { return e.key.find(".self_attn.") != std::string::npos; });
+    if (c.family == Family::GptOss || (c.family == Family::DeepseekV3 && !attentionPlanned)) {
         s.diagnostics.push_back(
             {Severity::Info, s.className,
              c.family == Family::GptOss
                  ? "the default tp_plan shards only the embeddings and lm_head: attention and experts stay replicated"
-                 : "the default tp_plan leaves MLA attention replicated; only experts and MLPs are sharded",
+                 : fmt::format("the default tp_plan leaves {}attention replicated; only experts and MLPs are sharded",
+                               c.isMla() ? "MLA " : c.layout.compressedAttention ? "the compressed " : ""),
              c.isMoe() ? "for the experts, use expert parallelism (ep_size = tp_size) or edit the plan" : ""});
     }
 }

@@ -50,6 +50,15 @@ const std::vector<CatalogEntry>& catalog()
             {"gemma-3-27b", "google/gemma-3-27b-it", "Gemma 3 27B (text)", false},
             {"phi-3-mini-4k", "microsoft/Phi-3-mini-4k-instruct", "Phi-3 mini 4k", false},
             {"llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E", "Llama 4 Scout 17B-16E (text, MoE)", false},
+            // One of each kind beyond the 12 families: the config class's own defaults (scripts/make-catalog.py), under
+            // the checkpoint its docstring names; the sizes are the class's, which need not be that checkpoint's.
+            {"olmo2-defaults", "allenai/OLMo-2-1124-7B", "OLMo 2 (Olmo2Config defaults; norms after blocks)", false},
+            {"granite-defaults", "ibm-granite/granite-3.0-8b-base", "Granite (GraniteConfig defaults; multipliers)", false},
+            {"qwen2-moe-defaults", "Qwen/Qwen1.5-MoE-A2.7B", "Qwen1.5-MoE (Qwen2MoeConfig defaults; gated shared expert)", false},
+            {"deepseek-v32-defaults", "deepseek-ai/DeepSeek-V3.2-Exp", "DeepSeek-V3.2 (DeepseekV32Config defaults; MLA, indexer)", false},
+            {"deepseek-v4-defaults", "deepseek-ai/DeepSeek-V4-Flash-Base", "DeepSeek-V4 (DeepseekV4Config defaults; compressed attention)", false},
+            {"qwen3-next-defaults", "Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen3-Next (Qwen3NextConfig defaults; gated delta rule)", false},
+            {"gemma3n-defaults", "google/gemma-3n-E4B", "Gemma 3n (Gemma3nTextConfig defaults; AltUp, per-layer inputs)", false},
         };
         std::vector<CatalogEntry> out;
         for (const auto& r : rows)
