@@ -2,6 +2,7 @@
 """A tp_plan checked against Hugging Face Transformers' own tensor parallelism.
 
   tp_verify.py probe
+  tp_verify.py class-plan MODEL_TYPE
   tp_verify.py verify --cli TPSTUDIO_CLI --model SRC --tp T [--plan P] [--reduce auto|yes|no]
                       [--batch B] [--seq S] [--json OUT] [--name TEXT]
   tp_verify.py audit  --cli TPSTUDIO_CLI --repo ROOT [--max-tp 4] [--only FILE@MODEL:T,...]
@@ -74,6 +75,36 @@ class Failure(Exception):
 def missing_packages():
     import importlib.util
     return [p for p in PACKAGES if importlib.util.find_spec(p) is None]
+
+
+def class_plan(model_type):
+    """One JSON line: the default plans of MODEL_TYPE's config class and *ForCausalLM class in this Python's
+    Transformers (for a model type TP Studio does not know), or {"error": …}. Only Transformers' own classes are
+    looked at: nothing from a model folder is imported."""
+    def pairs(plan):
+        return [[str(k), str(v)] for k, v in (plan or {}).items()]
+    try:
+        import transformers
+        from transformers import CONFIG_MAPPING
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    except ImportError as e:
+        print(json.dumps({"error": f"{sys.executable} cannot import transformers ({e})"}))
+        return 1
+    version = f"Transformers {transformers.__version__}"
+    if model_type not in CONFIG_MAPPING:
+        print(json.dumps({"error": f"{version} at {sys.executable} has no model_type '{model_type}' either"}))
+        return 1
+    cls = CONFIG_MAPPING[model_type]
+    head_name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
+    head = getattr(transformers, head_name, None) if head_name else None
+    if not getattr(cls, "base_model_tp_plan", None):
+        print(json.dumps({"error": f"{cls.__name__} of {version} at {sys.executable} has no base_model_tp_plan"}))
+        return 1
+    print(json.dumps({"origin": f"{cls.__name__} of {version} at {sys.executable}",
+                      "base_model_tp_plan": pairs(cls.base_model_tp_plan),
+                      "base_model_ep_plan": pairs(getattr(cls, "base_model_ep_plan", None)),
+                      "head_tp_plan": pairs(getattr(head, "_tp_plan", None))}))
+    return 0
 
 
 def probe():
@@ -751,6 +782,8 @@ def main():
         return 0
     if len(sys.argv) >= 2 and sys.argv[1] == "probe":
         return probe()
+    if len(sys.argv) == 3 and sys.argv[1] == "class-plan":
+        return class_plan(sys.argv[2])
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="mode", required=True)

@@ -10,6 +10,8 @@
    config.json (Qwen3-30B-A3B's: MoE), printing each kind with predicted and observed counts; its
    --json holds the same.
 3. `plan verify` with a Python that lacks torch, or that does not exist, exits 1 saying so.
+4. A tree read from tensor names of a model type TP Studio does not know takes its class's default plans from
+   TPSTUDIO_PYTHON's Transformers, saying where from; without them it says why it has none.
 
 Exits 77 (ctest's skip code) without torch, transformers, safetensors and accelerate.
 """
@@ -124,6 +126,31 @@ with tempfile.TemporaryDirectory() as work:
         check(run.returncode == 1 and expect in run.stderr, f"plan verify with {os.path.basename(python)}: exit 1, '{expect}'")
         if run.returncode != 1 or expect not in run.stderr:
             print(run.stdout + run.stderr)
+
+    # 4. A model type TP Studio does not know, read from tensor names: its class's default plans from the
+    # TPSTUDIO_PYTHON's Transformers (qwen2_vl_text: a text model no *ForCausalLM maps, so no lm_head key), said where
+    # from; a model type that Python does not know either, or no such Python, leaves it without one, saying why.
+    import torch
+    from safetensors.torch import save_file
+    unknown = os.path.join(work, "unknown-type")
+    os.mkdir(unknown)
+    fixture = json.load(open(os.path.join(repo, "tests", "fixtures", "architectures", "qwen2.json")))
+    save_file({k: torch.zeros(v[0]) for k, v in fixture["state_dict"].items()}, os.path.join(unknown, "model.safetensors"))
+    for model_type, python, expect in (
+            ("qwen2_vl_text", sys.executable, "from Qwen2VLTextConfig of Transformers"),
+            ("zz_future_lm", sys.executable, "has no model_type 'zz_future_lm' either"),
+            ("qwen2_vl_text", os.path.join(work, "no-such-python"), "cannot run the Python")):
+        json.dump(dict(fixture["config"], model_type=model_type), open(os.path.join(unknown, "config.json"), "w"))
+        run = subprocess.run([cli, "inspect", unknown, "--json"], capture_output=True, text=True, timeout=300,
+                             env=dict(os.environ, TPSTUDIO_PYTHON=python))
+        j = json.loads(run.stdout) if run.returncode == 0 else {}
+        said = any(expect in d.get("message", "") for d in j.get("diagnostics", []))
+        planned = "model.layers.*.self_attn.q_proj" in j.get("default_tp_plan", {})
+        ok = said and planned == (expect.startswith("from"))
+        check(run.returncode == 0 and ok, f"inspect of a {model_type} tree with TPSTUDIO_PYTHON={os.path.basename(python)}: "
+                                          f"'{expect}', {'the class' + chr(39) + 's default plan' if planned else 'no default plan'}")
+        if not ok:
+            print(run.stdout[:2000] + run.stderr)
 
 print(f"{len(failures)} failed")
 sys.exit(1 if failures else 0)

@@ -1,5 +1,6 @@
 // tpstudio-cli — headless front end of the TP Studio engine.
 #include "commands.h"
+#include "../class_plan_source.h"
 
 #include <cstdio>
 #include <exception>
@@ -24,6 +25,7 @@ int main(int argc, char** argv)
         }
     }
 
+    tpapp::installClassPlanSource();
     CLI::App app{"TP Studio command line: inspect models, plan and profile tensor parallelism", "tpstudio-cli"};
     app.set_version_flag("--version", std::string("tpstudio-cli ") + TP_VERSION);
     app.require_subcommand(1);

@@ -1,4 +1,5 @@
 // tpstudio — the TP Studio GUI.
+#include "../class_plan_source.h"
 #include "models/background.h"
 #include "models/settings.h"
 #include "widgets/advisor_page.h"
@@ -72,6 +73,7 @@ void benchmarkRefresh(tpui::MainWindow& window)
 int main(int argc, char** argv)
 {
     QApplication app(argc, argv);
+    tpapp::installClassPlanSource();
     QApplication::setOrganizationName(QStringLiteral("TP Studio"));
     QApplication::setApplicationName(QStringLiteral("tpstudio"));
     QApplication::setApplicationDisplayName(QStringLiteral("TP Studio"));

@@ -1186,6 +1186,24 @@ void mergeInto(std::vector<PlanEntry>& plan, const std::vector<PlanEntry>& add, 
 }
 
 // DistributedMixin.init_parallel_plans, as Transformers resolves `model.tp_plan` for the head class.
+std::vector<PlanEntry> planEntries(const std::vector<std::pair<std::string, std::string>>& v)
+{
+    std::vector<PlanEntry> out;
+    for (const auto& [k, style] : v)
+        out.push_back({k, style});
+    return out;
+}
+
+// The base model's plan under its name, with its input embeddings sharded on the vocabulary unless the plan names them,
+// merged into the head's (Transformers' init_parallel_plans).
+void mergeBasePlan(ModelSpec& s, std::vector<PlanEntry> base, const std::string& baseName, const std::string& embedName)
+{
+    if (!base.empty() && std::none_of(base.begin(), base.end(), [&](const PlanEntry& e) { return e.key == embedName; }))
+        base.insert(base.begin(), {embedName, "embedding_rowwise"});
+    mergeInto(s.defaultTpPlan, base, baseName + ".");
+}
+
+// DistributedMixin.init_parallel_plans, as Transformers resolves `model.tp_plan` for the head class.
 void resolveDefaultPlans(ModelSpec& s, const std::string& baseName, const std::string& embedName)
 {
     const ModelConfig& c = s.config;
@@ -1195,23 +1213,11 @@ void resolveDefaultPlans(ModelSpec& s, const std::string& baseName, const std::s
     // A model type on a template's tree: the plans its own classes declare (resources/model_types.json).
     if (c.modelType != familyName(c.family) && c.family != Family::Llama4) {
         const ClassPlans p = transformersClassPlans(c.modelType);
-        auto entries = [](const std::vector<std::pair<std::string, std::string>>& v) {
-            std::vector<PlanEntry> out;
-            for (const auto& [k, style] : v)
-                out.push_back({k, style});
-            return out;
-        };
-        base = entries(p.baseTp);
-        head = entries(p.head);
-        baseEp = entries(p.baseEp);
+        base = planEntries(p.baseTp);
+        head = planEntries(p.head);
+        baseEp = planEntries(p.baseEp);
         s.interleavedOnLoad = p.interleavedOnLoad;
     }
-    // The base model shards its input embeddings on the vocabulary unless its plan names them.
-    auto withEmbedding = [&](std::vector<PlanEntry> p) {
-        if (!p.empty() && std::none_of(p.begin(), p.end(), [&](const PlanEntry& e) { return e.key == embedName; }))
-            p.insert(p.begin(), {embedName, "embedding_rowwise"});
-        return p;
-    };
     s.defaultTpPlan = head;
     if (c.family == Family::Llama4) {
         // Llama4ForCausalLM declares base_model_prefix "language_model" but keeps its base model in
@@ -1225,7 +1231,7 @@ void resolveDefaultPlans(ModelSpec& s, const std::string& baseName, const std::s
                          base.size()),
              "base_model_prefix is 'language_model' but the base model lives in 'model'"});
     }
-    mergeInto(s.defaultTpPlan, withEmbedding(base), baseName + ".");
+    mergeBasePlan(s, base, baseName, embedName);
     s.defaultEpPlan.clear();
     mergeInto(s.defaultEpPlan, baseEp, baseName + ".");
     s.supportsTpPlan = !s.defaultTpPlan.empty();
@@ -1313,6 +1319,28 @@ std::string modulePath(const LayerLayout& layout, std::string_view templatePath)
         parent = std::move(seg);
     });
     return out;
+}
+
+void applyClassPlans(ModelSpec& s, const ClassPlans& p)
+{
+    // The base model: the top-level module that holds the decoder layers (Transformers' base_model_prefix).
+    std::string baseName = "model", embedName = "embed_tokens";
+    for (const ModuleSpec& m : s.modules)
+        if (!m.path.empty() && m.path.find('.') == std::string::npos && s.find(m.path + ".layers")) {
+            baseName = m.path;
+            break;
+        }
+    for (const ModuleSpec& m : s.modules)
+        if (m.kind == ModuleKind::Embedding && m.path.starts_with(baseName + ".") && m.path.find('.', baseName.size() + 1) == std::string::npos) {
+            embedName = m.name;
+            break;
+        }
+    s.defaultTpPlan = planEntries(p.head);
+    mergeBasePlan(s, planEntries(p.baseTp), baseName, embedName);
+    s.defaultEpPlan.clear();
+    mergeInto(s.defaultEpPlan, planEntries(p.baseEp), baseName + ".");
+    s.interleavedOnLoad = p.interleavedOnLoad;
+    s.supportsTpPlan = !s.defaultTpPlan.empty();
 }
 
 Result<ModelSpec> buildModelSpec(const ModelConfig& c)

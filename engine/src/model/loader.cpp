@@ -360,7 +360,8 @@ ModelSpec specFromTensorNames(const ModelConfig& config, const Checkpoint& ck)
     s.finalize();
     s.diagnostics.push_back({Severity::Warning, config.modelType.empty() ? "config.json" : config.modelType,
                              "unknown architecture: the module tree was built from tensor names alone",
-                             "module kinds are guesses and there is no default tp_plan"});
+                             "module kinds are guesses; the default tp_plan comes only from a Transformers that knows the model type "
+                             "(TPSTUDIO_PYTHON names a Python with one)"});
     return s;
 }
 
@@ -512,6 +513,32 @@ Result<Checkpoint> readAll(const Located& l)
     return ck;
 }
 
+ClassPlanSource& classPlanSource()
+{
+    static ClassPlanSource source;
+    return source;
+}
+
+// A tree from tensor names: the default plans of its model type's class, where the app's source knows them.
+void applyExternalPlans(ModelSpec& spec)
+{
+    const std::string& type = spec.config.modelType;
+    if (!classPlanSource() || type.empty())
+        return;
+    auto r = classPlanSource()(type);
+    if (!r.ok()) {
+        spec.diagnostics.push_back({Severity::Warning, type, "no default tp_plan: " + r.status().message(),
+                                    "give a plan (--plan FILE, or assign styles in the GUI)"});
+        return;
+    }
+    applyClassPlans(spec, r->plans);
+    spec.diagnostics.push_back({Severity::Info, type,
+                                fmt::format("default tp_plan ({} keys) and ep_plan ({} keys) from {}; the tree is read from "
+                                            "tensor names, so the dataflow, collectives and times are not predicted",
+                                            spec.defaultTpPlan.size(), spec.defaultEpPlan.size(), r->origin),
+                                ""});
+}
+
 Result<OpenedModel> openLocated(const Located& l, const std::string& source)
 {
     OpenedModel out;
@@ -538,6 +565,7 @@ Result<OpenedModel> openLocated(const Located& l, const std::string& source)
             reconcileCheckpoint(out.spec, *out.checkpoint);
     } else if (out.checkpoint) {
         out.spec = specFromTensorNames(config, *out.checkpoint);
+        applyExternalPlans(out.spec);
     } else {
         return unimplemented(fmt::format("{}: unknown model_type '{}' and no safetensors checkpoint to read the "
                                          "module tree from",
@@ -549,6 +577,8 @@ Result<OpenedModel> openLocated(const Located& l, const std::string& source)
 }
 
 } // namespace
+
+void setClassPlanSource(ClassPlanSource source) { classPlanSource() = std::move(source); }
 
 Result<OpenedModel> openModel(const std::string& what)
 {

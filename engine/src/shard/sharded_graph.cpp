@@ -1181,7 +1181,8 @@ private:
                        fmt::format("tp_size={} with an empty tp_plan: TP Studio does not know model_type '{}', so it "
                                    "has no default plan for {} (Transformers' class may have one)",
                                    m_T, m_spec.config.modelType, m_spec.className),
-                       "give a plan (--plan FILE on the command line, or assign styles in the GUI)");
+                       "give a plan (--plan FILE on the command line, or assign styles in the GUI), or set TPSTUDIO_PYTHON "
+                       "to a Python whose Transformers knows the model type: its class's default plan is then used");
         }
     }
 

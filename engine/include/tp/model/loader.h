@@ -9,6 +9,7 @@
 #include "tp/model/model_spec.h"
 #include "tp/model/safetensors.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +24,17 @@ struct OpenedModel
 };
 
 Result<OpenedModel> openModel(const std::string& what);
+
+// Where an unknown model type's class plans come from: the apps set one that asks the user's own Transformers
+// (TPSTUDIO_PYTHON). It returns the plans and a line saying where they came from ("Qwen9Config of Transformers 5.30 at
+// /venv/bin/python (TPSTUDIO_PYTHON)"), or why there are none. Unset, or for a model type TP Studio knows, none is asked.
+struct ExternalClassPlans
+{
+    ClassPlans plans;
+    std::string origin;
+};
+using ClassPlanSource = std::function<Result<ExternalClassPlans>(const std::string& modelType)>;
+void setClassPlanSource(ClassPlanSource source);
 
 // Resolves "org/name" in the local Hugging Face cache (HF_HUB_CACHE, then HF_HOME/hub, then
 // ~/.cache/huggingface/hub) to its snapshot folder. Never downloads. On failure the Status lists

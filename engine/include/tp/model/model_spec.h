@@ -105,6 +105,9 @@ private:
 
 // The tree and default plans of a known family (config.family != Unknown).
 Result<ModelSpec> buildModelSpec(const ModelConfig& config);
+// Sets spec's default tp_plan / ep_plan from a class's plans (base model plan under the top-level module holding the
+// layers, the head's plan) as Transformers resolves them: for a tree read from tensor names.
+void applyClassPlans(ModelSpec& spec, const ClassPlans& plans);
 
 // A module path of the template family's tree (model.layers.0.self_attn.o_proj) under the model
 // type's own names (gpt_neox.layers.0.attention.dense): LayerLayout::renames, segment by segment.
