@@ -6,9 +6,12 @@
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <csignal>
 #include <fcntl.h>
+#include <poll.h>
 #include <filesystem>
 #include <fstream>
 #include <spawn.h>
@@ -28,6 +31,7 @@ namespace tpapp {
 namespace {
 
 constexpr std::size_t kMaxOutput = 1 << 20; // a plan's JSON line is a few KiB
+constexpr int kTimeoutMs = 120'000;
 
 // Runs python on the embedded script's class-plan and returns its last stdout line (at most kMaxOutput bytes read).
 tp::Result<std::string> runClassPlan(const std::string& python, const std::string& modelType)
@@ -74,12 +78,25 @@ tp::Result<std::string> runClassPlan(const std::string& python, const std::strin
         ::close(fds[0]);
         return tp::notFound(fmt::format("cannot run the Python '{}' (TPSTUDIO_PYTHON): {}", python, std::strerror(rc)));
     }
+    // Importing Transformers takes seconds; a Python not done in kTimeoutMs is stopped.
     std::string out;
     char buf[4096];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
+    bool timedOut = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kTimeoutMs);
+    for (;;) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+            timedOut = true;
+            ::kill(pid, SIGKILL);
+            break;
+        }
+        pollfd p{fds[0], POLLIN, 0};
+        const int ready = ::poll(&p, 1, 1000);
+        if (ready == 0 || (ready < 0 && errno == EINTR))
+            continue;
+        const ssize_t n = ::read(fds[0], buf, sizeof buf);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0)
+        if (n <= 0)
             break;
         if (out.size() < kMaxOutput)
             out.append(buf, static_cast<std::size_t>(n));
@@ -88,6 +105,9 @@ tp::Result<std::string> runClassPlan(const std::string& python, const std::strin
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    if (timedOut)
+        return tp::invalidArgument(fmt::format("the Python '{}' (TPSTUDIO_PYTHON) gave no class-plan answer in {} s; stopped",
+                                               python, kTimeoutMs / 1000));
     while (!out.empty() && (out.back() == '\n' || out.back() == '\r'))
         out.pop_back();
     if (const auto nl = out.rfind('\n'); nl != std::string::npos)

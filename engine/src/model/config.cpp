@@ -368,6 +368,16 @@ public:
         return invalidArgument(fmt::format("{}: key '{}{}' {}", m_source, m_prefix, key, what));
     }
 
+    // The object under `key` as a reader of its keys (named "key.name"); none when absent or null.
+    Result<std::optional<FieldReader>> object(const char* key) const
+    {
+        if (!has(key))
+            return std::optional<FieldReader>();
+        if (!m_j.at(key).is_object())
+            return error(key, "must be an object or null");
+        return std::optional<FieldReader>(FieldReader(m_j.at(key), m_source, m_prefix + key + "."));
+    }
+
     // A value of another JSON type than the one read. For a model_type TP Studio does not know
     // (lenient), the common fields are only a guess at what its config class means by them
     // (Gemma 3n's intermediate_size is a list per layer): the key is then skipped with a warning.
@@ -792,10 +802,9 @@ Status readKimiDelta(const FieldReader& r, ModelConfig& c)
         TP_RETURN_IF_ERROR(r.readInt("linear_num_heads", m.heads, 1, kMaxHeads));
         TP_RETURN_IF_ERROR(r.readInt("linear_head_dim", m.valueDim, 1, kMaxHeadDim));
         TP_RETURN_IF_ERROR(r.readInt("linear_conv_kernel_dim", m.kernel, 1, 1024));
-        if (r.has("linear_attn_config")) {
-            if (!r.json().at("linear_attn_config").is_object())
-                return r.error("linear_attn_config", "must be an object or null");
-            const FieldReader sub(r.json().at("linear_attn_config"), r.source(), r.prefix() + "linear_attn_config.");
+        TP_ASSIGN_OR_RETURN(const std::optional<FieldReader> linear, r.object("linear_attn_config"));
+        if (linear) {
+            const FieldReader& sub = *linear;
             TP_RETURN_IF_ERROR(sub.readInt("num_heads", m.heads, 1, kMaxHeads));
             TP_RETURN_IF_ERROR(sub.readInt("head_dim", m.valueDim, 1, kMaxHeadDim));
             TP_RETURN_IF_ERROR(sub.readInt("short_conv_kernel_size", m.kernel, 1, 1024));
@@ -928,12 +937,10 @@ Status readDeepseekV4(const FieldReader& r, ModelConfig& c)
     const auto L = static_cast<std::size_t>(c.numLayers);
     c.compressRateCsa = 4;
     c.compressRateHca = 128;
-    if (r.has("compress_rates")) {
-        if (!r.json().at("compress_rates").is_object())
-            return r.error("compress_rates", "must be an object or null");
-        const FieldReader sub(r.json().at("compress_rates"), r.source(), r.prefix() + "compress_rates.");
-        TP_RETURN_IF_ERROR(sub.readInt("compressed_sparse_attention", c.compressRateCsa, 1, std::int64_t(1) << 20));
-        TP_RETURN_IF_ERROR(sub.readInt("heavily_compressed_attention", c.compressRateHca, 1, std::int64_t(1) << 20));
+    TP_ASSIGN_OR_RETURN(const std::optional<FieldReader> rates, r.object("compress_rates"));
+    if (rates) {
+        TP_RETURN_IF_ERROR(rates->readInt("compressed_sparse_attention", c.compressRateCsa, 1, std::int64_t(1) << 20));
+        TP_RETURN_IF_ERROR(rates->readInt("heavily_compressed_attention", c.compressRateHca, 1, std::int64_t(1) << 20));
     }
     TP_RETURN_IF_ERROR(r.readInt("compress_rate_csa", c.compressRateCsa, 1, std::int64_t(1) << 20));
     TP_RETURN_IF_ERROR(r.readInt("compress_rate_hca", c.compressRateHca, 1, std::int64_t(1) << 20));
@@ -1061,14 +1068,12 @@ Status readInkling2(const FieldReader& r, ModelConfig& c, bool loop)
     TP_RETURN_IF_ERROR(r.readInt("loop_layer_index_end", c.loopEnd, 0, kMaxLayers));
     TP_RETURN_IF_ERROR(r.readInt("loop_num_passes", c.loopPasses, 0, 1024));
     TP_RETURN_IF_ERROR(r.readInt("loop_gate_rank", c.loopGateRank, 1, kMaxWidth));
-    if (r.has("loop_config")) {
-        if (!r.json().at("loop_config").is_object())
-            return r.error("loop_config", "must be an object or null");
-        const FieldReader lc(r.json().at("loop_config"), r.source(), r.prefix() + "loop_config.");
-        TP_RETURN_IF_ERROR(lc.readInt("core_start", c.loopStart, 0, kMaxLayers));
-        TP_RETURN_IF_ERROR(lc.readInt("core_end", c.loopEnd, 0, kMaxLayers));
-        TP_RETURN_IF_ERROR(lc.readInt("num_passes", c.loopPasses, 0, 1024));
-        TP_RETURN_IF_ERROR(lc.readInt("gate_rank", c.loopGateRank, 1, kMaxWidth));
+    TP_ASSIGN_OR_RETURN(const std::optional<FieldReader> lc, r.object("loop_config"));
+    if (lc) {
+        TP_RETURN_IF_ERROR(lc->readInt("core_start", c.loopStart, 0, kMaxLayers));
+        TP_RETURN_IF_ERROR(lc->readInt("core_end", c.loopEnd, 0, kMaxLayers));
+        TP_RETURN_IF_ERROR(lc->readInt("num_passes", c.loopPasses, 0, 1024));
+        TP_RETURN_IF_ERROR(lc->readInt("gate_rank", c.loopGateRank, 1, kMaxWidth));
     }
     if (c.loopPasses < 1)
         return r.error("loop_num_passes", fmt::format("({}) must be at least 1", c.loopPasses));
@@ -1553,11 +1558,9 @@ Status readMinimaxM3(const FieldReader& r, ModelConfig& c)
             out.push_back(f ? yes : no);
         return Status();
     };
-    if (r.has("sparse_attention_config")) {
-        const auto& s = r.json().at("sparse_attention_config");
-        if (!s.is_object())
-            return r.error("sparse_attention_config", "must be an object or null");
-        const FieldReader sub(s, r.source(), r.prefix() + "sparse_attention_config.");
+    TP_ASSIGN_OR_RETURN(const std::optional<FieldReader> sparse, r.object("sparse_attention_config"));
+    if (sparse) {
+        const FieldReader& sub = *sparse;
         TP_RETURN_IF_ERROR(sub.readInt("sparse_num_index_heads", c.indexHeads, 0, kMaxHeads));
         TP_RETURN_IF_ERROR(sub.readInt("sparse_index_dim", c.indexHeadDim, 0, kMaxHeadDim));
         if (!r.has("layer_types") && sub.has("sparse_attention_freq"))
