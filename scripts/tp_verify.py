@@ -718,8 +718,8 @@ def as_json(jobs):
 # standard attention, dense MLA, MLA MoE with a softmax router, and a sequence mixer (Qwen3-Next's
 # gated delta rule, its projections gathered, beside gated-query attention). Their default plans'
 # collectives are compared with Transformers' own run (the engine's logits are not: it refuses them).
-ARCHITECTURES = ["olmo2", "cohere", "glm4", "starcoder2", "qwen2_moe", "granitemoe", "glm4_moe", "minicpm3",
-                 "deepseek_v2", "qwen3_next"]
+ARCHITECTURES = ["granite", "olmo2", "cohere", "glm4", "starcoder2", "qwen2_moe", "granitemoe", "glm4_moe", "minicpm3",
+                 "deepseek_v2", "deepseek_v4", "qwen3_next"]
 
 
 def architecture_jobs(repo, tps, work):

@@ -413,6 +413,10 @@ private slots:
                                                 << "config.json: key 'n_shared_experts' must be at least 1";
         QTest::addRow("inkling2 unpadded vocab") << R"({"model_type": "inkling2_text", "unpadded_vocab_size": 0})"
                                                  << "config.json: key 'unpadded_vocab_size' must be at least 1";
+        QTest::addRow("inkling2 experts") << R"({"model_type": "inkling2_text", "n_routed_experts": 0})"
+                                          << "config.json: key 'n_routed_experts' must be at least 1: every Inkling 2 layer has routed experts";
+        QTest::addRow("deepseek_v4 experts") << R"({"model_type": "deepseek_v4", "n_routed_experts": 0})"
+                                             << "config.json: key 'n_routed_experts' must be at least 1: every DeepSeek-V4 layer has routed experts";
         QTest::addRow("inkling2_loop passes") << R"({"model_type": "inkling2_loop_text", "loop_num_passes": 0})"
                                               << "config.json: key 'loop_num_passes' (0) must be at least 1";
         QTest::addRow("inkling2_loop start") << R"({"model_type": "inkling2_loop_text", "loop_layer_index_start": 0})"

@@ -974,6 +974,8 @@ Status readDeepseekV4(const FieldReader& r, ModelConfig& c)
             if (std::find(allowed.begin(), allowed.end(), t) == allowed.end())
                 return r.error(key, fmt::format("has '{}': each is one of {}", terminalSafe(t), fmt::join(allowed, ", ")));
     }
+    if (c.numExperts < 1)
+        return r.error("n_routed_experts", "must be at least 1: every DeepSeek-V4 layer has routed experts");
     c.mlpLayerTypes.assign(L, "sparse");
     c.firstKDenseReplace = 0;
     c.nGroup = c.topkGroup = 1;
@@ -1058,6 +1060,8 @@ Status readInkling(const FieldReader& r, ModelConfig& c)
 Status readInkling2(const FieldReader& r, ModelConfig& c, bool loop)
 {
     TP_RETURN_IF_ERROR(readInklingAttention(r, c));
+    if (c.numExperts < 1)
+        return r.error("n_routed_experts", "must be at least 1: every Inkling 2 layer has routed experts");
     c.unpaddedVocab = c.vocabSize;
     TP_RETURN_IF_ERROR(r.readInt("unpadded_vocab_size", c.unpaddedVocab, 1, kMaxVocab));
     std::int64_t block = 6;
