@@ -1,4 +1,5 @@
 #include "class_plan_source.h"
+#include "script_dir.h"
 
 #include "tp/model/loader.h"
 
@@ -12,8 +13,6 @@
 #include <csignal>
 #include <fcntl.h>
 #include <poll.h>
-#include <filesystem>
-#include <fstream>
 #include <spawn.h>
 #include <string>
 #include <sys/wait.h>
@@ -21,10 +20,6 @@
 #include <vector>
 
 extern char** environ;
-
-namespace tp {
-const std::vector<std::pair<std::string_view, std::string_view>>& verifyFiles();
-}
 
 namespace tpapp {
 
@@ -36,26 +31,8 @@ constexpr int kTimeoutMs = 120'000;
 // Runs python on the embedded script's class-plan and returns its last stdout line (at most kMaxOutput bytes read).
 tp::Result<std::string> runClassPlan(const std::string& python, const std::string& modelType)
 {
-    namespace fs = std::filesystem;
-    std::string dir = (fs::temp_directory_path() / "tpstudio-class-plan-XXXXXX").string();
-    if (!::mkdtemp(dir.data()))
-        return tp::internalError(fmt::format("cannot create a temporary folder in {}", fs::temp_directory_path().string()));
-    struct Cleanup
-    {
-        std::string dir;
-        ~Cleanup()
-        {
-            std::error_code ec;
-            fs::remove_all(dir, ec);
-        }
-    } cleanup{dir};
-    const std::string script = dir + "/tp_verify.py";
-    {
-        std::ofstream f(script, std::ios::binary);
-        f << tp::verifyFiles().front().second;
-        if (!f.flush())
-            return tp::internalError("cannot write " + script);
-    }
+    TP_ASSIGN_OR_RETURN(const std::unique_ptr<ScriptDir> scripts, ScriptDir::make("tpstudio-class-plan"));
+    const std::string script = scripts->script().string();
     std::vector<std::string> args = {python, script, "class-plan", modelType};
     std::vector<char*> argv;
     for (auto& a : args)

@@ -5,6 +5,7 @@
 // with the engine's. This verb checks what it can first (the model, the plan at T, the output path,
 // the Python and its packages), so that a mistake is named before anything slow starts.
 #include "commands.h"
+#include "../script_dir.h"
 
 #include "tp/model/catalog.h"
 #include "tp/model/loader.h"
@@ -27,10 +28,6 @@
 #include <unistd.h>
 
 extern char** environ;
-
-namespace tp {
-const std::vector<std::pair<std::string_view, std::string_view>>& verifyFiles();
-}
 
 namespace tpcli {
 
@@ -179,28 +176,11 @@ int verify(const VerifyOpts& o)
         return fail(fmt::format("the plan has errors at T={}, so Transformers is not asked to run it:{}", o.tp, errors));
     }
 
-    std::string tmpl = (fs::temp_directory_path() / "tpstudio-verify-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data()))
-        return fail("cannot create a temporary folder in " + fs::temp_directory_path().string());
-    const fs::path work(tmpl);
-    struct Cleanup
-    {
-        fs::path dir;
-        ~Cleanup()
-        {
-            std::error_code ec;
-            fs::remove_all(dir, ec);
-        }
-    } cleanup{work};
+    auto scripts = tpapp::ScriptDir::make("tpstudio-verify");
+    if (!scripts.ok())
+        return fail(scripts.status().message());
+    const fs::path work = (*scripts)->dir(), script = (*scripts)->script();
 
-    const auto& files = tp::verifyFiles();
-    const fs::path script = work / "tp_verify.py";
-    {
-        std::ofstream f(script, std::ios::binary);
-        f << files.front().second;
-        if (!f.flush())
-            return fail("cannot write " + script.string());
-    }
     // What Transformers reads: the model's config.json (its folder's weights beside it), or the
     // catalog's config written out.
     std::string source = om->configPath;

@@ -87,6 +87,7 @@ struct TemplateRow
 using L = LayerLayout;
 constexpr L kPostNorms{.norms = L::Norms::Post};
 constexpr L kGraniteMoe{.qkNorm = L::QkNorm::None, .ffnBlock = "block_sparse_moe", .router = "router"};
+constexpr L kInkling2{.scoreBias = L::ScoreBias::Router, .routerF32 = true, .inkling2 = true};
 constexpr const char* kGraniteSharedMlp = "shared_mlp.input_linear:weight[2S,H];shared_mlp.output_linear:weight[H,S]";
 constexpr L kQwen3Next{.qkNorm = L::QkNorm::PerHead, .shared = "shared_expert", .sharedGate = true, .mixer = L::Mixer::GatedDeltaNet,
                        .mixerName = "linear_attn", .mixerLayer = "linear_attention", .gatedQuery = true};
@@ -207,8 +208,8 @@ const TemplateRow kTemplates[] = {
                 "self_attn.rel_logits_proj:proj[dr,rx];attn_sconv.conv1d:weight[H,1,K];mlp_sconv.conv1d:weight[H,1,K];"
                 "dense?mlp:global_scale[1];sparse?mlp.gate:global_scale[1]",
       .inkling = true}},
-    {"inkling2_text", Family::Qwen3Moe, false, {.scoreBias = L::ScoreBias::Router, .routerF32 = true, .inkling2 = true}},
-    {"inkling2_loop_text", Family::Qwen3Moe, false, {.scoreBias = L::ScoreBias::Router, .routerF32 = true, .inkling2 = true}},
+    {"inkling2_text", Family::Qwen3Moe, false, kInkling2},
+    {"inkling2_loop_text", Family::Qwen3Moe, false, kInkling2},
     {"phi4_multimodal", Family::Phi3, false, {.multimodalEncoders = true}},
     {"hrm_text", Family::Llama, false, {.normParams = L::NormParams::None, .outputGate = "gate_proj", .hierarchicalStacks = true}},
     {"axk2", Family::DeepseekV3, false, {.extras = kDsaIndexer, .mlaQueryGate = true, .gatedNorms = true}},
