@@ -1,5 +1,4 @@
 #include "class_plan_source.h"
-#include "script_dir.h"
 
 #include "tp/model/loader.h"
 
@@ -15,11 +14,16 @@
 #include <poll.h>
 #include <spawn.h>
 #include <string>
+#include <string_view>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
 extern char** environ;
+
+namespace tp {
+const std::vector<std::pair<std::string_view, std::string_view>>& verifyFiles(); // verify_script.cpp, made by CMake
+}
 
 namespace tpapp {
 
@@ -31,9 +35,12 @@ constexpr int kTimeoutMs = 120'000;
 // Runs python on the embedded script's class-plan and returns its last stdout line (at most kMaxOutput bytes read).
 tp::Result<std::string> runClassPlan(const std::string& python, const std::string& modelType)
 {
-    TP_ASSIGN_OR_RETURN(const std::unique_ptr<ScriptDir> scripts, ScriptDir::make("tpstudio-class-plan"));
-    const std::string script = scripts->script().string();
-    std::vector<std::string> args = {python, script, "class-plan", modelType};
+    // The script goes as `-c` (nothing is written to disk, so an interrupt leaves nothing behind); an argument is at most
+    // MAX_ARG_STRLEN (128 KiB) long.
+    const std::string_view script = tp::verifyFiles().front().second;
+    if (script.size() >= 128 * 1024)
+        return tp::internalError(fmt::format("the embedded tp_verify.py ({} bytes) is too long to pass with -c", script.size()));
+    std::vector<std::string> args = {python, "-c", std::string(script), "class-plan", modelType};
     std::vector<char*> argv;
     for (auto& a : args)
         argv.push_back(a.data());

@@ -1,5 +1,7 @@
 #include "script_dir.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -19,7 +21,7 @@ tp::Result<std::unique_ptr<ScriptDir>> ScriptDir::make(const char* prefix)
     std::error_code ec;
     const fs::path tmp = fs::temp_directory_path(ec);
     if (ec)
-        return tp::internalError("no temporary directory: " + ec.message());
+        return tp::internalError(fmt::format("no temporary directory (TMPDIR={}): {}", std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "", ec.message()));
     std::string tmpl = (tmp / (std::string(prefix) + "-XXXXXX")).string();
     if (!::mkdtemp(tmpl.data()))
         return tp::internalError("cannot create a temporary folder in " + tmp.string());

@@ -2,7 +2,7 @@
 """A tp_plan checked against Hugging Face Transformers' own tensor parallelism.
 
   tp_verify.py probe
-  tp_verify.py class-plan MODEL_TYPE
+  python -c "$(cat tp_verify.py)" class-plan MODEL_TYPE   (as TP Studio runs it: nothing written)
   tp_verify.py verify --cli TPSTUDIO_CLI --model SRC --tp T [--plan P] [--reduce auto|yes|no]
                       [--batch B] [--seq S] [--json OUT] [--name TEXT]
   tp_verify.py audit  --cli TPSTUDIO_CLI --repo ROOT [--max-tp 4] [--only FILE@MODEL:T,...]
