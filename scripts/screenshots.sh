@@ -28,6 +28,7 @@ shot() { # NAME THEME ARGS…: written beside, then moved over the old one (an i
 for theme in light dark; do
   shot summary "$theme" llama-3.1-70b --tp 8 --hardware h100-sxm-8 --tab summary
   shot plan "$theme" llama-3.1-70b --tp 8 --hardware h100-sxm-8 --tab plan --select model.layers.0.mlp.down_proj
+  shot deepseek-v4-diagnostics "$theme" deepseek-v4-defaults --tp 2 --hardware h100-sxm-8 --tab diagnostics
   shot shards "$theme" llama-3.1-70b --tp 8 --hardware h100-sxm-8 --tab shards --select model.layers.0.self_attn.q_proj.weight
   shot dataflow "$theme" mixtral-8x7b --tp 4 --hardware h100-sxm-8 --tab dataflow --select model.layers.0.mlp.experts
   shot collectives "$theme" llama-3.1-70b --tp 8 --hardware h100-sxm-8 --tab collectives
