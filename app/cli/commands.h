@@ -49,6 +49,14 @@ CLI::Option* addSizeOption(CLI::App* cmd, const char* flags, std::int64_t& targe
 CLI::Option* addIntListOption(CLI::App* cmd, const char* flags, std::vector<int>& target, int lo, int hi,
                               const std::string& help);
 
+// Every integer option of `app` and its subcommands (CLI11 type INT or UINT) reads decimal: leading
+// zeros are dropped ("010" is 10, not octal 8) and 0x / 0b / 0o prefixes are refused, naming the
+// option. Options that parse their own text (--seed) are left as they are. Called once every verb
+// is registered.
+void makeIntegersDecimal(CLI::App& app);
+// Why `text` is not a decimal whole number (empty when it is); it loses its leading zeros.
+std::string decimalInteger(std::string& text);
+
 // A path or id option that was given must not be empty ("--plan ''" is not "no plan").
 inline const CLI::Validator kNonEmpty(
     [](std::string& v) { return v.empty() ? std::string("an empty value; name a file, folder or id") : std::string(); }, "",
@@ -58,6 +66,7 @@ inline const CLI::Validator kNonEmpty(
 // preview's or a search's, which build graphs of other sizes too), before it is built; empty when
 // it fits. The graph takes about 1.3 KiB per module, 3 KiB with a preview's (a 20,000-layer Llama).
 std::string treeTooLarge(const tp::OpenedModel& om, const std::string& model, bool manyGraphs);
+std::string treeTooLarge(std::int64_t modules, const std::string& model, bool manyGraphs);
 
 // `plan verify`, registered under `plan`; returns -1 when another plan verb was chosen.
 std::function<int()> addPlanVerify(CLI::App* plan);

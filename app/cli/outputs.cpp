@@ -2,6 +2,9 @@
 // minutes must not then find it cannot write, and no output may destroy an input or another output.
 #include "commands.h"
 
+#include "tp/core/json.h"
+
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -10,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <string_view>
 #include <fstream>
 #include <system_error>
 #include <fcntl.h>
@@ -179,6 +183,28 @@ CLI::Option* addIntListOption(CLI::App* cmd, const char* flags, std::vector<int>
             },
             help)
         ->type_name("LIST");
+}
+
+std::string decimalInteger(std::string& text)
+{
+    const std::size_t sign = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+    const std::string_view digits = std::string_view(text).substr(sign);
+    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return fmt::format("'{}' is not a decimal whole number", tp::terminalSafe(text.substr(0, 40)));
+    const std::size_t zeros = std::min(digits.find_first_not_of('0'), digits.size() - 1);
+    text.erase(sign, zeros);
+    return {};
+}
+
+void makeIntegersDecimal(CLI::App& app)
+{
+    for (CLI::Option* opt : app.get_options()) {
+        const std::string type = opt->get_type_name();
+        if ((type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0) && opt->get_name() != "--seed")
+            opt->transform(CLI::Validator([](std::string& v) { return decimalInteger(v); }, "", "decimal"));
+    }
+    for (CLI::App* sub : app.get_subcommands({}))
+        makeIntegersDecimal(*sub);
 }
 
 } // namespace tpcli

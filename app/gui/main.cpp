@@ -9,13 +9,16 @@
 #include "widgets/theme.h"
 #include "widgets/verify_dialog.h"
 
+#include "tp/cost/hardware.h"
 #include "tp/model/catalog.h"
 
 #include <QApplication>
 #include <QComboBox>
 #include <QCheckBox>
 #include <QCommandLineParser>
+#include <QDir>
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QIcon>
 #include <QLineEdit>
 #include <QSpinBox>
@@ -66,6 +69,73 @@ void benchmarkRefresh(tpui::MainWindow& window)
         QTimer::singleShot(0, &window, *next);
     });
     (*next)();
+}
+
+// Why the command line cannot be taken (empty when it can), in tpstudio-cli's words for the same
+// mistakes: whole numbers are decimal and in the range the GUI's own box takes, names are one of
+// their list, a hardware profile is one `plan preview --hardware` finds, a screenshot goes to a file
+// that can be written.
+QString badOption(const QCommandLineParser& parser, const QStringList& pages, const QStringList& charts)
+{
+    const auto number = [&](const QString& name, int lo, int hi) -> QString {
+        if (!parser.isSet(name))
+            return {};
+        const QString v = parser.value(name);
+        bool ok = false;
+        const qlonglong x = v.toLongLong(&ok, 10);
+        if (!ok || v.trimmed() != v)
+            return QStringLiteral("--%1: '%2' is not a decimal whole number").arg(name, v.left(40));
+        if (x < lo || x > hi)
+            return QStringLiteral("--%1: Value %2 not in range %3 to %4").arg(name, v).arg(lo).arg(hi);
+        return {};
+    };
+    const auto member = [&](const QString& name, const QStringList& names) -> QString {
+        if (!parser.isSet(name) || names.contains(parser.value(name)))
+            return {};
+        return QStringLiteral("--%1: %2 not in {%3}").arg(name, parser.value(name).left(40), names.join(QLatin1Char(',')));
+    };
+    for (const QString& why : {number(QStringLiteral("tp"), 1, 256), number(QStringLiteral("decode"), 0, 4096),
+                               number(QStringLiteral("screenshot-opening"), 0, 600000),
+                               member(QStringLiteral("tab"), pages), member(QStringLiteral("chart"), charts),
+                               member(QStringLiteral("phase"), {QStringLiteral("prefill"), QStringLiteral("decode")})})
+        if (!why.isEmpty())
+            return why;
+    if (parser.isSet(QStringLiteral("run")))
+        for (const QString& item : parser.value(QStringLiteral("run")).split(QLatin1Char(','))) {
+            bool ok = false;
+            const int t = item.toInt(&ok, 10);
+            if (!ok || item.trimmed() != item || t < 1 || t > 256)
+                return QStringLiteral("--run %1: a comma-separated list of whole numbers from 1 to 256")
+                    .arg(parser.value(QStringLiteral("run")).left(80));
+        }
+    if (parser.isSet(QStringLiteral("hardware")))
+        if (auto hw = tp::findHardware(parser.value(QStringLiteral("hardware")).toStdString()); !hw)
+            return QString::fromStdString(hw.status().message());
+    if (parser.isSet(QStringLiteral("screenshot"))) {
+        const QFileInfo shot(parser.value(QStringLiteral("screenshot")));
+        if (shot.isDir())
+            return QStringLiteral("--screenshot %1: is a folder").arg(shot.filePath());
+        if (!shot.dir().exists())
+            return QStringLiteral("--screenshot %1: its folder does not exist").arg(shot.filePath());
+    }
+    for (const char* needs : {"decode", "emulate", "chart", "phase"})
+        if (parser.isSet(QLatin1String(needs)) && !parser.isSet(QStringLiteral("run")))
+            return QStringLiteral("--%1 needs --run").arg(QLatin1String(needs));
+    for (const char* needs : {"verify", "screenshot-opening"})
+        if (parser.isSet(QLatin1String(needs)) && !parser.isSet(QStringLiteral("screenshot")))
+            return QStringLiteral("--%1 needs --screenshot").arg(QLatin1String(needs));
+    return {};
+}
+
+// Saves the window (or dialog) as the screenshot; false, with a message, when it cannot be written.
+bool saveShot(QWidget* w, const QString& path)
+{
+    if (w->grab().save(path))
+        return true;
+    std::fprintf(stderr, "tpstudio: --screenshot %s: cannot write it (a full disk, no permission or an unknown "
+                         "image type: use .png)\n",
+                 qPrintable(path));
+    return false;
 }
 
 } // namespace
@@ -130,9 +200,18 @@ int main(int argc, char** argv)
     for (const auto& o : {screenshot, filter, tab, tp, select, run, chart, hardware, emulate, decode, phase, bench, shootOpening, verify, theme})
         parser.addOption(o);
     parser.process(app);
+    const QStringList pages{QStringLiteral("summary"), QStringLiteral("plan"), QStringLiteral("shards"), QStringLiteral("dataflow"),
+                            QStringLiteral("collectives"), QStringLiteral("diagnostics"), QStringLiteral("run"), QStringLiteral("results"),
+                            QStringLiteral("advisor")};
+    const QStringList charts{QStringLiteral("layers"), QStringLiteral("speedup"), QStringLiteral("latency"), QStringLiteral("timeline"),
+                             QStringLiteral("compare"), QStringLiteral("collectives")};
     if (parser.isSet(theme) && tpui::themeName(tpui::themeFromName(parser.value(theme))) != parser.value(theme)) {
         std::fprintf(stderr, "tpstudio: --theme must be system, light or dark, not '%s'\n", qPrintable(parser.value(theme)));
         return 1;
+    }
+    if (const QString why = badOption(parser, pages, charts); !why.isEmpty()) {
+        std::fprintf(stderr, "tpstudio: %s\nRun with --help for more information.\n", qPrintable(why));
+        return 2;
     }
     tpui::applyTheme(tpui::themeFromName(parser.isSet(theme) ? parser.value(theme) : tpui::Settings::theme()));
 
@@ -142,14 +221,8 @@ int main(int argc, char** argv)
     const QStringList args = parser.positionalArguments();
     const QString model = args.isEmpty() ? QString::fromLatin1(tp::kExampleModelId.data(), qsizetype(tp::kExampleModelId.size()))
                                          : args.first();
-    const QStringList pages{QStringLiteral("summary"), QStringLiteral("plan"), QStringLiteral("shards"), QStringLiteral("dataflow"),
-                            QStringLiteral("collectives"), QStringLiteral("diagnostics"), QStringLiteral("run"), QStringLiteral("results"),
-                            QStringLiteral("advisor")};
     std::function<void()> shoot = [&] {
-        QTimer::singleShot(500, &window, [&] {
-            const bool ok = window.grab().save(parser.value(screenshot));
-            QApplication::exit(ok ? 0 : 1);
-        });
+        QTimer::singleShot(500, &window, [&] { QApplication::exit(saveShot(&window, parser.value(screenshot)) ? 0 : 1); });
     };
     bool started = false;
     QObject::connect(&window, &tpui::MainWindow::previewApplied, &window, [&] {
@@ -176,7 +249,7 @@ int main(int argc, char** argv)
             auto* dialog = window.findChild<tpui::VerifyDialog*>();
             QObject::connect(dialog, &tpui::VerifyDialog::done, dialog, [&, dialog](bool ok) {
                 QTimer::singleShot(300, dialog, [&, dialog, ok] {
-                    QApplication::exit(dialog->grab().save(parser.value(screenshot)) && ok ? 0 : 1);
+                    QApplication::exit(saveShot(dialog, parser.value(screenshot)) && ok ? 0 : 1);
                 });
             });
             dialog->start();
@@ -199,8 +272,6 @@ int main(int argc, char** argv)
                 window.tabs()->setCurrentIndex(std::max<qsizetype>(0, pages.indexOf(parser.value(tab))));
             if (parser.value(phase) == QLatin1String("decode"))
                 window.resultsPage()->phaseBox()->setCurrentIndex(1);
-            const QStringList charts{QStringLiteral("layers"), QStringLiteral("speedup"), QStringLiteral("latency"), QStringLiteral("timeline"),
-                                     QStringLiteral("compare"), QStringLiteral("collectives")};
             if (parser.isSet(chart))
                 window.resultsPage()->tabs()->setCurrentIndex(std::max<qsizetype>(0, charts.indexOf(parser.value(chart))));
             if (parser.value(chart) == QLatin1String("compare"))
@@ -249,7 +320,7 @@ int main(int argc, char** argv)
                 QApplication::exit(1);
                 return;
             }
-            QApplication::exit(window.grab().save(parser.value(screenshot)) ? 0 : 1);
+            QApplication::exit(saveShot(&window, parser.value(screenshot)) ? 0 : 1);
         });
     const int rc = QApplication::exec();
     windowHolder.reset(); // a run's child process is killed; an open still in progress is abandoned
