@@ -36,14 +36,24 @@ int comparePrediction(const tp::RunRecord& rec, const std::string& hardware, boo
     auto hw = tp::findHardware(hardware);
     if (!hw)
         return fail(hw.status().message());
-    auto om = tp::openModel(rec.settings.model);
+    // The model and plan as the record names them: absolute paths (or ids) held to the record's
+    // digests. A record from before them names its files as they were given, relative to wherever
+    // it was run: reopened unchecked, and said so.
+    const auto& s = rec.settings;
+    const std::string model = s.modelPath.empty() ? s.model : s.modelPath;
+    const std::string planFile = s.planPath.empty() ? s.plan : s.planPath;
+    if (s.modelDigest.empty())
+        fmt::print(stderr, "tpstudio-cli report: warning: the record has no digest of its model and plan (written before "
+                           "they were recorded): '{}' is reopened as named, relative to this folder, unchecked\n",
+                   tp::terminalSafe(model));
+    auto om = tp::openModel(model);
     if (!om)
         return fail(fmt::format("the record's model: {}", om.status().message()));
-    if (const std::string why = treeTooLarge(*om, rec.settings.model, false); !why.empty())
+    if (const std::string why = treeTooLarge(*om, model, false); !why.empty())
         return fail(why);
     tp::Plan plan = tp::defaultPlan(om->spec, 1);
-    if (rec.settings.plan != "default plan") {
-        auto p = tp::loadPlanFile(rec.settings.plan, tp::VersionProfile::G3);
+    if (s.plan != "default plan") {
+        auto p = tp::loadPlanFile(planFile, tp::VersionProfile::G3);
         if (!p)
             return fail(fmt::format("the record's plan: {}", p.status().message()));
         plan = tp::resolveOverrides(om->spec, *p);
@@ -68,12 +78,12 @@ int comparePrediction(const tp::RunRecord& rec, const std::string& hardware, boo
             }
             runs.push_back(r);
         }
-        std::cout << nlohmann::ordered_json{{"hardware", hw->id}, {"model", rec.settings.model}, {"runs", runs}}.dump(2, ' ', false, tp::kReplaceInvalidUtf8)
+        std::cout << nlohmann::ordered_json{{"hardware", hw->id}, {"model", model}, {"runs", runs}}.dump(2, ' ', false, tp::kReplaceInvalidUtf8)
                   << "\n";
         return int(kOk);
     }
     fmt::print("Measured vs predicted on {} ({}): {} · batch {} · prompt {} · logits {}\n", hw->id, hw->name,
-               rec.settings.model, rec.settings.batch, rec.settings.seq, rec.settings.logits);
+               tp::terminalSafe(model), rec.settings.batch, rec.settings.seq, rec.settings.logits);
     for (const auto& c : *cmp) {
         fmt::print("\nT={}  per layer, slowest rank: compute + communication, median of the samples (µs)\n", c.tp);
         fmt::print("  {:<7} {:>11} {:>11} {:>8}", "layer", "prefill", "predicted", "error");

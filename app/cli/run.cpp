@@ -3,11 +3,14 @@
 // compute/communication, memory, speedup against T=1, and traces.
 #include "commands.h"
 #include "interruption.h"
+#include "tp/core/digest.h"
+#include "tp/core/file.h"
 #include "tp/core/json.h"
 
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
 #include "tp/profile/run_record.h"
+#include "tp/cost/compare.h"
 #include "tp/cost/hardware.h"
 #include "tp/runtime/backend.h"
 #include "tp/runtime/communicator.h"
@@ -25,6 +28,7 @@
 #include <optional>
 #include <stop_token>
 #include <thread>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -56,6 +60,7 @@ struct RunOpts
     std::int64_t maxMemory = 0; // bytes; 0: what the host has available
     std::string logitsFile;
     std::vector<std::int32_t> tokens;
+    std::string tokensFile;     // token ids in a file (beyond what a command line can hold)
     std::string injectFailure; // "RANK:NODE", for fault tests
 };
 
@@ -85,39 +90,14 @@ struct MpiSession
 };
 
 
-// 64-bit FNV-1a, for the start-up handshake: equal inputs give equal digests on every rank.
-struct Digest
-{
-    std::uint64_t h = 1469598103934665603ull;
-    Digest& add(std::string_view s)
-    {
-        for (unsigned char ch : s)
-            h = (h ^ ch) * 1099511628211ull;
-        return add(std::int64_t(s.size()));
-    }
-    Digest& add(std::int64_t v)
-    {
-        for (int i = 0; i < 8; ++i)
-            h = (h ^ static_cast<unsigned char>(v >> (8 * i))) * 1099511628211ull;
-        return *this;
-    }
-    std::int64_t value() const { return static_cast<std::int64_t>(h); }
-};
-
 // Under mpirun every process must run the same thing: the ranks exchange what they were given
 // (sizes, seed, dtype, and digests of the model's tensors, the sharded plan and the weights' files)
 // and refuse, naming the first difference, before any collective could mismatch.
 tp::Status mpiHandshake(tp::Communicator& comm, const RunOpts& o, tp::DType dtype, const tp::OpenedModel& om,
                         const tp::ShardedGraph& g, bool useCheckpoint)
 {
-    Digest model, plan, weights, tokens;
-    model.add(om.spec.className);
-    for (const auto& m : om.spec.modules)
-        for (const auto& prm : m.params) {
-            model.add(m.path).add(prm.name).add(std::int64_t(prm.dtype));
-            for (auto d : prm.shape)
-                model.add(d);
-        }
+    tp::Digest plan, weights, tokens;
+    const auto model = static_cast<std::int64_t>(std::stoull(tp::modelDigest(om.spec), nullptr, 16));
     for (const auto& ps : g.params)
         for (const auto& shape : ps.shapes) {
             plan.add(ps.path).add(std::int64_t(ps.placement.kind)).add(std::int64_t(ps.dim));
@@ -133,11 +113,11 @@ tp::Status mpiHandshake(tp::Communicator& comm, const RunOpts& o, tp::DType dtyp
             weights.add(t.name).add(std::int64_t(t.begin)).add(std::int64_t(t.end));
     for (auto t : o.tokens)
         tokens.add(std::int64_t(t));
-    Digest tp;
+    tp::Digest tp;
     for (int t : o.givenTp)
         tp.add(std::int64_t(t));
     const std::pair<const char*, std::int64_t> fields[] = {
-        {"the handshake version", 2},
+        {"the handshake version", 3},
         {"--batch", o.batch},
         {"--seq", o.seq},
         {"--decode", o.decode},
@@ -148,7 +128,7 @@ tp::Status mpiHandshake(tp::Communicator& comm, const RunOpts& o, tp::DType dtyp
         {"--seed", static_cast<std::int64_t>(o.seed)},
         {"--tokens", tokens.value()},
         {"--tp", tp.value()},
-        {"the model (--model: its tensors' names, shapes and dtypes)", model.value()},
+        {"the model (--model: its tensors' names, shapes and dtypes)", model},
         {"the plan (--plan, --profile: every rank's shard of every tensor)", plan.value()},
         {"the weights (the checkpoint's tensors, or --random-weights)", weights.value()},
     };
@@ -189,6 +169,36 @@ int runVerb(RunOpts o)
     return code;
 }
 
+// --tokens-file: decimal token ids separated by commas or white space, at most 64 MiB of them.
+tp::Result<std::vector<std::int32_t>> readTokens(const std::string& path)
+{
+    TP_ASSIGN_OR_RETURN(std::string text, tp::readInputFile(path, std::int64_t(64) << 20, "token ids"));
+    std::vector<std::int32_t> ids;
+    const char* p = text.data();
+    const char* end = p + text.size();
+    const auto separator = [](char c) { return c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
+    while (p < end) {
+        if (separator(*p)) {
+            ++p;
+            continue;
+        }
+        const char* q = p;
+        while (q < end && !separator(*q))
+            ++q;
+        std::int32_t id = 0;
+        const auto [stop, ec] = std::from_chars(p, q, id, 10);
+        if (ec != std::errc() || stop != q || id < 0)
+            return tp::invalidArgument(fmt::format("{}: token {} ('{}') is not a whole number from 0 to 2147483647",
+                                                   tp::terminalSafe(path), ids.size() + 1,
+                                                   tp::terminalSafe(std::string(p, std::min<std::size_t>(q - p, 32)))));
+        ids.push_back(id);
+        p = q;
+    }
+    if (ids.empty())
+        return tp::invalidArgument(fmt::format("{}: holds no token ids", tp::terminalSafe(path)));
+    return ids;
+}
+
 int runRanks(RunOpts o, MpiSession& mpi)
 {
     if (!o.emulate.empty() && o.comm == "mpi") {
@@ -211,6 +221,12 @@ int runRanks(RunOpts o, MpiSession& mpi)
         }
     }
     const bool reporter = !mpi.comm || mpi.comm->rank() == 0;
+    if (!o.tokensFile.empty()) {
+        auto ids = readTokens(o.tokensFile);
+        if (!ids)
+            return failWith(o, ids.status().message());
+        o.tokens = std::move(*ids);
+    }
     const bool cuda = o.backend == "cuda";
     // Prefill's logits at every position, or at each sequence's last (what generation needs).
     const bool lastLogits = o.logits.empty() ? o.decode > 0 : o.logits == "last";
@@ -264,6 +280,10 @@ int runRanks(RunOpts o, MpiSession& mpi)
     auto om = tp::openModel(o.model);
     if (!om)
         return failWith(o, om.status().message());
+    if (const std::int64_t most = om->spec.config.maxPositionEmbeddings; reporter && most > 0 && o.seq + o.decode > most)
+        fmt::print(stderr, "warning: positions up to {} (prompt {} + {} decode steps) exceed the model's "
+                           "max_position_embeddings {}: Transformers computes them too, but the model was not trained there\n",
+                   o.seq + o.decode, o.seq, o.decode, most);
     const tp::VersionProfile profile = *tp::profileFromName(o.profile);
     tp::Plan base = tp::defaultPlan(om->spec, 1, profile);
     if (!o.planFile.empty()) {
@@ -276,7 +296,7 @@ int runRanks(RunOpts o, MpiSession& mpi)
     if (reporter)
         if (const std::string bad = checkOutputPaths({{"--trace", o.trace}, {"--json", o.json}, {"--csv", o.csv},
                                                       {"--dump-logits", o.logitsFile}},
-                                                     {o.model, o.planFile, o.hardware});
+                                                     {o.model, o.planFile, o.hardware, o.tokensFile});
             !bad.empty())
             return failWith(o, bad);
     // T=1 first, so that every other size has its speedup.
@@ -339,6 +359,15 @@ int runRanks(RunOpts o, MpiSession& mpi)
     set.model = o.model;
     set.modelClass = om->spec.className;
     set.plan = o.planFile.empty() ? "default plan" : o.planFile;
+    {
+        std::error_code ec;
+        set.modelPath = std::filesystem::exists(o.model, ec) ? std::filesystem::absolute(o.model, ec).lexically_normal().string()
+                                                             : o.model; // a catalog or Hub id
+        if (!o.planFile.empty())
+            set.planPath = std::filesystem::absolute(o.planFile, ec).lexically_normal().string();
+        set.modelDigest = tp::modelDigest(om->spec);
+        set.planDigest = tp::planDigest(base, om->spec);
+    }
     set.backend = o.backend;
     set.communicator = emulate ? "emulated" : cuda ? (mpi.comm ? "nccl (mpi bootstrap)" : "nccl") : o.comm;
     set.dtype = o.dtype.empty() ? (cuda ? "bf16" : "f32") : o.dtype;
@@ -569,8 +598,13 @@ std::function<int()> addRun(CLI::App& app)
     addSizeOption(run, "--max-memory", o->maxMemory,
                   "Host memory the run may use (K/M/G/T suffixes); a run that needs more is refused before it "
                   "allocates. Default: what the host has available (MemAvailable, lowered by a cgroup or ulimit -v limit)");
-    run->add_option("--tokens", o->tokens, "Token ids, B·S of them, comma-separated (default: a fixed sequence)")
-        ->delimiter(',');
+    auto* tokensOpt = run->add_option("--tokens", o->tokens, "Token ids, B·S of them, comma-separated (default: a fixed sequence)")
+                          ->delimiter(',');
+    run->add_option("--tokens-file", o->tokensFile,
+                    "Token ids from a file, B·S of them, separated by commas or white space (prompts too long for a "
+                    "command line)")
+        ->check(kNonEmpty)
+        ->excludes(tokensOpt);
     run->add_option("--dump-logits", o->logitsFile,
                     "Write rank 0's logits of the last tp size as JSON: prefill's ([B·S × vocab], or [B × vocab] "
                     "with --logits last, the default when decoding: each sequence's last position as generate() "

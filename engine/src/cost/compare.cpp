@@ -1,8 +1,11 @@
 // compare.cpp — measured against predicted, layer by layer (compare.h).
 #include "tp/cost/compare.h"
 
+#include "tp/core/digest.h"
+#include "tp/core/json.h"
 #include "tp/cost/cost_model.h"
 #include "tp/model/dtype.h"
+#include "tp/plan/plan_io.h"
 
 #include <fmt/format.h>
 
@@ -51,10 +54,38 @@ PhaseComparison phase(const std::vector<LayerTiming>& measured, const CostReport
 
 } // namespace
 
+std::string modelDigest(const ModelSpec& spec)
+{
+    Digest d;
+    d.add(spec.className);
+    for (const auto& m : spec.modules)
+        for (const auto& p : m.params) {
+            d.add(m.path).add(p.name).add(std::int64_t(p.dtype)).add(std::int64_t(p.shape.size()));
+            for (auto x : p.shape)
+                d.add(x);
+        }
+    return d.hex();
+}
+
+std::string planDigest(const Plan& plan, const ModelSpec& spec)
+{
+    Plan p = plan;
+    p.tpSize = 1;
+    return Digest().add(planToJson(p, &spec)).hex();
+}
+
 Result<std::vector<RunComparison>> compareRecord(const RunRecord& record, const ModelSpec& spec, const Plan& plan,
                                                  const HardwareProfile& hw)
 {
     const RunSettings& s = record.settings;
+    if (!s.modelDigest.empty() && s.modelDigest != modelDigest(spec))
+        return invalidArgument(fmt::format("the model at '{}' is not the one the record ran: its tensors differ (digest {} "
+                                           "in the record, {} now)",
+                                           terminalSafe(s.modelPath.empty() ? s.model : s.modelPath), s.modelDigest, modelDigest(spec)));
+    if (!s.planDigest.empty() && s.planDigest != planDigest(plan, spec))
+        return invalidArgument(fmt::format("the plan '{}' is not the one the record ran: it shards otherwise (digest {} in "
+                                           "the record, {} now)",
+                                           terminalSafe(s.planPath.empty() ? s.plan : s.planPath), s.planDigest, planDigest(plan, spec)));
     const std::optional<DType> dtype = s.dtype == "bf16" ? std::optional(DType::BF16)
                                      : s.dtype == "f16"  ? std::optional(DType::F16)
                                                          : std::optional(DType::F32);

@@ -247,6 +247,10 @@ nlohmann::ordered_json recordToJson(const RunRecord& rec)
                      {"logits", s.logits},        {"warmup", s.warmup},
                      {"iterations", s.iterations}, {"weights", s.weights}, {"compute_dtype", "f32"},
                      {"storage_dtype", s.dtype}, {"emulated", s.emulated}, {"comm_model", s.commModel}};
+    for (const auto& [key, value] : {std::pair{"model_path", &s.modelPath}, std::pair{"model_digest", &s.modelDigest},
+                                     std::pair{"plan_path", &s.planPath}, std::pair{"plan_digest", &s.planDigest}})
+        if (!value->empty())
+            j["settings"][key] = *value;
     const auto& p = rec.provenance;
     j["provenance"] = {{"cpu", p.cpuModel}, {"logical_cores", p.logicalCores}, {"hostname", p.hostname},
                        {"os", p.os},        {"compiler", p.compiler},        {"openblas", p.openblas}, {"cpu_kernels", p.cpuKernels}, {"libraries", p.libraries},
@@ -382,6 +386,9 @@ Result<std::vector<RecordedSpan>> parseSpans(const Reader& r, int tp)
         x.layer = static_cast<int>(layer);
         TP_ASSIGN_OR_RETURN(x.startUs, sr.num("start_us"));
         TP_ASSIGN_OR_RETURN(x.endUs, sr.num("end_us"));
+        if (x.endUs < x.startUs)
+            return invalidArgument(fmt::format("{}: key 'end_us' ({}) is before 'start_us' ({}): a span cannot end before it starts",
+                                               sr.where, x.endUs, x.startUs));
         TP_ASSIGN_OR_RETURN(x.bytes, sr.integer("bytes", 0, std::numeric_limits<std::int64_t>::max()));
         if (sp.contains("wait_us")) { // optional: records from before it lack it
             TP_ASSIGN_OR_RETURN(x.waitUs, sr.num("wait_us"));
@@ -480,6 +487,11 @@ Result<RunRecord> parseRunRecord(std::string_view text, const std::string& sourc
     if (s.j.contains("comm_model")) {
         TP_ASSIGN_OR_RETURN(rec.settings.commModel, s.str("comm_model"));
     }
+    for (const auto& [key, value] : {std::pair{"model_path", &rec.settings.modelPath}, std::pair{"model_digest", &rec.settings.modelDigest},
+                                     std::pair{"plan_path", &rec.settings.planPath}, std::pair{"plan_digest", &rec.settings.planDigest}})
+        if (s.j.contains(key)) {
+            TP_ASSIGN_OR_RETURN(*value, s.str(key));
+        }
     if (j.contains("provenance") && j["provenance"].is_object()) {
         const Reader p{j["provenance"], source + ": provenance"};
         if (auto v = p.str("cpu"); v.ok())
@@ -497,6 +509,10 @@ Result<RunRecord> parseRunRecord(std::string_view text, const std::string& sourc
         TpRun run;
         TP_ASSIGN_OR_RETURN(std::int64_t tp, r.integer("tp", 1, 1 << 16));
         run.tp = static_cast<int>(tp);
+        for (std::size_t k = 0; k < rec.runs.size(); ++k)
+            if (rec.runs[k].tp == run.tp)
+                return invalidArgument(fmt::format("{}: tp {} was already recorded by runs[{}]; a record holds each tp size once",
+                                                   r.where, run.tp, k));
         TP_ASSIGN_OR_RETURN(run.loadSeconds, r.num("load_s"));
         TP_ASSIGN_OR_RETURN(run.medianSeconds, r.num("median_s"));
         TP_ASSIGN_OR_RETURN(run.tokensPerSecond, r.num("tokens_per_s"));

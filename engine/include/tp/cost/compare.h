@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace tp {
@@ -45,10 +46,16 @@ struct RunComparison
     std::int64_t decodeContext = 0;         // the context the decode step was predicted at
 };
 
+// Digests that tie a run record to what it ran (16 hex digits, FNV-1a 64): the model's class and
+// every tensor's name, shape and dtype; the resolved plan as `plan export` writes it, its tp size aside.
+std::string modelDigest(const ModelSpec& spec);
+std::string planDigest(const Plan& plan, const ModelSpec& spec);
+
 // One entry per tp size of the record. `plan` is the plan the run used (its tpSize is set per
 // size); the record's storage dtype, batch, prompt and logits set the workload; the ITL and the
 // decode layers' medians are predicted at the middle step's context (a record without per-layer
-// samples: its layers at the context of the step whose spans it kept). InvalidArgument when the plan is not valid at a recorded size.
+// samples: its layers at the context of the step whose spans it kept). InvalidArgument when the plan is not valid at a recorded size,
+// or when the record's digests (where it has them) are not those of `spec` and `plan`: another model or plan than it ran.
 Result<std::vector<RunComparison>> compareRecord(const RunRecord& record, const ModelSpec& spec, const Plan& plan,
                                                  const HardwareProfile& hw);
 
