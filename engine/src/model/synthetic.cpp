@@ -74,7 +74,7 @@ std::vector<TensorToWrite> checkpointLayout(const ModelSpec& spec, const Synthet
 }
 
 Status writeSyntheticCheckpoint(const std::string& dir, const std::vector<TensorToWrite>& tensors,
-                                std::uint64_t maxShardBytes, const std::string& configJson)
+                                std::uint64_t maxShardBytes, const std::string& configJson, std::stop_token stop)
 {
     std::error_code ec;
     fs::create_directories(dir, ec);
@@ -108,6 +108,8 @@ Status writeSyntheticCheckpoint(const std::string& dir, const std::vector<Tensor
     nlohmann::ordered_json weightMap = nlohmann::ordered_json::object();
     std::uint64_t total = 0;
     for (std::size_t i = 0; i < shards.size(); ++i) {
+        if (stop.stop_requested())
+            return Status(StatusCode::Cancelled, fmt::format("{}: writing the synthetic checkpoint was cancelled", dir));
         const std::string file = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
         std::vector<TensorToWrite> part;
         part.reserve(shards[i].size());

@@ -206,6 +206,7 @@ public:
             auto be = m_o.device == DeviceKind::Cuda ? makeCudaBackend(m_o.emulate ? 0 : r, m_o.dtype) : makeCpuBackend(m_o.dtype);
             if (!be)
                 return be.status().withContext(fmt::format("rank {}", r));
+            (*be)->setStop(m_o.stop);
             raw.push_back(be->get());
             backends.push_back(std::move(*be));
         }
@@ -296,6 +297,7 @@ public:
         auto be = m_o.device == DeviceKind::Cuda ? makeCudaBackend(mpiLocalRank(), m_o.dtype) : makeCpuBackend(m_o.dtype);
         if (!be)
             return be.status().withContext(fmt::format("rank {}", r));
+        (*be)->setStop(m_o.stop);
         std::unique_ptr<Communicator> nccl;
         Communicator* comm = &host;
         if (m_o.device == DeviceKind::Cuda) {

@@ -8,6 +8,7 @@
 #include "tp/model/model_spec.h"
 #include "tp/model/safetensors.h"
 
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,10 @@ struct SyntheticOptions
 std::vector<TensorToWrite> checkpointLayout(const ModelSpec& spec, const SyntheticOptions& opt = {});
 
 // Writes `dir/model-0000i-of-0000n.safetensors` and `dir/model.safetensors.index.json` (or one
-// `model.safetensors` when everything fits one shard), plus `dir/config.json` when given.
+// `model.safetensors` when everything fits one shard), plus `dir/config.json` when given. A stop
+// request is seen between shards (Cancelled; what was written stays for the caller to remove).
 Status writeSyntheticCheckpoint(const std::string& dir, const std::vector<TensorToWrite>& tensors,
-                                std::uint64_t maxShardBytes, const std::string& configJson = {});
+                                std::uint64_t maxShardBytes, const std::string& configJson = {},
+                                std::stop_token stop = {});
 
 } // namespace tp

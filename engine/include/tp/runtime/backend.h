@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -161,6 +162,10 @@ public:
     virtual std::int64_t availableBytes() const = 0;
     virtual Result<DeviceBuffer> allocate(std::int64_t bytes) = 0;
     BackendStats stats() const { return m_stats; }
+    // Cancellation that a long op honours inside itself (the CPU's prefill attention checks it every
+    // few query tiles and returns Cancelled), so that a stop reaches a running op within a second.
+    void setStop(std::stop_token stop) { m_stop = std::move(stop); }
+    bool stopRequested() const { return m_stop.stop_requested(); }
     // Raw bytes between host and a contiguous tensor (its dtype), complete when the call returns.
     Status upload(const void* host, const Tensor& dst);
     Status download(const Tensor& src, void* host);
@@ -300,6 +305,7 @@ protected:
 private:
     DType m_storage;
     BackendStats m_stats;
+    std::stop_token m_stop;
 };
 
 // The reference backend: host memory, fp32 math (oneDNN SGEMM, OpenBLAS SGEMV for one row, one

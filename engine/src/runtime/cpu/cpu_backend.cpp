@@ -475,13 +475,17 @@ protected:
                         decodeHead(qh, kh, vh, yh, L, dims, scale, cap, sink, p, m_vk);
                         continue;
                     }
+                    if (stopRequested())
+                        return;
                     if (h % group == 0) // the group's keys packed once
                         m_vk.packKeys(kh, kw, L, hd, kp);
-                    prefillHead(qh, kp, vh, yh, S, sh.past, dims, scale, cap, sink, p, m_vk);
+                    prefillHead(qh, kp, vh, yh, S, sh.past, dims, scale, cap, sink, p, m_vk, this);
                 }
             }
         });
         TP_RETURN_IF_ERROR(st);
+        if (stopRequested())
+            return Status(StatusCode::Cancelled, "attention cancelled");
         if (storage() != DType::F32)
             fromFloat(Y, storage(), y.data, y.numel());
         return {};
@@ -534,7 +538,8 @@ protected:
     // row's unseen keys get weight 0. A sink logit (finite) starts each row's max and sum as a
     // key of value 0 would.
     static void prefillHead(const float* qh, const float* kp, const float* vh, float* yh, std::int64_t S, std::int64_t past,
-                            const HeadDims& dm, float scale, float cap, float sink, float* p, const cpu::Kernels& vk)
+                            const HeadDims& dm, float scale, float cap, float sink, float* p, const cpu::Kernels& vk,
+                            const Backend* cancel = nullptr)
     {
         const std::int64_t hd = dm.hd, vd = dm.vd, qw = dm.qw, panel = vk.keyPanel;
         float* sc = p;                          // [kQueryTile × kKeyTile] scores, then weights
@@ -543,6 +548,8 @@ protected:
         float* l = m + kQueryTile;               // [kQueryTile] running sum
         auto firstKey = [&](std::int64_t pos) { return dm.firstKey(pos); };
         for (std::int64_t i0 = 0; i0 < S; i0 += kQueryTile) {
+            if (cancel && i0 % (16 * kQueryTile) == 0 && cancel->stopRequested())
+                return; // the caller returns Cancelled
             const std::int64_t rq = std::min(kQueryTile, S - i0), keyEnd = past + i0 + rq;
             std::fill_n(m, rq, sink);
             std::fill_n(l, rq, std::isfinite(sink) ? 1.0f : 0.0f);
