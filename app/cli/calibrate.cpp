@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <iostream>
 #include <thread>
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 
@@ -35,7 +36,7 @@ struct CalibrateOpts
     std::string backend = "cpu", comm = "local", dtype, output, id, name;
     std::vector<std::string> models;
     int ranks = 0;
-    bool quick = false, install = false, jsonStream = false;
+    bool quick = false, install = false, force = false, jsonStream = false;
 };
 
 void emit(const nlohmann::ordered_json& j)
@@ -127,6 +128,18 @@ int calibrate(const CalibrateOpts& o)
         if (ec)
             return fail(fmt::format("cannot make the folder '{}': {}", dir, ec.message()));
         output = dir + "/" + id + ".json";
+        // An installed profile is replaced only when asked, and a link there is never written through
+        // (it could name any file of this user's).
+        const auto st = fs::symlink_status(output, ec);
+        if (fs::is_symlink(st))
+            return fail(fmt::format("{} is a symbolic link; calibrate --install does not write through links (remove it, "
+                                    "or write the profile with -o FILE)",
+                                    tp::terminalSafe(output)));
+        if (fs::exists(st) && !o.force)
+            return fail(fmt::format("a profile '{}' is already installed ({}); --force replaces it, --id names another",
+                                    id, tp::terminalSafe(output)));
+    } else if (o.force) {
+        return fail("--force only applies with --install (-o replaces its file as every output does)");
     }
     if (const std::string bad = checkOutputPaths({{o.install ? "--install" : "-o", output}}, o.models); !bad.empty())
         return fail(bad);
@@ -223,7 +236,10 @@ int calibrate(const CalibrateOpts& o)
 
     const tp::Provenance p = tp::collectProvenance();
     std::string device = p.cpuModel;
-    double memoryGiB = static_cast<double>(tp::hostMemoryAvailable()) / ranks / double(1 << 30);
+    // A device's memory is what the device has: the host's physical memory shared by the ranks, not
+    // this process's momentary headroom (ulimit -v, other processes).
+    const double physical = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
+    double memoryGiB = physical / ranks / double(1 << 30);
     if (cuda) {
         if (auto inv = tp::gpu::probe(); inv && !inv->devices.empty()) {
             device = inv->devices.front().name;
@@ -265,6 +281,8 @@ int calibrate(const CalibrateOpts& o)
                       "efficiencies are fractions of it",
                       cal->peakTflops * 1e3),
           "memory_bandwidth_gbps: one rank's one-row GEMM over a 4096 x 4096 weight (memory_efficiency 1)",
+          cuda ? "memory_gib: the first GPU's memory as the device reports it"
+               : "memory_gib: the host's physical memory divided among the ranks",
           commSource}}};
     // The profile must read back as the cost model reads it.
     const std::string text = j.dump(2, ' ', false, tp::kReplaceInvalidUtf8) + "\n";
@@ -309,6 +327,7 @@ std::function<int()> addCalibrate(CLI::App& app)
     cmd->add_flag("--install", o->install,
                   "Write it among your calibrated profiles (TPSTUDIO_HARDWARE_DIR, else ~/.local/share/tpstudio/hardware), "
                   "usable as --hardware ID everywhere");
+    cmd->add_flag("--force", o->force, "With --install: replace the installed profile of the same id");
     cmd->add_option("--id", o->id, "The profile's id (default: calibrated-HOSTNAME)");
     cmd->add_option("--name", o->name, "The profile's display name");
     cmd->add_flag("--json-stream", o->jsonStream, "Print progress as JSON lines (for the GUI)");

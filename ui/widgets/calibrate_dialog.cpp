@@ -8,11 +8,13 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRegularExpression>
@@ -59,7 +61,8 @@ CalibrateDialog::CalibrateDialog(QWidget* parent)
     layout->addWidget(intro);
     auto* form = new QFormLayout;
     m_id->setValidator(new QRegularExpressionValidator(kIdPattern, m_id));
-    m_id->setToolTip(tr("The profile's id and file name; an existing calibration of that id is replaced"));
+    m_id->setToolTip(tr("The profile's id and file name; an existing calibration of that id is replaced once you "
+                        "confirm it"));
     form->addRow(tr("Profile &id:"), m_id);
     m_backend->addItem(tr("CPU"), QStringLiteral("cpu"));
     m_backend->addItem(tr("CUDA GPUs"), QStringLiteral("cuda"));
@@ -98,12 +101,23 @@ QStringList CalibrateDialog::arguments() const
                      QStringLiteral("--json-stream"), QStringLiteral("--install"), QStringLiteral("--id"), m_id->text()};
     if (m_quick->isChecked())
         args << QStringLiteral("--quick");
+    if (m_replace)
+        args << QStringLiteral("--force");
     return args;
 }
 
 void CalibrateDialog::start()
 {
     if (running() || !m_id->hasAcceptableInput())
+        return;
+    // tpstudio-cli replaces an installed profile only when told to: asked here first.
+    const QString dir = QString::fromStdString(tp::userHardwareDir());
+    m_replace = !dir.isEmpty() && QFileInfo::exists(dir + QLatin1Char('/') + m_id->text() + QStringLiteral(".json"));
+    if (m_replace
+        && QMessageBox::question(this, tr("Replace the profile?"),
+                                 tr("A profile <b>%1</b> is already installed. Replace it with this calibration?")
+                                     .arg(m_id->text().toHtmlEscaped()))
+               != QMessageBox::Yes)
         return;
     m_buffer.clear();
     m_stopping = false;

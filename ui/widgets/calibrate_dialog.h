@@ -59,6 +59,7 @@ private:
     QPushButton* m_stop = nullptr;
     QProcess* m_proc = nullptr;
     bool m_stopping = false; // Stop was pressed; finished() reports it
+    bool m_replace = false;  // the id is installed and the user agreed to replace it (--force)
     QByteArray m_buffer;     // stdout not yet a whole line
     QString m_error;         // the stream's error event
     QString m_installedId;   // the stream's done event

@@ -350,6 +350,26 @@ std::string userHardwareDir()
     return {};
 }
 
+namespace {
+
+// An id that `findHardware` looks up in the user folder (no path, no extension, no control bytes).
+bool userProfileId(const std::string& id)
+{
+    return !id.empty() && badName(id).empty() && id.find('/') == std::string::npos && id.find('.') == std::string::npos;
+}
+
+// Why the profile read from `path` cannot be the user profile `id` (empty when it can).
+std::string userProfileMismatch(const HardwareProfile& hw, const std::string& id, const std::string& path)
+{
+    if (!userProfileId(id))
+        return fmt::format("{}: '{}' cannot be named by --hardware (an id has no '.', '/' or control characters)", path, id);
+    if (hw.id != id)
+        return fmt::format("{}: its id '{}' is not its file name", path, hw.id);
+    return {};
+}
+
+} // namespace
+
 std::vector<HardwareProfile> userHardwareProfiles(std::vector<std::string>* errors)
 {
     namespace fs = std::filesystem;
@@ -368,12 +388,8 @@ std::vector<HardwareProfile> userHardwareProfiles(std::vector<std::string>* erro
         const std::string id = f.stem().string();
         auto text = readInputFile(f.string(), std::int64_t(1) << 20, "a hardware profile");
         Result<HardwareProfile> hw = text ? parseHardwareJson(*text, f.string()) : Result<HardwareProfile>(text.status());
-        std::string why;
-        if (!hw)
-            why = hw.status().message();
-        else if (hw->id != id)
-            why = fmt::format("{}: its id '{}' is not its file name", f.string(), hw->id);
-        else if (std::find(builtin.begin(), builtin.end(), id) != builtin.end())
+        std::string why = hw ? userProfileMismatch(*hw, id, f.string()) : hw.status().message();
+        if (why.empty() && std::find(builtin.begin(), builtin.end(), id) != builtin.end())
             why = fmt::format("{}: '{}' is a built-in profile's id", f.string(), id);
         if (why.empty())
             out.push_back(std::move(*hw));
@@ -388,14 +404,16 @@ Result<HardwareProfile> findHardware(const std::string& idOrPath)
     for (const auto& [file, text] : hardwareFiles())
         if (file.substr(0, file.size() - 5) == idOrPath)
             return parseHardwareJson(text, fmt::format("plans/hardware/{}", file));
-    if (!idOrPath.empty() && badName(idOrPath).empty() && idOrPath.find('/') == std::string::npos
-        && idOrPath.find('.') == std::string::npos) {
+    if (userProfileId(idOrPath)) {
         const std::string dir = userHardwareDir();
         std::error_code ec;
         if (!dir.empty() && std::filesystem::is_regular_file(dir + "/" + idOrPath + ".json", ec)) {
             const std::string path = dir + "/" + idOrPath + ".json";
             TP_ASSIGN_OR_RETURN(std::string text, readInputFile(path, std::int64_t(1) << 20, "a hardware profile"));
-            return parseHardwareJson(text, path);
+            TP_ASSIGN_OR_RETURN(HardwareProfile hw, parseHardwareJson(text, path));
+            if (std::string why = userProfileMismatch(hw, idOrPath, path); !why.empty())
+                return invalidArgument(terminalSafe(why));
+            return hw;
         }
     }
     auto text = readInputFile(idOrPath, std::int64_t(1) << 20, "a hardware profile");
