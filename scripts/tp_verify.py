@@ -287,7 +287,53 @@ def make(src_path, out_dir, seed=1234):
 
 # --- Transformers' TP run (under torchrun) --------------------------------------------------------
 
+def die_with_parent(sig):
+    """Linux: `sig` comes to this process when its parent ends, however it ends (SIGKILL included)."""
+    try:
+        import ctypes
+        import signal
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent was gone before the request
+            signal.raise_signal(sig)
+    except (OSError, AttributeError):
+        pass
+
+
+def stop_on_hangup(owner_dir=None):
+    """SIGTERM and SIGHUP (and the parent's death) stop the driver as Ctrl-C does: as the leader of its
+    process group (tpstudio-cli plan verify starts it so), it passes SIGINT to the group (torchrun, the
+    ranks, the engine's processes), then removes its temporary folders; when its parent is gone, also
+    the parent's folder (`owner_dir`: the embedded script's, which a killed tpstudio-cli leaves)."""
+    import signal
+    OWNER[:] = [owner_dir, os.getppid()]
+
+    def handler(sig, frame):
+        remove_orphaned_owner_dir()
+        if os.getpgrp() == os.getpid():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            os.killpg(os.getpgrp(), signal.SIGINT)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        raise KeyboardInterrupt
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, handler)
+    die_with_parent(signal.SIGTERM)
+
+
+OWNER = [None, None]  # the parent's folder and the parent's pid (stop_on_hangup)
+
+
+def remove_orphaned_owner_dir():
+    """The parent's folder, once the parent is gone (it would have removed it itself)."""
+    owner_dir, parent = OWNER
+    if owner_dir and os.getppid() != parent and os.path.basename(owner_dir).startswith("tpstudio-verify-"):
+        import shutil
+        shutil.rmtree(owner_dir, ignore_errors=True)
+
+
 def worker(jobs_path, out_dir):
+    import signal
+    die_with_parent(signal.SIGKILL)  # torchrun killed: no rank runs on
     import datetime
     import torch
     import torch.distributed as dist
@@ -403,6 +449,9 @@ def available_memory():
 
 def has_weights(folder):
     files = [f for f in os.listdir(folder) if f.endswith(".safetensors")] if os.path.isdir(folder) else []
+    for f in files:
+        if not os.path.isfile(os.path.join(folder, f)):
+            raise Failure(f"{os.path.join(folder, f)}: not a readable file (a link to nothing, or a folder)")
     return files, sum(os.path.getsize(os.path.join(folder, f)) for f in files)
 
 
@@ -568,9 +617,12 @@ def engine_side(job, cli_path, work):
         vocab = cfg.get("vocab_size") or cfg.get("text_config", {}).get("vocab_size")
         job.tokens = tokens_for(vocab, job.batch * job.seq)
     logits, record = os.path.join(d, "engine-logits.json"), os.path.join(d, "engine-record.json")
+    tokens = os.path.join(d, "tokens.txt")  # a file: B x S ids may be more than a command line holds
+    with open(tokens, "w") as f:
+        f.write(",".join(map(str, job.tokens)))
     try:
         cli([cli_path, "run", "--model", job.model, "--plan", job.plan_path, "--dtype", "f32", "--logits", "all",
-             "--warmup", "0", "--iters", "1", "--tokens", ",".join(map(str, job.tokens)), "--dump-logits", logits,
+             "--warmup", "0", "--iters", "1", "--tokens-file", tokens, "--dump-logits", logits,
              "--json", record] + shape, "run (the engine)")
     except Failure as e:
         # A model type TP Studio plans but does not run: the preview's collectives are still compared
@@ -591,7 +643,9 @@ def transformers_side(jobs, tp, python, work):
     with open(spec, "w") as f:
         json.dump([{"model": j.model, "plan": j.plan_path, "tokens": j.tokens, "batch": j.batch, "seq": j.seq}
                    for j in jobs], f)
-    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    # TMPDIR inside this run's folder: torchrun's own temporary folder goes with it, even when torchrun
+    # is killed (an interrupt) before it could remove it.
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", TMPDIR=d)
     env.pop("PYTHONPATH", None)
     cmd = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(tp), "--master-addr", "127.0.0.1",
            "--master-port", str(free_port()), os.path.abspath(__file__), "worker", spec, d]
@@ -771,6 +825,8 @@ def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "worker":
         return worker(sys.argv[2], sys.argv[3])
     if len(sys.argv) >= 2 and sys.argv[1] == "make":
+        import signal
+        die_with_parent(signal.SIGKILL)
         with open(sys.argv[2]) as f:
             todo = json.load(f)
         for src, out in todo.items():
@@ -781,8 +837,12 @@ def main():
                 print(json.dumps({src: {"error": msg}}), flush=True)
         return 0
     if len(sys.argv) >= 2 and sys.argv[1] == "probe":
+        import signal
+        die_with_parent(signal.SIGKILL)
         return probe()
     if len(sys.argv) == 3 and sys.argv[1] == "class-plan":
+        import signal
+        die_with_parent(signal.SIGKILL)  # asked by a tpstudio-cli or GUI that may end first
         return class_plan(sys.argv[2])
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -793,6 +853,7 @@ def main():
     v.add_argument("--tp", type=int, required=True)
     v.add_argument("--reduce", choices=("auto", "yes", "no"), default="auto")
     v.add_argument("--name")
+    v.add_argument("--owner-dir", help=argparse.SUPPRESS)  # tpstudio-cli's folder, removed if it dies
     a = sub.add_parser("audit")
     a.add_argument("--repo", required=True)
     a.add_argument("--max-tp", type=int, default=4)
@@ -806,6 +867,7 @@ def main():
         p.add_argument("--seq", type=int, default=16)
         p.add_argument("--json")
     o = ap.parse_args()
+    stop_on_hangup(getattr(o, "owner_dir", None))
     if not (1 <= o.batch <= 64 and 1 <= o.seq <= 4096):
         print("tp_verify: --batch is 1..64 and --seq 1..4096 (a check, not a benchmark)", file=sys.stderr)
         return 1
@@ -881,3 +943,8 @@ if __name__ == "__main__":
     except KeyboardInterrupt:  # Ctrl-C: the temporary folders are gone, nothing was written
         print("tp_verify: interrupted", file=sys.stderr)
         sys.exit(130)
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback
+        print(f"tp_verify: {type(e).__name__}: {str(e).splitlines()[0][:600] if str(e) else ''}", file=sys.stderr)
+        sys.exit(1)
+    finally:  # however it ended: a folder its dead parent left is not left behind
+        remove_orphaned_owner_dir()

@@ -6,7 +6,9 @@
 // the Python and its packages), so that a mistake is named before anything slow starts.
 #include "commands.h"
 #include "../script_dir.h"
+#include "interruption.h"
 
+#include "tp/core/json.h"
 #include "tp/model/catalog.h"
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
@@ -47,21 +49,11 @@ struct VerifyOpts
     int tp = 2;
 };
 
-// The process group of the running verification, which an interrupt of this process is passed to.
-volatile std::sig_atomic_t g_group = 0;
-
-void forwardInterrupt(int)
-{
-    if (g_group > 0)
-        ::kill(-static_cast<pid_t>(g_group), SIGINT);
-}
-
 // Runs argv (argv[0] looked up in PATH), its standard output into `out` when given, else inherited.
-// `ownGroup`: in a process group of its own, to which SIGINT and SIGTERM of this process are passed
-// on as SIGINT while it runs (Ctrl-C in a terminal, the GUI's Stop): Python then stops torchrun and
-// its ranks and removes its temporary folders. The exit status, or -1 when it could not start
-// (errno's text in `why`).
-int spawn(const std::vector<std::string>& args, std::string* out, std::string& why, bool ownGroup = false)
+// `group`: the child in a process group of its own, which an interrupt of this process is passed to
+// while it runs (Python then stops torchrun and its ranks and removes its temporary folders). The
+// exit status, or -1 when it could not start (errno's text in `why`).
+int spawn(const std::vector<std::string>& args, std::string* out, std::string& why, Interruption* group = nullptr)
 {
     std::vector<char*> argv;
     for (const auto& a : args)
@@ -79,62 +71,51 @@ int spawn(const std::vector<std::string>& args, std::string* out, std::string& w
         posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
         posix_spawn_file_actions_addclose(&fa, fds[0]);
     }
-    // The child starts with the default SIGINT and SIGTERM, whatever this process ignores while it
-    // waits (an ignored signal would stay ignored across exec, and Python would never stop).
+    // The child starts with the default actions of the signals this process catches (a handler is
+    // reset by exec anyway; an ignored signal would stay ignored, and Python would never stop).
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     sigset_t defaults;
     sigemptyset(&defaults);
-    sigaddset(&defaults, SIGINT);
-    sigaddset(&defaults, SIGTERM);
+    for (int sig : Interruption::kSignals)
+        sigaddset(&defaults, sig);
     posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | (ownGroup ? POSIX_SPAWN_SETPGROUP : 0));
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | (group ? POSIX_SPAWN_SETPGROUP : 0));
     posix_spawnattr_setpgroup(&attr, 0);
-    struct sigaction forward = {}, oldInt = {}, oldTerm = {};
-    if (ownGroup) {
-        forward.sa_handler = forwardInterrupt;
-        sigemptyset(&forward.sa_mask);
-        ::sigaction(SIGINT, &forward, &oldInt);
-        ::sigaction(SIGTERM, &forward, &oldTerm);
-    }
     pid_t pid = 0;
     const int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
-    if (ownGroup && rc == 0)
-        g_group = pid;
+    if (group && rc == 0)
+        group->forwardTo(pid);
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
-    struct Restore
-    {
-        bool on;
-        struct sigaction i, t;
-        ~Restore()
-        {
-            if (!on)
-                return;
-            g_group = 0;
-            ::sigaction(SIGINT, &i, nullptr);
-            ::sigaction(SIGTERM, &t, nullptr);
-        }
-    } restore{ownGroup, oldInt, oldTerm};
     if (out) {
         ::close(fds[1]);
         char buf[4096];
         if (rc == 0)
-            for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) // to the end: the child never blocks
+            for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) { // to the end: the child never blocks
+                if (n < 0) {
+                    if (errno == EINTR)
+                        continue;
+                    break;
+                }
                 if (out->size() < (1 << 20))
                     out->append(buf, static_cast<std::size_t>(n));
+            }
         ::close(fds[0]);
     }
     if (rc != 0) {
         why = std::strerror(rc);
         return -1;
     }
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) {
-            why = std::strerror(errno);
-            return -1;
-        }
+    int status = 0, waited = 0;
+    while ((waited = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+    }
+    if (group)
+        group->forwardTo(0);
+    if (waited < 0) {
+        why = std::strerror(errno);
+        return -1;
+    }
     if (WIFSIGNALED(status))
         return 128 + WTERMSIG(status);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -145,6 +126,15 @@ int verify(const VerifyOpts& o)
     const auto fail = [](const std::string& msg) {
         fmt::print(stderr, "tpstudio-cli plan verify: {}\n", msg);
         return int(kBadInput);
+    };
+    // SIGINT, SIGTERM, SIGHUP and SIGQUIT (Ctrl-C, the GUI's Stop, a closed terminal) are seen
+    // between the steps, and passed on to Python while it runs: this process then removes its own
+    // folder and exits 128 + the signal. Should it die without a word (SIGKILL), the driver learns
+    // it from its parent-death signal and does the same, removing this folder too (--owner-dir).
+    Interruption interruption(true);
+    const auto interrupted = [&] {
+        fail(fmt::format("interrupted by {}; nothing was written", strsignal(interruption.signal())));
+        return 128 + interruption.signal();
     };
     if (const std::string bad = checkOutputPaths({{"--json", o.json}}, {o.model, o.planFile}); !bad.empty())
         return fail(bad);
@@ -184,6 +174,28 @@ int verify(const VerifyOpts& o)
     // What Transformers reads: the model's config.json (its folder's weights beside it), or the
     // catalog's config written out.
     std::string source = om->configPath;
+    if (!source.empty() && fs::path(source).filename() != "config.json") {
+        // Transformers reads a folder's config.json with the weights beside it: another file is copied
+        // there alone, and verified on a reduced copy (its folder's weights belong to config.json).
+        if (o.reduce == "no")
+            return fail(fmt::format("{}: Transformers loads a folder's config.json with its weights, not this file; "
+                                    "verify it on a reduced copy (--reduce auto or yes) or name the folder",
+                                    tp::terminalSafe(source)));
+        const std::string copy = (work / "config.json").string();
+        std::error_code ec;
+        if (!fs::copy_file(source, copy, ec))
+            return fail(fmt::format("cannot copy {} to {}: {}", tp::terminalSafe(source), copy, ec.message()));
+        source = copy;
+    } else if (!source.empty()) {
+        // Every weight file Transformers would list must be a file it can read (a dangling link, a
+        // folder named *.safetensors), said here rather than as a Python error.
+        std::error_code ec;
+        for (fs::directory_iterator it(fs::path(source).parent_path(), ec), end; !ec && it != end; it.increment(ec))
+            if (it->path().extension() == ".safetensors" && !fs::is_regular_file(it->path(), ec))
+                return fail(fmt::format("{}: not a readable file (a link to nothing, or a folder); Transformers would "
+                                        "read it as weights",
+                                        tp::terminalSafe(it->path().string())));
+    }
     if (source.empty()) {
         const tp::CatalogEntry* entry = tp::findCatalogEntry(o.model);
         if (!entry)
@@ -202,6 +214,8 @@ int verify(const VerifyOpts& o)
         python = "python3", where = " (the default; --python or TPSTUDIO_PYTHON names another)";
     std::string probe, why;
     const int probed = spawn({python, script.string(), "probe"}, &probe, why);
+    if (interruption.signal() != 0)
+        return interrupted();
     if (probed < 0)
         return fail(fmt::format("cannot run the Python '{}'{}: {}", python, where, why));
     while (!probe.empty() && (probe.back() == '\n' || probe.back() == '\r'))
@@ -215,11 +229,16 @@ int verify(const VerifyOpts& o)
                                   "--model", source, "--tp", std::to_string(o.tp), "--batch", std::to_string(o.batch),
                                   "--seq", std::to_string(o.seq), "--reduce", o.reduce, "--name",
                                   fmt::format("{} on {}", o.planFile.empty() ? "the default plan" : fs::path(o.planFile).filename().string(), o.model)};
+    args.insert(args.end(), {"--owner-dir", work.string()});
     if (!o.planFile.empty())
         args.insert(args.end(), {"--plan", fs::absolute(o.planFile).string()});
     if (!o.json.empty())
         args.insert(args.end(), {"--json", fs::absolute(o.json).string()});
-    const int rc = spawn(args, nullptr, why, true);
+    if (interruption.signal() != 0)
+        return interrupted();
+    const int rc = spawn(args, nullptr, why, &interruption);
+    if (interruption.signal() != 0)
+        return interrupted();
     if (rc < 0)
         return fail(fmt::format("cannot run the Python '{}': {}", python, why));
     if (rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 130) {
