@@ -4,6 +4,7 @@
 //              `tpstudio-cli bench gemm`: one rank's Linear GEMMs against the machine's measured peak
 //              (cuBLAS bf16 on a GPU; the CPU backend against plain SGEMM, the better of oneDNN and OpenBLAS, with --backend cpu).
 #include "commands.h"
+#include "interruption.h"
 #include "tp/core/json.h"
 
 #include "tp/core/file.h"
@@ -75,6 +76,7 @@ int benchLoad(const LoadOpts& o)
         fmt::print(stderr, "tpstudio-cli bench load: '{}' is not a catalog id\n", o.model);
         return kBadInput;
     }
+    Interruption interruption(true); // before the folder exists: no signal can leave it behind
     std::string dir = o.dir;
     bool made = false;
     if (dir.empty()) {
@@ -86,6 +88,26 @@ int benchLoad(const LoadOpts& o)
         dir = tmpl;
         made = true;
     }
+    // The synthesized temporary folder (hundreds of sparse files) goes however the verb ends: an
+    // error, an interrupt (SIGINT, SIGTERM, SIGHUP, SIGQUIT: checked between steps) or success.
+    struct Cleanup
+    {
+        const std::string& dir;
+        bool remove;
+        ~Cleanup()
+        {
+            std::error_code ec;
+            if (remove)
+                fs::remove_all(dir, ec);
+        }
+    } cleanup{dir, made && !o.keep};
+    const auto interrupted = [&] {
+        if (interruption.signal() == 0)
+            return false;
+        fmt::print(stderr, "tpstudio-cli bench load: interrupted by {}{}\n", strsignal(interruption.signal()),
+                   cleanup.remove ? "; the synthesized folder was removed" : "");
+        return true;
+    };
     std::error_code ec;
     bool synthesize = made;
     if (!made && !fs::exists(fs::path(dir) / "config.json", ec)) {
@@ -122,11 +144,17 @@ int benchLoad(const LoadOpts& o)
         so.extraLayers = spec->config.family == tp::Family::DeepseekV3 ? 1 : 0; // the MTP layer
         const auto layout = tp::checkpointLayout(*spec, so);
         const auto t0 = std::chrono::steady_clock::now();
-        if (auto st = tp::writeSyntheticCheckpoint(dir, layout, so.maxShardBytes, std::string(entry->configJson)); !st.ok()) {
+        if (auto st = tp::writeSyntheticCheckpoint(dir, layout, so.maxShardBytes, std::string(entry->configJson),
+                                                   interruption.token());
+            !st.ok()) {
+            if (interrupted())
+                return 128 + interruption.signal();
             fmt::print(stderr, "tpstudio-cli bench load: {}\n", st.message());
             return kBadInput;
         }
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (interrupted())
+            return 128 + interruption.signal();
         if (!o.json)
             fmt::print("synthesized {} tensors of {} (sparse) in {} ({:.0f} ms)\n", withCommas(std::int64_t(layout.size())),
                        entry->id, dir, ms);
@@ -136,6 +164,8 @@ int benchLoad(const LoadOpts& o)
     std::size_t tensors = 0, files = 0, diags = 0;
     std::int64_t params = 0;
     for (int i = 0; i < std::max(1, o.repeat); ++i) {
+        if (interrupted())
+            return 128 + interruption.signal();
         const auto t0 = std::chrono::steady_clock::now();
         auto om = tp::openModel(dir);
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -170,10 +200,6 @@ int benchLoad(const LoadOpts& o)
                    withCommas(params), times.front(), median, times.back());
         fmt::print("open = config + {} safetensors headers + module tree + reconciliation ({} diagnostics)\n", files,
                    diags);
-    }
-    if (made && !o.keep) {
-        std::error_code ec;
-        fs::remove_all(dir, ec);
     }
     return kOk;
 }
@@ -257,6 +283,22 @@ int benchPlan(const PlanBenchOpts& o)
         return kBadInput;
     }
     if (o.layers > 0) {
+        // Refused before the deeper model is built: its parameters (the limit every config has) and
+        // its module tree in memory, scaled from this model's per layer.
+        const double scale = double(o.layers) / double(std::max<std::int64_t>(1, om->spec.config.numLayers));
+        const double params = double(om->spec.parameterCount()) * scale;
+        if (params > 0x1p45) {
+            fmt::print(stderr, "tpstudio-cli bench plan: --layers {}: about {:.3g} parameters, more than the 2^45 a config "
+                               "may describe\n",
+                       o.layers, params);
+            return kBadInput;
+        }
+        if (const std::string big = treeTooLarge(std::int64_t(double(om->spec.modules.size()) * scale),
+                                                 fmt::format("--layers {}", o.layers), true);
+            !big.empty()) {
+            fmt::print(stderr, "tpstudio-cli bench plan: {}\n", big);
+            return kBadInput;
+        }
         auto spec = withLayers(*om, o.model, o.layers);
         if (!spec) {
             fmt::print(stderr, "tpstudio-cli bench plan: {}\n", spec.status().message());
@@ -271,6 +313,12 @@ int benchPlan(const PlanBenchOpts& o)
     }
     const tp::Plan defaults = tp::defaultPlan(om->spec, o.tp);
     const std::string keysText = o.keys > 0 ? extraKeysJson(defaults, o.keys) : std::string();
+    if (keysText.size() > (std::size_t(16) << 20)) { // parsing it would take ~40 bytes of memory per byte
+        fmt::print(stderr, "tpstudio-cli bench plan: --keys {}: the plan text is {}, more than the 16 MiB a plan file may "
+                           "hold\n",
+                   o.keys, tp::humanBytes(double(keysText.size())));
+        return kBadInput;
+    }
     // Steps as `plan validate/preview --plan FILE` takes them; the first two only with --keys.
     Step parse{"parse plan file", "parse_median_s", {}}, resolve{"merge with the default plan", "resolve_median_s", {}},
         match{"key matching", "match_median_s", {}}, graph{"layer graph", "graph_median_s", {}},
@@ -461,6 +509,7 @@ int benchGemmCpu(const GemmOpts& o)
         return int(kBadInput);
     };
     if (!o.peakOnly.empty()) { // the child of sgemmPeaksUnforced
+        dieWithParent();
         std::vector<Shape> shapes;
         std::istringstream in(o.peakOnly);
         for (std::string item; std::getline(in, item, ',');) {

@@ -592,6 +592,7 @@ int search(const PlanOpts& o, bool maxTpGiven)
         j["objective"] = o.objective;
         j["invalid"] = r->invalid;
         j["too_large"] = r->tooLarge;
+        j["beyond_devices"] = r->beyondDevices;
         if (const auto& m = r->smallestTooLarge)
             j["smallest_too_large"] = {{"name", m->name}, {"tp", m->tp}, {"memory_bytes", m->memoryBytes}};
         auto cs = nlohmann::ordered_json::array();
@@ -614,6 +615,9 @@ int search(const PlanOpts& o, bool maxTpGiven)
                o.batch, o.seq, context, o.objective == "throughput" ? "tokens/s per GPU" : o.objective);
     fmt::print("{} candidates fit; {} invalid, {} do not fit {} per device\n\n", r->candidates.size(), r->invalid,
                r->tooLarge, tp::humanBytes(hw->memoryGiB * double(std::int64_t(1) << 30)));
+    if (r->beyondDevices > 0)
+        fmt::print("T = {}…{} not tried: {} has {} devices (plan validate --hardware refuses a larger T too)\n\n",
+                   o.maxTp - r->beyondDevices + 1, o.maxTp, hw->id, hw->devices);
     if (const auto& m = r->smallestTooLarge; m && r->candidates.empty())
         fmt::print("nothing fits: the smallest need is {} per device ('{}' at T={}), {} over the device's memory\n\n",
                    tp::humanBytes(double(m->memoryBytes)), m->name, m->tp, tp::humanBytes(double(-m->headroomBytes)));
@@ -632,7 +636,11 @@ int search(const PlanOpts& o, bool maxTpGiven)
 
 std::string treeTooLarge(const tp::OpenedModel& om, const std::string& model, bool manyGraphs)
 {
-    const auto modules = static_cast<std::int64_t>(om.spec.modules.size());
+    return treeTooLarge(static_cast<std::int64_t>(om.spec.modules.size()), model, manyGraphs);
+}
+
+std::string treeTooLarge(std::int64_t modules, const std::string& model, bool manyGraphs)
+{
     const std::int64_t need = modules * (manyGraphs ? 3584 : 1664);
     const std::int64_t have = tp::hostMemoryAvailable();
     if (need <= have)
@@ -700,7 +708,7 @@ std::function<int()> addPlan(CLI::App& app)
         ->capture_default_str();
     srch->add_option("--context", o->context, "Decode context per sequence: the KV cache it needs and the step ITL times "
                                               "(1 to 2^24; default: --seq)");
-    srch->add_option("--max-tp", o->maxTp, "Largest T tried (default: the hardware's device count)")->check(CLI::Range(1, 64));
+    srch->add_option("--max-tp", o->maxTp, "Largest T tried, at most the hardware's device count (the default)")->check(CLI::Range(1, 64));
     srch->add_option("--objective", o->objective, "Sort by: ttft, itl or throughput (tokens/s per GPU)")
         ->check(CLI::IsMember({"ttft", "itl", "throughput"}))
         ->capture_default_str();

@@ -98,9 +98,11 @@ Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& h
     TP_RETURN_IF_ERROR(checkWorkload(Workload::decodeStep(o.batch, context)).withContext("decode"));
     if (!(hw.memoryGiB > 0))
         return invalidArgument(fmt::format("hardware profile '{}' gives no device memory (memory_gib)", hw.id));
-    const int maxTp = o.maxTp > 0 ? o.maxTp : std::clamp(hw.devices, 1, 64);
+    const int asked = o.maxTp > 0 ? o.maxTp : std::clamp(hw.devices, 1, 64);
+    const int maxTp = std::min(asked, std::max(hw.devices, 1)); // one feasibility rule: T needs T devices
 
     SearchResult out;
+    out.beyondDevices = asked - maxTp;
     LayerGraph graph = buildLayerGraph(spec); // the model's alone: moved into each sharding and back
     ShardOptions so;
     so.batch = o.batch;

@@ -51,11 +51,14 @@ struct SearchResult
     // Of those, the one that needs the least (memoryBytes; its plan left empty): how far off the
     // machine is when nothing fits.
     std::optional<PlanCandidate> smallestTooLarge;
+    // Tensor-parallel sizes asked for (options.maxTp) above the profile's device count: not tried,
+    // as `plan validate --hardware` refuses them (feasibilityDiagnostics). 0 when none.
+    int beyondDevices = 0;
 };
 
 // Candidates: the default plan; attention replicated; the residual stream's norms sequence-parallel;
 // the experts split by id (ep_plan: grouped_gemm + ep_dispatch_experts) where the model has experts;
-// the head replicated; and `options.plans` — each at T = 1 … maxTp. InvalidArgument for a workload
+// the head replicated; and `options.plans` — each at T = 1 … maxTp, at most the profile's devices. InvalidArgument for a workload
 // the cost model does not take (checkWorkload) or a profile without device memory.
 //
 // Cost: (candidates × maxTp) shardings and three cost estimates each, linear in the model's graph.
