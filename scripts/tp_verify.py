@@ -301,15 +301,19 @@ def die_with_parent(sig):
 
 
 def stop_on_hangup(owner_dir=None):
-    """SIGTERM and SIGHUP (and the parent's death) stop the driver as Ctrl-C does: as the leader of its
-    process group (tpstudio-cli plan verify starts it so), it passes SIGINT to the group (torchrun, the
-    ranks, the engine's processes), then removes its temporary folders; when its parent is gone, also
-    the parent's folder (`owner_dir`: the embedded script's, which a killed tpstudio-cli leaves)."""
+    """SIGTERM, SIGHUP and SIGQUIT (and the parent's death, which sends SIGTERM) stop the driver as Ctrl-C
+    does: as the leader of its process group (tpstudio-cli plan verify starts it so), it passes SIGINT to
+    the group (torchrun, the ranks, the engine's processes), then removes its temporary folders, and the
+    parent's (`owner_dir`: the embedded script's, which a killed tpstudio-cli leaves; one it still
+    removes itself is gone already, which it does not mind). The parent's death is not told by getppid():
+    each of a multi-threaded parent's threads that dies sends the signal, and the children are only
+    reparented away from the process when its last thread has died."""
     import signal
-    OWNER[:] = [owner_dir, os.getppid()]
+    OWNER[:] = [owner_dir, False]
 
     def handler(sig, frame):
-        remove_orphaned_owner_dir()
+        OWNER[1] = True
+        remove_owner_dir()
         if os.getpgrp() == os.getpid():
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             os.killpg(os.getpgrp(), signal.SIGINT)
@@ -320,13 +324,13 @@ def stop_on_hangup(owner_dir=None):
     die_with_parent(signal.SIGTERM)
 
 
-OWNER = [None, None]  # the parent's folder and the parent's pid (stop_on_hangup)
+OWNER = [None, False]  # the parent's folder, and whether a stop signal came (stop_on_hangup)
 
 
-def remove_orphaned_owner_dir():
-    """The parent's folder, once the parent is gone (it would have removed it itself)."""
-    owner_dir, parent = OWNER
-    if owner_dir and os.getppid() != parent and os.path.basename(owner_dir).startswith("tpstudio-verify-"):
+def remove_owner_dir():
+    """The parent's folder, once a stop signal came (the parent may be gone and cannot remove it)."""
+    owner_dir, signalled = OWNER
+    if owner_dir and signalled and os.path.basename(owner_dir).startswith("tpstudio-verify-"):
         import shutil
         shutil.rmtree(owner_dir, ignore_errors=True)
 
@@ -947,4 +951,4 @@ if __name__ == "__main__":
         print(f"tp_verify: {type(e).__name__}: {str(e).splitlines()[0][:600] if str(e) else ''}", file=sys.stderr)
         sys.exit(1)
     finally:  # however it ended: a folder its dead parent left is not left behind
-        remove_orphaned_owner_dir()
+        remove_owner_dir()

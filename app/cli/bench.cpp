@@ -249,8 +249,9 @@ tp::Result<tp::ModelSpec> withLayers(const tp::OpenedModel& om, const std::strin
 
 // `keys` indexed copies of the plan's first per-layer key, as a plan file holds them
 // ({"tp_plan": {"model.layers.0.self_attn.q_proj": "colwise", …}}); indices past the last layer
-// match nothing, as in a plan written for a deeper model.
-std::string extraKeysJson(const tp::Plan& plan, std::int64_t keys)
+// match nothing, as in a plan written for a deeper model. Empty when the text would pass
+// `maxBytes` (it is not made: a million keys took 2.7 GB to parse).
+std::string extraKeysJson(const tp::Plan& plan, std::int64_t keys, std::size_t maxBytes)
 {
     std::string pattern = "model.layers.*.self_attn.q_proj", style = "colwise";
     for (const auto& e : plan.entries)
@@ -261,9 +262,12 @@ std::string extraKeysJson(const tp::Plan& plan, std::int64_t keys)
         }
     const auto star = pattern.find(".*.");
     std::string out = "{\"tp_plan\": {";
-    for (std::int64_t i = 0; i < keys; ++i)
+    for (std::int64_t i = 0; i < keys; ++i) {
         out += fmt::format("{}\"{}.{}.{}\": \"{}\"", i ? ", " : "", pattern.substr(0, star), i, pattern.substr(star + 3),
                            style);
+        if (out.size() > maxBytes)
+            return {};
+    }
     return out + "}}\n";
 }
 
@@ -312,11 +316,11 @@ int benchPlan(const PlanBenchOpts& o)
         return kBadInput;
     }
     const tp::Plan defaults = tp::defaultPlan(om->spec, o.tp);
-    const std::string keysText = o.keys > 0 ? extraKeysJson(defaults, o.keys) : std::string();
-    if (keysText.size() > (std::size_t(16) << 20)) { // parsing it would take ~40 bytes of memory per byte
-        fmt::print(stderr, "tpstudio-cli bench plan: --keys {}: the plan text is {}, more than the 16 MiB a plan file may "
+    const std::string keysText = o.keys > 0 ? extraKeysJson(defaults, o.keys, std::size_t(16) << 20) : std::string();
+    if (o.keys > 0 && keysText.empty()) {
+        fmt::print(stderr, "tpstudio-cli bench plan: --keys {}: the plan text would be more than the 16 MiB a plan file may "
                            "hold\n",
-                   o.keys, tp::humanBytes(double(keysText.size())));
+                   o.keys);
         return kBadInput;
     }
     // Steps as `plan validate/preview --plan FILE` takes them; the first two only with --keys.

@@ -2,7 +2,12 @@
 #include "commands.h"
 #include "../class_plan_source.h"
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <sys/prctl.h>
+#include <unistd.h>
 #include <exception>
 #include <iostream>
 #include <map>
@@ -24,6 +29,11 @@ int main(int argc, char** argv)
             return tpcli::kUsage;
         }
     }
+
+    // Started by the GUI (which names itself in TPSTUDIO_PARENT_PID): SIGTERM when the GUI ends,
+    // however it ends, so that no run, calibration or verification outlives it.
+    if (const char* parent = std::getenv("TPSTUDIO_PARENT_PID"); parent && std::to_string(::getppid()) == parent)
+        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
 
     tpapp::installClassPlanSource();
     CLI::App app{"TP Studio command line: inspect models, plan and profile tensor parallelism", "tpstudio-cli"};

@@ -32,6 +32,7 @@
 #include <optional>
 #include <cstdio>
 #include <cstdlib>
+#include <unistd.h>
 
 namespace {
 
@@ -143,6 +144,9 @@ bool saveShot(QWidget* w, const QString& path)
 int main(int argc, char** argv)
 {
     QApplication app(argc, argv);
+    // The tpstudio-cli processes this window starts end with it (tpstudio-cli asks for SIGTERM on
+    // its parent's death when the parent is this process).
+    qputenv("TPSTUDIO_PARENT_PID", QByteArray::number(qint64(::getpid())));
     tpapp::installClassPlanSource();
     QApplication::setOrganizationName(QStringLiteral("TP Studio"));
     QApplication::setApplicationName(QStringLiteral("tpstudio"));
