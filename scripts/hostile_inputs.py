@@ -66,6 +66,8 @@ CLASSES = {
     15: "escapes",
     16: "same-path",
     17: "fuzz",
+    18: "newer-verbs",     # issue 40: plan verify, calibrate, plan search, report --hardware, hardware folders, GUI
+    19: "signals",         # SIGHUP, SIGQUIT, SIGTERM, SIGKILL: no child process or temporary folder left behind
 }
 
 MARKER = "MARKER"
@@ -171,8 +173,20 @@ class Case:
     no_control: bool = False  # stdout free of control characters but \n \t
     mpi: bool = False  # any non-zero exit is a refusal
     heavy: bool = False  # start early
-    env: dict = field(default_factory=dict)
+    env: dict = field(default_factory=dict)  # "{D}" in a value is the case folder
     note: str = ""
+    program: str = "cli"  # "gui": the GUI binary (--gui), offscreen
+    check: Optional[Callable] = None  # f(d, stdout, stderr, rc) -> why it fails, or None
+    max_rss_mb: Optional[int] = None  # a tighter memory cap than the run's (refused before allocating)
+    mem_mb: Optional[int] = None  # a looser address-space cap for this case
+    fsize_mb: Optional[int] = None  # a larger file-size cap (sparse synthesized checkpoints)
+    # (signal, trigger, seconds): the signal goes to the CLI once `trigger` is seen (a substring of
+    # the command line of one of the case's processes, or "tmp:PREFIX", an entry of its TMPDIR) and
+    # `seconds` have passed; None: after `seconds`.
+    signal: Optional[tuple] = None
+    allowed_rc: tuple = ()  # signal cases: the exit statuses that are right (-N: died of signal N)
+    max_latency: Optional[float] = None  # signal cases: seconds from the signal to the exit
+    leftover_folders: bool = False  # signal cases: folders of the killed process itself may stay (SIGKILL)
 
 
 def _w(rel, data):
@@ -243,8 +257,52 @@ def _big_record(rel, base: bytes, target: int):
     return f
 
 
+def _cli_run(argv, cwd_rel=""):
+    """Setup step: run the CLI itself in the case folder (a record to report on later)."""
+    def f(d: Path):
+        subprocess.run([CLI_PATH[0], *argv], cwd=d / cwd_rel, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=120, check=True)
+    return f
+
+
+def _edit_json(rel, **changes):
+    def f(d: Path):
+        p = d / rel
+        j = json.loads(p.read_text())
+        j.update(changes)
+        p.write_text(json.dumps(j))
+    return f
+
+
+CLI_PATH = [""]  # the binary under test, for setup steps that run it
+
+
+def _json_check(path, test, what):
+    """A check that the JSON at `path` (relative, or None: stdout) satisfies `test`."""
+    def f(d, stdout, stderr, rc):
+        if rc != 0:
+            return f"exit {rc}: {stderr[-200:]!r}"
+        try:
+            j = json.loads(stdout if path is None else (d / path).read_bytes())
+        except (OSError, ValueError) as e:
+            return f"{path or 'stdout'}: {e}"
+        return None if test(j) else f"{what}: {json.dumps(j)[:300]}"
+    return f
+
+
+def _text_check(pattern, where="stderr", absent=False):
+    def f(d, stdout, stderr, rc):
+        text = stderr if where == "stderr" else stdout
+        found = re.search(pattern.encode(), text) is not None
+        if found == absent:
+            return f"{where} {'has' if absent else 'lacks'} /{pattern}/: {text[-300:]!r}"
+        return None
+    return f
+
+
 class Corpus:
-    def __init__(self, src: Path, seed: int, record: bytes, records: list):
+    def __init__(self, src: Path, seed: int, record: bytes, records: list, python: Optional[str] = None,
+                 gui: Optional[str] = None):
         self.src = src
         self.rng = random.Random(seed)
         self.cases: list[Case] = []
@@ -259,6 +317,8 @@ class Corpus:
         self.hardware = sorted((src / "plans" / "hardware").glob("*.json"))
         self.hardware += sorted((src / "tests" / "fuzz" / "corpus" / "hardware").glob("*.json"))
         self.counter: dict[int, int] = {}
+        self.python = python  # a Python with torch and transformers (plan verify, class plans), or None
+        self.gui = gui
 
     # helpers
     def add(self, cls: int, argv, **kw) -> Case:
@@ -314,6 +374,8 @@ class Corpus:
         self.c14_slowness()
         self.c15_escapes()
         self.c16_same_path()
+        self.c18_newer_verbs()
+        self.c19_signals()
         self.c17_fuzz(max(100, total - len(self.cases)))
         return self.cases
 
@@ -733,6 +795,158 @@ class Corpus:
             c2["moe_layers"] = list(range(2_000_000))
             self.add(7, ["plan", "preview", "m", "--json"], setup=self.model_dir("m", c2, None), stdout_json=True,
                      heavy=True, must_fail=True, note="moe_layers longer than the layers")
+
+    # 18 --------------------------------------------------------------------------------------------
+    def c18_newer_verbs(self):
+        F = str(self.fx)
+        L = f"{F}/llama"
+        # Integers are decimal in every verb: a leading zero is no octal, a 0x prefix is refused.
+        hexes = [["plan", "preview", L, "--tp"], ["plan", "show", L, "--batch"], ["plan", "validate", L, "--seq"],
+                 ["plan", "export", L, "--tp"], ["plan", "search", L, "--max-tp"], ["plan", "verify", L, "--seq"],
+                 ["run", "--model", L, "--seq"], ["run", "--model", L, "--tokens"], ["bench", "load", "--repeat"],
+                 ["bench", "plan", "--layers"], ["bench", "gemm", "--rounds"], ["bench", "comm", "-t"],
+                 ["calibrate", "--ranks"]]
+        for argv in hexes:
+            for v in ("0x10", "0b11", "0o7", "1e1", "+-1", "010x"):
+                self.add(18, [*argv, v], must_fail=True, stderr_re=f"'{re.escape(v)}' is not a decimal whole number",
+                         timeout=10)
+        self.add(18, ["run", "--model", L, "--tp", "01", "--seq", "010", "--iters", "01", "--warmup", "00", "--json", "o.json"],
+                 check=_json_check("o.json", lambda j: j["settings"]["seq"] == 10 and j["settings"]["iterations"] == 1,
+                                   "--seq 010 is not 10"))
+        self.add(18, ["plan", "preview", L, "--tp", "02", "--seq", "0010", "--json"],
+                 check=_json_check(None, lambda j: j["tp_size"] == 2 and j["seq"] == 10, "not tp 2, seq 10"))
+        self.add(18, ["bench", "plan", "--model", "example", "--tp", "010", "--repeat", "02", "--json"],
+                 check=_json_check(None, lambda j: j["tp_size"] == 10, "--tp 010 is not 10"))
+        self.add(18, ["run", "--model", L, "--tp", "1", "--seq", "2", "--tokens", "09,007", "--iters", "1", "--warmup", "0"],
+                 check=lambda d, o, e, rc: None if rc == 0 else f"--tokens 09,007 refused: {e[-200:]!r}")
+        # plan verify: a config other than the folder's config.json, and weight files Python could
+        # not read, are said before any Python runs.
+        other = self.model_dir("m", self.cfg()) + [_w("m/mycfg.json", dump(dict(self.cfg(), num_hidden_layers=1)))]
+        self.add(18, ["plan", "verify", "m/mycfg.json", "--reduce", "no", "--python", "/bin/false"], setup=other,
+                 must_fail=True, stderr_re="not this file")
+        for target in ("nowhere", "."):
+            self.add(18, ["plan", "verify", "m", "--python", "/bin/false"],
+                     setup=self.model_dir("m", self.cfg()) + [_symlink(target, "m/extra.safetensors")],
+                     must_fail=True, stderr_re="extra.safetensors: not a readable file")
+        self.add(18, ["plan", "verify", "m", "--python", "/bin/false"],
+                 setup=self.model_dir("m", self.cfg()) + [_mkdir("m/dir.safetensors")], must_fail=True,
+                 stderr_re="dir.safetensors: not a readable file")
+        # report --hardware reopens what the record ran (absolute path, digests), not a same-named
+        # model of the current folder; a changed model or plan is refused.
+        rec = (self.model_dir("a/m", self.cfg()) + self.model_dir("m", self.cfg("mistral"), "mistral")
+               + [_w("a/p.json", b'{"tp_plan": {"lm_head": "colwise_gather_output"}}'),
+                  _cli_run(["run", "--model", "m", "--plan", "p.json", "--tp", "1", "--seq", "4", "--iters", "1",
+                            "--warmup", "0", "--json", "r.json"], "a")])
+        self.add(18, ["report", "a/r.json", "--hardware", "local-cpu"], setup=rec,
+                 check=_text_check(r"/a/m \xc2\xb7", "stdout"))
+        self.add(18, ["report", "a/r.json", "--hardware", "local-cpu"],
+                 setup=rec + [_w("a/p.json", b'{"tp_plan": {"lm_head": "colwise"}}')], must_fail=True,
+                 stderr_re="is not the one the record ran: it shards otherwise")
+        self.add(18, ["report", "a/r.json", "--hardware", "local-cpu"],
+                 setup=rec + [_edit_json("a/m/config.json", intermediate_size=96)], must_fail=True,
+                 stderr_re="is not the one the record ran: its tensors differ")
+        self.add(18, ["report", "a/r.json", "--hardware", "local-cpu", "--json"],
+                 setup=rec + [_edit_json("a/r.json", settings={"model": "m", "class": "LlamaForCausalLM", "plan": "default plan",
+                                                               "backend": "cpu", "communicator": "local", "batch": 1,
+                                                               "seq": 4, "warmup": 0, "iterations": 1, "weights": "checkpoint"})],
+                 check=_text_check("reopened as named, relative to this folder, unchecked"))
+        # One feasibility rule: plan search offers no T that plan validate --hardware refuses.
+        for hw, most in (("h200-sxm-8", 8), ("local-cpu", None)):
+            self.add(18, ["plan", "search", L, "--hardware", hw, "--max-tp", "64", "--json"],
+                     check=_json_check(None, lambda j, most=most: all(c["tp"] <= (most or os.cpu_count()) for c in j["candidates"])
+                                       and j["beyond_devices"] == 64 - min(64, most or os.cpu_count()),
+                                       "a candidate above the device count"))
+        # The user's hardware folder: a profile is its file's id; listed ids are ones --hardware takes.
+        h100 = json.loads((self.src / "plans" / "hardware" / "h100-sxm-8.json").read_text())
+        hw = [_w("hw/foo.json", dump(h100)), _w("hw/a.b.json", dump(dict(h100, id="a.b"))),
+              _w("hw/mine.json", dump(dict(h100, id="mine"))), _symlink("/dev/zero", "hw/zero.json")]
+        env = {"TPSTUDIO_HARDWARE_DIR": "{D}/hw"}
+        self.add(18, ["plan", "preview", L, "--hardware", "foo"], setup=hw, env=env, must_fail=True,
+                 stderr_re="its id 'h100-sxm-8' is not its file name")
+        self.add(18, ["plan", "preview", L, "--hardware", "no-such"], setup=hw, env=env, must_fail=True,
+                 check=_text_check(r"a\.b|\bfoo\b|zero", absent=True))
+        for hid in ("a.b", "zero"):
+            self.add(18, ["plan", "preview", L, "--hardware", hid], setup=hw, env=env, must_fail=True)
+        self.add(18, ["plan", "preview", L, "--hardware", "mine", "--json"], setup=hw, env=env, must_pass=True, stdout_json=True)
+        # calibrate: the device's memory is the machine's (not the headroom under this run's
+        # RLIMIT_AS); --install replaces only with --force and never writes through a link.
+        phys = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
+        self.add(18, ["calibrate", "--quick", "--ranks", "1", "-o", "p.json"], timeout=60,
+                 check=_json_check("p.json", lambda j: abs(j["memory_gib"] - phys) < 0.01 * phys,
+                                   f"memory_gib is not the machine's {phys:.2f} GiB"))
+        mine = dump(dict(h100, id="mine"))
+        self.add(18, ["calibrate", "--quick", "--ranks", "1", "--install", "--id", "mine"], setup=[_w("hw/mine.json", mine)],
+                 env=env, must_fail=True, protect=["hw"], stderr_re="already installed")
+        self.add(18, ["calibrate", "--quick", "--ranks", "1", "--install", "--id", "mine", "--force"],
+                 setup=[_w("target.json", b"keep"), _symlink("../target.json", "hw/mine.json")], env=env,
+                 must_fail=True, protect=["target.json"], stderr_re="symbolic link")
+        # Synthetic benches refuse before they allocate.
+        self.add(18, ["bench", "plan", "--keys", "1000000", "--repeat", "1"], must_fail=True, max_rss_mb=400, timeout=10)
+        self.add(18, ["bench", "plan", "--model", "deepseek-v3", "--layers", "131072", "--repeat", "1"], must_fail=True,
+                 max_rss_mb=400, timeout=10)
+        # Records that cannot be true.
+        base = json.loads(self.record)
+        backwards = json.loads(self.record)
+        sp = backwards["runs"][0]["spans"][0]
+        sp["end_us"] = sp["start_us"] - 100
+        twice = dict(base, runs=base["runs"] + base["runs"][:1])
+        for bad in (backwards, twice):
+            self.add(18, ["report", "r.json", "--csv", "o.csv"], setup=[_w("r.json", json.dumps(bad).encode())],
+                     must_fail=True, absent=["o.csv"])
+        # Positions past max_position_embeddings (128 in the fixture) are warned about.
+        self.add(18, ["run", "--model", L, "--tp", "1", "--seq", "200", "--iters", "1", "--warmup", "0"],
+                 check=_text_check("exceed the model's max_position_embeddings 128"))
+        # The GUI's command line is validated as the CLI's.
+        if self.gui:
+            for argv, msg in ((["--tp", "0"], "not in range 1 to 256"), (["--tp", "-1"], "not in range"),
+                              (["--tp", "010x"], "not a decimal"), (["--hardware", "/dev/zero"], "not a regular file"),
+                              (["--hardware", "no-such"], "not a built-in"), (["--tab", "nonsense"], "not in"),
+                              (["--run", "1", "--decode", "-5"], "not in range 0 to 4096"), (["--decode", "5"], "needs --run"),
+                              (["--run", "0"], "whole numbers from 1 to 256"), (["--chart", "pie", "--run", "1"], "not in"),
+                              (["--phase", "both", "--run", "1"], "not in"), (["--screenshot", "."], "is a folder"),
+                              (["--screenshot", "no/such/x.png"], "does not exist"),
+                              (["--screenshot-opening", "-1", "--screenshot", "x.png"], "not in range"),
+                              (["--verify"], "needs --screenshot")):
+                self.add(18, argv, program="gui", must_fail=True, stderr_re=re.escape(msg), timeout=20, mem_mb=8192)
+            self.add(18, ["--screenshot", "/dev/full", "--tab", "summary"], program="gui", must_fail=True,
+                     stderr_re="cannot write it", timeout=60, mem_mb=8192)
+
+    # 19 --------------------------------------------------------------------------------------------
+    def c19_signals(self):
+        HUP, QUIT, TERM, KILL = signal.SIGHUP, signal.SIGQUIT, signal.SIGTERM, signal.SIGKILL
+        for sig in (HUP, QUIT, TERM):
+            # A long op (attention over 32,768 positions) stops within a second.
+            self.add(19, ["run", "--model", "example", "--emulate-tp", "2", "--decode", "1", "--seq", "32768", "--iters",
+                          "1", "--warmup", "0", "--json", "o.json"], signal=(sig, None, 4.0), allowed_rc=(128 + sig,),
+                     max_latency=1.5, mem_mb=8192, timeout=60, heavy=True, absent=["o.json"])
+            self.add(19, ["calibrate", "--ranks", "1", "-o", "p.json"], signal=(sig, None, 1.0), allowed_rc=(128 + sig,),
+                     max_latency=3.0, timeout=60, absent=["p.json"])
+            self.add(19, ["bench", "load", "--model", "deepseek-v3", "--repeat", "20"], signal=(sig, "tmp:tpstudio-bench-", 0.5),
+                     allowed_rc=(128 + sig,), max_latency=1.5, fsize_mb=1 << 20, timeout=120, heavy=True)
+        # A child of bench gemm (its peak measurement) does not outlive it.
+        self.add(19, ["bench", "gemm", "--backend", "cpu", "--tokens", "16", "--iters", "1", "--rounds", "50"],
+                 signal=(HUP, "--peak-only", 0.2),
+                 allowed_rc=(-HUP,), timeout=120, heavy=True, env={"ONEDNN_MAX_CPU_ISA": "SSE41"}, mem_mb=8192)
+        # The runs the GUI starts end with it, however it ends (its own folder, which SIGKILL gives it no
+        # chance to remove, aside).
+        if self.gui:
+            self.add(19, ["--run", "1,2", "--decode", "4096", "--screenshot", "x.png"], program="gui",
+                     signal=(KILL, "tpstudio-cli run ", 0.5), allowed_rc=(-KILL,), timeout=120, heavy=True,
+                     mem_mb=1 << 16, absent=["x.png"], leftover_folders=True)
+        if not self.python:
+            return
+        env = {"TPSTUDIO_PYTHON": self.python}
+        # Python asked for an unknown model type's class plans (python -c): gone with the CLI.
+        unknown = self.model_dir("m", dict(self.cfg(), model_type="tpstudio_unknown"))
+        for sig in (HUP, KILL):
+            self.add(19, ["inspect", "m"], setup=unknown, env=env, signal=(sig, "class-plan", 0.2), allowed_rc=(-sig,),
+                     timeout=120, heavy=True, mem_mb=1 << 16)
+        # plan verify: the driver, torchrun, its ranks and every temporary folder go, whether the
+        # CLI is interrupted (HUP, QUIT, TERM) or killed outright (its driver sees it die).
+        for sig in (HUP, KILL):  # QUIT and TERM take the same path as HUP (the run cases show all three)
+            self.add(19, ["plan", "verify", f"{self.fx}/llama", "--python", self.python, "--json", "v.json"],
+                     signal=(sig, "torch.distributed.run", 1.0), allowed_rc=(-KILL,) if sig == KILL else (128 + sig,),
+                     timeout=300, heavy=True, absent=["v.json"], mem_mb=1 << 16)
 
     # 8 ---------------------------------------------------------------------------------------------
     def c08_memory(self):
@@ -1506,6 +1720,9 @@ class Result:
     detail: str = ""
     stderr_tail: bytes = b""
     cmd: str = ""
+    signalled_at: Optional[float] = None  # signal cases: when the signal went
+    left_behind: list = field(default_factory=list)  # signal cases: what outlived the CLI
+    entries_before: set = field(default_factory=set)  # the case folder (its TMPDIR) before the command
 
 
 class Runner:
@@ -1517,7 +1734,9 @@ class Runner:
     def argv(self, case: Case, d: Path) -> list:
         out = []
         first = case.argv[0] if case.argv else ""
-        if not case.mpi:
+        if case.program == "gui":
+            out.append(self.args.gui)
+        elif not case.mpi:
             out.append(self.cli)
         for a in case.argv:
             if isinstance(a, bytes):
@@ -1531,9 +1750,9 @@ class Runner:
         t = case.timeout * self.args.timeout / 20.0 if case.timeout else self.args.timeout
         return t * (4 if self.args.asan else 1)
 
-    def limits(self):
-        mem = self.args.mem_mb << 20
-        fsize = self.args.fsize_mb << 20
+    def limits(self, case: Case):
+        mem = (case.mem_mb or self.args.mem_mb) << 20
+        fsize = (case.fsize_mb or self.args.fsize_mb) << 20
         asan = self.args.asan
 
         def pre():
@@ -1556,7 +1775,10 @@ class Runner:
             # is the normal mode's cap, set through TPSTUDIO_MAX_MEMORY; the RSS limit above stays as
             # ASan's own overhead (shadow memory, quarantine) needs it.
             e["TPSTUDIO_MAX_MEMORY"] = "2048M"
-        e.update(case.env)
+        e.update({k: v.replace("{D}", str(d)) for k, v in case.env.items()})
+        e[MARK] = case.cid  # every process of the case carries it (signal cases look for what is left)
+        if case.program == "gui":
+            e["QT_QPA_PLATFORM"] = "offscreen"
         return e
 
     def start(self, case: Case):
@@ -1569,6 +1791,7 @@ class Runner:
             res.reason, res.detail = "setup", str(e)
             return None, res, d, None
         protected = {p: tree_state(d / p) for p in case.protect}
+        res.entries_before = set(os.listdir(d))
         argv = self.argv(case, d)
         res.cmd = " ".join(shlex.quote(os.fsdecode(a)) for a in argv)
         out = open(case.stdout_path if case.stdout_path and case.stdout_path.startswith("/dev/")
@@ -1577,7 +1800,7 @@ class Runner:
         t0 = time.monotonic()
         try:
             p = subprocess.Popen(argv, cwd=d, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                 env=self.env(case, d), preexec_fn=self.limits(), start_new_session=True)
+                                 env=self.env(case, d), preexec_fn=self.limits(case), start_new_session=True)
         except OSError as e:
             out.close()
             err.close()
@@ -1621,6 +1844,12 @@ class Runner:
             return self.fail(res, "sanitizer", stderr[m.start():m.start() + 200].decode("utf-8", "replace"))
         if timed_out:
             return self.fail(res, "timeout", f"killed after {res.seconds:.1f} s")
+        if b"Traceback (most recent call last)" in stderr:
+            return self.fail(res, "traceback", stderr[stderr.rfind(b"\n", 0, len(stderr) - 1) + 1:][:200].decode("utf-8", "replace"))
+        if case.max_rss_mb and res.rss_mb > case.max_rss_mb:
+            return self.fail(res, "memory", f"peak RSS {res.rss_mb:.0f} MB > {case.max_rss_mb} MB before refusing")
+        if case.signal:
+            return self.judge_signal(res, d, stderr)
         if case.mpi and MPI_SIGNAL.search(stderr):
             return self.fail(res, "signal", "a rank died on a signal")
         if rc < 0:
@@ -1704,6 +1933,63 @@ class Runner:
             return self.fail(res, "lost-work", "refused only after running")
         if rc != 0 and not case.mpi and len(stderr) > MAX_MESSAGE:
             return self.fail(res, "huge-message", f"{len(stderr)} bytes on stderr")
+        if case.check:
+            why = case.check(d, stdout, stderr, rc)
+            if why:
+                return self.fail(res, "check", why)
+
+    def judge_signal(self, res: Result, d: Path, stderr: bytes):
+        """A signal case: the right exit, soon after the signal, and nothing left behind."""
+        case = res.case
+        sig = signal.Signals(case.signal[0]).name
+        if res.signalled_at is None:
+            return self.fail(res, "setup", f"the command ended (rc {res.rc}) before {sig} could be sent")
+        if res.rc not in case.allowed_rc:
+            return self.fail(res, "exit-code", f"rc {res.rc} after {sig}, expected one of {case.allowed_rc}")
+        latency = res.seconds - res.signalled_at
+        limit = case.max_latency * (4 if self.args.asan else 1) if case.max_latency else None
+        if limit and latency > limit:
+            return self.fail(res, "slowness", f"exited {latency:.2f} s after {sig} (at most {limit:.1f} s)")
+        if res.left_behind:
+            return self.fail(res, "left-behind", f"after {sig}: " + "; ".join(res.left_behind)[:400])
+        for rel in case.absent:
+            if (d / rel).exists():
+                return self.fail(res, "lost-work", f"{rel} was written though the command was interrupted")
+        if res.rc > 0 and not stderr.strip():
+            return self.fail(res, "no-message", f"exit {res.rc} after {sig} with an empty stderr")
+
+    def maybe_signal(self, case: Case, p, res: Result, d: Path, t0: float, now: float, deadline: float):
+        sig, trigger, after = case.signal
+        if now - t0 < after:
+            return
+        if getattr(res, "_next_look", 0) > now:
+            return
+        res._next_look = now + 0.1
+        seen = trigger is None or now > t0 + 0.8 * (deadline - t0)  # waited long enough: send anyway
+        if not seen and trigger.startswith("tmp:"):
+            seen = any(e.startswith(trigger[4:]) for e in os.listdir(d))
+        elif not seen:
+            seen = any(trigger in cmd for pid, cmd in marked_processes(case.cid).items() if pid != p.pid)
+        if seen:
+            try:
+                os.kill(p.pid, sig)
+                res.signalled_at = now - t0
+            except ProcessLookupError:
+                pass
+
+    def left_behind(self, case: Case, res: Result, d: Path) -> list:
+        """What outlived the CLI: processes carrying the case's mark, given a while to end, and
+        temporary folders in its TMPDIR."""
+        settle = time.monotonic() + (30 if case.signal[0] == signal.SIGKILL else 15) * (4 if self.args.asan else 1)
+        procs = marked_processes(case.cid)
+        while procs and time.monotonic() < settle:
+            time.sleep(0.2)
+            procs = marked_processes(case.cid)
+        out = [f"process {pid} ({cmd[:120]})" for pid, cmd in procs.items()]
+        if not case.leftover_folders:
+            out += [f"{e} in TMPDIR" for e in os.listdir(d)
+                    if e not in res.entries_before and (TEMP_LEFTOVER.match(e) or (d / e).is_dir())]
+        return out
 
     def check_python(self, d: Path, rel: str) -> Optional[str]:
         f = d / rel
@@ -1759,6 +2045,8 @@ class Runner:
                 p, res, d, meta, deadline = running[i]
                 pid, status, ru = os.wait4(p.pid, os.WNOHANG)
                 timed_out = False
+                if pid == 0 and cases[i].signal and res.signalled_at is None:
+                    self.maybe_signal(cases[i], p, res, d, meta[0], now, deadline)
                 if pid == 0:
                     if now < deadline:
                         continue
@@ -1769,10 +2057,17 @@ class Runner:
                     pid, status, ru = os.wait4(p.pid, 0)
                     timed_out = True
                 p.returncode = 0  # reaped here; keep Popen from waiting again
+                if cases[i].signal and not timed_out:
+                    res.left_behind = self.left_behind(cases[i], res, d)
                 try:
                     os.killpg(p.pid, signal.SIGKILL)  # stray children (mpirun ranks, helpers)
                 except (ProcessLookupError, PermissionError):
                     pass
+                for pid_ in marked_processes(cases[i].cid):
+                    try:
+                        os.kill(pid_, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
                 del running[i]
                 results[i] = self.finish(p, res, d, meta, status, ru, timed_out)
                 done += 1
@@ -1783,6 +2078,32 @@ class Runner:
 
 
 # ---------------------------------------------------------------------------------------------------
+
+
+MARK = "TPSTUDIO_HOSTILE_CASE"
+TEMP_LEFTOVER = re.compile(r"^(tpstudio-|tp-verify-|tp\d+-|tmp)")
+
+
+def marked_processes(cid: str) -> dict:
+    """pid -> command line of the live processes whose environment carries the case's mark."""
+    out = {}
+    needle = f"{MARK}={cid}\0".encode()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                env = f.read() + b"\0"
+            if needle not in env:
+                continue
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[-1].split()[0] == b"Z":
+                    continue  # a zombie waits for its parent only
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                out[int(entry.name)] = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        except OSError:
+            continue
+    return out
 
 
 def make_record(cli: str, src: Path, workdir: str) -> tuple[bytes, list[bytes]]:
@@ -1838,6 +2159,10 @@ def main():
     ap.add_argument("--json", metavar="REPORT", help="write per-case results as JSON")
     ap.add_argument("--workdir", default=None, help="where case folders go (default: $TMPDIR)")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--gui", help="the tpstudio GUI binary: its command line is attacked too")
+    ap.add_argument("--python", default=os.environ.get("TPSTUDIO_PYTHON"),
+                    help="a Python with torch and transformers: plan verify and class-plan signal cases "
+                         "(default: TPSTUDIO_PYTHON; without one they are left out, and said so)")
     args = ap.parse_args()
     if args.mem_mb is None:
         args.mem_mb = 6144 if args.asan else 2048
@@ -1846,8 +2171,20 @@ def main():
         sys.exit(f"hostile: {args.cli}: not an executable")
     args.workdir = args.workdir or tempfile.gettempdir()
     t0 = time.monotonic()
+    CLI_PATH[0] = os.path.abspath(args.cli)
     record, records = make_record(os.path.abspath(args.cli), src, args.workdir)
-    corpus = Corpus(src, args.seed, record, records)
+    python = None
+    if args.python:
+        probe = subprocess.run([args.python, "-c", "import torch, transformers, safetensors, accelerate"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300, check=False)
+        python = args.python if probe.returncode == 0 else None
+    if not python:
+        print("hostile: no --python with torch and transformers: the plan verify and class-plan signal cases are "
+              "left out", file=sys.stderr)
+    if args.gui and not os.access(args.gui, os.X_OK):
+        sys.exit(f"hostile: {args.gui}: not an executable")
+    args.gui = args.gui and os.path.abspath(args.gui)
+    corpus = Corpus(src, args.seed, record, records, python, args.gui)
     cases = corpus.build(args.cases)
     if args.filter:
         keep = class_of(args.filter)

@@ -9,6 +9,7 @@
 2. `plan verify` passes on the example (catalog id) and on a Hub-style folder holding only a
    config.json (Qwen3-30B-A3B's: MoE), printing each kind with predicted and observed counts; its
    --json holds the same.
+   `plan verify DIR/mycfg.json` verifies that file, not the folder's config.json.
 3. `plan verify` with a Python that lacks torch, or that does not exist, exits 1 saying so.
 4. A tree read from tensor names of a model type TP Studio does not know takes its class's default plans from
    TPSTUDIO_PYTHON's Transformers, saying where from; without them it says why it has none.
@@ -115,6 +116,28 @@ with tempfile.TemporaryDirectory() as work:
     check(sorted(os.listdir(hub)) == ["config.json"], "  and leaves the folder as it was")
     if run.returncode != 0:
         print(out)
+
+    # Issue 40: a config file other than config.json is what is verified (its one layer, not the
+    # folder's config.json with its two and their weights).
+    other = os.path.join(work, "other")
+    os.mkdir(other)
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(repo, "tests", "fixtures", "models", "llama", f), other)
+    cfg = json.load(open(os.path.join(other, "config.json")))
+    json.dump(dict(cfg, num_hidden_layers=1), open(os.path.join(other, "mycfg.json"), "w"))
+    runs = {}
+    for name in ("config.json", "mycfg.json"):
+        run = subprocess.run([cli, "plan", "verify", os.path.join(other, name), "--tp", "2", "--python", sys.executable],
+                             capture_output=True, text=True, timeout=900)
+        m = re.search(r"all_reduce\s+(\d+)\s+(\d+)", run.stdout)
+        runs[name] = (run.returncode, int(m.group(2)) if m else None, run.stdout + run.stderr)
+    check(runs["config.json"][0] == 0 and runs["mycfg.json"][0] == 0 and "reduced copy" in runs["mycfg.json"][2]
+          and runs["mycfg.json"][1] is not None and runs["config.json"][1] is not None
+          and runs["mycfg.json"][1] < runs["config.json"][1],
+          f"plan verify DIR/mycfg.json verifies mycfg.json (1 layer: {runs['mycfg.json'][1]} all_reduce), not the "
+          f"folder's config.json ({runs['config.json'][1]})")
+    if runs["mycfg.json"][0] != 0:
+        print(runs["mycfg.json"][2])
 
     bare = os.path.join(work, "bare-python")
     with open(bare, "w") as f:

@@ -29,10 +29,12 @@ struct Run
     QString out, err;
 };
 
-Run cli(const QStringList& args)
+Run cli(const QStringList& args, const QString& workDir = {}, const QString& program = QStringLiteral(TP_CLI_PATH))
 {
     QProcess p;
-    p.start(TP_CLI_PATH, args);
+    if (!workDir.isEmpty())
+        p.setWorkingDirectory(workDir);
+    p.start(program, args);
     if (!p.waitForFinished(120000))
         qFatal("tpstudio-cli %s did not finish", qPrintable(args.join(' ')));
     return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
@@ -239,6 +241,34 @@ private slots:
         const Run prev = cli({"plan", "preview", "example", "--tp", "1", "--hardware", "my-box"});
         QVERIFY2(prev.code == 0, qPrintable(prev.err));
         QVERIFY(prev.out.contains("Predicted scaling on my-box"));
+        // Issue 40: an installed profile is replaced only with --force, a link there is never
+        // written through, and the device memory is the machine's, not this process's headroom
+        // (here under a 3 GB address-space limit).
+        const QString installed = tmp.filePath("hw/my-box.json");
+        const QByteArray before = [&] { QFile x(installed); return x.open(QIODevice::ReadOnly) ? x.readAll() : QByteArray(); }();
+        const Run again = cli({"calibrate", "--quick", "--ranks", "1", "--install", "--id", "my-box"});
+        QCOMPARE(again.code, 1);
+        QVERIFY2(again.err.contains("a profile 'my-box' is already installed") && again.err.contains("--force replaces it"),
+                 qPrintable(again.err));
+        writeText(tmp.filePath("target.json"), "keep me");
+        QVERIFY(QFile::link(tmp.filePath("target.json"), tmp.filePath("hw/linked.json")));
+        const Run link = cli({"calibrate", "--quick", "--ranks", "1", "--install", "--id", "linked", "--force"});
+        QCOMPARE(link.code, 1);
+        QVERIFY2(link.err.contains("is a symbolic link; calibrate --install does not write through links"), qPrintable(link.err));
+        QFile target(tmp.filePath("target.json"));
+        QVERIFY(target.open(QIODevice::ReadOnly));
+        QCOMPARE(target.readAll(), QByteArray("keep me"));
+        const Run forced = cli({"-c", QStringLiteral("ulimit -v 3000000; exec '%1' calibrate --quick --ranks 1 --install --id my-box --force")
+                                          .arg(TP_CLI_PATH)},
+                               {}, QStringLiteral("/bin/sh"));
+        QVERIFY2(forced.code == 0, qPrintable(forced.err));
+        QFile replaced(installed);
+        QVERIFY(replaced.open(QIODevice::ReadOnly));
+        const QByteArray after = replaced.readAll();
+        QVERIFY(after != before);
+        const double physicalGiB = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE)) / double(1 << 30);
+        const double memoryGiB = nlohmann::json::parse(after.toStdString())["memory_gib"].get<double>();
+        QVERIFY2(std::abs(memoryGiB - physicalGiB) < 0.01 * physicalGiB, qPrintable(QString::number(memoryGiB)));
         const Run builtin = cli({"calibrate", "--quick", "--install", "--id", "local-cpu"});
         QCOMPARE(builtin.code, 1);
         QVERIFY(builtin.err.contains("built-in profile's id"));
@@ -965,6 +995,195 @@ private slots:
         QCOMPARE(r.code, 0);
         QCOMPARE(nlohmann::json::parse(r.out.toStdString()).size(), tp::catalog().size());
     }
+
+    // Issue 40: every integer option of every verb reads decimal. Each INT option that a verb's
+    // --help lists is given "0x10" (refused, naming it) and "09" (octal would refuse it; decimal
+    // reads 9): two stray arguments after it keep any verb from running.
+    void integerOptionsAreDecimal()
+    {
+        const QStringList verbs{"inspect", "catalog", "families", "plan show", "plan validate", "plan preview",
+                                "plan export", "plan search", "plan verify", "run", "report", "bench load",
+                                "bench plan", "bench gemm", "bench comm", "devices", "calibrate"};
+        int options = 0;
+        QSet<QString> verbsWithIntegers;
+        for (const QString& verb : verbs) {
+            const QStringList words = verb.split(' ');
+            const Run help = cli(words + QStringList{"--help"});
+            QCOMPARE(help.code, 0);
+            static const QRegularExpression intOption(QStringLiteral("(--[a-z_-]+) U?INT\\b"));
+            for (auto it = intOption.globalMatch(help.out); it.hasNext();) {
+                const QString opt = it.next().captured(1);
+                if (opt == "--seed") // decimal or 0x hex, by its own parser (tested with the seed)
+                    continue;
+                ++options;
+                verbsWithIntegers.insert(verb);
+                const Run hex = cli(words + QStringList{opt, "0x10", "X", "Y"});
+                QCOMPARE(hex.code, 2);
+                QVERIFY2(hex.err.contains(opt + ": '0x10' is not a decimal whole number"), qPrintable(verb + " " + opt + ": " + hex.err));
+                const Run nine = cli(words + QStringList{opt, "09", "X", "Y"});
+                QVERIFY2(!nine.err.contains("'09'") && !nine.err.contains("convert") && !nine.err.contains(" 09"),
+                         qPrintable(verb + " " + opt + ": " + nine.err));
+            }
+        }
+        QVERIFY2(options >= 30, qPrintable(QString::number(options)));
+        QCOMPARE(verbsWithIntegers.size(), 12);
+    }
+
+    // ... and a leading zero is read as decimal where the value shows, one case per verb family.
+    void leadingZerosAreDecimal_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("expect");
+        QTest::addRow("plan preview --tp") << QStringList{"plan", "preview", "example", "--tp", "010"} << "not divisible by tp_size 10";
+        QTest::addRow("plan export --tp") << QStringList{"plan", "export", "example", "--tp", "010"} << "not divisible by tp_size 10";
+        QTest::addRow("plan search --max-tp") << QStringList{"plan", "search", "example", "--hardware", "h200-sxm-8", "--max-tp", "010"}
+                                              << "T = 9…10 not tried";
+        QTest::addRow("plan verify --tp") << QStringList{"plan", "verify", "example", "--tp", "010", "--python", "/bin/false"}
+                                          << "the plan has errors at T=10";
+        QTest::addRow("run --tokens") << QStringList{"run", "--model", "example", "--tp", "1", "--seq", "2", "--tokens", "0100,007", "--iters", "1",
+                                                     "--warmup", "0", "--dump-logits", "{dir}/l.json", "--json", "{dir}/r.json"}
+                                      << "{r.json} \"seq\": 2";
+        QTest::addRow("bench plan --tp") << QStringList{"bench", "plan", "--model", "example", "--tp", "010", "--repeat", "01", "--json"}
+                                         << "\"tp_size\": 10";
+        QTest::addRow("bench comm --ranks") << QStringList{"bench", "comm", "-t", "03", "-b", "8", "-e", "8", "-n", "1", "-w", "0"}
+                                            << "3 ranks";
+    }
+    void leadingZerosAreDecimal()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, expect);
+        QTemporaryDir dir;
+        for (QString& a : args)
+            a.replace("{dir}", dir.path());
+        const Run r = cli(args);
+        QVERIFY2(r.out.contains(expect) || r.err.contains(expect) || expect.startsWith("{"), qPrintable(r.out + r.err));
+        if (expect.startsWith("{r.json}")) { // the run's own record and the logits of tokens 100 and 7
+            QCOMPARE(r.code, 0);
+            QFile f(dir.filePath("r.json"));
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            QCOMPARE(nlohmann::json::parse(f.readAll().toStdString())["settings"]["seq"].get<int>(), 2);
+            const Run same = cli({"run", "--model", "example", "--tp", "1", "--seq", "2", "--tokens", "100,7", "--iters", "1",
+                                  "--warmup", "0", "--dump-logits", dir.filePath("m.json")});
+            QCOMPARE(same.code, 0);
+            QFile a(dir.filePath("l.json")), b(dir.filePath("m.json"));
+            QVERIFY(a.open(QIODevice::ReadOnly) && b.open(QIODevice::ReadOnly));
+            QCOMPARE(nlohmann::json::parse(a.readAll().toStdString())["logits"],
+                     nlohmann::json::parse(b.readAll().toStdString())["logits"]);
+        }
+    }
+
+    // A profile in the user's folder is known by its file name only when its id is that name, and
+    // the profiles listed as valid are ones --hardware then takes.
+    void userHardwareIdsAreTheirFileNames()
+    {
+        QTemporaryDir tmp;
+        QFile src(QStringLiteral(TP_SOURCE_DIR "/plans/hardware/h100-sxm-8.json"));
+        QVERIFY(src.open(QIODevice::ReadOnly));
+        auto j = nlohmann::json::parse(src.readAll().toStdString());
+        QVERIFY(QDir().mkpath(tmp.filePath("hw")));
+        writeText(tmp.filePath("hw/foo.json"), j.dump()); // inner id h100-sxm-8
+        j["id"] = "a.b";
+        writeText(tmp.filePath("hw/a.b.json"), j.dump());
+        j["id"] = "mine";
+        writeText(tmp.filePath("hw/mine.json"), j.dump());
+        qputenv("TPSTUDIO_HARDWARE_DIR", tmp.filePath("hw").toUtf8());
+        const Run foo = cli({"plan", "preview", "example", "--hardware", "foo"});
+        QCOMPARE(foo.code, 1);
+        QVERIFY2(foo.err.contains("foo.json: its id 'h100-sxm-8' is not its file name"), qPrintable(foo.err));
+        const Run none = cli({"plan", "preview", "example", "--hardware", "nothing-such"});
+        QCOMPARE(none.code, 1);
+        QVERIFY2(none.err.contains(", mine)") && !none.err.contains("a.b") && !none.err.contains("foo"), qPrintable(none.err));
+        const Run dotted = cli({"plan", "preview", "example", "--hardware", "a.b"});
+        QCOMPARE(dotted.code, 1);
+        const Run mine = cli({"plan", "preview", "example", "--hardware", "mine"});
+        QCOMPARE(mine.code, 0);
+        qunsetenv("TPSTUDIO_HARDWARE_DIR");
+    }
+
+    // A record names the model and plan it ran by absolute path and digest: report --hardware from
+    // another folder reopens them (not a same-named model there), and refuses files that changed.
+    void reportHoldsTheRecordToWhatItRan()
+    {
+        QTemporaryDir tmp;
+        for (const char* d : {"a/m", "b/m"})
+            QVERIFY(QDir().mkpath(tmp.filePath(d)));
+        for (const char* f : {"config.json", "model.safetensors"})
+            QVERIFY(QFile::copy(kFixtures + "/models/llama/" + f, tmp.filePath(QStringLiteral("a/m/") + f)));
+        QVERIFY(QFile::copy(kFixtures + "/models/mistral/config.json", tmp.filePath("b/m/config.json")));
+        writeText(tmp.filePath("a/p.json"), R"({"tp_plan": {"lm_head": "colwise_gather_output"}})");
+        const Run run = cli({"run", "--model", "m", "--plan", "p.json", "--tp", "1", "--seq", "4", "--iters", "1", "--warmup", "0",
+                             "--json", "r.json"},
+                            tmp.filePath("a"));
+        QVERIFY2(run.code == 0, qPrintable(run.err));
+        const Run rep = cli({"report", "../a/r.json", "--hardware", "local-cpu"}, tmp.filePath("b"));
+        QVERIFY2(rep.code == 0, qPrintable(rep.err));
+        QVERIFY2(rep.out.contains(QDir(tmp.filePath("a/m")).absolutePath()), qPrintable(rep.out));
+        writeText(tmp.filePath("a/p.json"), R"({"tp_plan": {"lm_head": "colwise"}})");
+        const Run plan = cli({"report", "../a/r.json", "--hardware", "local-cpu"}, tmp.filePath("b"));
+        QCOMPARE(plan.code, 1);
+        QVERIFY2(plan.err.contains("p.json' is not the one the record ran: it shards otherwise"), qPrintable(plan.err));
+        QFile::remove(tmp.filePath("a/m/model.safetensors"));
+        QFile c(tmp.filePath("a/m/config.json"));
+        QVERIFY(c.open(QIODevice::ReadOnly));
+        auto cfg = nlohmann::json::parse(c.readAll().toStdString());
+        c.close();
+        cfg["num_hidden_layers"] = 1;
+        writeText(tmp.filePath("a/m/config.json"), cfg.dump());
+        const Run model = cli({"report", "../a/r.json", "--hardware", "local-cpu"}, tmp.filePath("b"));
+        QCOMPARE(model.code, 1);
+        QVERIFY2(model.err.contains("/a/m' is not the one the record ran: its tensors differ"), qPrintable(model.err));
+    }
+
+    // plan verify checks what the Python side will read, before any Python runs: a weight file that
+    // is a link to nothing.
+    void verifyChecksTheWeightFiles()
+    {
+        QTemporaryDir tmp;
+        for (const char* f : {"config.json", "model.safetensors"})
+            QVERIFY(QFile::copy(kFixtures + "/models/llama/" + f, tmp.filePath(f)));
+        QVERIFY(QFile::link(tmp.filePath("never-downloaded"), tmp.filePath("extra.safetensors")));
+        const Run r = cli({"plan", "verify", tmp.path(), "--python", "/bin/false"});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("extra.safetensors: not a readable file (a link to nothing, or a folder)"), qPrintable(r.err));
+        QVERIFY(!r.err.contains("Python"));
+    }
+
+#ifdef TP_GUI_PATH
+    // The GUI's options are validated as the CLI's are: nonsense is refused at once, exit 2, with a
+    // message in the CLI's words.
+    void guiCommandLineIsValidated_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("expect");
+        QTest::addRow("--tp 0") << QStringList{"--tp", "0"} << "--tp: Value 0 not in range 1 to 256";
+        QTest::addRow("--tp -1") << QStringList{"--tp", "-1"} << "--tp: Value -1 not in range 1 to 256";
+        QTest::addRow("--tp 0x10") << QStringList{"--tp", "0x10"} << "--tp: '0x10' is not a decimal whole number";
+        QTest::addRow("--tab") << QStringList{"--tab", "nonsense"} << "--tab: nonsense not in {summary,plan,";
+        QTest::addRow("--decode -5") << QStringList{"--run", "1", "--decode", "-5"} << "--decode: Value -5 not in range 0 to 4096";
+        QTest::addRow("--decode alone") << QStringList{"--decode", "5"} << "--decode needs --run";
+        QTest::addRow("--run 1,,2") << QStringList{"--run", "1,,2"} << "--run 1,,2: a comma-separated list of whole numbers from 1 to 256";
+        QTest::addRow("--hardware /dev/zero") << QStringList{"--hardware", "/dev/zero"} << "/dev/zero: is not a regular file";
+        QTest::addRow("--hardware unknown") << QStringList{"--hardware", "nothing-such"} << "hardware 'nothing-such': not a built-in";
+        QTest::addRow("--screenshot folder") << QStringList{"--screenshot", "/tmp"} << "--screenshot /tmp: is a folder";
+        QTest::addRow("--chart") << QStringList{"--run", "1", "--chart", "pie"} << "--chart: pie not in {layers,";
+    }
+    void guiCommandLineIsValidated()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, expect);
+        const Run r = cli(args, {}, QStringLiteral(TP_GUI_PATH));
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains(expect), qPrintable(r.err));
+    }
+
+    // A screenshot that cannot be written is an error with a message, not a silent exit 1.
+    void guiScreenshotWriteErrorIsSaid()
+    {
+        const Run r = cli({"--screenshot", "/dev/full", "--tab", "summary"}, {}, QStringLiteral(TP_GUI_PATH));
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("--screenshot /dev/full: cannot write it"), qPrintable(r.err));
+    }
+#endif
 
     void benchLoadSmall()
     {
