@@ -845,6 +845,9 @@ class Corpus:
         self.add(18, ["report", "a/r.json", "--hardware", "local-cpu"],
                  setup=rec + [_edit_json("a/m/config.json", intermediate_size=96)], must_fail=True,
                  stderr_re="is not the one the record ran: its tensors differ")
+        self.add(18, ["report", "a/r.json", "--hardware", "local-cpu"],
+                 setup=rec + [_edit_json("a/m/config.json", sliding_window=2)], must_fail=True,
+                 stderr_re="is not the one the record ran: its config differs")
         self.add(18, ["report", "a/r.json", "--hardware", "local-cpu", "--json"],
                  setup=rec + [_edit_json("a/r.json", settings={"model": "m", "class": "LlamaForCausalLM", "plan": "default plan",
                                                                "backend": "cpu", "communicator": "local", "batch": 1,

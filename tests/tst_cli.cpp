@@ -1122,11 +1122,19 @@ private slots:
         const Run plan = cli({"report", "../a/r.json", "--hardware", "local-cpu"}, tmp.filePath("b"));
         QCOMPARE(plan.code, 1);
         QVERIFY2(plan.err.contains("p.json' is not the one the record ran: it shards otherwise"), qPrintable(plan.err));
-        QFile::remove(tmp.filePath("a/m/model.safetensors"));
+        writeText(tmp.filePath("a/p.json"), R"({"tp_plan": {"lm_head": "colwise_gather_output"}})");
         QFile c(tmp.filePath("a/m/config.json"));
         QVERIFY(c.open(QIODevice::ReadOnly));
         auto cfg = nlohmann::json::parse(c.readAll().toStdString());
         c.close();
+        writeText(tmp.filePath("a/m/config.json"), cfg.dump(4)); // laid out otherwise: the same config
+        QCOMPARE(cli({"report", "../a/r.json", "--hardware", "local-cpu"}, tmp.filePath("b")).code, 0);
+        cfg["rope_theta"] = 5000.0; // a value no tensor shows
+        writeText(tmp.filePath("a/m/config.json"), cfg.dump());
+        const Run config = cli({"report", "../a/r.json", "--hardware", "local-cpu"}, tmp.filePath("b"));
+        QCOMPARE(config.code, 1);
+        QVERIFY2(config.err.contains("/a/m' is not the one the record ran: its config differs"), qPrintable(config.err));
+        QFile::remove(tmp.filePath("a/m/model.safetensors"));
         cfg["num_hidden_layers"] = 1;
         writeText(tmp.filePath("a/m/config.json"), cfg.dump());
         const Run model = cli({"report", "../a/r.json", "--hardware", "local-cpu"}, tmp.filePath("b"));

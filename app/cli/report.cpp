@@ -58,7 +58,8 @@ int comparePrediction(const tp::RunRecord& rec, const std::string& hardware, boo
             return fail(fmt::format("the record's plan: {}", p.status().message()));
         plan = tp::resolveOverrides(om->spec, *p);
     }
-    auto cmp = tp::compareRecord(rec, om->spec, plan, *hw);
+    const auto text = tp::configText(*om);
+    auto cmp = tp::compareRecord(rec, om->spec, text ? std::string_view(*text) : std::string_view(), plan, *hw);
     if (!cmp)
         return fail(cmp.status().message());
     if (json) {

@@ -366,6 +366,8 @@ int runRanks(RunOpts o, MpiSession& mpi)
         if (!o.planFile.empty())
             set.planPath = std::filesystem::absolute(o.planFile, ec).lexically_normal().string();
         set.modelDigest = tp::modelDigest(om->spec);
+        if (auto text = tp::configText(*om))
+            set.configDigest = tp::configDigest(*text);
         set.planDigest = tp::planDigest(base, om->spec);
     }
     set.backend = o.backend;

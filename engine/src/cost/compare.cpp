@@ -8,6 +8,7 @@
 #include "tp/plan/plan_io.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -67,6 +68,12 @@ std::string modelDigest(const ModelSpec& spec)
     return d.hex();
 }
 
+std::string configDigest(std::string_view configJson)
+{
+    const nlohmann::json j = nlohmann::json::parse(configJson, nullptr, false);
+    return Digest().add(j.is_discarded() ? std::string(configJson) : j.dump()).hex(); // keys sorted, no layout
+}
+
 std::string planDigest(const Plan& plan, const ModelSpec& spec)
 {
     Plan p = plan;
@@ -74,14 +81,19 @@ std::string planDigest(const Plan& plan, const ModelSpec& spec)
     return Digest().add(planToJson(p, &spec)).hex();
 }
 
-Result<std::vector<RunComparison>> compareRecord(const RunRecord& record, const ModelSpec& spec, const Plan& plan,
-                                                 const HardwareProfile& hw)
+Result<std::vector<RunComparison>> compareRecord(const RunRecord& record, const ModelSpec& spec, std::string_view configJson,
+                                                 const Plan& plan, const HardwareProfile& hw)
 {
     const RunSettings& s = record.settings;
     if (!s.modelDigest.empty() && s.modelDigest != modelDigest(spec))
         return invalidArgument(fmt::format("the model at '{}' is not the one the record ran: its tensors differ (digest {} "
                                            "in the record, {} now)",
                                            terminalSafe(s.modelPath.empty() ? s.model : s.modelPath), s.modelDigest, modelDigest(spec)));
+    if (!s.configDigest.empty() && s.configDigest != configDigest(configJson))
+        return invalidArgument(fmt::format("the model at '{}' is not the one the record ran: its config differs (digest {} "
+                                           "in the record, {} now)",
+                                           terminalSafe(s.modelPath.empty() ? s.model : s.modelPath), s.configDigest,
+                                           configDigest(configJson)));
     if (!s.planDigest.empty() && s.planDigest != planDigest(plan, spec))
         return invalidArgument(fmt::format("the plan '{}' is not the one the record ran: it shards otherwise (digest {} in "
                                            "the record, {} now)",

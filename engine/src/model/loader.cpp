@@ -1,6 +1,7 @@
 // loader.cpp — model resolution (folder, file, HF cache, catalog) and checkpoint reconciliation.
 #include "tp/model/loader.h"
 
+#include "tp/core/file.h"
 #include "tp/model/catalog.h"
 
 #include <fmt/format.h>
@@ -579,6 +580,16 @@ Result<OpenedModel> openLocated(const Located& l, const std::string& source)
 } // namespace
 
 void setClassPlanSource(ClassPlanSource source) { classPlanSource() = std::move(source); }
+
+Result<std::string> configText(const OpenedModel& om)
+{
+    if (!om.configPath.empty())
+        return readInputFile(om.configPath, std::int64_t(64) << 20, "a config.json");
+    if (om.spec.source.rfind("catalog:", 0) == 0)
+        if (const CatalogEntry* e = findCatalogEntry(om.spec.source.substr(8)))
+            return std::string(e->configJson);
+    return notFound(fmt::format("{}: has no config", om.spec.source));
+}
 
 Result<OpenedModel> openModel(const std::string& what)
 {

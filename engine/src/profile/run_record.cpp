@@ -248,7 +248,8 @@ nlohmann::ordered_json recordToJson(const RunRecord& rec)
                      {"iterations", s.iterations}, {"weights", s.weights}, {"compute_dtype", "f32"},
                      {"storage_dtype", s.dtype}, {"emulated", s.emulated}, {"comm_model", s.commModel}};
     for (const auto& [key, value] : {std::pair{"model_path", &s.modelPath}, std::pair{"model_digest", &s.modelDigest},
-                                     std::pair{"plan_path", &s.planPath}, std::pair{"plan_digest", &s.planDigest}})
+                                     std::pair{"config_digest", &s.configDigest}, std::pair{"plan_path", &s.planPath},
+                                     std::pair{"plan_digest", &s.planDigest}})
         if (!value->empty())
             j["settings"][key] = *value;
     const auto& p = rec.provenance;
@@ -488,6 +489,7 @@ Result<RunRecord> parseRunRecord(std::string_view text, const std::string& sourc
         TP_ASSIGN_OR_RETURN(rec.settings.commModel, s.str("comm_model"));
     }
     for (const auto& [key, value] : {std::pair{"model_path", &rec.settings.modelPath}, std::pair{"model_digest", &rec.settings.modelDigest},
+                                     std::pair{"config_digest", &rec.settings.configDigest},
                                      std::pair{"plan_path", &rec.settings.planPath}, std::pair{"plan_digest", &rec.settings.planDigest}})
         if (s.j.contains(key)) {
             TP_ASSIGN_OR_RETURN(*value, s.str(key));

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tp {
@@ -47,8 +48,11 @@ struct RunComparison
 };
 
 // Digests that tie a run record to what it ran (16 hex digits, FNV-1a 64): the model's class and
-// every tensor's name, shape and dtype; the resolved plan as `plan export` writes it, its tp size aside.
+// every tensor's name, shape and dtype; its config (parsed, so that layout and key order do not
+// count: a changed value does, such as a sliding window the tensors do not show); the resolved plan
+// as `plan export` writes it, its tp size aside.
 std::string modelDigest(const ModelSpec& spec);
+std::string configDigest(std::string_view configJson);
 std::string planDigest(const Plan& plan, const ModelSpec& spec);
 
 // One entry per tp size of the record. `plan` is the plan the run used (its tpSize is set per
@@ -56,7 +60,8 @@ std::string planDigest(const Plan& plan, const ModelSpec& spec);
 // decode layers' medians are predicted at the middle step's context (a record without per-layer
 // samples: its layers at the context of the step whose spans it kept). InvalidArgument when the plan is not valid at a recorded size,
 // or when the record's digests (where it has them) are not those of `spec` and `plan`: another model or plan than it ran.
-Result<std::vector<RunComparison>> compareRecord(const RunRecord& record, const ModelSpec& spec, const Plan& plan,
-                                                 const HardwareProfile& hw);
+// `configJson`: the text `spec` was built from (configText), held to the record's config digest.
+Result<std::vector<RunComparison>> compareRecord(const RunRecord& record, const ModelSpec& spec, std::string_view configJson,
+                                                 const Plan& plan, const HardwareProfile& hw);
 
 } // namespace tp

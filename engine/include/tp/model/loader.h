@@ -24,6 +24,9 @@ struct OpenedModel
 };
 
 Result<OpenedModel> openModel(const std::string& what);
+// The config text the model was built from: its config.json (read again), or the catalog entry's.
+// NotFound for a tree read from tensor names alone.
+Result<std::string> configText(const OpenedModel& om);
 
 // Where an unknown model type's class plans come from: the apps set one that asks the user's own Transformers
 // (TPSTUDIO_PYTHON). It returns the plans and a line saying where they came from ("Qwen9Config of Transformers 5.30 at

@@ -27,9 +27,10 @@ struct RunSettings
     std::string modelClass;
     std::string plan;          // file, or "default"
     // What the run ran, unambiguously (empty in records from before them): the model as an absolute
-    // path (or the catalog / Hub id it was), the plan file's absolute path, and digests of both
-    // (compare.h: modelDigest, planDigest) that `report --hardware` holds the reopened files to.
-    std::string modelPath, planPath, modelDigest, planDigest;
+    // path (or the catalog / Hub id it was), the plan file's absolute path, and digests of the
+    // model's tensors, its config and the plan (compare.h) that `report --hardware` holds the
+    // reopened files to.
+    std::string modelPath, planPath, modelDigest, configDigest, planDigest;
     std::string backend = "cpu";
     std::string communicator = "local";
     std::string dtype = "f32"; // storage of weights and activations (fp32 accumulation)
