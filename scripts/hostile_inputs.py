@@ -930,12 +930,14 @@ class Corpus:
         self.add(19, ["bench", "gemm", "--backend", "cpu", "--tokens", "16", "--iters", "1", "--rounds", "50"],
                  signal=(HUP, "--peak-only", 0.2),
                  allowed_rc=(-HUP,), timeout=120, heavy=True, env={"ONEDNN_MAX_CPU_ISA": "SSE41"}, mem_mb=8192)
-        # The runs the GUI starts end with it, however it ends (its own folder, which SIGKILL gives it no
-        # chance to remove, aside).
+        # The runs the GUI starts end with it, however it ends; interrupted, it removes its folders too
+        # (SIGKILL gives it no chance to remove its own).
         if self.gui:
-            self.add(19, ["--run", "1,2", "--decode", "4096", "--screenshot", "x.png"], program="gui",
-                     signal=(KILL, "tpstudio-cli run ", 0.5), allowed_rc=(-KILL,), timeout=120, heavy=True,
-                     mem_mb=1 << 16, absent=["x.png"], leftover_folders=True)
+            for sig in (HUP, TERM, KILL):
+                self.add(19, ["--run", "1,2", "--decode", "4096", "--screenshot", "x.png"], program="gui",
+                         signal=(sig, "tpstudio-cli run ", 0.5), allowed_rc=(-KILL,) if sig == KILL else (128 + sig,),
+                         max_latency=None if sig == KILL else 5.0, timeout=120, heavy=True, mem_mb=1 << 16,
+                         absent=["x.png"], leftover_folders=sig == KILL)
         if not self.python:
             return
         env = {"TPSTUDIO_PYTHON": self.python}
@@ -1782,6 +1784,7 @@ class Runner:
         e[MARK] = case.cid  # every process of the case carries it (signal cases look for what is left)
         if case.program == "gui":
             e["QT_QPA_PLATFORM"] = "offscreen"
+            e["XDG_RUNTIME_DIR"] = str(d / ".runtime")
         return e
 
     def start(self, case: Case):
@@ -1794,6 +1797,8 @@ class Runner:
             res.reason, res.detail = "setup", str(e)
             return None, res, d, None
         protected = {p: tree_state(d / p) for p in case.protect}
+        if case.program == "gui":  # Qt's runtime folder (else it makes TMPDIR/runtime-USER itself)
+            (d / ".runtime").mkdir(mode=0o700, exist_ok=True)
         res.entries_before = set(os.listdir(d))
         argv = self.argv(case, d)
         res.cmd = " ".join(shlex.quote(os.fsdecode(a)) for a in argv)

@@ -53,6 +53,7 @@
 #include <QtTest>
 
 #include <set>
+#include <signal.h>
 
 using namespace tpui;
 using tptest::openAndPreview;
@@ -617,6 +618,32 @@ private slots:
         QCOMPARE(settings.dtype, std::string("bf16"));
         QVERIFY(run->log()->toPlainText().contains(QStringLiteral("emulated: communication modelled")));
         QVERIFY(w.resultsPage()->infoText().contains(QStringLiteral("EMULATED")));
+    }
+
+    // A window destroyed while its run goes on (the GUI closed, or interrupted: SIGTERM quits the
+    // event loop) stops the child and hears nothing more from it: its finished() once reached the
+    // half-destroyed window and crashed it.
+    void windowDestroyedDuringARunStopsIt()
+    {
+        auto w = std::make_unique<MainWindow>();
+        w->setShowErrorDialogs(false);
+        QVERIFY(openAndPreview(*w, QStringLiteral("example")));
+        RunPage* run = w->runPage();
+        run->tpSizes()->setText(QStringLiteral("1,2"));
+        run->seqBox()->setValue(64);
+        run->decodeBox()->setValue(4096);
+        run->start();
+        QVERIFY(run->running());
+        QProcess* proc = nullptr;
+        for (auto* p : run->findChildren<QProcess*>())
+            if (p->arguments().value(0) == QLatin1String("run"))
+                proc = p;
+        QVERIFY(proc);
+        QTRY_VERIFY_WITH_TIMEOUT(proc->processId() > 0, 10000);
+        const qint64 pid = proc->processId();
+        QTest::qWait(500);
+        w.reset(); // no crash
+        QVERIFY(::kill(pid_t(pid), 0) != 0); // the child is gone (reaped)
     }
 
     void crashedOrCancelledChildLosesNothing()

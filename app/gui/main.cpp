@@ -21,6 +21,7 @@
 #include <QFileInfo>
 #include <QIcon>
 #include <QLineEdit>
+#include <QSocketNotifier>
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QTabWidget>
@@ -31,7 +32,9 @@
 #include <memory>
 #include <optional>
 #include <cstdio>
+#include <csignal>
 #include <cstdlib>
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace {
@@ -70,6 +73,37 @@ void benchmarkRefresh(tpui::MainWindow& window)
         QTimer::singleShot(0, &window, *next);
     });
     (*next)();
+}
+
+// SIGINT, SIGTERM, SIGHUP and SIGQUIT (Ctrl-C in the terminal that started it, a logout, kill)
+// close the window as File → Quit does: the run it started is stopped, its temporary folders are
+// removed, and the process exits 128 + the signal. The handler only writes the signal to a pipe that
+// the event loop reads; a second signal ends the process at once.
+int g_signalPipe[2] = {-1, -1};
+
+void onSignal(int sig)
+{
+    std::signal(sig, SIG_DFL);
+    const char c = static_cast<char>(sig);
+    [[maybe_unused]] const auto n = ::write(g_signalPipe[1], &c, 1);
+}
+
+void quitOnSignals(QApplication& app)
+{
+    if (::pipe2(g_signalPipe, O_CLOEXEC | O_NONBLOCK) != 0)
+        return;
+    auto* notifier = new QSocketNotifier(g_signalPipe[0], QSocketNotifier::Read, &app);
+    QObject::connect(notifier, &QSocketNotifier::activated, &app, [] {
+        char c = 0;
+        if (::read(g_signalPipe[0], &c, 1) == 1)
+            QApplication::exit(128 + c);
+    });
+    struct sigaction sa = {};
+    sa.sa_handler = onSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT})
+        ::sigaction(sig, &sa, nullptr);
 }
 
 // Why the command line cannot be taken (empty when it can), in tpstudio-cli's words for the same
@@ -147,6 +181,7 @@ int main(int argc, char** argv)
     // The tpstudio-cli processes this window starts end with it (tpstudio-cli asks for SIGTERM on
     // its parent's death when the parent is this process).
     qputenv("TPSTUDIO_PARENT_PID", QByteArray::number(qint64(::getpid())));
+    quitOnSignals(app);
     tpapp::installClassPlanSource();
     QApplication::setOrganizationName(QStringLiteral("TP Studio"));
     QApplication::setApplicationName(QStringLiteral("tpstudio"));

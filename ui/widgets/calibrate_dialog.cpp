@@ -90,7 +90,18 @@ CalibrateDialog::CalibrateDialog(QWidget* parent)
     resize(560, 260);
 }
 
-CalibrateDialog::~CalibrateDialog() { stop(); }
+CalibrateDialog::~CalibrateDialog()
+{
+    if (!running())
+        return;
+    // As stop(), but now: a dialog being destroyed hears nothing more from its child.
+    m_proc->disconnect(this);
+    m_proc->terminate();
+    if (!m_proc->waitForFinished(5000)) {
+        m_proc->kill();
+        m_proc->waitForFinished(3000);
+    }
+}
 
 QStringList CalibrateDialog::arguments() const
 {

@@ -938,6 +938,15 @@ void ResultsPage::runBenchmark(const QString& communicator)
     emit message(tr("Benchmarking collectives over %1 (about 10 s)…").arg(communicator));
 }
 
+ResultsPage::~ResultsPage()
+{
+    if (m_benchProc) {
+        m_benchProc->disconnect(this);
+        m_benchProc->kill();
+        m_benchProc->waitForFinished(3000);
+    }
+}
+
 void ResultsPage::stopBenchmark()
 {
     if (m_benchProc)

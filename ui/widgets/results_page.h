@@ -30,6 +30,7 @@ class ResultsPage final : public QWidget
     Q_OBJECT
 public:
     explicit ResultsPage(QWidget* parent = nullptr);
+    ~ResultsPage() override; // a running benchmark is stopped, and heard from no more
     void setRun(std::shared_ptr<const RunData> run);
     void setPreview(std::shared_ptr<const PreviewResult> preview);
     // Collective benchmark rows (tpstudio-cli bench comm --json) of one communicator.

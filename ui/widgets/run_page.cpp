@@ -176,8 +176,15 @@ RunPage::~RunPage()
         m_probe->waitForFinished(3000);
     }
     if (m_proc && m_proc->state() != QProcess::NotRunning) {
-        m_proc->kill();
-        m_proc->waitForFinished(3000);
+        // A page being destroyed hears nothing more from its run (its finished() reached a window
+        // half destroyed: a crash when the GUI was closed or interrupted during a run). SIGTERM lets
+        // tpstudio-cli stop within a second; one that has not is killed.
+        m_proc->disconnect(this);
+        m_proc->terminate();
+        if (!m_proc->waitForFinished(3000)) {
+            m_proc->kill();
+            m_proc->waitForFinished(3000);
+        }
     }
 }
 
