@@ -270,6 +270,31 @@ private slots:
         QCOMPARE(view->rowCount(view->index(0, 0, view->index(0, 0))), 1);
     }
 
+    // Typing a filter on an 80-layer model (Llama-3.1-70B) expands every match; the columns are
+    // fitted once per burst of expansions, not once per expanded row: each keystroke, with its
+    // events processed, takes well under a second (it took seconds when every expansion re-measured
+    // every column). Issue 41 asks for 50 ms on larger trees; this holds the quadratic path off.
+    void filterOnALargeModelDoesNotFreeze()
+    {
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        w.show();
+        QVERIFY(openAndPreview(w, QStringLiteral("llama-3.1-70b")));
+        QElapsedTimer t;
+        double worst = 0;
+        for (const QChar c : QStringLiteral("o_proj")) {
+            t.start();
+            QTest::keyClick(w.filterEdit(), c.toLatin1());
+            QCoreApplication::processEvents(); // the queued fit of the columns
+            QCoreApplication::processEvents();
+            worst = std::max(worst, double(t.nsecsElapsed()) / 1e6);
+        }
+        QCOMPARE(w.filterEdit()->text(), QStringLiteral("o_proj"));
+        QVERIFY(w.treeView()->isExpanded(w.treeView()->model()->index(0, 0)));
+        qInfo("worst keystroke: %.1f ms", worst);
+        QVERIFY2(worst < 1000, qPrintable(QString::number(worst)));
+    }
+
     void diagnosticsSelectModules()
     {
         MainWindow w;

@@ -223,9 +223,16 @@ MainWindow::MainWindow(QWidget* parent)
                 m_tree->header()->resizeSection(c, want);
         }
     };
-    connect(m_treeModel, &QAbstractItemModel::layoutChanged, this, fitColumns, Qt::QueuedConnection);
-    connect(m_treeModel, &QAbstractItemModel::modelReset, this, fitColumns, Qt::QueuedConnection);
-    connect(m_tree, &QTreeView::expanded, this, fitColumns, Qt::QueuedConnection);
+    // Once per burst: expanding to a depth (a filter, Expand All) emits expanded() for every row it
+    // opens, and measuring every column once per row was quadratic in the rows (a 70B model's filter
+    // held the window for seconds).
+    auto* fitLater = new QTimer(this);
+    fitLater->setSingleShot(true);
+    fitLater->setInterval(0);
+    connect(fitLater, &QTimer::timeout, this, fitColumns);
+    connect(m_treeModel, &QAbstractItemModel::layoutChanged, fitLater, qOverload<>(&QTimer::start));
+    connect(m_treeModel, &QAbstractItemModel::modelReset, fitLater, qOverload<>(&QTimer::start));
+    connect(m_tree, &QTreeView::expanded, fitLater, qOverload<>(&QTimer::start));
     m_tree->setColumnHidden(ModuleTreeModel::DTypeColumn, true);
     m_tree->setColumnHidden(ModuleTreeModel::ParamsColumn, true);
     auto styleNames = [this] { return this->styleNames(); };
