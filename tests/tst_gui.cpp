@@ -989,6 +989,13 @@ private slots:
         }
         QVERIFY(openAndPreview(w, QStringLiteral("example")));
         QVERIFY(!tree->showsPlaceholder());
+        // A filter that matches nothing says so, not "No model open" (issue 41, item 7).
+        w.filterEdit()->setText(QStringLiteral("no_such_module"));
+        QVERIFY(tree->showsPlaceholder());
+        QVERIFY2(tree->placeholderText().contains(QStringLiteral("No module or parameter path contains “no_such_module”")),
+                 qPrintable(tree->placeholderText()));
+        w.filterEdit()->clear();
+        QVERIFY(!tree->showsPlaceholder());
         QVERIFY(!dynamic_cast<PlaceholderTable*>(w.planView())->showsPlaceholder());
         // The example's default plan at T=2 on 8×H100 has nothing to report.
         QCOMPARE(w.diagnosticsModel()->rowCount(), 0);

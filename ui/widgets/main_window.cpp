@@ -195,8 +195,20 @@ MainWindow::MainWindow(QWidget* parent)
                                 "that one layer (honoured by current Transformers only)."));
 
     auto* tree = new StyleDropTree;
-    tree->setPlaceholderText(tr("No model open. File → Open Folder… or Open File… reads a Hugging Face model (config.json, "
-                                "safetensors); the catalog button in the toolbar lists built-in models."));
+    // What the empty tree says: no model yet, or a filter that matches nothing of the open one.
+    auto placeholder = [this, tree] {
+        const QString text = m_filter->text();
+        tree->setPlaceholderText(m_treeModel->rowCount() > 0 && !text.isEmpty()
+                                     ? tr("No module or parameter path contains “%1”. Clear the filter to see the whole "
+                                          "tree.")
+                                           .arg(text)
+                                     : tr("No model open. File → Open Folder… or Open File… reads a Hugging Face model "
+                                          "(config.json, safetensors); the catalog button in the toolbar lists built-in "
+                                          "models."));
+    };
+    placeholder();
+    connect(m_filter, &QLineEdit::textChanged, this, placeholder);
+    connect(m_treeModel, &QAbstractItemModel::modelReset, this, placeholder);
     tree->onDrop = [this](const QModelIndex& idx, const QString& style) {
         editStyle(idx.data(ModuleTreeModel::PathRole).toString(), style);
     };
