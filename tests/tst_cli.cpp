@@ -1166,6 +1166,9 @@ private slots:
         QTest::addRow("--tp 0") << QStringList{"--tp", "0"} << "--tp: Value 0 not in range 1 to 256";
         QTest::addRow("--tp -1") << QStringList{"--tp", "-1"} << "--tp: Value -1 not in range 1 to 256";
         QTest::addRow("--tp 0x10") << QStringList{"--tp", "0x10"} << "--tp: '0x10' is not a decimal whole number";
+        QTest::addRow("--tp 2^67") << QStringList{"--tp", "99999999999999999999"}
+                                   << "--tp: Value 99999999999999999999 not in range 1 to 256";
+        QTest::addRow("--tp 010") << QStringList{"--tp", "010", "--tab", "nonsense"} << "--tab: nonsense not in"; // 010 is 10
         QTest::addRow("--tab") << QStringList{"--tab", "nonsense"} << "--tab: nonsense not in {summary,plan,";
         QTest::addRow("--decode -5") << QStringList{"--run", "1", "--decode", "-5"} << "--decode: Value -5 not in range 0 to 4096";
         QTest::addRow("--decode alone") << QStringList{"--decode", "5"} << "--decode needs --run";

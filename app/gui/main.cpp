@@ -21,6 +21,7 @@
 #include <QFileInfo>
 #include <QIcon>
 #include <QLineEdit>
+#include <QRegularExpression>
 #include <QSocketNotifier>
 #include <QSpinBox>
 #include <QStandardPaths>
@@ -118,9 +119,10 @@ QString badOption(const QCommandLineParser& parser, const QStringList& pages, co
         const QString v = parser.value(name);
         bool ok = false;
         const qlonglong x = v.toLongLong(&ok, 10);
-        if (!ok || v.trimmed() != v)
+        static const QRegularExpression decimal(QStringLiteral("^[+-]?[0-9]+$"));
+        if (!decimal.match(v).hasMatch())
             return QStringLiteral("--%1: '%2' is not a decimal whole number").arg(name, v.left(40));
-        if (x < lo || x > hi)
+        if (!ok || x < lo || x > hi) // too many digits for 64 bits is out of range too, as the CLI says
             return QStringLiteral("--%1: Value %2 not in range %3 to %4").arg(name, v).arg(lo).arg(hi);
         return {};
     };
