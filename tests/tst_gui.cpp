@@ -317,6 +317,42 @@ private slots:
         QCOMPARE(w.treeView()->currentIndex().data(ModuleTreeModel::PathRole).toString(), QStringLiteral("model.layers.3.mlp.experts")); // layers 0-2 are dense
     }
 
+    // Issue 41: q_proj made rowwise sets off two more errors; the list leads with the cause (bold, the
+    // count of what follows), the others are dimmed and name it. Activating the cause while the filter
+    // hides its module still selects it.
+    void diagnosticsMarkTheirCause()
+    {
+        MainWindow w;
+        QSignalSpy loaded(&w, &MainWindow::modelLoaded);
+        w.openModel(QStringLiteral("llama-3.1-8b"));
+        QVERIFY(loaded.wait(10000));
+        w.tpBox()->setValue(2);
+        QVERIFY(settle(w));
+        w.document()->setStyle(QStringLiteral("model.layers.*.self_attn.q_proj"), QStringLiteral("rowwise"));
+        QVERIFY(settle(w));
+        const QString cause = QStringLiteral("model.layers.*.self_attn.q_proj");
+        QAbstractItemModel* m = w.diagnosticsView()->model();
+        QVERIFY(m->rowCount() >= 3);
+        QCOMPARE(m->index(0, 0).data(DiagnosticsModel::WhereRole).toString(), cause);
+        QVERIFY(m->index(0, 0).data(DiagnosticsModel::FollowsRole).toString().isEmpty());
+        QVERIFY(m->index(0, DiagnosticsModel::MessageColumn).data(Qt::FontRole).value<QFont>().bold());
+        QVERIFY2(m->index(0, DiagnosticsModel::MessageColumn).data().toString().contains(QStringLiteral("2 more errors")),
+                 qPrintable(m->index(0, DiagnosticsModel::MessageColumn).data().toString()));
+        for (int r = 1; r < 3; ++r) {
+            QCOMPARE(m->index(r, 0).data(DiagnosticsModel::FollowsRole).toString(), cause);
+            QVERIFY(m->index(r, 0).data().toString().contains(QStringLiteral("follows")));
+            QVERIFY(m->index(r, DiagnosticsModel::MessageColumn).data(Qt::ForegroundRole).isValid());
+        }
+        w.filterEdit()->setText(QStringLiteral("mlp.down_proj"));
+        QVERIFY(!w.treeView()->model()->match(w.treeView()->model()->index(0, 0), ModuleTreeModel::PathRole,
+                                              QStringLiteral("model.layers.0.self_attn.q_proj"), 1,
+                                              Qt::MatchExactly | Qt::MatchRecursive)
+                     .size());
+        emit w.diagnosticsView()->activated(m->index(0, DiagnosticsModel::MessageColumn));
+        QCOMPARE(w.treeView()->currentIndex().data(ModuleTreeModel::PathRole).toString(),
+                 QStringLiteral("model.layers.0.self_attn.q_proj"));
+    }
+
     void dropFolderOpensIt()
     {
         MainWindow w;

@@ -46,7 +46,8 @@ std::string dump(const ShardedGraph& g)
 {
     std::string s;
     for (const auto& d : g.diagnostics)
-        s += std::string(severityName(d.severity)) + " " + d.where + ": " + d.message + "\n";
+        s += std::string(severityName(d.severity)) + " " + d.where + ": " + d.message
+           + (d.follows.empty() ? "" : " [follows " + d.follows + "]") + (d.hint.empty() ? "" : " (hint: " + d.hint + ")") + "\n";
     return s;
 }
 
@@ -393,6 +394,71 @@ private slots:
         const ShardedGraph g = shardModel(s, edited(s, tp, e));
         QVERIFY(!g.valid());
         QVERIFY2(hasDiag(g, Severity::Error, where.toStdString(), message.toStdString()), dump(g).c_str());
+    }
+
+    // One mistake, one cause: the errors it sets off downstream say which error they follow from and
+    // point there, and the cause's hint restores the layout its siblings share.
+    void rootCausesAreMarked_data()
+    {
+        QTest::addColumn<QStringList>("edits");
+        QTest::addColumn<QStringList>("roots");      // where of every error that follows from nothing
+        QTest::addColumn<QString>("rootHint");       // in the first root's hint
+        QTest::addColumn<int>("consequences");       // at least that many errors follow from the roots
+        QTest::addRow("q_proj rowwise") << QStringList{"model.layers.*.self_attn.q_proj=rowwise"}
+                                        << QStringList{"model.layers.*.self_attn.q_proj"}
+                                        << "make it 'colwise', like 'model.layers.*.self_attn.k_proj' and "
+                                           "'model.layers.*.self_attn.v_proj'"
+                                        << 2;
+        QTest::addRow("o_proj colwise after colwise")
+            << QStringList{"model.layers.*.self_attn.o_proj=colwise"} << QStringList{"model.layers.*.self_attn.o_proj"}
+            << "make 'model.layers.*.self_attn.o_proj' rowwise" << 1;
+        QTest::addRow("down_proj colwise after colwise")
+            << QStringList{"model.layers.*.mlp.down_proj=colwise"} << QStringList{"model.layers.*.mlp.down_proj"}
+            << "make 'model.layers.*.mlp.down_proj' rowwise" << 1;
+        QTest::addRow("gate_proj rowwise") << QStringList{"model.layers.*.mlp.gate_proj=rowwise"}
+                                           << QStringList{"model.layers.*.mlp.gate_proj"}
+                                           << "make it 'colwise', like 'model.layers.*.mlp.up_proj'" << 1;
+        QTest::addRow("q_proj without a style") << QStringList{"model.layers.*.self_attn.q_proj="}
+                                                << QStringList{"model.layers.*.self_attn"}
+                                                << "give 'model.layers.*.self_attn.q_proj' the style of "
+                                                   "'model.layers.*.self_attn.k_proj' and 'model.layers.*.self_attn.v_proj'"
+                                                << 1;
+        // Two independent mistakes stay two causes: the head's is not a consequence of the layers'.
+        QTest::addRow("two independent causes")
+            << QStringList{"model.layers.*.self_attn.q_proj=rowwise", "lm_head=colwise"}
+            << QStringList{"model.layers.*.self_attn.q_proj", "lm_head"} << "like 'model.layers.*.self_attn.k_proj'" << 2;
+    }
+    void rootCausesAreMarked()
+    {
+        QFETCH(QStringList, edits);
+        QFETCH(QStringList, roots);
+        QFETCH(QString, rootHint);
+        QFETCH(int, consequences);
+        const ModelSpec s = spec("llama-3.1-8b");
+        std::vector<std::pair<std::string, std::string>> e;
+        for (const auto& x : edits)
+            e.emplace_back(x.section('=', 0, 0).toStdString(), x.section('=', 1).toStdString());
+        const ShardedGraph g = shardModel(s, edited(s, 2, e));
+        QStringList found;
+        int following = 0;
+        for (const auto& d : g.diagnostics) {
+            if (d.severity != Severity::Error)
+                continue;
+            if (d.follows.empty()) {
+                found << QString::fromStdString(d.where);
+                continue;
+            }
+            ++following;
+            QVERIFY2(roots.contains(QString::fromStdString(d.follows)), dump(g).c_str());
+            // A consequence points at its cause instead of asking to restyle itself.
+            QVERIFY2(d.hint.find("'" + d.follows + "'") != std::string::npos, d.hint.c_str());
+            QVERIFY2(d.hint.find("make '" + d.where + "'") == std::string::npos, d.hint.c_str());
+        }
+        QCOMPARE(found, roots);
+        QVERIFY2(following >= consequences, dump(g).c_str());
+        const auto first = std::find_if(g.diagnostics.begin(), g.diagnostics.end(),
+                                        [&](const Diagnostic& d) { return d.where == roots.front().toStdString(); });
+        QVERIFY2(first->hint.find(rootHint.toStdString()) != std::string::npos, first->hint.c_str());
     }
 
     // A hint names what a style can go on: a module, never an op such as 'model.layers.*.mlp:act'.

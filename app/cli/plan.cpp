@@ -7,6 +7,7 @@
 #include "tp/cost/cost_model.h"
 #include "tp/cost/plan_search.h"
 #include "tp/model/loader.h"
+#include "tp/model/model_json.h"
 #include "tp/plan/plan_io.h"
 #include "tp/runtime/backend.h"
 #include "tp/shard/sharded_graph.h"
@@ -96,22 +97,23 @@ std::optional<tp::DType> dtypeOption(const std::string& s)
     return std::nullopt;
 }
 
-nlohmann::ordered_json diagnosticsJson(const std::vector<tp::Diagnostic>& ds)
-{
-    auto out = nlohmann::ordered_json::array();
-    for (const auto& d : ds)
-        out.push_back({{"severity", tp::severityName(d.severity)}, {"where", d.where}, {"message", d.message}, {"hint", d.hint}});
-    return out;
-}
-
 void printDiagnostics(const std::vector<tp::Diagnostic>& ds, bool withInfo)
 {
+    std::map<std::string, int> consequences; // a cause's where → how many errors follow from it
+    for (const auto& d : ds)
+        if (!d.follows.empty())
+            ++consequences[d.follows];
     std::size_t shown = 0;
     for (const auto& d : ds) {
         if (!withInfo && d.severity == tp::Severity::Info)
             continue;
         fmt::print("{:<7} {}: {}{}\n", tp::severityName(d.severity), d.where, d.message,
                    d.hint.empty() ? "" : "\n        hint: " + d.hint);
+        if (const auto it = consequences.find(d.where); it != consequences.end() && d.follows.empty()
+            && d.severity == tp::Severity::Error) {
+            fmt::print("        the cause of {} more {}: fix it first\n", it->second, it->second == 1 ? "error" : "errors");
+            consequences.erase(it);
+        }
         ++shown;
     }
     if (shown)
@@ -299,7 +301,7 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
             sj.push_back(x);
         }
         j["scaling"] = sj;
-        j["diagnostics"] = diagnosticsJson(diags);
+        j["diagnostics"] = tp::diagnosticsJson(diags);
         std::cout << j.dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
         if (valid)
             return kOk;
@@ -481,7 +483,7 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
             entries.push_back({{"key", plan.entries[i].key}, {"style", plan.entries[i].style},
                                {"matches", g.match.entryMatches[i]}});
         j["entries"] = entries;
-        j["diagnostics"] = diagnosticsJson(g.diagnostics);
+        j["diagnostics"] = tp::diagnosticsJson(g.diagnostics);
         j["valid"] = !errors;
         std::cout << j.dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
         if (errors) // the exit code's reason, for whoever reads stderr

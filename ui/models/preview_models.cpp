@@ -5,6 +5,7 @@
 #include "tp/model/loader.h"
 
 #include <QColor>
+#include <QFont>
 #include <QGuiApplication>
 #include <QIcon>
 #include <QPalette>
@@ -233,11 +234,17 @@ DiagnosticsModel::DiagnosticsModel(QObject* parent)
 
 void DiagnosticsModel::setDiagnostics(std::vector<tp::Diagnostic> diagnostics)
 {
-    // Errors first, then warnings, then notes; each group in the order found.
-    std::stable_sort(diagnostics.begin(), diagnostics.end(),
-                     [](const tp::Diagnostic& a, const tp::Diagnostic& b) { return a.severity > b.severity; });
+    // Errors first, their causes before their consequences, then warnings, then notes; each group in the
+    // order found.
+    std::stable_sort(diagnostics.begin(), diagnostics.end(), [](const tp::Diagnostic& a, const tp::Diagnostic& b) {
+        return a.severity != b.severity ? a.severity > b.severity : a.follows.empty() && !b.follows.empty();
+    });
     beginResetModel();
     m_d = std::move(diagnostics);
+    m_consequences.clear();
+    for (const auto& d : m_d)
+        if (!d.follows.empty())
+            ++m_consequences[qs(d.follows)];
     endResetModel();
 }
 
@@ -253,17 +260,39 @@ QVariant DiagnosticsModel::data(const QModelIndex& index, int role) const
     if (!index.isValid() || index.row() >= rowCount())
         return {};
     const auto& d = m_d[std::size_t(index.row())];
+    // An error that others follow from says how many and is bold; those that follow are dimmed and point at it.
+    const int consequences = d.severity == tp::Severity::Error && d.follows.empty() ? m_consequences.value(qs(d.where)) : 0;
+    const auto text = [&] {
+        QString t = qs(d.message);
+        if (!d.hint.empty())
+            t += QStringLiteral("\n") + (d.follows.empty() ? tr("Hint: %1") : tr("Follows: %1")).arg(qs(d.hint));
+        if (consequences)
+            t += QStringLiteral("\n") + (consequences == 1 ? tr("The cause of 1 more error below: fix it first.")
+                                                            : tr("The cause of %1 more errors below: fix it first.").arg(consequences));
+        return t;
+    };
     switch (role) {
     case Qt::DisplayRole:
         switch (index.column()) {
-        case SeverityColumn: return QString::fromLatin1(tp::severityName(d.severity));
+        case SeverityColumn:
+            return d.follows.empty() ? QString::fromLatin1(tp::severityName(d.severity)) : tr("%1 (follows)").arg(QString::fromLatin1(tp::severityName(d.severity)));
         case WhereColumn: return qs(d.where);
-        case MessageColumn: return qs(d.message) + (d.hint.empty() ? QString() : QStringLiteral("\n") + tr("Hint: %1").arg(qs(d.hint)));
+        case MessageColumn: return text();
         }
         return {};
     case Qt::DecorationRole: return index.column() == SeverityColumn ? QVariant(severityIcon(d.severity)) : QVariant();
-    case Qt::ToolTipRole: return qs(d.message) + (d.hint.empty() ? QString() : QStringLiteral("\n") + tr("Hint: %1").arg(qs(d.hint)));
+    case Qt::ToolTipRole: return text();
+    case Qt::FontRole:
+        if (consequences) {
+            QFont f;
+            f.setBold(true);
+            return f;
+        }
+        return {};
+    case Qt::ForegroundRole:
+        return d.follows.empty() ? QVariant() : QVariant(QGuiApplication::palette().color(QPalette::PlaceholderText));
     case WhereRole: return qs(d.where);
+    case FollowsRole: return qs(d.follows);
     }
     return {};
 }

@@ -6,6 +6,7 @@
 #include "models/preview_service.h"
 
 #include <QAbstractTableModel>
+#include <QHash>
 
 namespace tpui {
 
@@ -77,7 +78,7 @@ class DiagnosticsModel final : public HeaderedTableModel
     Q_OBJECT
 public:
     enum Column { SeverityColumn, WhereColumn, MessageColumn, NUM_COLUMNS };
-    enum Role { WhereRole = Qt::UserRole + 1 };
+    enum Role { WhereRole = Qt::UserRole + 1, FollowsRole }; // FollowsRole: the cause's where, empty for a cause
     explicit DiagnosticsModel(QObject* parent = nullptr);
     // The model's own findings (loading) followed by the preview's (plan).
     void setDiagnostics(std::vector<tp::Diagnostic> diagnostics);
@@ -87,6 +88,7 @@ public:
 
 private:
     std::vector<tp::Diagnostic> m_d;
+    QHash<QString, int> m_consequences; // a cause's where → how many errors follow from it
 };
 
 } // namespace tpui

@@ -7,15 +7,20 @@
 
 namespace tp {
 
-namespace {
 nlohmann::ordered_json diagnosticsJson(const std::vector<Diagnostic>& ds)
 {
     auto arr = nlohmann::ordered_json::array();
-    for (const auto& d : ds)
-        arr.push_back({{"severity", severityName(d.severity)}, {"where", d.where}, {"message", d.message},
-                       {"hint", d.hint}});
+    for (const auto& d : ds) {
+        nlohmann::ordered_json j{{"severity", severityName(d.severity)}, {"where", d.where}, {"message", d.message},
+                                 {"hint", d.hint}};
+        if (!d.follows.empty())
+            j["follows"] = d.follows;
+        arr.push_back(std::move(j));
+    }
     return arr;
 }
+
+namespace {
 
 nlohmann::ordered_json planJson(const std::vector<PlanEntry>& plan)
 {

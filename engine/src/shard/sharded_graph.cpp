@@ -1,8 +1,9 @@
 // sharded_graph.cpp — layout propagation over the layer graph for one plan and tp size.
 //
 // Every finding is reported once per generic name ("model.layers.*.self_attn.o_proj"), not once
-// per layer. After an error the offending tensor is treated as whole, so one mistake gives one
-// diagnostic rather than a cascade.
+// per layer. An error marks the tensors its node makes; an error at a node that reads a marked
+// tensor follows from the one that marked it (Diagnostic::follows), and its hint points there. The
+// mark passes through every op until a residual add or a norm takes its input without complaint.
 #include "tp/shard/sharded_graph.h"
 
 #include "tp/model/arch_traits.h"
@@ -127,8 +128,8 @@ public:
 
     void run()
     {
-        for (const auto& d : m_g.diagnostics)
-            m_reported.insert(reportKey(d.where, d.message));
+        for (std::size_t i = 0; i < m_g.diagnostics.size(); ++i)
+            m_reported.emplace(reportKey(m_g.diagnostics[i].where, m_g.diagnostics[i].message), static_cast<int>(i));
         m_headDivisibilityError = std::any_of(m_g.diagnostics.begin(), m_g.diagnostics.end(), [](const Diagnostic& d) {
             return d.where == "num_attention_heads" || d.where == "num_key_value_heads";
         });
@@ -138,6 +139,7 @@ public:
         for (std::size_t t = 0; t < m_g.graph.tensors.size(); ++t)
             setWhole(static_cast<int>(t), m_g.graph.tensors[t].features);
         m_g.nodes.assign(m_g.graph.nodes.size(), {});
+        m_cause.assign(m_g.graph.tensors.size(), -1);
         if (m_g.options.lastPositionLogits) {
             const std::vector<bool> last = lastPositionNodes(m_g.graph);
             for (std::size_t n = 0; n < last.size(); ++n)
@@ -337,6 +339,56 @@ private:
         return "";
     }
 
+    // The module whose projection tensor `t` is, through the ops that keep a layout (rope, head norms).
+    std::string projectionOf(int t) const
+    {
+        for (int hops = 0; hops < 8; ++hops) {
+            const int p = gt(t).producer;
+            if (p < 0)
+                break;
+            const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(p)];
+            if (n.module >= 0 && n.kind == OpKind::Linear)
+                return genericNode(n.name);
+            if ((n.kind != OpKind::Rope && n.kind != OpKind::HeadNorm) || n.inputs.empty())
+                break;
+            t = n.inputs[static_cast<std::size_t>(std::find(n.outputs.begin(), n.outputs.end(), t) - n.outputs.begin())
+                          % n.inputs.size()];
+        }
+        return producerName(t);
+    }
+
+    // The style every other projection reading the same input has (k_proj and v_proj beside q_proj,
+    // up_proj beside gate_proj), as a hint to restore it, when they agree and this one differs; else
+    // `otherwise`. Siblings sit within a few nodes of their input's producer.
+    std::string siblingsHint(const GraphNode& n, std::string otherwise) const
+    {
+        const int in = n.inputs[0], producer = gt(in).producer;
+        const std::string mine = entryStyleName(n.module);
+        std::string style;
+        std::vector<std::string> names;
+        const std::size_t end = std::min(m_g.graph.nodes.size(), static_cast<std::size_t>(producer + 1) + 64);
+        for (std::size_t i = static_cast<std::size_t>(producer + 1); i < end; ++i) {
+            const GraphNode& o = m_g.graph.nodes[i];
+            if (&o == &n || o.kind != OpKind::Linear || o.inputs.empty() || o.inputs[0] != in)
+                continue;
+            const std::string theirs = entryStyleName(o.module);
+            if (theirs.empty() || (!style.empty() && theirs != style))
+                return otherwise;
+            style = theirs;
+            names.push_back(fmt::format("'{}'", genericNode(o.name)));
+        }
+        if (style.empty() || style == mine)
+            return otherwise;
+        return fmt::format("make it '{}', like {} (they read the same input)", style, fmt::join(names, " and "));
+    }
+
+    std::string entryStyleName(int module) const
+    {
+        const int e = module < 0 ? -1 : m_g.match.moduleEntry[static_cast<std::size_t>(module)];
+        const Style* s = e < 0 ? nullptr : styleOfEntry(e);
+        return s ? s->name : std::string();
+    }
+
     // A group-major fused tensor (GraphNode::splitGroups) sharded on whole groups splits on each
     // rank without communication: every rank cuts its own groups into their parts.
     bool splitsLocally(const GraphNode& n)
@@ -379,13 +431,25 @@ private:
         return k;
     }
 
-    // Once per (where, message): a hash set, not a scan of every diagnostic so far (100,000 keys
-    // that match nothing are 100,000 diagnostics before propagation starts).
+    // Once per (where, message): a hash map, not a scan of every diagnostic so far (100,000 keys
+    // that match nothing are 100,000 diagnostics before propagation starts). While a node is visited
+    // whose input an earlier error marked, what it reports follows from that error.
     void report(Severity sev, const std::string& where, std::string message, std::string hint)
     {
-        if (!m_reported.insert(reportKey(where, message)).second)
-            return;
-        m_g.diagnostics.push_back({sev, where, std::move(message), std::move(hint)});
+        const auto [it, fresh] = m_reported.try_emplace(reportKey(where, message), static_cast<int>(m_g.diagnostics.size()));
+        if (fresh) {
+            Diagnostic d{sev, where, std::move(message), std::move(hint), {}};
+            if (m_inputCause >= 0 && sev != Severity::Info) {
+                d.follows = m_g.diagnostics[static_cast<std::size_t>(m_inputCause)].where;
+                d.hint = fmt::format("fix '{}' first: this follows from its error", d.follows);
+                m_consequenceOf.emplace(it->second, m_inputCause);
+            }
+            m_g.diagnostics.push_back(std::move(d));
+        }
+        if (m_visiting && sev == Severity::Error && m_nodeCause < 0) {
+            const auto root = m_consequenceOf.find(it->second); // reported again, in another layer
+            m_nodeCause = m_inputCause >= 0 ? m_inputCause : root != m_consequenceOf.end() ? root->second : it->second;
+        }
     }
 
     // Adds a collective after node `n` (none at tp_size 1). `local`: per-rank widths of the pieces
@@ -441,7 +505,29 @@ private:
         return false;
     }
 
+    // Visits node `ni` and marks its outputs with the error they follow from: one reported here,
+    // else its inputs' (kept by every op but a residual add or a norm, which end a mistake's reach
+    // when they take their input without complaint).
     void visit(int ni)
+    {
+        const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(ni)];
+        m_inputCause = -1;
+        for (int t : n.inputs)
+            if (const int c = m_cause[static_cast<std::size_t>(t)]; c >= 0) {
+                m_inputCause = c;
+                break;
+            }
+        m_nodeCause = -1;
+        m_visiting = true;
+        propagate(ni);
+        m_visiting = false;
+        const int mark = m_nodeCause >= 0 ? m_nodeCause : n.kind == OpKind::Add || n.kind == OpKind::Norm ? -1 : m_inputCause;
+        for (int t : n.outputs)
+            m_cause[static_cast<std::size_t>(t)] = mark;
+        m_inputCause = -1;
+    }
+
+    void propagate(int ni)
     {
         const GraphNode& n = m_g.graph.nodes[static_cast<std::size_t>(ni)];
         const Where where = Where::ofNode(n);
@@ -629,7 +715,8 @@ private:
                 report(Severity::Error, where,
                        fmt::format("'{}' expects an input sharded on its last dim, but '{}' delivers it whole",
                                    s ? s->name : "rowwise weight", producerName(in)),
-                       "use 'rowwise_split_input' (splits locally, no communication), or shard the producer colwise");
+                       siblingsHint(n, "use 'rowwise_split_input' (splits locally, no communication), or shard the "
+                                       "producer colwise"));
             } else if (inL.layout == Layout::Partial) {
                 requireWhole(in, where, "");
             }
@@ -705,7 +792,10 @@ private:
                                qs ? "sharded" : "replicated", ks || vs ? "sharded" : "replicated"),
                    mla ? fmt::format("shard {} and kv_b_proj alike (colwise), or neither",
                                      m_spec.config.layout.mlaQueryGate ? "q_gate_proj" : "q_b_proj")
-                       : "shard q_proj, k_proj and v_proj alike (colwise), or keep all three replicated");
+                   : ks == vs ? fmt::format("give '{}' the style of '{}' and '{}' ({}), or make all three alike",
+                                            projectionOf(q), projectionOf(k), projectionOf(v),
+                                            ks ? "their heads are split" : "they are whole")
+                              : "shard q_proj, k_proj and v_proj alike (colwise), or keep all three replicated");
             setWhole(out, gt(out).features);
             return;
         }
@@ -1190,7 +1280,12 @@ private:
     const Plan& m_plan;
     ShardedGraph& m_g;
     const int m_T;
-    std::unordered_set<std::string> m_reported; // reportKey of every diagnostic
+    std::unordered_map<std::string, int> m_reported; // reportKey of every diagnostic → its index
+    std::unordered_map<int, int> m_consequenceOf; // consequence's index → its cause's
+    std::vector<int> m_cause;                    // per tensor: the error whose consequence it carries, or -1
+    bool m_visiting = false;                     // in visit(): errors mark the node's outputs
+    int m_inputCause = -1;                       // the visited node's inputs' cause, or -1
+    int m_nodeCause = -1;                        // what the visited node's outputs follow from, or -1
     bool m_headDivisibilityError = false;
     std::vector<char> m_rows;                    // per tensor: stays split by token rows (sequenceTensors)
     std::vector<int> m_soleAdd;                  // per tensor: the residual add that is its one consumer, or -1

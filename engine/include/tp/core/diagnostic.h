@@ -20,6 +20,9 @@ struct Diagnostic
     std::string where;   // file, config key or module path
     std::string message;
     std::string hint;    // how to fix it, may be empty
+    // A consequence: the `where` of the error upstream it follows from (an error there set this one
+    // off, and fixing that one fixes this); empty for a cause.
+    std::string follows;
 };
 
 inline bool hasErrors(const std::vector<Diagnostic>& ds)

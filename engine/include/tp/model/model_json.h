@@ -11,6 +11,10 @@ namespace tp {
 // diagnostics; with `tree`, every module with its parameters.
 nlohmann::ordered_json modelSpecToJson(const ModelSpec& spec, bool tree);
 
+// Diagnostics as an array of {severity, where, message, hint[, follows]}: `follows` (a consequence's
+// cause) only where set.
+nlohmann::ordered_json diagnosticsJson(const std::vector<Diagnostic>& ds);
+
 // Layers whose structure (generic names, shapes, dtypes) equals the previous layer's, for compact
 // displays: returns, for each layer, the first layer of its run of identical layers.
 std::vector<int> layerRunStarts(const ModelSpec& spec);
