@@ -3,6 +3,7 @@
 #include "tp/cost/cost_model.h"
 #include "tp/cost/plan_search.h"
 #include "tp/model/loader.h"
+#include "tp/plan/plan_io.h"
 #include "tp/profile/calibrate.h"
 
 #include "testutils.h"
@@ -930,6 +931,49 @@ private slots:
         QVERIFY(std::any_of(ds->candidates.begin(), ds->candidates.end(), [](const PlanCandidate& c) { return c.pareto; }));
         for (const PlanCandidate& c : ds->candidates)
             QVERIFY(c.tp == 8 && c.headroomBytes >= 0);
+    }
+
+    // Issue 41: the search tries the plans shipped for the model's type, each described and tried once
+    // (one equal to a built-in candidate folds into it), and a given plan takes a shipped one's name.
+    // DeepSeek-V3 on 8 x H200 at batch 16 x 2048: the shipped mla-sharded fits and leads on latency.
+    void planSearchTriesShippedPlans()
+    {
+        const ModelSpec s = tptest::openSpec("deepseek-v3");
+        const HardwareProfile hw = findHardware("h200-sxm-8").value();
+        const SearchOptions o{.batch = 16, .seq = 2048};
+        auto r = searchPlans(s, hw, o);
+        QVERIFY2(r.ok(), r.status().message().c_str());
+        const auto mla = std::find_if(r->candidates.begin(), r->candidates.end(),
+                                      [](const PlanCandidate& c) { return c.name == "mla-sharded"; });
+        QVERIFY(mla != r->candidates.end());
+        QCOMPARE(mla->tp, 8);
+        QVERIFY(mla->headroomBytes >= 0);
+        QVERIFY2(mla->description.starts_with("plans/deepseek_v3/mla-sharded.json: DeepSeek-V3 with MLA sharded"),
+                 mla->description.c_str());
+        std::set<std::string> plansAtT;
+        for (const PlanCandidate& c : r->candidates) {
+            QVERIFY2(!c.description.empty(), c.name.c_str());
+            QVERIFY(mla->itlSeconds <= c.itlSeconds);
+            QVERIFY2(plansAtT.insert(std::to_string(c.tp) + planToJson(c.plan, &s)).second, c.name.c_str()); // tried once
+        }
+        // plans/deepseek_v3/expert-parallel.json is the built-in "expert parallel": one candidate, both named.
+        const auto ep = std::find_if(r->candidates.begin(), r->candidates.end(),
+                                     [](const PlanCandidate& c) { return c.name == "expert parallel"; });
+        QVERIFY(ep != r->candidates.end());
+        QVERIFY2(ep->description.find("the same as 'expert-parallel'") != std::string::npos, ep->description.c_str());
+
+        SearchOptions without = o;
+        without.shipped = false;
+        auto bare = searchPlans(s, hw, without);
+        QVERIFY(bare.ok());
+        QVERIFY(std::none_of(bare->candidates.begin(), bare->candidates.end(), [](const PlanCandidate& c) { return c.name == "mla-sharded"; }));
+
+        SearchOptions given = o;
+        given.plans.push_back({"mla-sharded", "mine", defaultPlan(s, 8)}); // a given plan replaces the shipped one of its name
+        auto mine = searchPlans(s, hw, given);
+        QVERIFY(mine.ok());
+        QVERIFY(std::none_of(mine->candidates.begin(), mine->candidates.end(),
+                             [](const PlanCandidate& c) { return c.description.starts_with("plans/deepseek_v3/mla-sharded"); }));
     }
 };
 

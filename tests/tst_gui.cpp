@@ -1446,6 +1446,69 @@ private slots:
         QVERIFY(QFile::remove(dir + QStringLiteral("/gui-calibrated.json")));
     }
 
+    // Issue 41: the Advisor tries the shipped plans of the model's type, the editor's plan and the user's
+    // files, each described. DeepSeek-V3 on 8 x H200 at batch 16 x 2048: the shipped mla-sharded fits.
+    void advisorTriesShippedEditedAndUserPlans()
+    {
+        MainWindow w;
+        QVERIFY(openAdvisor(w, QStringLiteral("deepseek-v3"), QStringLiteral("h200-sxm-8")));
+        AdvisorPage* page = w.advisorPage();
+        QSignalSpy found(page, &AdvisorPage::searchFinished);
+        auto searched = [&] { return found.wait(120000) && !page->searching() && page->result(); };
+        page->batchBox()->setValue(16);
+        page->seqBox()->setValue(2048);
+        QVERIFY(searched());
+        auto row = [&](const QString& name) {
+            QAbstractItemModel* t = page->table()->model();
+            for (int r = 0; r < t->rowCount(); ++r)
+                if (t->index(r, 0).data().toString() == name)
+                    return r;
+            return -1;
+        };
+        QAbstractItemModel* t = page->table()->model();
+        const int mla = row(QStringLiteral("mla-sharded"));
+        QVERIFY(mla >= 0);
+        QVERIFY(t->index(mla, 6).data(Qt::UserRole).toLongLong() >= 0); // it fits
+        QVERIFY2(t->index(mla, 8).data().toString().startsWith(QStringLiteral("plans/deepseek_v3/mla-sharded.json: ")),
+                 qPrintable(t->index(mla, 8).data().toString()));
+        QCOMPARE(t->index(mla, 0).data(Qt::ToolTipRole).toString(), t->index(mla, 8).data().toString());
+        for (int r = 0; r < t->rowCount(); ++r)
+            QVERIFY(!t->index(r, 8).data().toString().isEmpty());
+        QCOMPARE(row(QStringLiteral("editor's plan")), -1); // the editor holds the default
+
+        // The editor's plan, once it differs from the default: the embedding replicated.
+        w.document()->setStyle(QStringLiteral("model.embed_tokens"), QStringLiteral("replicate"));
+        QVERIFY(searched());
+        const int edited = row(QStringLiteral("editor's plan"));
+        QVERIFY(edited >= 0);
+        QVERIFY(t->index(edited, 8).data().toString().contains(QStringLiteral("the plan in the editor")));
+        w.document()->undoStack()->undo();
+        QVERIFY(searched());
+        QCOMPARE(row(QStringLiteral("editor's plan")), -1);
+
+        // A user's file equal to mla-sharded takes its place (one candidate, both named); a broken one is said.
+        QTemporaryDir dir;
+        const QString mine = dir.filePath(QStringLiteral("my-mla.json")), bad = dir.filePath(QStringLiteral("broken.json"));
+        QVERIFY(QFile::copy(QStringLiteral(TP_SOURCE_DIR "/plans/deepseek_v3/mla-sharded.json"), mine));
+        QFile b(bad);
+        QVERIFY(b.open(QIODevice::WriteOnly) && b.write("{\"tp_plan\": [") > 0);
+        b.close();
+        page->addPlanFiles({mine, bad});
+        QVERIFY(searched());
+        QCOMPARE(row(QStringLiteral("mla-sharded")), -1);
+        const int my = row(QStringLiteral("my-mla"));
+        QVERIFY(my >= 0);
+        QVERIFY2(t->index(my, 8).data().toString().contains(QStringLiteral("the same as 'mla-sharded'")),
+                 qPrintable(t->index(my, 8).data().toString()));
+        QVERIFY2(page->statusLabel()->text().contains(QStringLiteral("not tried: ")) && page->statusLabel()->text().contains(bad),
+                 qPrintable(page->statusLabel()->text()));
+        QCOMPARE(page->plansButton()->text(), QStringLiteral("Plans (+2)"));
+        page->addPlanFiles({}, true);
+        QVERIFY(searched());
+        QVERIFY(row(QStringLiteral("mla-sharded")) >= 0);
+        QCOMPARE(page->plansButton()->text(), QStringLiteral("Plans"));
+    }
+
     // A workload the cost model does not take: the page shows the engine's reason instead of candidates.
     void advisorNamesAWorkloadItCannotCost()
     {

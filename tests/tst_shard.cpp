@@ -3,6 +3,7 @@
 #include "tp/model/catalog.h"
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
+#include "tp/plan/shipped.h"
 #include "tp/shard/sharded_graph.h"
 
 #include "testutils.h"
@@ -639,6 +640,15 @@ private slots:
             QVERIFY2(plan.ok(), plan.status().message().c_str());
             const ModelSpec s = spec(model.c_str());
             families.insert(familyName(s.config.family));
+            // The binaries carry the same file for the model (what plan search and the Advisor try), described.
+            if (!file.ends_with("/default.json")) {
+                const auto shipped = shippedPlans(s);
+                QVERIFY2(shipped.ok(), shipped.status().message().c_str());
+                const auto it = std::find_if(shipped->begin(), shipped->end(), [&](const ShippedPlan& p) { return p.file == file; });
+                QVERIFY2(it != shipped->end(), qPrintable(QString("%1 is not among %2's shipped plans").arg(file.c_str(), model.c_str())));
+                QCOMPARE(it->description, e.at("description").get<std::string>());
+                QCOMPARE(planToJson(it->plan, &s), planToJson(resolveOverrides(s, *plan), &s));
+            }
             for (int t = 1; t <= 8; ++t) {
                 Plan p = resolveOverrides(s, *plan);
                 p.tpSize = t;

@@ -551,7 +551,7 @@ int search(const PlanOpts& o, bool maxTpGiven)
         auto p = tp::loadPlanFile(file, tp::VersionProfile::G3);
         if (!p)
             return fail(p.status().message());
-        so.plans.emplace_back(fs::path(file).stem().string(), tp::resolveOverrides(om->spec, *p));
+        so.plans.push_back({fs::path(file).stem().string(), fmt::format("your plan {}", file), tp::resolveOverrides(om->spec, *p)});
     }
     auto r = tp::searchPlans(om->spec, *hw, so);
     if (!r)
@@ -600,6 +600,7 @@ int search(const PlanOpts& o, bool maxTpGiven)
         auto cs = nlohmann::ordered_json::array();
         for (const auto* c : order)
             cs.push_back({{"name", c->name},
+                          {"description", c->description},
                           {"tp", c->tp},
                           {"pareto", c->pareto},
                           {"ttft_s", c->ttftSeconds},
@@ -697,7 +698,7 @@ std::function<int()> addPlan(CLI::App& app)
         ->capture_default_str();
     auto* srch = plan->add_subcommand(
         "search", "Candidate plans at every valid T (the default, attention replicated, sequence-parallel norms, experts "
-                  "split by id, the head replicated, and --plan files), each predicted on the hardware: TTFT of the "
+                  "split by id, the head replicated, the plans shipped for the model's type (plans/<model_type>/), and --plan files), each predicted on the hardware: TTFT of the "
                   "prompt, ITL at the context, tokens/s per GPU and memory per rank; those that do not fit dropped, "
                   "the Pareto front marked");
     srch->add_option("MODEL", o->model, "Folder, config.json, .safetensors, HF cache repo id or catalog id")
@@ -714,7 +715,7 @@ std::function<int()> addPlan(CLI::App& app)
     srch->add_option("--objective", o->objective, "Sort by: ttft, itl or throughput (tokens/s per GPU)")
         ->check(CLI::IsMember({"ttft", "itl", "throughput"}))
         ->capture_default_str();
-    srch->add_option("--plan", o->alsoPlans, "More candidate plan files (e.g. the shipped plans/<family>/*.json), each tried at every T")
+    srch->add_option("--plan", o->alsoPlans, "More candidate plan files, each tried at every T (one named like a shipped plan takes its place)")
         ->check(kNonEmpty);
     srch->add_option("--write", o->writeDir, "Write the front's plans (plan export's JSON) into this new or empty folder");
     for (auto* c : {show, validate, prev, srch})

@@ -7,15 +7,18 @@
 #include "models/plan_document.h"
 
 #include "tp/cost/cost_model.h"
+#include "tp/plan/plan_io.h"
 
 #include <qcustomplot.h>
 
 #include <QAbstractTableModel>
 #include <QComboBox>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QMenu>
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSortFilterProxyModel>
@@ -24,6 +27,7 @@
 #include <QStackedWidget>
 #include <QTableView>
 #include <QTimer>
+#include <QToolButton>
 #include <QToolTip>
 #include <QVBoxLayout>
 
@@ -59,7 +63,8 @@ double deviceBytes(const tp::HardwareProfile& hw) { return hw.memoryGiB * double
 class CandidateTableModel final : public QAbstractTableModel
 {
 public:
-    enum Column { NameColumn, TpColumn, TtftColumn, ItlColumn, ThroughputColumn, MemoryColumn, HeadroomColumn, ParetoColumn, NUM_COLUMNS };
+    enum Column { NameColumn, TpColumn, TtftColumn, ItlColumn, ThroughputColumn, MemoryColumn, HeadroomColumn, ParetoColumn,
+                  DescriptionColumn, NUM_COLUMNS };
     static constexpr int SortRole = Qt::UserRole;
 
     using QAbstractTableModel::QAbstractTableModel;
@@ -81,7 +86,7 @@ public:
             return {};
         static const char* names[] = {QT_TR_NOOP("Plan"),        QT_TR_NOOP("T"),          QT_TR_NOOP("TTFT"),
                                       QT_TR_NOOP("ITL"),         QT_TR_NOOP("Tokens/s/GPU"), QT_TR_NOOP("Memory/rank"),
-                                      QT_TR_NOOP("Headroom"),    QT_TR_NOOP("Pareto")};
+                                      QT_TR_NOOP("Headroom"),    QT_TR_NOOP("Pareto"),     QT_TR_NOOP("What it is")};
         static const char* tips[] = {
             QT_TR_NOOP("The candidate plan"),
             QT_TR_NOOP("Tensor-parallel size: GPUs the plan shards the model over"),
@@ -91,7 +96,8 @@ public:
             QT_TR_NOOP("The largest rank's memory: weights, KV cache at batch × context, activation peak"),
             QT_TR_NOOP("Device memory left on the largest rank"),
             QT_TR_NOOP("On the Pareto front: no other candidate is at least as good on TTFT, ITL and tokens/s per GPU and "
-                       "better on one")};
+                       "better on one"),
+            QT_TR_NOOP("What the plan does and where it comes from: built in, shipped (plans/…), the editor's, or your file")};
         if (role == Qt::DisplayRole)
             return QAbstractTableModel::tr(names[section]);
         if (role == Qt::ToolTipRole)
@@ -104,7 +110,10 @@ public:
             return {};
         const tp::PlanCandidate& c = m_result->candidates[std::size_t(index.row())];
         if (role == Qt::TextAlignmentRole)
-            return index.column() == NameColumn ? QVariant() : QVariant(int(Qt::AlignRight | Qt::AlignVCenter));
+            return index.column() == NameColumn || index.column() == DescriptionColumn ? QVariant()
+                                                                                        : QVariant(int(Qt::AlignRight | Qt::AlignVCenter));
+        if (role == Qt::ToolTipRole && (index.column() == NameColumn || index.column() == DescriptionColumn))
+            return qs(c.description);
         if (role == SortRole) {
             switch (index.column()) {
             case NameColumn: return qs(c.name);
@@ -115,6 +124,7 @@ public:
             case MemoryColumn: return qlonglong(c.memoryBytes);
             case HeadroomColumn: return qlonglong(c.headroomBytes);
             case ParetoColumn: return int(c.pareto);
+            case DescriptionColumn: return qs(c.description);
             }
         }
         if (role == Qt::FontRole && c.pareto) {
@@ -133,6 +143,7 @@ public:
         case MemoryColumn: return humanBytes(double(c.memoryBytes));
         case HeadroomColumn: return humanBytes(double(c.headroomBytes));
         case ParetoColumn: return c.pareto ? QAbstractTableModel::tr("yes") : QAbstractTableModel::tr("no");
+        case DescriptionColumn: return qs(c.description);
         }
         return {};
     }
@@ -159,6 +170,7 @@ AdvisorPage::AdvisorPage(PlanDocument* doc, QWidget* parent)
     , m_apply(new QPushButton(themeIcon("dialog-ok-apply", ":/icons/plan.svg"), tr("&Apply")))
     , m_export(new QPushButton(themeIcon("document-export", ":/icons/document-open.svg"), tr("E&xport…")))
     , m_calibrate(new QPushButton(themeIcon("preferences-system", ":/icons/plan.svg"), tr("&Calibrate This Machine…")))
+    , m_plans(new QToolButton)
     , m_debounce(new QTimer(this))
 {
     // --- inputs ---------------------------------------------------------------------------------
@@ -195,6 +207,21 @@ AdvisorPage::AdvisorPage(PlanDocument* doc, QWidget* parent)
     add(tr("C&ontext:"), m_context);
     add(tr("&Max T:"), m_maxTp);
     add(tr("O&bjective:"), m_objective);
+    // Beside the built-in candidates, the shipped plans of the model's type and the editor's plan, the
+    // user's own files.
+    auto* plansMenu = new QMenu(m_plans);
+    plansMenu->addAction(themeIcon("document-open", ":/icons/document-open.svg"), tr("Add Plan Files…"), this, [this] {
+        const QStringList files = QFileDialog::getOpenFileNames(this, tr("Plans to try"), QString(), tr("Plan JSON (*.json);;All files (*)"));
+        if (!files.isEmpty())
+            addPlanFiles(files);
+    });
+    m_forgetPlans = plansMenu->addAction(tr("Forget Added Plans"), this, [this] { addPlanFiles({}, true); });
+    m_plans->setMenu(plansMenu);
+    m_plans->setPopupMode(QToolButton::InstantPopup);
+    m_plans->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    m_plans->setIcon(themeIcon("document-open", ":/icons/document-open.svg"));
+    inputs->addWidget(m_plans);
+    addPlanFiles({});
     inputs->addStretch(1);
     m_calibrate->setToolTip(tr("Measure this machine (GEMMs, memory bandwidth, collectives) and add it to the hardware list"));
 
@@ -251,7 +278,7 @@ AdvisorPage::AdvisorPage(PlanDocument* doc, QWidget* parent)
     m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 8);
     m_table->horizontalHeader()->setHighlightSections(false);
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    m_table->horizontalHeader()->setSectionResizeMode(CandidateTableModel::NameColumn, QHeaderView::Stretch);
+    m_table->horizontalHeader()->setSectionResizeMode(CandidateTableModel::DescriptionColumn, QHeaderView::Stretch);
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& cur) {
         m_selected = cur.isValid() ? m_proxy->mapToSource(cur).row() : -1;
         m_apply->setEnabled(m_selected >= 0);
@@ -299,6 +326,7 @@ AdvisorPage::AdvisorPage(PlanDocument* doc, QWidget* parent)
     for (QSpinBox* b : {m_batch, m_seq, m_context, m_maxTp})
         connect(b, &QSpinBox::valueChanged, this, &AdvisorPage::invalidate);
     connect(m_objective, &QComboBox::currentIndexChanged, this, &AdvisorPage::sortByObjective);
+    connect(doc, &PlanDocument::planChanged, this, &AdvisorPage::invalidate); // the editor's plan is a candidate
     connect(doc, &PlanDocument::modelChanged, this, [this] {
         // The candidates shown belong to the model before: gone at once.
         clearResult(m_doc->spec() ? tr("Searching…") : tr("Open a model to compare its candidate plans."));
@@ -329,7 +357,32 @@ tp::SearchOptions AdvisorPage::options() const
     o.context = m_context->value();
     o.maxTp = m_maxTp->value();
     o.activationDtype = m_doc->settings().activationDtype();
+    if (const tp::ModelSpec* spec = m_doc->spec()) {
+        // The editor's plan, unless it is the class's default (tried anyway).
+        tp::Plan mine = m_doc->plan();
+        tp::Plan base = tp::defaultPlan(*spec, mine.tpSize);
+        if (tp::planToJson(mine, spec) != tp::planToJson(base, spec))
+            o.plans.push_back({tr("editor's plan").toStdString(),
+                               tr("the plan in the editor as it is now (its T is tried at every size)").toStdString(), std::move(mine)});
+    }
     return o;
+}
+
+void AdvisorPage::addPlanFiles(const QStringList& files, bool forget)
+{
+    if (forget)
+        m_planFiles.clear();
+    for (const QString& f : files)
+        if (!m_planFiles.contains(f))
+            m_planFiles << f;
+    m_plans->setText(m_planFiles.isEmpty() ? tr("Plans") : tr("Plans (+%1)").arg(m_planFiles.size()));
+    m_plans->setToolTip(m_planFiles.isEmpty()
+                            ? tr("The search tries the built-in candidates, the plans shipped for the model's type and "
+                                 "the editor's plan; add your own plan files here")
+                            : tr("Also tried: %1").arg(m_planFiles.join(QStringLiteral(", "))));
+    m_forgetPlans->setEnabled(!m_planFiles.isEmpty());
+    if (!files.isEmpty() || forget)
+        invalidate();
 }
 
 void AdvisorPage::invalidate()
@@ -368,9 +421,18 @@ void AdvisorPage::search()
     m_searchSpec = m_doc->specPtr();
     emit searchStarted();
     m_watcher.setFuture(runInBackground([spec = m_doc->specPtr(), hardware = m_lastHardware.toStdString(), o = options(),
-                                         gen = m_generation] {
+                                         files = m_planFiles, gen = m_generation]() mutable {
         Outcome out;
         out.generation = gen;
+        for (const QString& f : files) { // a file that does not load is left out, and said so
+            auto p = tp::loadPlanFile(f.toStdString(), tp::VersionProfile::G3);
+            if (!p.ok()) {
+                out.skipped << qs(p.status().message());
+                continue;
+            }
+            o.plans.push_back({QFileInfo(f).completeBaseName().toStdString(), tr("your plan %1").arg(f).toStdString(),
+                               tp::resolveOverrides(*spec, *p)});
+        }
         auto hw = tp::findHardware(hardware);
         if (!hw.ok()) {
             out.error = qs(hw.status().message());
@@ -414,6 +476,8 @@ void AdvisorPage::finished()
                          .arg(front)
                          .arg(r.invalid)
                          .arg(r.tooLarge);
+    if (!out.skipped.isEmpty())
+        status += tr(" · not tried: %1").arg(out.skipped.join(QStringLiteral("; ")));
     if (r.candidates.empty()) {
         QString why;
         const tp::SearchOptions o = options();

@@ -27,6 +27,8 @@ class QSpinBox;
 class QStackedWidget;
 class QTableView;
 class QTimer;
+class QToolButton;
+class QAction;
 
 namespace tpui {
 
@@ -54,6 +56,10 @@ public:
     QPushButton* applyButton() const { return m_apply; }
     QPushButton* exportButton() const { return m_export; }
     QPushButton* calibrateButton() const { return m_calibrate; }
+    QToolButton* plansButton() const { return m_plans; }
+    // Plan files tried beside the built-in, shipped and editor's candidates (forget: the list is cleared first).
+    void addPlanFiles(const QStringList& files, bool forget = false);
+    QStringList planFiles() const { return m_planFiles; }
 
     // The inputs as the engine takes them (hardware: the document's settings).
     tp::SearchOptions options() const;
@@ -107,12 +113,16 @@ private:
     CandidateTableModel* m_model;
     QSortFilterProxyModel* m_proxy;
     QPushButton *m_apply, *m_export, *m_calibrate;
+    QToolButton* m_plans;
+    QAction* m_forgetPlans = nullptr;
+    QStringList m_planFiles;
     QTimer* m_debounce;
 
     struct Outcome
     {
         std::shared_ptr<const tp::SearchResult> result;
         QString error, hardwareName;
+        QStringList skipped; // plan files that did not load, each with why
         double deviceBytes = 0;
         quint64 generation = 0;
     };

@@ -2,6 +2,8 @@
 #include "tp/cost/plan_search.h"
 
 #include "tp/cost/cost_model.h"
+#include "tp/plan/plan_io.h"
+#include "tp/plan/shipped.h"
 #include "tp/shard/sharded_graph.h"
 
 #include <fmt/format.h>
@@ -79,6 +81,24 @@ std::optional<Plan> headReplicated(Plan p)
     return std::nullopt;
 }
 
+// The plan as exported (every default key it drops written as "replicate"), its lines sorted: equal
+// for two plans Transformers loads alike, whatever their key order.
+std::string canonical(const ModelSpec& spec, const Plan& p)
+{
+    const std::string text = planToJson(p, &spec);
+    std::vector<std::string_view> lines;
+    for (std::size_t at = 0; at < text.size();) {
+        const std::size_t end = std::min(text.find('\n', at), text.size());
+        lines.push_back(std::string_view(text).substr(at, end - at));
+        at = end + 1;
+    }
+    std::sort(lines.begin(), lines.end());
+    std::string out;
+    for (const std::string_view l : lines)
+        out.append(l).append(1, '\n');
+    return out;
+}
+
 // a is at least as good as b on every objective and better on one.
 bool dominates(const PlanCandidate& a, const PlanCandidate& b)
 {
@@ -101,6 +121,15 @@ Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& h
     const int asked = o.maxTp > 0 ? o.maxTp : std::clamp(hw.devices, 1, 64);
     const int maxTp = std::min(asked, std::max(hw.devices, 1)); // one feasibility rule: T needs T devices
 
+    // The given plans, then each shipped one not given under its name.
+    std::vector<NamedPlan> extra = o.plans;
+    if (o.shipped) {
+        TP_ASSIGN_OR_RETURN(std::vector<ShippedPlan> shipped, shippedPlans(spec));
+        for (ShippedPlan& p : shipped)
+            if (std::none_of(extra.begin(), extra.end(), [&](const NamedPlan& e) { return e.name == p.name; }))
+                extra.push_back({p.name, fmt::format("plans/{}: {}", p.file, p.description), std::move(p.plan)});
+    }
+
     SearchResult out;
     out.beyondDevices = asked - maxTp;
     LayerGraph graph = buildLayerGraph(spec); // the model's alone: moved into each sharding and back
@@ -111,18 +140,43 @@ Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& h
     so.lastPositionLogits = true; // as generate() computes the prompt
     for (int t = 1; t <= maxTp; ++t) {
         const Plan base = defaultPlan(spec, t);
-        std::vector<std::pair<std::string, std::optional<Plan>>> plans;
-        plans.emplace_back("default", base);
-        plans.emplace_back("attention replicated", attentionReplicated(base));
-        plans.emplace_back("sequence parallel", sequenceParallel(spec, base));
-        plans.emplace_back("expert parallel", expertParallel(spec, base));
-        plans.emplace_back("head replicated", headReplicated(base));
-        for (const auto& [name, p] : o.plans)
-            plans.emplace_back(name, p);
-        for (auto& [name, plan] : plans) {
+        struct Tried
+        {
+            std::string name, description;
+            std::optional<Plan> plan;
+        };
+        std::vector<Tried> plans;
+        plans.push_back({"default", "the class's default tp_plan, as Transformers resolves it", base});
+        plans.push_back({"attention replicated",
+                         "the default with every attention projection replicated: no collective in attention, every rank "
+                         "keeps all KV heads",
+                         attentionReplicated(base)});
+        plans.push_back({"sequence parallel",
+                         "the default with the residual stream's norms sequence_parallel: a reduce-scatter and an "
+                         "all-gather for each all-reduce, norms and adds on token-row shards",
+                         sequenceParallel(spec, base)});
+        plans.push_back({"expert parallel",
+                         "the experts split by id as Transformers' ep_plan runs them (grouped_gemm, ep_dispatch_experts), "
+                         "the rest as the default",
+                         expertParallel(spec, base)});
+        plans.push_back({"head replicated", "the default with lm_head replicated: every rank computes all logits, no gather",
+                         headReplicated(base)});
+        for (const NamedPlan& p : extra)
+            plans.push_back({p.name, p.description, p.plan});
+        std::vector<std::pair<std::string, int>> seen; // this T's plans so far: canonical form → candidate index or -1
+        for (auto& [name, description, plan] : plans) {
             if (!plan || (t == 1 && name != "default"))
                 continue; // at T = 1 nothing is split: every candidate is the default
             plan->tpSize = t;
+            // A plan equal to an earlier one (a shipped file of a built-in candidate) is tried once, named once.
+            std::string form = canonical(spec, *plan);
+            if (const auto same = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == form; });
+                same != seen.end()) {
+                if (same->second >= 0)
+                    out.candidates[static_cast<std::size_t>(same->second)].description += fmt::format("; the same as '{}'", name);
+                continue;
+            }
+            seen.emplace_back(std::move(form), -1);
             ShardedGraph g = shardModel(spec, *plan, so, std::move(graph));
             if (!g.valid()) {
                 ++out.invalid;
@@ -131,6 +185,7 @@ Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& h
             }
             PlanCandidate c;
             c.name = name;
+            c.description = description;
             c.tp = t;
             c.ttftSeconds = estimateCost(spec, g, hw).totalSeconds();
             TP_ASSIGN_OR_RETURN(c.itlSeconds, decodeStepSeconds(spec, g, hw, o.batch, context));
@@ -146,6 +201,7 @@ Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& h
                 continue;
             }
             c.plan = std::move(*plan);
+            seen.back().second = static_cast<int>(out.candidates.size());
             out.candidates.push_back(std::move(c));
         }
     }

@@ -19,6 +19,14 @@
 
 namespace tp {
 
+// A candidate plan besides the built-in ones: shipped, the editor's, or the user's file.
+struct NamedPlan
+{
+    std::string name;
+    std::string description; // one line: what it does, or where it comes from
+    Plan plan;
+};
+
 struct SearchOptions
 {
     std::int64_t batch = 1;     // sequences decoded together
@@ -26,13 +34,16 @@ struct SearchOptions
     std::int64_t context = 0;   // decode context per sequence (the KV cache it needs, the step it times); 0: seq
     int maxTp = 0;              // largest T tried; 0: the hardware's device count (at most 64)
     std::optional<DType> activationDtype; // default: the model's
-    // More candidates, each tried at every T (its tpSize is overridden): shipped or user plans.
-    std::vector<std::pair<std::string, Plan>> plans;
+    // More candidates, each tried at every T (its tpSize is overridden): the editor's or user plans.
+    std::vector<NamedPlan> plans;
+    // Also every plan shipped for the model's type (shippedPlans(), but one named as a plan above).
+    bool shipped = true;
 };
 
 struct PlanCandidate
 {
     std::string name;                 // "default", "attention replicated", "sequence parallel", … or a plan's name
+    std::string description;          // one line: what the plan does (NamedPlan's for a given one)
     Plan plan;                        // at its tp size
     int tp = 1;
     double ttftSeconds = 0;           // prefill of batch × seq, the head at the last positions (as generate())
@@ -58,7 +69,7 @@ struct SearchResult
 
 // Candidates: the default plan; attention replicated; the residual stream's norms sequence-parallel;
 // the experts split by id (ep_plan: grouped_gemm + ep_dispatch_experts) where the model has experts;
-// the head replicated; and `options.plans` — each at T = 1 … maxTp, at most the profile's devices. InvalidArgument for a workload
+// the head replicated; the plans shipped for the model's type (options.shipped); and `options.plans` — each at T = 1 … maxTp, at most the profile's devices. InvalidArgument for a workload
 // the cost model does not take (checkWorkload) or a profile without device memory.
 //
 // Cost: (candidates × maxTp) shardings and three cost estimates each, linear in the model's graph.
