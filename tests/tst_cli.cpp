@@ -288,9 +288,20 @@ private slots:
     {
         const Run big = cli({"plan", "validate", "llama-3.1-70b", "--tp", "1", "--hardware", "h100-sxm-8"});
         QCOMPARE(big.code, 1);
-        QVERIFY2(big.out.contains("error   memory: rank 0 needs 131.71 GiB per device") && big.out.contains("has 80.00 GiB")
+        QVERIFY2(big.out.contains("error   memory: rank 0 needs 131.71 GiB per device")
+                     && big.out.contains("has 77.65 GiB (79.65 GiB less 2.00 GiB kept back)")
                      && big.out.contains("the smallest tp size that fits is 2"),
                  qPrintable(big.out));
+        // The reserve is the profile's unless --memory-reserve says otherwise; none beyond the device.
+        const Run bare = cli({"plan", "validate", "llama-3.1-70b", "--tp", "1", "--hardware", "h100-sxm-8", "--memory-reserve", "0"});
+        QVERIFY2(bare.out.contains("has 79.65 GiB:"), qPrintable(bare.out));
+        for (const char* r : {"79.65", "nan", "inf"}) {
+            const Run bad = cli({"plan", "search", "example", "--hardware", "h100-sxm-8", "--memory-reserve", r});
+            QVERIFY2(bad.code != 0 && bad.err.contains("--memory-reserve"), qPrintable(bad.err));
+        }
+        // DeepSeek-V3's mla-sharded needs 79.44 GiB a rank at 1 x 512: it fits 8 x H100 only with nothing kept back.
+        QVERIFY(cli({"plan", "search", "deepseek-v3", "--hardware", "h100-sxm-8"}).out.contains("0 candidates fit"));
+        QVERIFY(cli({"plan", "search", "deepseek-v3", "--hardware", "h100-sxm-8", "--memory-reserve", "0"}).out.contains("1 candidates fit"));
         QCOMPARE(cli({"plan", "validate", "llama-3.1-70b", "--tp", "2", "--hardware", "h100-sxm-8"}).code, 0);
         QCOMPARE(cli({"plan", "validate", "llama-3.1-70b", "--tp", "1"}).code, 0); // no machine named, no machine checked
         // A long context's KV cache counts: 2 × 128 KV bytes × 80 layers × 8 heads … at batch 64 × 32768.

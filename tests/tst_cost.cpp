@@ -149,6 +149,15 @@ private slots:
             QVERIFY(!hw->sources.empty());
         }
         QCOMPARE(findHardware("h100-sxm-8")->peakFlops(DType::BF16), 989.5e12);
+        // Device memory as the device reports it (nvidia-smi's MiB), less what the plan may not use.
+        for (const auto& [id, mib] : {std::pair{"h100-sxm-8", 81559}, {"pcie-h100-8", 81559}, {"h200-sxm-8", 143771}, {"a100-sxm-8", 81920}}) {
+            const HardwareProfile hw = findHardware(id).value();
+            QVERIFY2(std::abs(hw.memoryGiB - mib / 1024.0) < 0.01, id);
+            QCOMPARE(hw.memoryReserveGiB, 2.0);
+            QCOMPARE(hw.usableMemoryBytes(), std::int64_t((hw.memoryGiB - 2.0) * double(1 << 30)));
+            QVERIFY(QString::fromStdString(hw.usableMemoryText()).contains(QStringLiteral(" kept back)")));
+        }
+        QCOMPARE(findHardware("local-cpu")->memoryReserveGiB, 0.0);
         QCOMPARE(findHardware("h200-sxm-8")->memoryBandwidthGBps, 4800.0);
     }
 
@@ -183,6 +192,10 @@ private slots:
             << R"({"schema": "tpstudio.hardware/1", "id": "x", "name": "x", "devices": 8, "memory_gib": 80,
                    "memory_bandwidth_gbps": 3000, "peak_tflops": {"int3": 1}, "collectives": {}})"
             << "key 'peak_tflops.int3'";
+        QTest::addRow("reserve as large as the memory")
+            << "{" + ok + R"(, "memory_reserve_gib": 80, "collectives": {}})" << "key 'memory_reserve_gib' (80) must be less than 'memory_gib' (80)";
+        QTest::addRow("negative reserve")
+            << "{" + ok + R"(, "memory_reserve_gib": -1, "collectives": {}})" << "key 'memory_reserve_gib' must be a number from 0";
         QTest::addRow("curve not ascending")
             << "{" + ok + R"(, "gemm_efficiency": [[10, 0.5], [1, 0.6]], "collectives": {}})" << "gflop values must ascend";
         const QString ar = R"("collectives": {"all_reduce": {"base_latency_us": 1, "hop_latency_us": 0, "bus_bandwidth_gbps": 3)";
@@ -531,7 +544,7 @@ private slots:
             QCOMPARE(u.kvCacheBytes, m.kvCacheBytesPerToken * 4 * 4096);
             QCOMPARE(u.activationBytes, m.activationPeakBytes);
             QCOMPARE(u.commBufferBytes, comm);
-            QCOMPARE(u.deviceBytes, std::int64_t(80) << 30);
+            QCOMPARE(u.deviceBytes, hw.usableMemoryBytes()); // what nvidia-smi reports less the reserve
             QCOMPARE(u.neededBytes(), u.weightBytes + u.kvCacheBytes + u.activationBytes + u.commBufferBytes);
             QCOMPARE(u.headroomBytes(), u.deviceBytes - u.neededBytes());
             QVERIFY(u.fits());
@@ -886,7 +899,7 @@ private slots:
         QVERIFY(r->invalid > 0); // T = 3, 5, 6, 7: 8 KV heads do not split
         std::set<std::string> names;
         int front = 0;
-        const auto device = static_cast<std::int64_t>(hw.memoryGiB * double(std::int64_t(1) << 30));
+        const std::int64_t device = hw.usableMemoryBytes();
         for (const PlanCandidate& c : r->candidates) {
             names.insert(c.name);
             QCOMPARE(c.plan.tpSize, c.tp);

@@ -261,6 +261,7 @@ int calibrate(const CalibrateOpts& o)
         {"name", tp::terminalSafe(name)},
         {"devices", ranks},
         {"memory_gib", std::max(memoryGiB, 1e-3)},
+        {"memory_reserve_gib", cuda ? std::min(2.0, memoryGiB / 2) : 0.0},
         {"interconnect", cuda ? "NCCL between the GPUs" : "shared memory, in-process communicator"},
         {"peak_tflops", peak},
         {"memory_bandwidth_gbps", std::max(cal->memoryBandwidthGBps, 1e-3)},
@@ -281,8 +282,10 @@ int calibrate(const CalibrateOpts& o)
                       "efficiencies are fractions of it",
                       cal->peakTflops * 1e3),
           "memory_bandwidth_gbps: one rank's one-row GEMM over a 4096 x 4096 weight (memory_efficiency 1)",
-          cuda ? "memory_gib: the first GPU's memory as the device reports it"
-               : "memory_gib: the host's physical memory divided among the ranks",
+          cuda ? "memory_gib: the first GPU's memory as the device reports it; memory_reserve_gib: 2 GiB kept back for the "
+                 "CUDA context, NCCL's buffers and cuBLAS workspaces, as the built-in GPU profiles (edit it to what your "
+                 "stack keeps)"
+               : "memory_gib: the host's physical memory divided among the ranks (none kept back)",
           commSource}}};
     // The profile must read back as the cost model reads it.
     const std::string text = j.dump(2, ' ', false, tp::kReplaceInvalidUtf8) + "\n";

@@ -39,6 +39,7 @@ struct PlanOpts
     std::string logits = "all"; // preview: prefill's logits at every position, or the last ones
     bool contextGiven = false;
     bool hardwareGiven = false; // show, validate, preview: check device memory and count against it
+    double memoryReserve = -1;  // GiB kept back per device instead of the profile's; < 0: the profile's
     int tp = 2;
     int maxTp = 8;
     bool json = false;
@@ -49,6 +50,20 @@ struct PlanOpts
 };
 
 enum class Mode { Show, Validate, Preview, Export };
+
+// --hardware's profile with --memory-reserve in place of its own reserve.
+tp::Result<tp::HardwareProfile> hardwareFor(const PlanOpts& o)
+{
+    auto hw = tp::findHardware(o.hardware);
+    if (!hw || o.memoryReserve < 0)
+        return hw;
+    if (!(o.memoryReserve < hw->memoryGiB)) // NaN too
+        return tp::invalidArgument(fmt::format("--memory-reserve {:g}: must be at least 0 and less than the {:g} GiB per device "
+                                               "of {}",
+                                               o.memoryReserve, hw->memoryGiB, hw->id));
+    hw->memoryReserveGiB = o.memoryReserve;
+    return hw;
+}
 
 const char* verbName(Mode m)
 {
@@ -178,7 +193,7 @@ std::string humanSeconds(double s)
 
 int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGraph& g, const PlanOpts& o)
 {
-    auto hw = tp::findHardware(o.hardware);
+    auto hw = hardwareFor(o);
     if (!hw) {
         fmt::print(stderr, "tpstudio-cli plan preview: {}\n", hw.status().message());
         return kBadInput;
@@ -433,7 +448,7 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
     tp::ShardedGraph g = tp::shardModel(om->spec, plan, so);
     if (o.hardwareGiven && mode != Mode::Preview && mode != Mode::Export && g.valid()) {
         // Show and validate with --hardware: the plan must also fit the machine.
-        auto hw = tp::findHardware(o.hardware);
+        auto hw = hardwareFor(o);
         const std::int64_t context = o.contextGiven ? o.context : o.seq;
         tp::Status st = hw.status();
         if (st.ok())
@@ -533,7 +548,7 @@ int search(const PlanOpts& o, bool maxTpGiven)
     }
     if (o.contextGiven && (o.context < 1 || o.context > tp::kMaxWorkloadContext))
         return fail(fmt::format("--context must be from 1 to {} tokens, found {}", tp::kMaxWorkloadContext, o.context));
-    auto hw = tp::findHardware(o.hardware);
+    auto hw = hardwareFor(o);
     if (!hw)
         return fail(hw.status().message());
     auto om = tp::openModel(o.model);
@@ -617,12 +632,12 @@ int search(const PlanOpts& o, bool maxTpGiven)
     fmt::print("{} on {} · batch {} · prompt {} · decode context {} · sorted by {}\n", om->spec.className, hw->name,
                o.batch, o.seq, context, o.objective == "throughput" ? "tokens/s per GPU" : o.objective);
     fmt::print("{} candidates fit; {} invalid, {} do not fit {} per device\n\n", r->candidates.size(), r->invalid,
-               r->tooLarge, tp::humanBytes(hw->memoryGiB * double(std::int64_t(1) << 30)));
+               r->tooLarge, hw->usableMemoryText());
     if (r->beyondDevices > 0)
         fmt::print("T = {}…{} not tried: {} has {} devices (plan validate --hardware refuses a larger T too)\n\n",
                    o.maxTp - r->beyondDevices + 1, o.maxTp, hw->id, hw->devices);
     if (const auto& m = r->smallestTooLarge; m && r->candidates.empty())
-        fmt::print("nothing fits: the smallest need is {} per device ('{}' at T={}), {} over the device's memory\n\n",
+        fmt::print("nothing fits: the smallest need is {} per device ('{}' at T={}), {} over what a device has for it\n\n",
                    tp::humanBytes(double(m->memoryBytes)), m->name, m->tp, tp::humanBytes(double(-m->headroomBytes)));
     fmt::print("  front  {:>3}  {:<28} {:>10} {:>10} {:>12} {:>13} {:>11}\n", "T", "plan", "TTFT", "ITL", "tok/s/GPU",
                "memory/rank", "headroom");
@@ -720,6 +735,11 @@ std::function<int()> addPlan(CLI::App& app)
     srch->add_option("--write", o->writeDir, "Write the front's plans (plan export's JSON) into this new or empty folder");
     for (auto* c : {show, validate, prev, srch})
         c->add_flag("--json", o->json, "Print JSON");
+    for (auto* c : {show, validate, prev, srch})
+        c->add_option("--memory-reserve", o->memoryReserve,
+                      "GiB of each device kept back from the plan (CUDA context, NCCL buffers, allocator), in place of "
+                      "the hardware profile's memory_reserve_gib")
+            ->check(CLI::Range(0.0, 1e6));
     auto verifyVerb = addPlanVerify(plan);
     exp->add_option("-o,--output", o->output, "Write to this file instead of standard output");
     exp->add_option("--format", o->format, "json (DistributedConfig form) or python (a runnable script)")

@@ -208,9 +208,8 @@ QVariant MemoryModel::data(const QModelIndex& index, int role) const
     if (role == Qt::TextAlignmentRole)
         return index.column() == RankColumn ? QVariant() : right();
     if (role == Qt::ToolTipRole && index.column() == TotalColumn && m_p->hardware)
-        return tr("%1 of the %2 GiB of one device")
-            .arg(humanBytes(double(m.weightBytes + kv + m.activationPeakBytes)))
-            .arg(m_p->hardware->memoryGiB);
+        return tr("%1 of the %2 a plan may use of one device")
+            .arg(humanBytes(double(m.weightBytes + kv + m.activationPeakBytes)), qs(m_p->hardware->usableMemoryText()));
     if (role != Qt::DisplayRole)
         return {};
     switch (index.column()) {

@@ -55,7 +55,7 @@ QColor seriesColor(std::size_t i)
 }
 
 // The device memory of a profile in bytes, as the search compares it.
-double deviceBytes(const tp::HardwareProfile& hw) { return hw.memoryGiB * double(std::int64_t(1) << 30); }
+double deviceBytes(const tp::HardwareProfile& hw) { return double(hw.usableMemoryBytes()); }
 
 } // namespace
 

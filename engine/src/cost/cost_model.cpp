@@ -335,7 +335,7 @@ Result<std::vector<RankMemoryUse>> memoryPerRank(const ShardedGraph& g, const Ha
     // Bounds checked once, for the rank that holds the most cache: every rank's product fits then.
     TP_RETURN_IF_ERROR(kvCacheBytes(g, batch, context).status());
     TP_ASSIGN_OR_RETURN(const std::int64_t comm, commBufferBytes(g));
-    const auto device = static_cast<std::int64_t>(hw.memoryGiB * double(std::int64_t(1) << 30));
+    const std::int64_t device = hw.usableMemoryBytes();
     std::vector<RankMemoryUse> out;
     out.reserve(g.memory.size());
     for (std::size_t r = 0; r < g.memory.size(); ++r) {
@@ -356,7 +356,7 @@ Result<MemoryFit> memoryFit(const ShardedGraph& g, const HardwareProfile& hw, st
 {
     TP_ASSIGN_OR_RETURN(const std::vector<RankMemoryUse> ranks, memoryPerRank(g, hw, batch, context));
     MemoryFit f;
-    f.deviceBytes = static_cast<std::int64_t>(hw.memoryGiB * double(std::int64_t(1) << 30));
+    f.deviceBytes = hw.usableMemoryBytes();
     const RankMemoryUse* most = nullptr;
     for (const RankMemoryUse& u : ranks)
         if (!most || u.neededBytes() > most->neededBytes())
@@ -416,8 +416,7 @@ std::vector<Diagnostic> feasibilityDiagnostics(const ModelSpec& spec, const Shar
                                fit->rank, humanBytes(static_cast<double>(fit->neededBytes)),
                                humanBytes(static_cast<double>(fit->weightBytes)), humanBytes(static_cast<double>(fit->kvCacheBytes)),
                                g.options.batch, context, humanBytes(static_cast<double>(fit->activationBytes)),
-                               humanBytes(static_cast<double>(fit->commBufferBytes)), hw.id,
-                               humanBytes(static_cast<double>(fit->deviceBytes)), smallest),
+                               humanBytes(static_cast<double>(fit->commBufferBytes)), hw.id, hw.usableMemoryText(), smallest),
                    "raise tp_size, lower batch or context, or choose a device with more memory"});
     return out;
 }

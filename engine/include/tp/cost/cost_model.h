@@ -111,7 +111,7 @@ struct RankMemoryUse
     std::int64_t kvCacheBytes = 0;       // the rank's kvCacheBytesPerToken × batch × context
     std::int64_t activationBytes = 0;    // RankMemory::activationPeakBytes
     std::int64_t commBufferBytes = 0;    // commBufferBytes(g): 0 at T = 1
-    std::int64_t deviceBytes = 0;        // memory_gib in bytes
+    std::int64_t deviceBytes = 0;        // what a plan may use: memory_gib less memory_reserve_gib, in bytes
     std::int64_t neededBytes() const { return weightBytes + kvCacheBytes + activationBytes + commBufferBytes; }
     std::int64_t headroomBytes() const { return deviceBytes - neededBytes(); }   // < 0: overflow
     bool fits() const { return neededBytes() <= deviceBytes; }

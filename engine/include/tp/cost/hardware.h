@@ -61,7 +61,9 @@ struct HardwareProfile
 {
     std::string id, name, interconnect, source;
     int devices = 0;                                 // GPUs (or cores for the local CPU)
-    double memoryGiB = 0;
+    double memoryGiB = 0;                            // per device, as the device reports it (nvidia-smi's total)
+    // Kept back from every plan: the CUDA context, NCCL's buffers, cuBLAS workspaces and the allocator's slack.
+    double memoryReserveGiB = 0;
     std::map<DType, double> peakTflops;              // dense, per device
     double memoryBandwidthGBps = 0;                  // per device
     double memoryEfficiency = 1.0;
@@ -71,6 +73,10 @@ struct HardwareProfile
     std::vector<std::string> sources;
 
     double peakFlops(DType t) const;                 // FLOP/s; bf16 figure for dtypes without one
+    // What a plan may use per device: memoryGiB less the reserve, in bytes.
+    std::int64_t usableMemoryBytes() const;
+    // "77.65 GiB (79.65 GiB less 2.00 GiB kept back)", or "80.00 GiB" without a reserve.
+    std::string usableMemoryText() const;
     // Fraction of peak a GEMM of `flops` reaches: log-linear between the curve's points.
     double gemmEfficiencyAt(double flops) const;
     // Alpha-beta time of one collective of `bytes` (full tensor) over `ranks` ranks, with the busbw
