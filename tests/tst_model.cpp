@@ -151,6 +151,60 @@ private slots:
                     QVERIFY2(p.dtype != DType::F4 && p.dtype != DType::F8E4M3, m.paramPath(p).c_str());
     }
 
+    // Issue 41: every catalog entry is modelled in the dtype it ships in. A config that names its dtype
+    // (top level or text_config) is held to it; one that names none (gpt-oss-120b's public config)
+    // carries the checkpoint's, said in an Info note; none falls back to float32.
+    void catalogCarriesShippedDtypes()
+    {
+        for (const CatalogEntry& e : catalog()) {
+            const auto cfg = nlohmann::json::parse(e.configJson);
+            std::string named;
+            for (const auto* c : {&cfg, cfg.contains("text_config") ? &cfg["text_config"] : nullptr})
+                for (const char* key : {"dtype", "torch_dtype"})
+                    if (c && named.empty() && c->contains(key) && (*c)[key].is_string())
+                        named = (*c)[key].get<std::string>();
+            const ModelSpec s = catalogSpec(e.id.c_str());
+            QVERIFY2(named.empty() == !e.shippedDtype.empty(), e.id.c_str()); // a shipped dtype only where the config names none
+            const std::string want = named.empty() ? std::string(e.shippedDtype) : named;
+            QCOMPARE(s.config.dtype, dtypeFromTorch(want).value());
+            QVERIFY2(std::none_of(s.diagnostics.begin(), s.diagnostics.end(),
+                                  [](const Diagnostic& d) { return d.message.find("assuming float32") != std::string::npos; }),
+                     e.id.c_str());
+            if (named.empty())
+                QVERIFY2(std::any_of(s.diagnostics.begin(), s.diagnostics.end(),
+                                     [&](const Diagnostic& d) {
+                                         return d.severity == Severity::Info && d.message.find("names no dtype") != std::string::npos
+                                             && d.message.find(e.repoId) != std::string::npos;
+                                     }),
+                         e.id.c_str());
+        }
+        QCOMPARE(catalogSpec("gpt-oss-120b").config.dtype, DType::BF16);
+    }
+
+    // Without a dtype in config.json, Transformers' dtype="auto" takes the checkpoint's: the first
+    // floating tensor by name (fp8 and fp4 skipped) of the first file (modeling_utils.get_state_dict_dtype).
+    void checkpointDtypeWhenTheConfigNamesNone()
+    {
+        QTemporaryDir dir;
+        auto cfg = readJson(kFixtures + "/models/llama/config.json");
+        cfg.erase("dtype");
+        cfg.erase("torch_dtype");
+        std::ofstream(dir.filePath("config.json").toStdString()) << cfg.dump();
+        const ModelSpec base = openModel(kFixtures + "/models/llama").value().spec;
+        std::vector<TensorToWrite> ts = checkpointLayout(base);
+        for (auto& t : ts)
+            t.dtype = DType::BF16;
+        ts.push_back({"model.aaa_fp8_first_by_name", DType::F8E4M3, {4}, {}});
+        QVERIFY(writeSyntheticCheckpoint(dir.path().toStdString(), ts, 1ull << 40).ok());
+        auto om = openModel(dir.path().toStdString());
+        QVERIFY2(om.ok(), om.status().message().c_str());
+        QCOMPARE(om->spec.config.dtype, DType::BF16);
+        QVERIFY(std::any_of(om->spec.diagnostics.begin(), om->spec.diagnostics.end(), [](const Diagnostic& d) {
+            return d.severity == Severity::Info && d.message.find("names no dtype; Transformers takes the checkpoint's, BF16")
+                != std::string::npos;
+        }));
+    }
+
     // Tiny checkpoints saved by Transformers' save_pretrained, opened by folder.
     void transformersCheckpoints_data()
     {

@@ -34,6 +34,7 @@ const std::vector<CatalogEntry>& catalog()
         {
             const char *id, *repo, *name;
             bool runnable;
+            const char* shippedDtype = "";
         };
         const Row rows[] = {
             {"example", "tpstudio/example-llama-58m", "TP Studio example (Llama-style, 58M)", true},
@@ -46,7 +47,9 @@ const std::vector<CatalogEntry>& catalog()
             {"qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", "Qwen3 30B-A3B (MoE)", false},
             {"mixtral-8x7b", "mistralai/Mixtral-8x7B-v0.1", "Mixtral 8x7B (MoE)", false},
             {"deepseek-v3", "deepseek-ai/DeepSeek-V3", "DeepSeek-V3 (MLA, MoE)", false},
-            {"gpt-oss-120b", "openai/gpt-oss-120b", "gpt-oss-120b (MoE, sinks)", false},
+            // Its config.json names no dtype; the checkpoint stores its unquantized tensors (attention, router, embeddings,
+            // head) in BF16 beside the MXFP4 experts, which is what from_pretrained's dtype="auto" then takes.
+            {"gpt-oss-120b", "openai/gpt-oss-120b", "gpt-oss-120b (MoE, sinks)", false, "bfloat16"},
             {"gemma-3-27b", "google/gemma-3-27b-it", "Gemma 3 27B (text)", false},
             {"phi-3-mini-4k", "microsoft/Phi-3-mini-4k-instruct", "Phi-3 mini 4k", false},
             {"llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E", "Llama 4 Scout 17B-16E (text, MoE)", false},
@@ -62,7 +65,7 @@ const std::vector<CatalogEntry>& catalog()
         };
         std::vector<CatalogEntry> out;
         for (const auto& r : rows)
-            out.push_back({r.id, r.repo, r.name, catalogConfigJson(std::string(r.id) + ".json"), r.runnable});
+            out.push_back({r.id, r.repo, r.name, catalogConfigJson(std::string(r.id) + ".json"), r.runnable, r.shippedDtype});
         return out;
     }();
     return entries;

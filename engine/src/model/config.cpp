@@ -710,7 +710,7 @@ Status readRopeScaling(const FieldReader& r, ModelConfig& c)
     return {};
 }
 
-Status readDType(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>* diags)
+Status readDType(const FieldReader& r, ModelConfig& c)
 {
     for (const char* key : {"dtype", "torch_dtype"}) {
         if (!r.has(key))
@@ -724,8 +724,6 @@ Status readDType(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>* 
         c.dtypeGiven = true;
         return {};
     }
-    if (diags && !c.dtypeGiven)
-        diags->push_back({Severity::Info, r.source(), "no 'torch_dtype'/'dtype' given; assuming float32", ""});
     return {};
 }
 
@@ -1576,7 +1574,7 @@ Status readMinimaxM3(const FieldReader& r, ModelConfig& c)
     return {};
 }
 
-Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>* diags)
+Status readFields(const FieldReader& r, ModelConfig& c)
 {
     TP_RETURN_IF_ERROR(r.readInt("vocab_size", c.vocabSize, 1, kMaxVocab));
     TP_RETURN_IF_ERROR(r.readInt("hidden_size", c.hiddenSize, 1, kMaxWidth));
@@ -1669,7 +1667,7 @@ Status readFields(const FieldReader& r, ModelConfig& c, std::vector<Diagnostic>*
             for (const std::int64_t rope : c.noRopeLayers)
                 c.layerTypes.push_back(rope && c.attentionChunkSize ? "chunked_attention" : "full_attention");
     }
-    TP_RETURN_IF_ERROR(readDType(r, c, diags));
+    TP_RETURN_IF_ERROR(readDType(r, c));
 
     // MoE: every family spells the expert count its own way.
     for (const char* k : {"num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"}) // …, Aria's
@@ -2101,7 +2099,7 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
         r.setLenient(&lenient, modelType);
     if (const TemplateRow* row = templateRow(modelType))
         c.layout = row->layout;
-    TP_RETURN_IF_ERROR(readFields(r, c, diags));
+    TP_RETURN_IF_ERROR(readFields(r, c));
     if (const TemplateRow* row = templateRow(modelType)) {
         if (row->biasKey) {
             bool bias = false;
@@ -2179,7 +2177,9 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
         }
     }
     if (!c.dtypeGiven && body != &outer) // wrapper configs keep the dtype outside
-        TP_RETURN_IF_ERROR(readDType(outerReader, c, nullptr));
+        TP_RETURN_IF_ERROR(readDType(outerReader, c));
+    if (diags && !c.dtypeGiven)
+        diags->push_back({Severity::Info, outerReader.source(), "no 'torch_dtype'/'dtype' given; assuming float32", ""});
     if (body != &outer && !r.has("tie_word_embeddings"))
         TP_RETURN_IF_ERROR(outerReader.readBool("tie_word_embeddings", c.tieWordEmbeddings));
 

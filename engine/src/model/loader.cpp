@@ -540,6 +540,33 @@ void applyExternalPlans(ModelSpec& spec)
                                 ""});
 }
 
+// What from_pretrained's dtype="auto" takes without a dtype in the config (modeling_utils.get_state_dict_dtype): the
+// first file's first floating-point tensor by name, fp8 and fp4 skipped, else its first tensor's; with the tensor's name.
+std::optional<std::pair<DType, std::string>> checkpointDtype(const Checkpoint& ck)
+{
+    if (ck.files.empty())
+        return std::nullopt;
+    const std::string& first = *std::min_element(ck.files.begin(), ck.files.end());
+    const TensorInfo* any = nullptr;
+    for (const TensorInfo& t : ck.tensors) { // sorted by name
+        if (t.file != first)
+            continue;
+        if (t.dtype == DType::F16 || t.dtype == DType::BF16 || t.dtype == DType::F32 || t.dtype == DType::F64)
+            return std::pair{t.dtype, t.name};
+        if (!any)
+            any = &t;
+    }
+    return any ? std::optional(std::pair{any->dtype, any->name}) : std::nullopt;
+}
+
+// The config takes `t`; the float32 fallback's note gives way to one that says where `t` comes from.
+void useDtype(ModelConfig& config, DType t, std::vector<Diagnostic>& diags, const std::string& where, std::string why)
+{
+    config.dtype = t;
+    std::erase_if(diags, [](const Diagnostic& d) { return d.message.starts_with("no 'torch_dtype'/'dtype' given"); });
+    diags.push_back({Severity::Info, where, std::move(why), ""});
+}
+
 Result<OpenedModel> openLocated(const Located& l, const std::string& source)
 {
     OpenedModel out;
@@ -556,6 +583,12 @@ Result<OpenedModel> openLocated(const Located& l, const std::string& source)
         TP_ASSIGN_OR_RETURN(Checkpoint ck, readAll(l));
         out.checkpoint = std::move(ck);
         diags.insert(diags.end(), out.checkpoint->diagnostics.begin(), out.checkpoint->diagnostics.end());
+        if (!config.dtypeGiven && !l.configPath.empty())
+            if (const auto t = checkpointDtype(*out.checkpoint))
+                useDtype(config, t->first, diags, l.configPath,
+                         fmt::format("config.json names no dtype; Transformers takes the checkpoint's, {} (its dtype=\"auto\": "
+                                     "the first floating-point tensor, '{}')",
+                                     dtypeName(t->first), t->second));
     }
     if (config.family != Family::Unknown) {
         auto spec = buildModelSpec(config);
@@ -647,6 +680,12 @@ Result<OpenedModel> openModel(const std::string& what)
         OpenedModel out;
         std::vector<Diagnostic> diags;
         TP_ASSIGN_OR_RETURN(ModelConfig config, parseConfig(e->configJson, "catalog:" + e->id, &diags));
+        if (!config.dtypeGiven && !e->shippedDtype.empty())
+            if (const auto t = dtypeFromTorch(e->shippedDtype))
+                useDtype(config, *t, diags, "catalog:" + e->id,
+                         fmt::format("{}'s config.json names no dtype; its checkpoint ships in {}, which Transformers' "
+                                     "dtype=\"auto\" takes",
+                                     e->repoId, e->shippedDtype));
         auto spec = buildModelSpec(config);
         if (!spec)
             return spec.status().withContext("catalog:" + e->id);

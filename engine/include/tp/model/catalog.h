@@ -15,6 +15,9 @@ struct CatalogEntry
     std::string displayName;
     std::string_view configJson;
     bool runnable = false;   // small enough to execute on the CPU engine
+    // The dtype the checkpoint ships in, for a config that names none (else empty): what Transformers'
+    // dtype="auto" would take from the weights.
+    std::string_view shippedDtype = {};
 };
 
 const std::vector<CatalogEntry>& catalog();
