@@ -523,6 +523,37 @@ private slots:
         QCOMPARE(pts[std::size_t(tp - 1)].kvCacheBytes, perToken * 4 * 4096);
     }
 
+    // Issue 41: the KV figures name the layout they assume, and an fp8 cache (vLLM, SGLang) halves the cache
+    // of a bf16 model, in memory and in what a decode step reads; the activations stay as they are.
+    // DeepSeek-V3 caches Transformers 5.24's compressed latent + rope key, 576 values a layer, whole on every rank.
+    void kvCacheLayoutAndFp8()
+    {
+        const ModelSpec s = tptest::openSpec("llama-3.1-8b");
+        const HardwareProfile hw = *findHardware("h100-sxm-8");
+        const ShardedGraph bf = shardModel(s, defaultPlan(s, 8), {.batch = 4, .seq = 512, .activationDtype = DType::BF16});
+        const ShardedGraph f8 = shardModel(s, defaultPlan(s, 8),
+                                           {.batch = 4, .seq = 512, .activationDtype = DType::BF16, .kvCacheDtype = DType::F8E4M3});
+        QCOMPARE(kvCacheBytesPerToken(f8) * 2, kvCacheBytesPerToken(bf));
+        QCOMPARE(f8.memory[0].activationPeakBytes, bf.memory[0].activationPeakBytes);
+        const auto stepBf = estimateDecodeStep(s, bf, hw, 64, 32768), stepF8 = estimateDecodeStep(s, f8, hw, 64, 32768);
+        QVERIFY(stepBf.ok() && stepF8.ok());
+        QVERIFY2(stepF8->totalSeconds() < 0.8 * stepBf->totalSeconds(), // the cache dominates a long-context step
+                 qPrintable(QString("%1 vs %2").arg(stepF8->totalSeconds()).arg(stepBf->totalSeconds())));
+        QCOMPARE(QString::fromStdString(kvCacheLayoutText(s, bf)),
+                 QStringLiteral("Transformers' layout: each rank's k and v heads per layer; BF16, the activations'"));
+        QVERIFY(QString::fromStdString(kvCacheLayoutText(s, f8)).endsWith(QStringLiteral("fp8 (a serving engine's --kv-cache-dtype fp8)")));
+        const ModelSpec ds = tptest::openSpec("deepseek-v3");
+        const ShardedGraph mla = shardModel(ds, defaultPlan(ds, 8), {.batch = 1, .seq = 512});
+        QCOMPARE(kvCacheBytesPerToken(mla), std::int64_t(61) * (512 + 64) * 2);
+        QVERIFY(QString::fromStdString(kvCacheLayoutText(ds, mla)).contains(QStringLiteral("compressed latent and rope key (512 + 64")));
+        SearchOptions o{.batch = 64, .seq = 2048, .context = 32768};
+        const auto plain = searchPlans(s, hw, o);
+        o.kvCacheDtype = DType::F8E4M3;
+        const auto fp8 = searchPlans(s, hw, o);
+        QVERIFY(plain.ok() && fp8.ok());
+        QVERIFY(fp8->candidates.size() > plain->candidates.size()); // more fit with half the cache
+    }
+
     // Memory per rank: every rank's weights, KV cache, activation peak and communication buffer from
     // the sharded graph; memoryFit is the rank that needs the most of them.
     void memoryPerRankSumsToMemoryFit()

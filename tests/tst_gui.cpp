@@ -1263,6 +1263,32 @@ private slots:
     // demanding candidate and how far off it is.
     // Issue 16: a plan that cannot run on the toolbar's hardware is an error diagnostic naming the
     // smallest T that fits, and T above the machine's devices is flagged; the prediction stays.
+    // Issue 41: the memory page names the KV cache layout it assumes and offers an fp8 cache; the choice
+    // halves the cache figures, survives a toolbar change and is saved with the session.
+    void kvCacheDtypeOnTheMemoryPage()
+    {
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QVERIFY(openOn(w, QStringLiteral("llama-3.1-8b"), QStringLiteral("h100-sxm-8"), 8));
+        tpui::CollectivesPage* page = w.collectivesPage();
+        const qint64 bf16 = w.previews()->latest()->graph.memory[0].kvCacheBytesPerToken;
+        QCOMPARE(bf16, qint64(16) * 1024);
+        QVERIFY2(page->kvLayoutLabel()->text().contains(QStringLiteral("each rank's k and v heads per layer; BF16")),
+                 qPrintable(page->kvLayoutLabel()->text()));
+        QCOMPARE(page->kvDtypeBox()->currentData().toString(), QStringLiteral("model"));
+        page->kvDtypeBox()->setCurrentIndex(page->kvDtypeBox()->findData(QStringLiteral("fp8")));
+        emit page->kvDtypeBox()->activated(page->kvDtypeBox()->currentIndex());
+        QVERIFY(settle(w));
+        QCOMPARE(w.document()->settings().kvDtype, QStringLiteral("fp8"));
+        QCOMPARE(w.previews()->latest()->graph.memory[0].kvCacheBytesPerToken, bf16 / 2);
+        QVERIFY(page->kvLayoutLabel()->text().contains(QStringLiteral("fp8")));
+        w.tpBox()->setValue(4); // the toolbar's own settings leave the KV cache's alone
+        QVERIFY(settle(w));
+        QCOMPARE(w.document()->settings().kvDtype, QStringLiteral("fp8"));
+        QCOMPARE(page->kvDtypeBox()->currentData().toString(), QStringLiteral("fp8"));
+        QVERIFY(w.document()->sessionJson().contains("\"kv_dtype\": \"fp8\""));
+    }
+
     void memoryFeasibilityIsADiagnostic()
     {
         MainWindow w;

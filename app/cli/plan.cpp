@@ -33,6 +33,7 @@ struct PlanOpts
     std::string format = "json";
     std::string hardware = "h100-sxm-8";
     std::string dtype;
+    std::string kvDtype;        // --kv-dtype; "" as the activations
     std::int64_t batch = 1;
     std::int64_t seq = 512;
     std::int64_t context = 0;  // decode context, when contextGiven; else --seq
@@ -99,6 +100,10 @@ void addShape(CLI::App* cmd, PlanOpts& o)
         ->capture_default_str();
     cmd->add_option("--dtype", o.dtype, "Activation dtype: bf16, f16, f32 (default: the model's)")
         ->check(CLI::IsMember({"bf16", "f16", "f32"}));
+    cmd->add_option("--kv-dtype", o.kvDtype,
+                    "What the KV cache stores: bf16, f16, f32, or fp8 as vLLM/SGLang's --kv-cache-dtype fp8 (default: the "
+                    "activations' dtype, as Transformers' cache)")
+        ->check(CLI::IsMember({"bf16", "f16", "f32", "fp8"}));
 }
 
 std::optional<tp::DType> dtypeOption(const std::string& s)
@@ -109,6 +114,8 @@ std::optional<tp::DType> dtypeOption(const std::string& s)
         return tp::DType::F16;
     if (s == "f32")
         return tp::DType::F32;
+    if (s == "fp8")
+        return tp::DType::F8E4M3;
     return std::nullopt;
 }
 
@@ -258,6 +265,8 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
         j["context"] = context;
         j["logits"] = o.logits;
         j["dtype"] = std::string(tp::dtypeName(g.activationDtype));
+        j["kv_cache_dtype"] = std::string(tp::dtypeName(g.options.kvCacheDtype.value_or(g.activationDtype)));
+        j["kv_cache_layout"] = tp::kvCacheLayoutText(om.spec, g);
         j["hardware"] = hw->id;
         j["valid"] = valid;
         j["collectives"] = collectivesJson(groups, *hw, g.tpSize);
@@ -371,7 +380,8 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
     fmt::print("  {:<9} {:>10.3f}ms {:>10.3f}ms {:>6.1f}%\n\n", "forward", cost->computeSeconds * 1e3,
                cost->commSeconds * 1e3, 100 * cost->commShare());
 
-    fmt::print("Memory per rank\n  {:>4} {:>12} {:>14} {:>16}\n", "rank", "weights", "KV cache/token", "activation peak");
+    fmt::print("Memory per rank (KV cache: {})\n  {:>4} {:>12} {:>14} {:>16}\n", tp::kvCacheLayoutText(om.spec, g), "rank",
+               "weights", "KV cache/token", "activation peak");
     for (std::size_t r = 0; r < g.memory.size(); ++r)
         fmt::print("  {:>4} {:>12} {:>14} {:>16}\n", r, tp::humanBytes(g.memory[r].weightBytes),
                    tp::humanBytes(g.memory[r].kvCacheBytesPerToken), tp::humanBytes(g.memory[r].activationPeakBytes));
@@ -444,6 +454,7 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
     so.batch = o.batch;
     so.seq = o.seq;
     so.activationDtype = dtypeOption(o.dtype);
+    so.kvCacheDtype = dtypeOption(o.kvDtype);
     so.lastPositionLogits = o.logits == "last";
     tp::ShardedGraph g = tp::shardModel(om->spec, plan, so);
     if (o.hardwareGiven && mode != Mode::Preview && mode != Mode::Export && g.valid()) {
@@ -562,6 +573,7 @@ int search(const PlanOpts& o, bool maxTpGiven)
     so.context = o.contextGiven ? o.context : 0;
     so.maxTp = maxTpGiven ? o.maxTp : 0;
     so.activationDtype = dtypeOption(o.dtype);
+    so.kvCacheDtype = dtypeOption(o.kvDtype);
     for (const std::string& file : o.alsoPlans) {
         auto p = tp::loadPlanFile(file, tp::VersionProfile::G3);
         if (!p)

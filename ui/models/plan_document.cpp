@@ -87,6 +87,11 @@ std::optional<tp::DType> PreviewSettings::activationDtype() const
     return std::nullopt;
 }
 
+std::optional<tp::DType> PreviewSettings::kvCacheDtype() const
+{
+    return kvDtype == QLatin1String("fp8") ? std::optional(tp::DType::F8E4M3) : std::nullopt;
+}
+
 PlanDocument::PlanDocument(QObject* parent)
     : QObject(parent)
 {
@@ -254,6 +259,7 @@ QByteArray PlanDocument::sessionJson() const
     o[QStringLiteral("batch")] = m_settings.batch;
     o[QStringLiteral("seq")] = m_settings.seq;
     o[QStringLiteral("dtype")] = m_settings.dtype;
+    o[QStringLiteral("kv_dtype")] = m_settings.kvDtype;
     o[QStringLiteral("hardware")] = m_settings.hardware;
     return QJsonDocument(o).toJson();
 }
@@ -290,6 +296,7 @@ tp::Status PlanDocument::restoreSession(const QByteArray& json, QString* modelSo
     s.batch = std::max<qint64>(1, o.value(QStringLiteral("batch")).toInteger(1));
     s.seq = std::max<qint64>(1, o.value(QStringLiteral("seq")).toInteger(512));
     s.dtype = o.value(QStringLiteral("dtype")).toString(QStringLiteral("model"));
+    s.kvDtype = o.value(QStringLiteral("kv_dtype")).toString() == QLatin1String("fp8") ? QStringLiteral("fp8") : QStringLiteral("model");
     s.hardware = o.value(QStringLiteral("hardware")).toString(QStringLiteral("h100-sxm-8"));
     emit planChanged();
     setSettings(s);

@@ -21,9 +21,12 @@ struct PreviewSettings
     qint64 seq = 512;
     QString dtype = QStringLiteral("model"); // model, bf16, f16, f32
     QString hardware = QStringLiteral("h100-sxm-8");
+    QString kvDtype = QStringLiteral("model"); // model (the activations', as Transformers' cache), fp8
     bool operator==(const PreviewSettings&) const = default;
     // The activations' dtype `dtype` names; nullopt for "model" (the model's own).
     std::optional<tp::DType> activationDtype() const;
+    // What the KV cache stores; nullopt for "model" (the activations' dtype).
+    std::optional<tp::DType> kvCacheDtype() const;
 };
 
 class PlanDocument final : public QObject

@@ -21,6 +21,7 @@ std::shared_ptr<const PreviewResult> computePreview(std::shared_ptr<const tp::Mo
     o.batch = settings.batch;
     o.seq = settings.seq;
     o.activationDtype = settings.activationDtype();
+    o.kvCacheDtype = settings.kvCacheDtype();
     r->graph = tp::shardModel(*spec, plan, o);
     auto hw = tp::findHardware(settings.hardware.toStdString());
     if (hw.ok()) {

@@ -9,7 +9,7 @@ namespace tpui {
 namespace {
 
 const QString kTp = QStringLiteral("preview/tp"), kBatch = QStringLiteral("preview/batch"), kSeq = QStringLiteral("preview/seq"),
-              kDtype = QStringLiteral("preview/dtype"), kHardware = QStringLiteral("preview/hardware"),
+              kDtype = QStringLiteral("preview/dtype"), kKvDtype = QStringLiteral("preview/kvDtype"), kHardware = QStringLiteral("preview/hardware"),
               kRecent = QStringLiteral("recentModels"), kGeometry = QStringLiteral("window/geometry"),
               kState = QStringLiteral("window/state"), kTheme = QStringLiteral("view/theme"),
               kPython = QStringLiteral("verify/python");
@@ -25,6 +25,7 @@ PreviewSettings Settings::preview()
     s.batch = q.value(kBatch, d.batch).toLongLong();
     s.seq = q.value(kSeq, d.seq).toLongLong();
     s.dtype = q.value(kDtype, d.dtype).toString();
+    s.kvDtype = q.value(kKvDtype, d.kvDtype).toString() == QLatin1String("fp8") ? QStringLiteral("fp8") : d.kvDtype;
     s.hardware = q.value(kHardware, d.hardware).toString();
     return s;
 }
@@ -36,6 +37,7 @@ void Settings::setPreview(const PreviewSettings& s)
     q.setValue(kBatch, s.batch);
     q.setValue(kSeq, s.seq);
     q.setValue(kDtype, s.dtype);
+    q.setValue(kKvDtype, s.kvDtype);
     q.setValue(kHardware, s.hardware);
 }
 

@@ -339,7 +339,7 @@ AdvisorPage::AdvisorPage(PlanDocument* doc, QWidget* parent)
             m_batch->setValue(int(m_barBatch = s.batch));
         if (s.seq != m_barSeq)
             m_seq->setValue(int(m_barSeq = s.seq));
-        if (s.hardware != m_lastHardware || s.activationDtype() != m_lastDtype)
+        if (s.hardware != m_lastHardware || s.activationDtype() != m_lastDtype || s.kvDtype != m_lastKvDtype)
             invalidate();
     });
     connect(&m_watcher, &QFutureWatcher<Outcome>::finished, this, &AdvisorPage::finished);
@@ -357,6 +357,7 @@ tp::SearchOptions AdvisorPage::options() const
     o.context = m_context->value();
     o.maxTp = m_maxTp->value();
     o.activationDtype = m_doc->settings().activationDtype();
+    o.kvCacheDtype = m_doc->settings().kvCacheDtype();
     if (const tp::ModelSpec* spec = m_doc->spec()) {
         // The editor's plan, unless it is the class's default (tried anyway).
         tp::Plan mine = m_doc->plan();
@@ -418,6 +419,7 @@ void AdvisorPage::search()
     m_status->setText(tr("Searching: every candidate plan at every tp size…"));
     m_lastHardware = m_doc->settings().hardware;
     m_lastDtype = m_doc->settings().activationDtype();
+    m_lastKvDtype = m_doc->settings().kvDtype;
     m_searchSpec = m_doc->specPtr();
     emit searchStarted();
     m_watcher.setFuture(runInBackground([spec = m_doc->specPtr(), hardware = m_lastHardware.toStdString(), o = options(),

@@ -135,6 +135,7 @@ private:
     std::shared_ptr<const tp::ModelSpec> m_searchSpec; // the model of the search running
     QString m_lastHardware;                            // of the last search started
     std::optional<tp::DType> m_lastDtype;
+    QString m_lastKvDtype;
     int m_selected = -1;
     double m_itlScale = 1; // seconds → the plot's x unit
     // Mirrors of the toolbar's batch and sequence: the page follows them while they change.

@@ -10,8 +10,10 @@
 #include "widgets/scaling_table.h"
 #include "widgets/style_delegate.h"
 
+#include "tp/cost/cost_model.h"
 #include "tp/model/loader.h"
 
+#include <QComboBox>
 #include <QFrame>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -205,6 +207,8 @@ CollectivesPage::CollectivesPage(QWidget* parent)
     , m_scalingTable(new ScalingTable)
     , m_memoryBars(new MemoryBars)
     , m_caption(new QLabel)
+    , m_kvDtype(new QComboBox)
+    , m_kvLayout(new QLabel)
 {
     auto* proxy = new QSortFilterProxyModel(this);
     proxy->setSourceModel(m_collectivesModel);
@@ -238,7 +242,22 @@ CollectivesPage::CollectivesPage(QWidget* parent)
     auto* memoryPart = new QWidget;
     auto* ml = new QVBoxLayout(memoryPart);
     ml->setContentsMargins(0, 0, 0, 0);
-    ml->addWidget(new QLabel(tr("<b>Memory per rank</b> (batch × sequence tokens in the KV cache)")));
+    // The KV figures depend on how the serving engine caches: say which layout, and offer an fp8 cache.
+    m_kvDtype->addItem(tr("as the activations (Transformers)"), QStringLiteral("model"));
+    m_kvDtype->addItem(tr("fp8 (vLLM, SGLang --kv-cache-dtype fp8)"), QStringLiteral("fp8"));
+    m_kvDtype->setToolTip(tr("What the KV cache stores: Transformers keeps k and v in the activations' dtype; serving "
+                             "engines can keep them in fp8, half of bf16"));
+    connect(m_kvDtype, &QComboBox::activated, this, [this] { emit kvDtypeChosen(m_kvDtype->currentData().toString()); });
+    m_kvLayout->setWordWrap(true);
+    m_kvLayout->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    auto* head = new QHBoxLayout;
+    head->addWidget(new QLabel(tr("<b>Memory per rank</b> (batch × sequence tokens in the KV cache)")), 1);
+    auto* kvLabel = new QLabel(tr("&KV cache:"));
+    kvLabel->setBuddy(m_kvDtype);
+    head->addWidget(kvLabel);
+    head->addWidget(m_kvDtype);
+    ml->addLayout(head);
+    ml->addWidget(m_kvLayout);
     auto* memorySplit = new QSplitter(Qt::Horizontal);
     memorySplit->addWidget(bars);
     memorySplit->addWidget(memory);
@@ -279,6 +298,11 @@ void CollectivesPage::setPreview(std::shared_ptr<const PreviewResult> r)
         scaling = r->hardwareError.isEmpty() ? tr("<b>The plan has errors</b> at T=%1: see Diagnostics. Click a row to set T.").arg(r->graph.tpSize)
                                              : r->hardwareError.toHtmlEscaped();
     m_caption->setText(scaling);
+    {
+        const QSignalBlocker block(m_kvDtype);
+        m_kvDtype->setCurrentIndex(std::max(0, m_kvDtype->findData(r->settings.kvDtype)));
+    }
+    m_kvLayout->setText(r->spec ? tr("KV cache per token: %1.").arg(qs(tp::kvCacheLayoutText(*r->spec, r->graph))) : QString());
 }
 
 // --- Diagnostics ----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 
+class QComboBox;
 class QLabel;
 class QSpinBox;
 class QTableView;
@@ -85,11 +86,14 @@ public:
     MemoryModel* memoryModel() const { return m_memoryModel; }
     ScalingTable* scalingTable() const { return m_scalingTable; }
     MemoryBars* memoryBars() const { return m_memoryBars; }
+    QComboBox* kvDtypeBox() const { return m_kvDtype; }
+    QLabel* kvLayoutLabel() const { return m_kvLayout; }
     void setPreview(std::shared_ptr<const PreviewResult> preview);
 
 signals:
     void pathActivated(const QString& path);
     void tpActivated(int tp);
+    void kvDtypeChosen(const QString& kvDtype); // PreviewSettings::kvDtype
 
 private:
     CollectivesModel* m_collectivesModel;
@@ -97,6 +101,8 @@ private:
     ScalingTable* m_scalingTable;
     MemoryBars* m_memoryBars;
     QLabel* m_caption; // the scaling table's: hardware, batch × seq, this T's split
+    QComboBox* m_kvDtype;
+    QLabel* m_kvLayout; // the cache layout and dtype the KV figures assume
 };
 
 class DiagnosticsPage final : public QWidget

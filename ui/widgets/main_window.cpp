@@ -276,6 +276,11 @@ MainWindow::MainWindow(QWidget* parent)
     m_collectivesPage = new tpui::CollectivesPage;
     connect(m_collectivesPage, &tpui::CollectivesPage::pathActivated, this, &MainWindow::selectPath);
     connect(m_collectivesPage, &tpui::CollectivesPage::tpActivated, this, [this](int t) { m_tp->setValue(t); });
+    connect(m_collectivesPage, &tpui::CollectivesPage::kvDtypeChosen, this, [this](const QString& kv) {
+        PreviewSettings s = m_doc->settings();
+        s.kvDtype = kv;
+        m_doc->setSettings(s);
+    });
     m_diagnosticsPage = new tpui::DiagnosticsPage;
     connect(m_diagnosticsPage, &tpui::DiagnosticsPage::pathActivated, this, &MainWindow::selectPath);
 
@@ -480,7 +485,7 @@ void MainWindow::refreshHardwareList(const QString& select)
 
 void MainWindow::settingsFromBar()
 {
-    PreviewSettings s;
+    PreviewSettings s = m_doc->settings(); // what the bar does not show (the KV cache's dtype) stays
     s.tpSize = m_tp->value();
     s.batch = m_batch->value();
     s.seq = m_seq->value();

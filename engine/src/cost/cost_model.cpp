@@ -24,6 +24,7 @@ public:
         , m_T(g.tpSize)
         , m_tokens(static_cast<double>(w.tokens()))
         , m_e(static_cast<double>(g.elementBytes()))
+        , m_kv(static_cast<double>(g.kvElementBytes()))
         // Ranks beyond the machine's devices share them.
         , m_share(std::max(1.0, static_cast<double>(g.tpSize) / std::max(hw.devices, 1)))
         , m_cal(hw.calibratedFor(std::min(g.tpSize, std::max(hw.devices, 1))))
@@ -93,8 +94,8 @@ private:
     double cacheBytesPerToken(const GraphNode& n, std::size_t r) const
     {
         if (n.mlaRope > 0)
-            return static_cast<double>(n.mlaLatent) * m_e;
-        return (width(n.inputs[1], r) + width(n.inputs[2], r)) * m_e;
+            return static_cast<double>(n.mlaLatent) * m_kv;
+        return (width(n.inputs[1], r) + width(n.inputs[2], r)) * m_kv;
     }
 
     double width(int tensor, std::size_t r) const
@@ -234,7 +235,7 @@ private:
     const HardwareProfile& m_hw;
     const Workload m_w;
     const int m_T;
-    const double m_tokens, m_e, m_share;
+    const double m_tokens, m_e, m_kv, m_share;
     const CalibratedFigures* m_cal;
 };
 
@@ -290,6 +291,19 @@ Result<double> decodeStepSeconds(const ModelSpec& spec, const ShardedGraph& g, c
 {
     TP_ASSIGN_OR_RETURN(CostReport c, estimateDecodeStep(spec, g, hw, batch, context));
     return c.totalSeconds();
+}
+
+std::string kvCacheLayoutText(const ModelSpec& spec, const ShardedGraph& g)
+{
+    const DType t = g.options.kvCacheDtype.value_or(g.activationDtype);
+    const std::string dtype = t == DType::F8E4M3 ? std::string("fp8 (a serving engine's --kv-cache-dtype fp8)")
+                            : g.options.kvCacheDtype                 ? std::string(dtypeName(t))
+                                                                     : fmt::format("{}, the activations'", dtypeName(t));
+    if (spec.config.isMla())
+        return fmt::format("Transformers' layout: MLA's compressed latent and rope key ({} + {} values a token per layer), whole "
+                           "on every rank, as vLLM and SGLang cache it too; {}",
+                           spec.config.kvLoraRank, spec.config.qkRopeHeadDim, dtype);
+    return fmt::format("Transformers' layout: each rank's k and v heads per layer; {}", dtype);
 }
 
 std::int64_t kvCacheBytesPerToken(const ShardedGraph& g)

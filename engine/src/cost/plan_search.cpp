@@ -137,6 +137,7 @@ Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& h
     so.batch = o.batch;
     so.seq = o.seq;
     so.activationDtype = o.activationDtype;
+    so.kvCacheDtype = o.kvCacheDtype;
     so.lastPositionLogits = true; // as generate() computes the prompt
     for (int t = 1; t <= maxTp; ++t) {
         const Plan base = defaultPlan(spec, t);

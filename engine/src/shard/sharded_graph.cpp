@@ -22,6 +22,7 @@
 namespace tp {
 
 std::int64_t ShardedGraph::elementBytes() const { return dtypeBytes(activationDtype, 1); }
+std::int64_t ShardedGraph::kvElementBytes() const { return dtypeBytes(options.kvCacheDtype.value_or(activationDtype), 1); }
 
 const ParamShard* ShardedGraph::param(int module, std::string_view name) const
 {
@@ -1203,11 +1204,12 @@ private:
             if (n.kind == OpKind::Attention && ownCache) {
                 // The cache holds k and v after projection; MLA's the compressed latent and the shared rope key, whole on
                 // every rank (Transformers expands them through kv_b_proj at every forward).
+                const std::int64_t kv = m_g.kvElementBytes();
                 for (std::size_t r = 0; r < nT; ++r) {
                     if (n.mlaRope > 0) {
-                        m_g.memory[r].kvCacheBytesPerToken += n.mlaLatent * e;
+                        m_g.memory[r].kvCacheBytesPerToken += n.mlaLatent * kv;
                     } else {
-                        m_g.memory[r].kvCacheBytesPerToken += (lay(n.inputs[1]).local[r] + lay(n.inputs[2]).local[r]) * e;
+                        m_g.memory[r].kvCacheBytesPerToken += (lay(n.inputs[1]).local[r] + lay(n.inputs[2]).local[r]) * kv;
                     }
                 }
             }

@@ -99,6 +99,9 @@ Result<double> decodeStepSeconds(const ModelSpec& spec, const ShardedGraph& g, c
 // KV cache of the rank that holds the most: ShardedGraph::memory's kvCacheBytesPerToken (all layers),
 // and that times context × batch (InvalidArgument beyond checkWorkload's bounds).
 std::int64_t kvCacheBytesPerToken(const ShardedGraph& g);
+// The cache layout and dtype the KV figures assume, in one line: "Transformers' layout: each rank's k and v heads,
+// BF16" (MLA: the compressed latent and rope key, whole on every rank, as vLLM and SGLang also cache it).
+std::string kvCacheLayoutText(const ModelSpec& spec, const ShardedGraph& g);
 Result<std::int64_t> kvCacheBytes(const ShardedGraph& g, std::int64_t batch, std::int64_t context);
 
 // What one rank needs of its device (docs/metrics.md, "Memory per rank"): its weights, its KV cache

@@ -34,6 +34,7 @@ struct SearchOptions
     std::int64_t context = 0;   // decode context per sequence (the KV cache it needs, the step it times); 0: seq
     int maxTp = 0;              // largest T tried; 0: the hardware's device count (at most 64)
     std::optional<DType> activationDtype; // default: the model's
+    std::optional<DType> kvCacheDtype;    // default: the activations' (ShardOptions::kvCacheDtype)
     // More candidates, each tried at every T (its tpSize is overridden): the editor's or user plans.
     std::vector<NamedPlan> plans;
     // Also every plan shipped for the model's type (shippedPlans(), but one named as a plan above).

@@ -124,6 +124,10 @@ struct ShardOptions
     std::int64_t batch = 1;
     std::int64_t seq = 512;
     std::optional<DType> activationDtype;          // default: the model's dtype
+    // What the KV cache stores: by default the activations' dtype, as Transformers' DynamicCache does; F8E4M3 for a
+    // serving engine's fp8 cache (vLLM and SGLang's --kv-cache-dtype fp8). The layout is Transformers 5.24's: each
+    // rank's k and v heads per layer; MLA's compressed latent and rope key, whole on every rank (as vLLM caches it).
+    std::optional<DType> kvCacheDtype;
     // Prefill computes the logits only at each sequence's last position, as generate() does
     // (Transformers' logits_to_keep=1): the final norm, the head and the head's collective see B
     // rows, not B·S. What the engine runs with RunOptions::lastPositionLogits; the preview's bytes,
@@ -150,6 +154,7 @@ struct ShardedGraph
 
     bool valid() const { return !hasErrors(diagnostics); }
     std::int64_t elementBytes() const;
+    std::int64_t kvElementBytes() const;           // one cached k or v value (ShardOptions::kvCacheDtype)
     // The shard of `module`'s direct parameter `name` ("weight", "gate_up_proj"), or nullptr.
     const ParamShard* param(int module, std::string_view name) const;
     // The routed experts' input projection: gate_up_proj, or up_proj where they have no gate (Nemotron-H).
