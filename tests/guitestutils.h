@@ -11,15 +11,15 @@
 
 namespace tptest {
 
-// Opens `what` in the window and waits for the model and its first preview.
-inline bool openAndPreview(tpui::MainWindow& w, const QString& what)
+// Opens `what` in the window and waits (up to `ms` each) for the model and its first preview.
+inline bool openAndPreview(tpui::MainWindow& w, const QString& what, int ms = 30000)
 {
     QSignalSpy loaded(&w, &tpui::MainWindow::modelLoaded);
     QSignalSpy applied(&w, &tpui::MainWindow::previewApplied);
     w.openModel(what);
-    if (!loaded.wait(30000))
+    if (!loaded.wait(ms))
         return false;
-    return applied.count() > 0 || applied.wait(30000);
+    return applied.count() > 0 || applied.wait(ms);
 }
 
 // Waits until the preview reflects the document (the newest request has been applied).

@@ -34,7 +34,10 @@
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QTableView>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QTemporaryDir>
+#include <QTimer>
 #include <QTreeView>
 #include <qcustomplot.h>
 #include "testutils.h"
@@ -270,29 +273,121 @@ private slots:
         QCOMPARE(view->rowCount(view->index(0, 0, view->index(0, 0))), 1);
     }
 
-    // Typing a filter on an 80-layer model (Llama-3.1-70B) expands every match; the columns are
-    // fitted once per burst of expansions, not once per expanded row: each keystroke, with its
-    // events processed, takes well under a second (it took seconds when every expansion re-measured
-    // every column). Issue 41 asks for 50 ms on larger trees; this holds the quadratic path off.
-    void filterOnALargeModelDoesNotFreeze()
+    // Issue 41: clearing the filter brings back the fold the user had, not every match still open.
+    void clearingTheFilterRestoresTheFold()
     {
         MainWindow w;
         w.setShowErrorDialogs(false);
         w.show();
         QVERIFY(openAndPreview(w, QStringLiteral("llama-3.1-70b")));
-        QElapsedTimer t;
+        QTreeView* v = w.treeView();
+        QAbstractItemModel* m = v->model();
+        v->collapseAll();
+        const QModelIndex root = m->index(0, 0), model = m->index(0, 0, root);
+        v->expand(root);
+        v->expand(model);
+        std::function<int(const QModelIndex&)> expandedUnder = [&](const QModelIndex& p) {
+            int n = 0;
+            for (int r = 0; r < m->rowCount(p); ++r)
+                if (const QModelIndex i = m->index(r, 0, p); v->isExpanded(i))
+                    n += 1 + expandedUnder(i);
+            return n;
+        };
+        auto expandedRows = [&] { return expandedUnder({}); };
+        QCOMPARE(expandedRows(), 2);
+        w.filterEdit()->setText(QStringLiteral("o_proj"));
+        for (int i = 0; i < 50; ++i)
+            QCoreApplication::processEvents(); // the expander's slices
+        QVERIFY(expandedRows() > 10);
+        w.filterEdit()->clear();
+        QCOMPARE(expandedRows(), 2);
+        QVERIFY(v->isExpanded(m->index(0, 0, m->index(0, 0))));
+    }
+
+    // Issue 41: typing into the module filter, clearing it and expanding everything keep the window
+    // responsive on the largest catalog model and on a 100,000-layer one. A 1 ms heartbeat timer
+    // measures the event loop's longest gap (a stall) while each keystroke is delivered and its
+    // queued work runs (before: 0.41 s on 405B, a hang of minutes on 100,000 layers; now ~20 ms each:
+    // verdicts from a worker for large trees, the proxy's mappings dropped, the matches opened a slice
+    // at a time, a fold of more than 256 layers left folded).
+    void filterAndExpandKeepTheWindowResponsive_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<double>("boundMs");
+        QTest::newRow("llama-3.1-405b") << QStringLiteral("llama-3.1-405b") << 50.0;
+        QTest::newRow("100,000 layers") << QStringLiteral("100k") << 50.0;
+    }
+    void filterAndExpandKeepTheWindowResponsive()
+    {
+        QFETCH(QString, model);
+        QFETCH(double, boundMs);
+        QTemporaryDir dir;
+        if (model == QLatin1String("100k")) {
+            QFile in(QStringLiteral(TP_SOURCE_DIR "/tests/fixtures/models/llama/config.json"));
+            QVERIFY(in.open(QIODevice::ReadOnly));
+            QJsonObject c = QJsonDocument::fromJson(in.readAll()).object();
+            c[QStringLiteral("num_hidden_layers")] = 100000;
+            QFile out(dir.filePath(QStringLiteral("config.json")));
+            QVERIFY(out.open(QIODevice::WriteOnly) && out.write(QJsonDocument(c).toJson()) > 0);
+            out.close();
+            model = dir.path();
+        }
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        w.show();
+        QVERIFY(openAndPreview(w, model, 240000)); // 100,000 layers open and preview in ~10 s alone, longer beside other tests
+        QElapsedTimer beat;
         double worst = 0;
-        for (const QChar c : QStringLiteral("o_proj")) {
+        QString worstWhat;
+        QTimer heart;
+        heart.setInterval(1);
+        QString doing;
+        connect(&heart, &QTimer::timeout, [&] {
+            const double gap = double(beat.nsecsElapsed()) / 1e6;
+            if (gap > worst) {
+                worst = gap;
+                worstWhat = doing;
+            }
+            beat.restart();
+        });
+        auto drain = [&] { // lets the heartbeat and the queued work run for a while
+            QElapsedTimer t;
             t.start();
-            QTest::keyClick(w.filterEdit(), c.toLatin1());
-            QCoreApplication::processEvents(); // the queued fit of the columns
-            QCoreApplication::processEvents();
-            worst = std::max(worst, double(t.nsecsElapsed()) / 1e6);
+            while (t.elapsed() < 100)
+                QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
+        };
+        beat.start();
+        heart.start();
+        drain();
+        worst = 0;
+        for (const QChar c : QStringLiteral("o_proj")) {
+            doing = QStringLiteral("typing '%1'").arg(c);
+            QTimer::singleShot(0, w.filterEdit(), [&w, c] { QTest::keyClick(w.filterEdit(), c.toLatin1()); });
+            drain();
         }
         QCOMPARE(w.filterEdit()->text(), QStringLiteral("o_proj"));
         QVERIFY(w.treeView()->isExpanded(w.treeView()->model()->index(0, 0)));
-        qInfo("worst keystroke: %.1f ms", worst);
-        QVERIFY2(worst < 1000, qPrintable(QString::number(worst)));
+        doing = QStringLiteral("clearing");
+        QTimer::singleShot(0, w.filterEdit(), [&w] { w.filterEdit()->clear(); });
+        drain();
+        doing = QStringLiteral("expand all");
+        QTimer::singleShot(0, w.treeView(), [&w] {
+            w.treeView()->setFocus();
+            w.treeView()->setCurrentIndex(w.treeView()->model()->index(0, 0));
+            QTest::keyClick(w.treeView(), Qt::Key_Asterisk);
+        });
+        for (int i = 0; i < 20; ++i)
+            drain();
+        // Expanded breadth-first down to the parameters' modules (or up to the cap on 100,000 layers).
+        QAbstractItemModel* m = w.treeView()->model();
+        QModelIndex deepest = m->index(0, 0);
+        while (m->rowCount(deepest) && w.treeView()->isExpanded(deepest))
+            deepest = m->index(m->rowCount(deepest) - 1, 0, deepest);
+        QVERIFY2(!deepest.data(ModuleTreeModel::PathRole).toString().isEmpty(), "nothing expanded");
+        qInfo("deepest expanded row: %s", qPrintable(deepest.data(ModuleTreeModel::PathRole).toString()));
+        heart.stop();
+        qInfo("longest stall: %.1f ms (%s)", worst, qPrintable(worstWhat));
+        QVERIFY2(worst < boundMs, qPrintable(QStringLiteral("%1 ms while %2").arg(worst).arg(worstWhat)));
     }
 
     void diagnosticsSelectModules()
@@ -543,7 +638,9 @@ private slots:
         QVERIFY(doc->exportPython(py).ok());
         QFile pf(py);
         QVERIFY(pf.open(QIODevice::ReadOnly));
-        QVERIFY(pf.readAll().contains("ALL_PARALLEL_STYLES.register("));
+        const QByteArray script = pf.readAll();
+        QVERIFY(script.contains("ALL_PARALLEL_STYLES.register("));
+        QVERIFY(script.contains("Written by the TP Studio GUI (File > Export Plan).")); // not by the CLI
         auto reread = tp::loadPlanFile(json.toStdString(), tp::VersionProfile::G3);
         QVERIFY(reread.ok());
         QCOMPARE(int(reread->customStyles.size()), 2);
@@ -1289,6 +1386,31 @@ private slots:
         QVERIFY(w.document()->sessionJson().contains("\"kv_dtype\": \"fp8\""));
     }
 
+    // Issue 41: the Summary says the class's ep_plan is not the plan edited (Mixtral's tp_plan shards the
+    // experts with moe_tp_experts), and the Plan page marks the keys that export into ep_plan.
+    void epPlanIsToldApart()
+    {
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        QVERIFY(openOn(w, QStringLiteral("mixtral-8x7b"), QStringLiteral("h100-sxm-8"), 2));
+        const QString summary = w.summaryPage()->toPlainText();
+        QVERIFY2(summary.contains(QStringLiteral("applied by Transformers only with ep_size > 1"))
+                     && summary.contains(QStringLiteral("whose experts are sharded by moe_tp_experts")),
+                 qPrintable(summary));
+        QVERIFY(w.document()->importPlan(QStringLiteral(TP_SOURCE_DIR "/plans/mixtral/expert-parallel.json")).ok());
+        QVERIFY(settle(w));
+        QAbstractItemModel* pm = w.planView()->model();
+        int marked = 0;
+        for (int r = 0; r < pm->rowCount(); ++r) {
+            const QString style = pm->index(r, PlanTableModel::StyleColumn).data(Qt::EditRole).toString();
+            const QString shown = pm->index(r, PlanTableModel::StyleColumn).data().toString();
+            const bool ep = style == QLatin1String("grouped_gemm") || style == QLatin1String("ep_dispatch_experts");
+            QCOMPARE(shown, ep ? style + QStringLiteral(" (ep_plan)") : style);
+            marked += ep;
+        }
+        QCOMPARE(marked, 3); // experts.gate_up_proj, experts.down_proj, experts
+    }
+
     void memoryFeasibilityIsADiagnostic()
     {
         MainWindow w;
@@ -1305,8 +1427,17 @@ private slots:
         // The tab's text (and so every tab's place) stays; its tooltip counts.
         QCOMPARE(w.tabs()->tabText(MainWindow::DiagnosticsPage), QStringLiteral("Diagnostics"));
         QVERIFY(w.tabs()->tabToolTip(MainWindow::DiagnosticsPage).startsWith(QStringLiteral("1 error")));
+        // Issue 41: the Summary says it at the top, with the figures for this T and machine.
+        QString summary = w.summaryPage()->toPlainText();
+        QVERIFY2(summary.startsWith(QStringLiteral("The plan at T=1 on 8x H100"))
+                     && summary.contains(QStringLiteral("no: rank 0 needs 131.71 GiB of 77.65 GiB (79.65 GiB less 2.00 GiB kept back)"))
+                     && summary.contains(QStringLiteral("Decode step")),
+                 qPrintable(summary));
         w.tpBox()->setValue(2);
         QVERIFY(settle(w));
+        summary = w.summaryPage()->toPlainText();
+        QVERIFY2(summary.startsWith(QStringLiteral("The plan at T=2")) && summary.contains(QStringLiteral("Fits\nyes: rank")),
+                 qPrintable(summary));
         QVERIFY(w.previews()->latest()->feasibility.empty());
         QCOMPARE(w.diagnosticsModel()->count(tp::Severity::Error), 0);
         QCOMPARE(w.tabs()->tabText(MainWindow::DiagnosticsPage), QStringLiteral("Diagnostics"));

@@ -5,6 +5,7 @@
 #include <QPalette>
 
 #include <algorithm>
+#include <string_view>
 #include <functional>
 
 namespace tpui {
@@ -45,7 +46,109 @@ void ModuleTreeModel::setSpec(std::shared_ptr<const tp::ModelSpec> spec)
         }
     }
     foldIdenticalChildren();
+    m_firstParam.assign(m_subtreeParams.size(), 0);
+    for (std::size_t i = 1; i < m_firstParam.size(); ++i)
+        m_firstParam[i] = m_firstParam[i - 1] + int(m_spec->modules[i - 1].params.size());
+    m_groupOfShared = std::make_shared<const std::vector<int>>(m_groupOf);
+    m_firstParamShared = std::make_shared<const std::vector<int>>(m_firstParam);
+    m_filter = filterVerdicts(m_filter.text);
     endResetModel();
+}
+
+void ModuleTreeModel::setFilterVerdicts(FilterVerdicts v)
+{
+    m_filter = std::move(v);
+}
+
+ModuleTreeModel::FilterVerdicts ModuleTreeModel::filterVerdicts(const QString& text) const
+{
+    return computeVerdicts(filterInput(), text);
+}
+
+ModuleTreeModel::FilterInput ModuleTreeModel::filterInput() const
+{
+    return {m_spec, m_groupOfShared, m_firstParamShared, int(m_groups.size())};
+}
+
+ModuleTreeModel::FilterVerdicts ModuleTreeModel::computeVerdicts(const FilterInput& in, const QString& text)
+{
+    FilterVerdicts v;
+    v.text = text;
+    if (text.isEmpty() || !in.spec)
+        return v;
+    // ASCII case folding (paths are identifiers); a needle with other letters matches them exactly.
+    const std::string needle = text.toLower().toStdString();
+    const auto contains = [&needle](std::string_view hay) {
+        return std::search(hay.begin(), hay.end(), needle.begin(), needle.end(), [](char a, char b) {
+                   return (a >= 'A' && a <= 'Z' ? char(a - 'A' + 'a') : a) == b;
+               }) != hay.end();
+    };
+    const auto& modules = in.spec->modules;
+    const std::vector<int>& firstParam = *in.firstParam;
+    const std::vector<int>& groupOf = *in.groupOf;
+    v.modules.assign(modules.size(), 0);
+    v.params.assign(modules.empty() ? 0 : std::size_t(firstParam.back()) + modules.back().params.size(), 0);
+    v.groups.assign(std::size_t(in.groups), 0);
+    // A path is its parent's + "." + its name: when the parent's path holds the text, so does the child's;
+    // else only a window that reaches into ".name" can, so each path is searched from there on, not
+    // whole (1.2 M paths of 100,000 layers in a few milliseconds).
+    // Without a '.', the text cannot span the dot: the window is the name alone.
+    const std::size_t reach = needle.find('.') == std::string::npos ? 0 : needle.size() - 1;
+    std::vector<char> own(modules.size(), 0);
+    std::string tail; // a parameter's window: the end of its module's path, ".", its name
+    for (std::size_t m = 0; m < modules.size(); ++m) {
+        const std::string& path = modules[m].path;
+        const int parent = modules[m].parent;
+        if (parent >= 0 && own[std::size_t(parent)]) {
+            own[m] = 1;
+        } else {
+            const std::size_t prefix = parent >= 0 && !modules[std::size_t(parent)].path.empty()
+                ? modules[std::size_t(parent)].path.size() + (reach ? 0 : 1) // past the dot when it cannot match
+                : 0;
+            const std::size_t from = prefix > reach ? prefix - reach : 0;
+            own[m] = from <= path.size() && contains(std::string_view(path).substr(from));
+        }
+        for (std::size_t p = 0; p < modules[m].params.size(); ++p) {
+            bool match = own[m];
+            if (!match && !reach) {
+                match = contains(modules[m].params[p].name);
+            } else if (!match) {
+                tail.assign(path, path.size() > reach ? path.size() - reach : 0);
+                if (!path.empty())
+                    tail += '.';
+                tail += modules[m].params[p].name;
+                match = contains(tail);
+            }
+            if (match) {
+                v.params[std::size_t(firstParam[m]) + p] = 1;
+                v.modules[m] = 1;
+            }
+        }
+        v.modules[m] |= own[m];
+    }
+    // Children after parents: a reverse pass carries every match up to its ancestors and groups.
+    for (std::size_t m = modules.size(); m-- > 0;) {
+        if (!v.modules[m])
+            continue;
+        if (modules[m].parent >= 0)
+            v.modules[std::size_t(modules[m].parent)] = 1;
+        if (groupOf[m] >= 0)
+            v.groups[std::size_t(groupOf[m])] = 1;
+    }
+    return v;
+}
+
+bool ModuleTreeModel::accepts(const QModelIndex& index) const
+{
+    if (m_filter.text.isEmpty() || m_filter.modules.empty())
+        return true;
+    const Node n = nodeOf(index);
+    if (n.group >= 0)
+        return m_filter.groups[std::size_t(n.group)];
+    if (n.module < 0)
+        return false;
+    return n.param >= 0 ? m_filter.params[std::size_t(m_firstParam[std::size_t(n.module)] + n.param)]
+                        : m_filter.modules[std::size_t(n.module)];
 }
 
 void ModuleTreeModel::foldIdenticalChildren()

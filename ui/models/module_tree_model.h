@@ -49,6 +49,26 @@ public:
     const tp::ModelSpec* spec() const { return m_spec.get(); }
     // Index of the module or parameter with this full path (column 0), invalid when absent.
     QModelIndex indexForPath(const QString& path) const;
+    // The filter: a row whose path contains `text` (case-insensitive), or that holds such a row, is
+    // accepted; every row for "". The verdicts come from one pass over the spec's paths (a worker may
+    // make them: computeVerdicts() reads only the immutable FilterInput), so that accepts() is a lookup.
+    struct FilterVerdicts
+    {
+        QString text;
+        std::vector<char> modules, params, groups; // empty: every row
+    };
+    struct FilterInput
+    {
+        std::shared_ptr<const tp::ModelSpec> spec;
+        std::shared_ptr<const std::vector<int>> groupOf, firstParam;
+        int groups = 0;
+    };
+    void setFilterVerdicts(FilterVerdicts v);
+    FilterVerdicts filterVerdicts(const QString& text) const;
+    FilterInput filterInput() const;
+    static FilterVerdicts computeVerdicts(const FilterInput& in, const QString& text);
+    QString filterText() const { return m_filter.text; }
+    bool accepts(const QModelIndex& index) const;
 
     QModelIndex index(int row, int column, const QModelIndex& parent = {}) const final;
     QModelIndex parent(const QModelIndex& child) const final;
@@ -102,6 +122,9 @@ private:
     // Subtree totals per module, for the Params and Size columns.
     std::vector<std::int64_t> m_subtreeParams, m_subtreeBytes;
     std::vector<int> m_rowInParent; // per module: its row under its parent (or its group)
+    std::vector<int> m_firstParam;  // per module: the index of its first parameter among all (a prefix sum)
+    std::shared_ptr<const std::vector<int>> m_groupOfShared, m_firstParamShared; // what a worker's pass reads
+    FilterVerdicts m_filter;
     const tp::ParamAssignment* assignment(Node n) const;
     std::shared_ptr<const tp::ModelSpec> m_spec;
     std::shared_ptr<const PreviewResult> m_preview;

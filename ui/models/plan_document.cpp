@@ -236,7 +236,7 @@ tp::Status PlanDocument::exportPython(const QString& path) const
         return tp::Status(tp::StatusCode::FailedPrecondition, "no model");
     tp::Plan p = m_plan;
     p.tpSize = m_settings.tpSize;
-    return writeText(path, tp::planToPython(p, *m_spec, path.toStdString()));
+    return writeText(path, tp::planToPython(p, *m_spec, path.toStdString(), "the TP Studio GUI (File > Export Plan)"));
 }
 
 void PlanDocument::setSettings(const PreviewSettings& s)

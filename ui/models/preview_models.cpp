@@ -3,6 +3,7 @@
 #include "models/format.h"
 
 #include "tp/model/loader.h"
+#include "tp/plan/plan_io.h"
 
 #include <QColor>
 #include <QFont>
@@ -80,7 +81,8 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const
     case Qt::EditRole:
         switch (index.column()) {
         case KeyColumn: return qs(e.key);
-        case StyleColumn: return qs(e.style);
+        case StyleColumn:
+            return role == Qt::DisplayRole && tp::exportedToEpPlan(*g.plan, e) ? tr("%1 (ep_plan)").arg(qs(e.style)) : qs(e.style);
         case MatchesColumn: return matches;
         case CollectiveColumn: return s ? QString::fromLatin1(tp::collectiveName(s->forward)) : tr("unknown style");
         }
@@ -94,6 +96,9 @@ QVariant PlanTableModel::data(const QModelIndex& index, int role) const
             return tr("'%1' is not a style of this Transformers generation").arg(qs(e.style));
         if (matches == 0)
             return tr("This key matches no module or parameter of %1").arg(qs(m_p->spec->className));
+        if (tp::exportedToEpPlan(*g.plan, e))
+            return qs(s->description) + QStringLiteral("\n") + tr("Exported in ep_plan (Transformers applies it with ep_size = tp_size), "
+                                                                  "\"replicate\" in tp_plan");
         return qs(s->description);
     case Qt::TextAlignmentRole: return index.column() == MatchesColumn ? right() : QVariant();
     case Qt::ForegroundRole:

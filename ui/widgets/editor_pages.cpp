@@ -89,14 +89,75 @@ void SummaryPage::showModel(const tp::ModelSpec& spec, std::size_t checkpointFil
         row(tr("Checkpoint"), tr("none (config only; runs use seeded random weights)"));
     h += QStringLiteral("</table>");
     if (!s.defaultEpPlan.empty()) {
-        h += tr("<p><b>Expert-parallel plan</b> (ep_plan): ");
+        // The class's ep_plan is not what the editor starts from: Transformers applies it only with ep_size > 1.
+        const bool tpExperts = std::any_of(s.defaultTpPlan.begin(), s.defaultTpPlan.end(),
+                                           [](const tp::PlanEntry& e) { return e.style == "moe_tp_experts"; });
+        h += tr("<p><b>The class's expert-parallel plan</b> (ep_plan, applied by Transformers only with "
+                "<code>ep_size</code> &gt; 1; the plan edited here starts from its tp_plan%1): ")
+                 .arg(tpExperts ? tr(", whose experts are sharded by <code>moe_tp_experts</code>")
+                                : tr(", which leaves the experts whole"));
         QStringList eps;
         for (const auto& e : s.defaultEpPlan)
             eps << QStringLiteral("%1 → %2").arg(qs(e.key), qs(e.style)).toHtmlEscaped();
-        h += eps.join(QStringLiteral(", ")) + QStringLiteral("</p>");
+        h += eps.join(QStringLiteral(", "))
+           + tr(". The Advisor's <i>expert parallel</i> candidate and the shipped <code>expert-parallel.json</code> plans "
+                "use it.</p>");
     }
-    setHtml(h);
+    m_model = h;
+    m_plan.clear();
+    render();
 }
+
+void SummaryPage::setPreview(const PreviewResult& r)
+{
+    QString h;
+    const auto& g = r.graph;
+    const QString where = r.hardware ? qs(r.hardware->name).toHtmlEscaped() : r.settings.hardware.toHtmlEscaped();
+    h += tr("<h3>The plan at T=%1 on %2</h3>").arg(g.tpSize).arg(where);
+    if (!g.valid()) {
+        h += tr("<p>The plan has errors at T=%1: see <b>Diagnostics</b>. Nothing is predicted for it.</p>").arg(g.tpSize);
+    } else if (!r.cost || !r.decodeCost) {
+        h += QStringLiteral("<p>%1</p>").arg((r.hardwareError.isEmpty() ? r.memoryError : r.hardwareError).toHtmlEscaped());
+    } else {
+        auto row = [&h](const QString& k, const QString& v) {
+            h += QStringLiteral("<tr><td style='padding-right:16px'><b>%1</b></td><td>%2</td></tr>").arg(k, v);
+        };
+        h += QStringLiteral("<table>");
+        if (!r.memory.empty()) {
+            const auto most = std::max_element(r.memory.begin(), r.memory.end(), [](const auto& a, const auto& b) {
+                return a.neededBytes() < b.neededBytes();
+            });
+            const QString usable = r.hardware ? qs(r.hardware->usableMemoryText()) : humanBytes(double(most->deviceBytes));
+            row(tr("Fits"), most->fits() ? tr("yes: rank %1 needs %2 of %3, %4 free")
+                                               .arg(most->rank)
+                                               .arg(humanBytes(double(most->neededBytes())), usable, humanBytes(double(most->headroomBytes())))
+                                         : tr("<span style='color:#d62728'>no</span>: rank %1 needs %2 of %3, %4 over")
+                                               .arg(most->rank)
+                                               .arg(humanBytes(double(most->neededBytes())), usable, humanBytes(double(-most->headroomBytes()))));
+        }
+        row(tr("Prefill"), tr("%1 for batch %2 × %3 tokens (%4% communicating)")
+                               .arg(humanSeconds(r.cost->totalSeconds()))
+                               .arg(r.settings.batch)
+                               .arg(r.settings.seq)
+                               .arg(r.cost->commShare() * 100, 0, 'f', 1));
+        const double step = r.decodeCost->totalSeconds();
+        row(tr("Decode step"), tr("%1 at context %2: %3 tokens/s (%4% communicating)")
+                                   .arg(humanSeconds(step))
+                                   .arg(r.settings.seq)
+                                   .arg(step > 0 ? double(r.settings.batch) / step : 0.0, 0, 'f', 1)
+                                   .arg(r.decodeCost->commShare() * 100, 0, 'f', 1));
+        std::int64_t bytes = 0;
+        for (const auto& c : g.collectives)
+            bytes += c.bytes(g.options.batch, g.options.seq, g.elementBytes());
+        row(tr("Collectives"), tr("%1 per forward, %2").arg(g.collectives.size()).arg(humanBytes(double(bytes))));
+        row(tr("KV cache"), qs(tp::kvCacheLayoutText(*r.spec, g)).toHtmlEscaped());
+        h += QStringLiteral("</table><p>Predicted by the cost model from the hardware profile (docs/metrics.md).</p>");
+    }
+    m_plan = h;
+    render();
+}
+
+void SummaryPage::render() { setHtml(m_plan + m_model); }
 
 // --- Plan -----------------------------------------------------------------------------------------
 

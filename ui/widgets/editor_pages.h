@@ -39,6 +39,13 @@ public:
     explicit SummaryPage(QWidget* parent = nullptr);
     // The configuration of `spec` and its checkpoint's totals (checkpointBytes < 0: none).
     void showModel(const tp::ModelSpec& spec, std::size_t checkpointFiles, std::size_t checkpointTensors, std::int64_t checkpointBytes);
+    // Above the configuration: what the plan gives at the toolbar's T on its hardware (fit, prefill,
+    // decode step, collectives, the KV cache's layout), or why it gives nothing.
+    void setPreview(const PreviewResult& r);
+
+private:
+    void render();
+    QString m_model, m_plan; // the two parts, as HTML
 };
 
 class PlanPage final : public QWidget

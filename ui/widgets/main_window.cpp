@@ -17,6 +17,7 @@
 #include "widgets/shard_view.h"
 #include "widgets/style_delegate.h"
 #include "widgets/theme.h"
+#include "widgets/tree_expander.h"
 #include "widgets/verify_dialog.h"
 
 #include "tp/cost/hardware.h"
@@ -39,6 +40,7 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QInputDialog>
+#include <QKeyEvent>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
@@ -47,6 +49,7 @@
 #include <QMimeData>
 #include <QPointer>
 #include <QProgressBar>
+#include <QScreen>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
 #include <QSplitter>
@@ -80,20 +83,32 @@ QIcon themeIcon(const char* name, const char* fallback)
 QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 // Filters on the full path, keeping the ancestors of every match.
+// The tree's filter: the model decides each row in one lookup (ModuleTreeModel::computeVerdicts made
+// the verdicts in one pass), so a filter over 100,000 layers is not a path built and searched per row
+// per ancestor.
 class PathFilterProxy final : public QSortFilterProxyModel
 {
 public:
-    using QSortFilterProxyModel::QSortFilterProxyModel;
+    explicit PathFilterProxy(ModuleTreeModel* model, QObject* parent)
+        : QSortFilterProxyModel(parent)
+        , m_model(model)
+    {
+        setSourceModel(model);
+    }
+    void setVerdicts(ModuleTreeModel::FilterVerdicts v)
+    {
+        m_model->setFilterVerdicts(std::move(v));
+        invalidate(); // the mappings dropped, not refiltered row by row (with a filter's expansions, thousands of removals)
+    }
 
 protected:
     bool filterAcceptsRow(int row, const QModelIndex& parent) const override
     {
-        const auto re = filterRegularExpression();
-        if (re.pattern().isEmpty())
-            return true;
-        const QModelIndex idx = sourceModel()->index(row, 0, parent);
-        return idx.data(ModuleTreeModel::PathRole).toString().contains(re);
+        return m_model->accepts(m_model->index(row, 0, parent));
     }
+
+private:
+    ModuleTreeModel* m_model;
 };
 
 // The style palette: drag a style onto a module of the tree.
@@ -128,6 +143,7 @@ class StyleDropTree final : public PlaceholderTree
 {
 public:
     std::function<void(const QModelIndex&, const QString&)> onDrop;
+    std::function<void(const QModelIndex&)> onExpandAll; // * on a row: its subtree, a slice at a time
     StyleDropTree()
     {
         setAcceptDrops(true);
@@ -136,6 +152,14 @@ public:
     }
 
 protected:
+    void keyPressEvent(QKeyEvent* e) override
+    {
+        if (e->key() == Qt::Key_Asterisk && onExpandAll && currentIndex().isValid()) {
+            onExpandAll(currentIndex());
+            return e->accept();
+        }
+        PlaceholderTree::keyPressEvent(e);
+    }
     void dragEnterEvent(QDragEnterEvent* e) override
     {
         if (e->mimeData()->hasFormat(kStyleMime))
@@ -175,19 +199,54 @@ MainWindow::MainWindow(QWidget* parent)
 
     // --- module tree ------------------------------------------------------------------------
     m_treeModel = new ModuleTreeModel(this);
-    m_proxy = new PathFilterProxy(this);
-    m_proxy->setSourceModel(m_treeModel);
-    m_proxy->setRecursiveFilteringEnabled(true);
-    m_proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
+    auto* proxy = new PathFilterProxy(m_treeModel, this);
+    m_proxy = proxy;
     m_proxy->setSortRole(ModuleTreeModel::SortRole);
 
     m_filter = new QLineEdit;
     m_filter->setPlaceholderText(tr("Filter modules and parameters (e.g. layers.3.mlp, q_proj)"));
     m_filter->setClearButtonEnabled(true);
-    connect(m_filter, &QLineEdit::textChanged, this, [this](const QString& text) {
-        m_proxy->setFilterFixedString(text);
-        if (!text.isEmpty())
-            m_tree->expandToDepth(6);
+    // Folded first: the proxy then drops its mappings instead of removing the last filter's expanded
+    // rows one by one; the matches open a slice at a time. A tree of more than kSyncFilterModules
+    // modules gets its verdicts from a worker (walking 100,000 layers' paths takes longer than a frame).
+    auto applyFilter = [this, proxy](ModuleTreeModel::FilterVerdicts v) {
+        const QString text = v.text;
+        m_expander->cancel();
+        {
+            const QSignalBlocker quiet(m_tree); // not the user folding: m_fold stays
+            m_tree->collapseAll();
+        }
+        proxy->setVerdicts(std::move(v));
+        if (!text.isEmpty()) {
+            m_expander->expand({}, 7);
+            return;
+        }
+        // No filter: the fold the user had before it comes back, and the current row stays in view.
+        for (const QPersistentModelIndex& i : std::as_const(m_fold))
+            if (i.isValid())
+                m_tree->expand(m_proxy->mapFromSource(i));
+        m_tree->scrollTo(m_tree->currentIndex());
+    };
+    connect(m_filter, &QLineEdit::textChanged, this, [this, applyFilter](const QString& text) {
+        const quint64 gen = ++m_filterGeneration;
+        const ModuleTreeModel::FilterInput in = m_treeModel->filterInput();
+        if (text.isEmpty() || !in.spec || in.spec->modules.size() <= kSyncFilterModules) {
+            applyFilter(ModuleTreeModel::computeVerdicts(in, text));
+            return;
+        }
+        struct Done
+        {
+            std::shared_ptr<const tp::ModelSpec> spec;
+            ModuleTreeModel::FilterVerdicts verdicts;
+        };
+        auto* watcher = new QFutureWatcher<Done>(this);
+        connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, gen, applyFilter] {
+            watcher->deleteLater();
+            // Only the newest text, on the tree it was computed for.
+            if (gen == m_filterGeneration && m_treeModel->filterInput().spec == watcher->result().spec)
+                applyFilter(watcher->result().verdicts);
+        });
+        watcher->setFuture(runInBackground([in, text] { return Done{in.spec, ModuleTreeModel::computeVerdicts(in, text)}; }));
     });
     m_everyLayer = new QCheckBox(tr("Apply to every &layer"));
     m_everyLayer->setChecked(true);
@@ -214,10 +273,32 @@ MainWindow::MainWindow(QWidget* parent)
     };
     m_tree = tree;
     m_tree->setModel(m_proxy);
+    m_expander = new TreeExpander(m_tree);
+    tree->onExpandAll = [this](const QModelIndex& i) { m_expander->expand(i, -1); };
+    connect(m_expander, &TreeExpander::finished, this, [this](int expanded, bool capped, int wide) {
+        if (capped)
+            report(tr("Expanded %1 rows; the rest stay folded (expand them one at a time, or narrow the filter)").arg(expanded));
+        else if (wide)
+            report(tr("%n row(s) of more than %1 entries (a fold of many layers) stay folded: expand them yourself",
+                      nullptr, wide)
+                       .arg(TreeExpander::kWideRows));
+    });
+    connect(m_treeModel, &QAbstractItemModel::modelAboutToBeReset, m_expander, &TreeExpander::cancel);
+    // The fold without a filter (source rows), kept while a filter opens its matches.
+    connect(m_tree, &QTreeView::expanded, this, [this](const QModelIndex& i) {
+        if (m_filter->text().isEmpty())
+            m_fold.insert(m_proxy->mapToSource(i));
+    });
+    connect(m_tree, &QTreeView::collapsed, this, [this](const QModelIndex& i) {
+        if (m_filter->text().isEmpty())
+            m_fold.remove(m_proxy->mapToSource(i));
+    });
+    connect(m_treeModel, &QAbstractItemModel::modelAboutToBeReset, this, [this] { m_fold.clear(); });
     m_tree->setUniformRowHeights(true);
     m_tree->setAlternatingRowColors(true);
     m_tree->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::SelectedClicked | QAbstractItemView::EditKeyPressed);
     m_tree->header()->setStretchLastSection(false);
+    m_tree->header()->setResizeContentsPrecision(200); // fitting a column measures 200 rows, not 1,000
     m_tree->header()->setSectionResizeMode(QHeaderView::Interactive);
     const int em = m_tree->fontMetrics().horizontalAdvance(QLatin1Char('M'));
     const std::pair<int, int> widths[] = {{ModuleTreeModel::NameColumn, 20}, {ModuleTreeModel::TypeColumn, 13},
@@ -391,7 +472,9 @@ MainWindow::MainWindow(QWidget* parent)
         if (m_opening && s >= 1)
             m_statusLabel->setText(tr("Opening %1… %2 s").arg(m_openingWhat).arg(s));
     });
-    resize(1440, 900);
+    // 1440 × 900, or the screen's available area when smaller (a 1280 × 800 laptop).
+    const QRect avail = screen() ? screen()->availableGeometry() : QRect(0, 0, 1440, 900);
+    resize(std::min(1440, avail.width()), std::min(900, avail.height()));
     restoreGeometry(Settings::windowGeometry());
     restoreState(Settings::windowState());
 }
@@ -415,7 +498,11 @@ void MainWindow::setupPreviewBar()
     m_seq = new QSpinBox;
     m_seq->setRange(1, 1 << 20);
     m_hardware = new QComboBox;
-    m_hardware->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    // About 24 characters of the profile's name in the bar (the list shows them whole): the toolbar
+    // then fits a 1280-pixel screen with the DType box in view.
+    m_hardware->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    m_hardware->setMinimumContentsLength(24);
+    connect(m_hardware, &QComboBox::currentIndexChanged, m_hardware, [this] { m_hardware->setToolTip(m_hardware->currentText()); });
     // A list that opens below the box with every entry in view (a popup centred on the current
     // entry pushed the first ones above the screen's edge).
     m_hardware->setStyleSheet(QStringLiteral("QComboBox { combobox-popup: 0; }"));
@@ -601,7 +688,7 @@ void MainWindow::setupActions()
     auto* view = menuBar()->addMenu(tr("&View"));
     auto* find = view->addAction(tr("&Filter Modules"), this, [this] { m_filter->setFocus(); m_filter->selectAll(); });
     find->setShortcut(QKeySequence::Find);
-    view->addAction(tr("&Expand All"), m_tree, &QTreeView::expandAll);
+    view->addAction(tr("&Expand All"), this, [this] { m_expander->expand({}, -1); });
     view->addAction(tr("&Collapse All"), m_tree, &QTreeView::collapseAll);
     view->addSeparator();
     // Pages from anywhere in the window (the tree keeps focus otherwise): Ctrl+1…9, Ctrl+Tab.
@@ -946,6 +1033,7 @@ void MainWindow::applyPreview(std::shared_ptr<const PreviewResult> r)
     all.insert(all.end(), r->feasibility.begin(), r->feasibility.end());
     m_diagnosticsPage->setDiagnostics(std::move(all));
     m_shardView->setPreview(r);
+    m_summary->setPreview(*r);
     m_dataflowPage->view()->setPreview(r);
     m_results->setPreview(r);
 

@@ -18,6 +18,8 @@
 #include <QElapsedTimer>
 #include <QFutureWatcher>
 #include <QMainWindow>
+#include <QPersistentModelIndex>
+#include <QSet>
 
 #include <atomic>
 #include <functional>
@@ -44,6 +46,7 @@ namespace tpui {
 
 class CollectivesModel;
 class DataflowView;
+class TreeExpander;
 class DiagnosticsModel;
 class MemoryModel;
 class ModuleTreeModel;
@@ -178,6 +181,10 @@ private:
     PreviewService* m_previews;
     ModuleTreeModel* m_treeModel = nullptr;
     QSortFilterProxyModel* m_proxy = nullptr;
+    TreeExpander* m_expander = nullptr;
+    static constexpr std::size_t kSyncFilterModules = 20000; // larger trees filter on a worker
+    quint64 m_filterGeneration = 0;                          // of the filter's text: an older worker's verdicts are dropped
+    QSet<QPersistentModelIndex> m_fold; // the tree's expanded rows without a filter (source indexes)
     QTreeView* m_tree = nullptr;
     QLineEdit* m_filter = nullptr;
     QCheckBox* m_everyLayer = nullptr;

@@ -309,6 +309,12 @@ bool usesEpPlan(const Plan& plan)
     return std::any_of(plan.entries.begin(), plan.entries.end(), [](const PlanEntry& e) { return e.style == "ep_dispatch_experts"; });
 }
 
+} // namespace
+
+bool exportedToEpPlan(const Plan& plan, const PlanEntry& e) { return usesEpPlan(plan) && epPlanStyle(e.style); }
+
+namespace {
+
 // The plan's keys as Transformers takes them: {tp_plan, ep_plan}. With ep_dispatch_experts the
 // expert keys move to ep_plan and the tp_plan says "replicate" for them.
 std::pair<nlohmann::ordered_json, nlohmann::ordered_json> planMaps(const Plan& plan, const ModelSpec* spec);
@@ -397,7 +403,7 @@ std::string planToJson(const Plan& plan, const ModelSpec* spec)
     return j.dump(2, ' ', false, kReplaceInvalidUtf8) + "\n";
 }
 
-std::string planToPython(const Plan& plan, const ModelSpec& spec, std::string_view scriptPath)
+std::string planToPython(const Plan& plan, const ModelSpec& spec, std::string_view scriptPath, std::string_view writer)
 {
     std::string_view script = scriptPath.substr(scriptPath.find_last_of('/') == std::string_view::npos ? 0 : scriptPath.find_last_of('/') + 1);
     if (script.empty() || script.size() > 128 || !std::all_of(script.begin(), script.end(), [](char c) {
@@ -434,7 +440,7 @@ std::string planToPython(const Plan& plan, const ModelSpec& spec, std::string_vi
     torchrun --nproc-per-node {tp} {script} [MODEL]    # load and run one forward
     python3 {script} --check                           # verify the plan, load nothing
 
-MODEL defaults to {repo_doc}. Written by tpstudio-cli plan export --format python.
+MODEL defaults to {repo_doc}. Written by {writer}.
 """
 import sys
 
@@ -502,7 +508,7 @@ def main():
 if __name__ == "__main__":
     main()
 )py",
-        fmt::arg("cls", docstringText(spec.className)), fmt::arg("script", script), fmt::arg("tp", plan.tpSize), fmt::arg("repo_doc", docstringText(repo)),
+        fmt::arg("cls", docstringText(spec.className)), fmt::arg("script", script), fmt::arg("tp", plan.tpSize), fmt::arg("repo_doc", docstringText(repo)), fmt::arg("writer", writer),
         fmt::arg("repo", pyString(repo)),
         fmt::arg("plan", planLines), fmt::arg("ep_plan", epLines),
         fmt::arg("ep_impl", pyString(epImplementationName(plan.epImplementation))), fmt::arg("registrations", registrations));

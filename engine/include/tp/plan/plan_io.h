@@ -24,6 +24,10 @@ Result<Plan> loadPlanFile(const std::string& path, VersionProfile profile);
 // replace the default plan.
 Plan resolveOverrides(const ModelSpec& spec, const Plan& overrides);
 
+// Whether planToJson writes entry `e` of `plan` into ep_plan rather than tp_plan (an expert key of a plan
+// that dispatches with ep_dispatch_experts).
+bool exportedToEpPlan(const Plan& plan, const PlanEntry& e);
+
 // Entries reordered so that every parameter key precedes its module key; otherwise file order.
 std::vector<PlanEntry> exportOrder(const std::vector<PlanEntry>& entries);
 
@@ -34,7 +38,9 @@ std::string planToJson(const Plan& plan, const ModelSpec* spec = nullptr);
 // A ready script: registers custom styles, builds DistributedConfig(tp_size, tp_plan), and loads the
 // model with from_pretrained under torchrun. `--check` verifies the plan without loading weights.
 // `scriptPath`: where it will be written; its usage lines name the file (any directory dropped; a
-// name of other characters than letters, digits and "._+-" reads "plan.py").
-std::string planToPython(const Plan& plan, const ModelSpec& spec, std::string_view scriptPath = "plan.py");
+// name of other characters than letters, digits and "._+-" reads "plan.py"). `writer`: what wrote it, for
+// its docstring, trusted text (not from a model): "tpstudio-cli plan export --format python".
+std::string planToPython(const Plan& plan, const ModelSpec& spec, std::string_view scriptPath = "plan.py",
+                         std::string_view writer = "tpstudio-cli plan export --format python");
 
 } // namespace tp
