@@ -1164,6 +1164,11 @@ private slots:
         QCOMPARE(plot->toPixmap(200, 120).toImage().pixelColor(2, 2), plot->palette().color(QPalette::Base));
         QVERIFY(plot->toPixmap(200, 120).toImage().pixelColor(2, 2).lightness() < 80);
         QVERIFY(plot->xAxis->tickLabelColor().lightness() > 160);
+        // Issue 41: the hardware box (a style-sheeted combo) turns dark with the rest, not white.
+        QCoreApplication::processEvents();
+        const QImage hw = w.hardwareBox()->grab().toImage();
+        QVERIFY2(hw.pixelColor(hw.width() / 2, hw.height() - 4).lightness() < 110,
+                 qPrintable(hw.pixelColor(hw.width() / 2, hw.height() - 4).name()));
         trigger(QStringLiteral("light"));
         QVERIFY(!isDark(QApplication::palette()));
         QVERIFY(plot->toPixmap(200, 120).toImage().pixelColor(2, 2).lightness() > 200);

@@ -30,6 +30,7 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <set>
 
 namespace tpui {
 
@@ -274,7 +275,7 @@ CollectivesPage::CollectivesPage(QWidget* parent)
     auto* proxy = new QSortFilterProxyModel(this);
     proxy->setSourceModel(m_collectivesModel);
     proxy->setSortRole(CollectivesModel::SortRole);
-    QTableView* collectives = makeTable(proxy, tr("No collectives: at T=1, or with a plan that keeps every module whole, the ranks "
+    QTableView* collectives = m_collectivesView = makeTable(proxy, tr("No collectives: at T=1, or with a plan that keeps every module whole, the ranks "
                                                   "never communicate. Raise the TP size in the toolbar."));
     collectives->setSortingEnabled(true);
     collectives->sortByColumn(-1, Qt::AscendingOrder);
@@ -342,6 +343,14 @@ CollectivesPage::CollectivesPage(QWidget* parent)
 void CollectivesPage::setPreview(std::shared_ptr<const PreviewResult> r)
 {
     m_collectivesModel->setPreview(r);
+    // The Style column as wide as its widest style (embedding_rowwise, moe_tp_experts), measured on the
+    // plan's few style names, not on 200,000 rows.
+    int styleWidth = m_collectivesView->horizontalHeader()->sectionSizeHint(CollectivesModel::StyleColumn);
+    std::set<std::string> styles;
+    for (const auto& c : r->graph.collectives)
+        if (styles.insert(c.style).second)
+            styleWidth = std::max(styleWidth, m_collectivesView->fontMetrics().horizontalAdvance(qs(c.style)) + 16);
+    m_collectivesView->horizontalHeader()->resizeSection(CollectivesModel::StyleColumn, styleWidth);
     m_memoryModel->setPreview(r);
     m_scalingTable->setPreview(r);
     m_memoryBars->setPreview(r);

@@ -110,6 +110,7 @@ private:
     QLabel* m_caption; // the scaling table's: hardware, batch × seq, this T's split
     QComboBox* m_kvDtype;
     QLabel* m_kvLayout; // the cache layout and dtype the KV figures assume
+    QTableView* m_collectivesView = nullptr;
 };
 
 class DiagnosticsPage final : public QWidget

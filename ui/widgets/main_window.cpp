@@ -1176,6 +1176,18 @@ void MainWindow::dropEvent(QDropEvent* event)
     }
 }
 
+// A theme switched at run time: the style-sheeted hardware box keeps the palette it was polished
+// with (it stayed white in dark mode) until its sheet is set again.
+void MainWindow::changeEvent(QEvent* event)
+{
+    QMainWindow::changeEvent(event);
+    if (m_hardware && (event->type() == QEvent::PaletteChange || event->type() == QEvent::StyleChange)) {
+        const QString sheet = m_hardware->styleSheet();
+        m_hardware->setStyleSheet({});
+        m_hardware->setStyleSheet(sheet);
+    }
+}
+
 void MainWindow::closeEvent(QCloseEvent* event)
 {
     Settings::setWindow(saveGeometry(), saveState());

@@ -427,6 +427,13 @@ QString ResultsPage::exportTitle() const
              hw ? QString::fromStdString(hw->id) : tr("no profile"));
 }
 
+void ResultsPage::changeEvent(QEvent* event)
+{
+    QWidget::changeEvent(event);
+    if (event->type() == QEvent::PaletteChange)
+        QMetaObject::invokeMethod(this, [this] { refresh(); plotBenchmark(); }, Qt::QueuedConnection);
+}
+
 void ResultsPage::refresh()
 {
     plotLayers();

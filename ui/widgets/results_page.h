@@ -64,6 +64,10 @@ public:
     // The title line drawn into exported charts: model, T, profile, batch × seq, dtype, phase.
     QString exportTitle() const;
 
+protected:
+    // A theme switched while a run is shown: the series take the new palette's colours (whiskers, lines).
+    void changeEvent(QEvent* event) override;
+
 signals:
     void benchmarkStarted(const QString& communicator);
     void benchmarkFinished();
