@@ -51,11 +51,12 @@ QVariant ScalingTableModel::headerData(int section, Qt::Orientation o, int role)
         case FitsColumn: return tr("Fits");
         case MemoryColumn: return tr("Memory/rank");
         case HeadroomColumn: return tr("Headroom");
-        case BytesColumn: return tr("Comm/forward");
+        case BytesColumn: return tr("Sent/rank");
         case PrefillColumn: return tr("Prefill");
         case DecodeColumn: return tr("Decode step");
-        case SpeedupColumn: return tr("Speedup");
+        case SpeedupColumn: return tr("Prefill speedup");
         case EfficiencyColumn: return tr("Efficiency");
+        case DecodeSpeedupColumn: return tr("Decode speedup");
         }
     }
     if (role == Qt::ToolTipRole) {
@@ -65,11 +66,13 @@ QVariant ScalingTableModel::headerData(int section, Qt::Orientation o, int role)
             return tr("The rank that needs the most: weights, KV cache at batch × context, prefill activation peak "
                       "and the largest collective's buffer");
         case HeadroomColumn: return tr("Device memory left on that rank (negative: over capacity)");
-        case BytesColumn: return tr("Bytes the collectives move in one prefill forward (Σ of full tensor sizes)");
+        case BytesColumn: return tr("Bytes each rank sends in one prefill forward (a ring all-reduce sends 2(T−1)/T of its "
+                                    "tensor, the others (T−1)/T); the tooltip has the tensors' total");
         case PrefillColumn: return tr("Predicted forward of batch × sequence tokens, slowest rank");
         case DecodeColumn: return tr("Predicted decode step of batch tokens at context = sequence");
         case SpeedupColumn: return tr("Prefill time at T=1 / at T");
-        case EfficiencyColumn: return tr("Speedup / T");
+        case EfficiencyColumn: return tr("Prefill speedup / T");
+        case DecodeSpeedupColumn: return tr("Decode step at T=1 / at T (the step reads every rank's weights: it scales apart from prefill)");
         }
     }
     return {};
@@ -101,11 +104,12 @@ QVariant ScalingTableModel::data(const QModelIndex& index, int role) const
         case FitsColumn: return hasMemory ? QVariant(p.fits) : QVariant();
         case MemoryColumn: return hasMemory ? QVariant(qint64(p.memoryBytes)) : QVariant();
         case HeadroomColumn: return hasMemory ? QVariant(headroom) : QVariant();
-        case BytesColumn: return p.valid ? QVariant(qint64(p.commBytes)) : QVariant();
+        case BytesColumn: return p.valid ? QVariant(qint64(p.commBytesPerRank)) : QVariant();
         case PrefillColumn: return p.valid ? QVariant(p.seconds) : QVariant();
         case DecodeColumn: return p.valid && p.decodeStepSeconds > 0 ? QVariant(p.decodeStepSeconds) : QVariant();
         case SpeedupColumn: return p.valid && p.speedup > 0 ? QVariant(p.speedup) : QVariant();
         case EfficiencyColumn: return p.valid && p.speedup > 0 ? QVariant(p.efficiency()) : QVariant();
+        case DecodeSpeedupColumn: return p.valid && p.decodeSpeedup > 0 ? QVariant(p.decodeSpeedup) : QVariant();
         }
         return {};
     case Qt::TextAlignmentRole:
@@ -113,7 +117,10 @@ QVariant ScalingTableModel::data(const QModelIndex& index, int role) const
     case Qt::ToolTipRole:
         if (!why.isEmpty())
             return why;
-        if (index.column() == SpeedupColumn || index.column() == DecodeColumn)
+        if (index.column() == BytesColumn && p.valid)
+            return tr("%1 sent by each rank; the collectives' tensors total %2 (nccl-tests' sizes)")
+                .arg(humanBytes(double(p.commBytesPerRank)), humanBytes(double(p.commBytes)));
+        if (index.column() == SpeedupColumn || index.column() == DecodeColumn || index.column() == DecodeSpeedupColumn)
             return tr("Decode step at context %1 × batch %2: %3 (%4× over T=1), %5 tokens/s, %6 % communicating")
                 .arg(m_seq)
                 .arg(m_batch)
@@ -157,11 +164,12 @@ QVariant ScalingTableModel::data(const QModelIndex& index, int role) const
     case MemoryColumn: return hasMemory ? humanBytes(double(p.memoryBytes)) : dash;
     case HeadroomColumn:
         return !hasMemory ? dash : headroom >= 0 ? humanBytes(headroom) : tr("%1 over").arg(humanBytes(-headroom));
-    case BytesColumn: return p.valid ? humanBytes(double(p.commBytes)) : dash;
+    case BytesColumn: return p.valid ? humanBytes(double(p.commBytesPerRank)) : dash;
     case PrefillColumn: return p.valid ? humanSeconds(p.seconds) : dash;
     case DecodeColumn: return p.valid && p.decodeStepSeconds > 0 ? humanSeconds(p.decodeStepSeconds) : dash;
     case SpeedupColumn: return p.valid && p.speedup > 0 ? QStringLiteral("%1×").arg(p.speedup, 0, 'f', 2) : dash;
     case EfficiencyColumn: return p.valid && p.speedup > 0 ? QStringLiteral("%1 %").arg(p.efficiency() * 100, 0, 'f', 0) : dash;
+    case DecodeSpeedupColumn: return p.valid && p.decodeSpeedup > 0 ? QStringLiteral("%1×").arg(p.decodeSpeedup, 0, 'f', 2) : dash;
     }
     return {};
 }

@@ -20,7 +20,7 @@ class ScalingTableModel final : public QAbstractTableModel
 public:
     enum Column {
         TpColumn, ValidColumn, FitsColumn, MemoryColumn, HeadroomColumn, BytesColumn, PrefillColumn, DecodeColumn,
-        SpeedupColumn, EfficiencyColumn, NUM_COLUMNS
+        SpeedupColumn, EfficiencyColumn, DecodeSpeedupColumn, NUM_COLUMNS
     };
     enum Role { TpRole = Qt::UserRole + 1, ValueRole }; // T of the row; the column's number (seconds, bytes, ratio)
     explicit ScalingTableModel(QObject* parent = nullptr);

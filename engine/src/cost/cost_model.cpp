@@ -459,8 +459,11 @@ std::vector<ScalingPoint> predictScaling(const ModelSpec& spec, const Plan& plan
         } else {
             const CostReport c = estimateCost(spec, g, hw);
             pt.seconds = c.totalSeconds();
-            for (const CollectiveCost& cc : c.collectives)
+            for (const CollectiveCost& cc : c.collectives) {
                 pt.commBytes += cc.bytes;
+                pt.commBytesPerRank += static_cast<std::int64_t>(
+                    busBandwidthFactor(g.collectives[static_cast<std::size_t>(cc.collective)].kind, t) * static_cast<double>(cc.bytes));
+            }
             pt.commShare = c.commShare();
             if (t == 1)
                 base = pt.seconds;

@@ -174,6 +174,9 @@ struct ScalingPoint
     // and in one decode step.
     std::int64_t commBytes = 0;
     std::int64_t decodeCommBytes = 0;
+    // What each rank sends in one prefill forward: Σ size × busBandwidthFactor (a ring all-reduce sends
+    // 2(T−1)/T of its tensor, the others (T−1)/T), so it grows with T where commBytes stays.
+    std::int64_t commBytesPerRank = 0;
 
     double efficiency() const { return tp > 0 ? speedup / tp : 0; }              // prefill speedup / T
     double decodeEfficiency() const { return tp > 0 ? decodeSpeedup / tp : 0; }
