@@ -22,7 +22,7 @@ shot() { # NAME THEME ARGS…: written beside, then moved over the old one (an i
   shift 2
   echo "screenshots: $name-$theme" >&2
   TPSTUDIO_HARDWARE_DIR="$hw" XDG_CONFIG_HOME="$hw/config" timeout --foreground 600 \
-    xvfb-run -a -s "-screen 0 1600x1000x24" "$gui" --theme "$theme" "$@" --screenshot "$hw/shot.png"
+    xvfb-run -a -s "-screen 0 ${SCREEN:-1600x1000}x24" "$gui" --theme "$theme" "$@" --screenshot "$hw/shot.png"
   mv -f "$hw/shot.png" "$out/$name-$theme.png"
 }
 for theme in light dark; do
@@ -39,6 +39,9 @@ for theme in light dark; do
   for chart in layers speedup latency timeline compare collectives; do
     shot "results-$chart" "$theme" example --tp 2 --run 1,2 --decode 16 --tab results --chart "$chart"
   done
+  # A 1280 × 800 laptop screen: the window fits it, the toolbar's boxes stay in view.
+  SCREEN=1280x800 shot small-summary "$theme" llama-3.1-70b --tp 8 --hardware h100-sxm-8 --tab summary
+  SCREEN=1280x800 shot small-advisor "$theme" deepseek-v3 --hardware h200-sxm-8 --tab advisor
 done
 # Single shots (light): opening a large model, an emulated run, decode, a checkpoint, DeepSeek-V3's
 # default plan, the Advisor when nothing fits, and (with TPSTUDIO_PYTHON set to a Python with torch

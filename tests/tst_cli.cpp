@@ -1,6 +1,7 @@
 // tst_cli — tpstudio-cli as a user runs it: exit codes, --help on every verb, inspect output.
 #include "tp/cost/hardware.h"
 #include "tp/model/catalog.h"
+#include "tp/profile/calibrate.h"
 #include "tp/runtime/gpu.h"
 
 #include <nlohmann/json.hpp>
@@ -243,8 +244,9 @@ private slots:
         QVERIFY(prev.out.contains("Predicted scaling on my-box"));
         // Issue 40: an installed profile is replaced only with --force, a link there is never
         // written through, and the device memory is the machine's, not this process's headroom
-        // (here under a 4.5 GB address-space limit: the binary maps about 1 GiB of libraries, cuBLASLt
-        // most, before it needs 2.1 GiB for one rank; the headroom left is far below the machine's).
+        // (here under an address-space limit of what one rank needs — 240 MiB + 4 x the last-level
+        // cache, 2.1 GiB on a VM reporting 480 MiB of L3 — plus 2.5 GiB for the ~1 GiB of libraries the
+        // binary maps, cuBLASLt most: the headroom left is far below the machine's memory).
         const QString installed = tmp.filePath("hw/my-box.json");
         const QByteArray before = [&] { QFile x(installed); return x.open(QIODevice::ReadOnly) ? x.readAll() : QByteArray(); }();
         const Run again = cli({"calibrate", "--quick", "--ranks", "1", "--install", "--id", "my-box"});
@@ -259,7 +261,9 @@ private slots:
         QFile target(tmp.filePath("target.json"));
         QVERIFY(target.open(QIODevice::ReadOnly));
         QCOMPARE(target.readAll(), QByteArray("keep me"));
-        const Run forced = cli({"-c", QStringLiteral("ulimit -v 4500000; exec '%1' calibrate --quick --ranks 1 --install --id my-box --force")
+        const qint64 limitKb = (tp::calibrationBytesPerRank(tp::DeviceKind::Cpu) + (qint64(5) << 29)) >> 10;
+        const Run forced = cli({"-c", QStringLiteral("ulimit -v %1; exec '%2' calibrate --quick --ranks 1 --install --id my-box --force")
+                                          .arg(limitKb)
                                           .arg(TP_CLI_PATH)},
                                {}, QStringLiteral("/bin/sh"));
         QVERIFY2(forced.code == 0, qPrintable(forced.err));
