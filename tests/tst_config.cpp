@@ -6,6 +6,8 @@
 
 #include <QtTest>
 
+#include <fmt/format.h>
+
 using namespace tp;
 
 namespace {
@@ -222,7 +224,10 @@ private slots:
                                       &d);
         QCOMPARE(c.family, Family::Unknown);
         QVERIFY(std::any_of(d.begin(), d.end(), [](const Diagnostic& x) {
-            return x.severity == Severity::Warning && x.message.find("unknown model_type 'falcon_h9'") != std::string::npos;
+            return x.severity == Severity::Warning && x.message.find("unknown model_type 'falcon_h9'") != std::string::npos
+                // Issue 41: it says what is supported and where the list is.
+                && x.message.find(fmt::format("TP Studio opens {} model types", knownModelTypes().size())) != std::string::npos
+                && x.message.find("`tpstudio-cli families` lists them") != std::string::npos;
         }));
     }
 

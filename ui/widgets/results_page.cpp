@@ -556,6 +556,9 @@ void ResultsPage::plotSpeedup()
     if (rec)
         for (const tp::TpRun& r : rec->runs)
             maxRunT = std::max(maxRunT, r.tp);
+    // The axis runs to twice the largest T that ran (predictions show what the next sizes would give),
+    // not to 8 when only T = 1, 2 ran.
+    const int axisT = std::max(maxRunT, std::min(8, 2 * maxRunT));
     std::optional<tp::HardwareProfile> hw;
     if (rec && m_preview && m_preview->spec && m_preview->graph.plan) {
         // The prediction at the run's own settings, on a profile of the run's backend.
@@ -565,7 +568,7 @@ void ResultsPage::plotSpeedup()
             tp::ShardOptions o{.batch = s.batch, .seq = s.seq};
             o.activationDtype = dtypeOf(s.dtype);
             o.lastPositionLogits = s.logits == "last";
-            for (const auto& pt : tp::predictScaling(*m_preview->spec, *m_preview->graph.plan, o, *hw, std::max(8, maxRunT),
+            for (const auto& pt : tp::predictScaling(*m_preview->spec, *m_preview->graph.plan, o, *hw, axisT,
                                                      s.decodeSteps > 0 ? s.seq + s.decodeSteps / 2 : 0))
                 if (pt.valid) {
                     px << pt.tp;
@@ -576,7 +579,7 @@ void ResultsPage::plotSpeedup()
     auto* ideal = m_speedup->addGraph();
     ideal->setName(tr("ideal"));
     ideal->setPen(QPen(m_speedup->palette().color(QPalette::Mid), 1, Qt::DashLine));
-    const double maxT = std::max({8.0, double(maxRunT), px.isEmpty() ? 1.0 : *std::max_element(px.begin(), px.end())});
+    const double maxT = axisT;
     ideal->setData({1, maxT}, {1, maxT});
     auto* pred = m_speedup->addGraph();
     pred->setName(hw ? tr("predicted on %1 at the run's settings").arg(QString::fromStdString(hw->id)) : tr("predicted"));
@@ -594,7 +597,13 @@ void ResultsPage::plotSpeedup()
     m_speedup->xAxis->setLabel(tr("tp size"));
     m_speedup->yAxis->setLabel(tr("speedup vs T=1"));
     m_speedup->xAxis->setRange(0.5, maxT + 0.5);
-    m_speedup->yAxis->setRange(0, maxT + 0.5);
+    // Up to the highest point drawn (the ideal line leaves the chart where the points do not reach).
+    double top = 1;
+    for (int i = 0; i < my.size(); ++i)
+        top = std::max(top, my[i] + hi[i]);
+    for (const double v : py)
+        top = std::max(top, v);
+    m_speedup->yAxis->setRange(0, std::min(maxT, top * 1.15) + 0.25);
     if (!rec)
         showEmpty(m_speedup, tr("No run yet: run the plan at T=1 and larger sizes (e.g. 1,2,4) to measure the speedup"));
     else if (mx.isEmpty())

@@ -1995,6 +1995,18 @@ bool ModelConfig::isMoeLayer(std::int64_t layer) const
     }
 }
 
+std::string unknownModelTypeText(const std::string& modelType)
+{
+    const std::vector<std::string> tpTypes = transformersTpModelTypes();
+    const bool transformersKnows = std::find(tpTypes.begin(), tpTypes.end(), modelType) != tpTypes.end();
+    return fmt::format("unknown model_type '{}': TP Studio opens {} model types (Transformers {} can tensor-parallelise "
+                       "{}); `tpstudio-cli families` lists them{}",
+                       modelType, knownModelTypes().size(), pinnedTransformersVersion(), tpTypes.size(),
+                       transformersKnows ? "; Transformers has a tp_plan for this one, so TPSTUDIO_PYTHON set to a Python with "
+                                           "it gives its default plan"
+                                         : "");
+}
+
 Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::string& source,
                                     std::vector<Diagnostic>* diags)
 {
@@ -2041,8 +2053,7 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
     c.family = familyFromModelType(modelType);
     if (c.family == Family::Unknown && diags)
         diags->push_back({Severity::Warning, source,
-                          modelType.empty() ? "no 'model_type' in config"
-                                            : fmt::format("unknown model_type '{}'", modelType),
+                          modelType.empty() ? "no 'model_type' in config" : unknownModelTypeText(modelType),
                           "common fields are read; the module tree comes from the checkpoint's tensor names"});
 
     if (!templateRow(modelType)) // a template row reads its own class's defaults (below), not the family's

@@ -601,9 +601,9 @@ Result<OpenedModel> openLocated(const Located& l, const std::string& source)
         out.spec = specFromTensorNames(config, *out.checkpoint);
         applyExternalPlans(out.spec);
     } else {
-        return unimplemented(fmt::format("{}: unknown model_type '{}' and no safetensors checkpoint to read the "
-                                         "module tree from",
-                                         l.configPath, config.modelType));
+        return unimplemented(fmt::format("{}: {}; and there is no safetensors checkpoint beside it to read the module "
+                                         "tree from",
+                                         l.configPath, unknownModelTypeText(config.modelType)));
     }
     out.spec.source = source;
     out.spec.diagnostics.insert(out.spec.diagnostics.begin(), diags.begin(), diags.end());

@@ -57,6 +57,9 @@ const std::vector<KnownModelType>& knownModelTypes();
 // resources/model_types.json lists them (116 in 5.24), and that version.
 std::vector<std::string> transformersTpModelTypes();
 std::string pinnedTransformersVersion();
+// "unknown model_type 'x': TP Studio opens N model types (… `tpstudio-cli families` lists them)": what an
+// unknown type's messages say, with what to do.
+std::string unknownModelTypeText(const std::string& modelType);
 // The plans a model type's classes declare in the pinned Transformers, as [key, style] pairs in
 // their order: the config class's base_model_tp_plan and base_model_ep_plan, the head class's
 // _tp_plan. Empty lists for a model type it does not list.
