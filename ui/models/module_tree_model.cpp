@@ -46,11 +46,11 @@ void ModuleTreeModel::setSpec(std::shared_ptr<const tp::ModelSpec> spec)
         }
     }
     foldIdenticalChildren();
-    m_firstParam.assign(m_subtreeParams.size(), 0);
-    for (std::size_t i = 1; i < m_firstParam.size(); ++i)
-        m_firstParam[i] = m_firstParam[i - 1] + int(m_spec->modules[i - 1].params.size());
+    std::vector<int> firstParam(m_subtreeParams.size(), 0);
+    for (std::size_t i = 1; i < firstParam.size(); ++i)
+        firstParam[i] = firstParam[i - 1] + int(m_spec->modules[i - 1].params.size());
+    m_firstParam = std::make_shared<const std::vector<int>>(std::move(firstParam));
     m_groupOfShared = std::make_shared<const std::vector<int>>(m_groupOf);
-    m_firstParamShared = std::make_shared<const std::vector<int>>(m_firstParam);
     m_filter = filterVerdicts(m_filter.text);
     endResetModel();
 }
@@ -67,7 +67,7 @@ ModuleTreeModel::FilterVerdicts ModuleTreeModel::filterVerdicts(const QString& t
 
 ModuleTreeModel::FilterInput ModuleTreeModel::filterInput() const
 {
-    return {m_spec, m_groupOfShared, m_firstParamShared, int(m_groups.size())};
+    return {m_spec, m_groupOfShared, m_firstParam, int(m_groups.size())};
 }
 
 ModuleTreeModel::FilterVerdicts ModuleTreeModel::computeVerdicts(const FilterInput& in, const QString& text)
@@ -147,7 +147,7 @@ bool ModuleTreeModel::accepts(const QModelIndex& index) const
         return m_filter.groups[std::size_t(n.group)];
     if (n.module < 0)
         return false;
-    return n.param >= 0 ? m_filter.params[std::size_t(m_firstParam[std::size_t(n.module)] + n.param)]
+    return n.param >= 0 ? m_filter.params[std::size_t((*m_firstParam)[std::size_t(n.module)] + n.param)]
                         : m_filter.modules[std::size_t(n.module)];
 }
 

@@ -67,7 +67,6 @@ public:
     FilterVerdicts filterVerdicts(const QString& text) const;
     FilterInput filterInput() const;
     static FilterVerdicts computeVerdicts(const FilterInput& in, const QString& text);
-    QString filterText() const { return m_filter.text; }
     bool accepts(const QModelIndex& index) const;
 
     QModelIndex index(int row, int column, const QModelIndex& parent = {}) const final;
@@ -122,8 +121,9 @@ private:
     // Subtree totals per module, for the Params and Size columns.
     std::vector<std::int64_t> m_subtreeParams, m_subtreeBytes;
     std::vector<int> m_rowInParent; // per module: its row under its parent (or its group)
-    std::vector<int> m_firstParam;  // per module: the index of its first parameter among all (a prefix sum)
-    std::shared_ptr<const std::vector<int>> m_groupOfShared, m_firstParamShared; // what a worker's pass reads
+    // Per module: the index of its first parameter among all (a prefix sum); and m_groupOf's copy, for the
+    // filter's worker (shared: a filter may still be computing when the model resets).
+    std::shared_ptr<const std::vector<int>> m_firstParam, m_groupOfShared;
     FilterVerdicts m_filter;
     const tp::ParamAssignment* assignment(Node n) const;
     std::shared_ptr<const tp::ModelSpec> m_spec;

@@ -358,14 +358,10 @@ tp::SearchOptions AdvisorPage::options() const
     o.maxTp = m_maxTp->value();
     o.activationDtype = m_doc->settings().activationDtype();
     o.kvCacheDtype = m_doc->settings().kvCacheDtype();
-    if (const tp::ModelSpec* spec = m_doc->spec()) {
-        // The editor's plan, unless it is the class's default (tried anyway).
-        tp::Plan mine = m_doc->plan();
-        tp::Plan base = tp::defaultPlan(*spec, mine.tpSize);
-        if (tp::planToJson(mine, spec) != tp::planToJson(base, spec))
-            o.plans.push_back({tr("editor's plan").toStdString(),
-                               tr("the plan in the editor as it is now (its T is tried at every size)").toStdString(), std::move(mine)});
-    }
+    // The editor's plan (one equal to a built-in candidate, the default say, folds into it in the search).
+    if (m_doc->spec())
+        o.plans.push_back({tr("editor's plan").toStdString(),
+                           tr("the plan in the editor as it is now (its T is tried at every size)").toStdString(), m_doc->plan()});
     return o;
 }
 

@@ -59,7 +59,6 @@ public:
     QToolButton* plansButton() const { return m_plans; }
     // Plan files tried beside the built-in, shipped and editor's candidates (forget: the list is cleared first).
     void addPlanFiles(const QStringList& files, bool forget = false);
-    QStringList planFiles() const { return m_planFiles; }
 
     // The inputs as the engine takes them (hardware: the document's settings).
     tp::SearchOptions options() const;

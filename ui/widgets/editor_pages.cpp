@@ -30,7 +30,6 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
-#include <set>
 
 namespace tpui {
 
@@ -344,12 +343,11 @@ void CollectivesPage::setPreview(std::shared_ptr<const PreviewResult> r)
 {
     m_collectivesModel->setPreview(r);
     // The Style column as wide as its widest style (embedding_rowwise, moe_tp_experts), measured on the
-    // plan's few style names, not on 200,000 rows.
+    // plan's keys (a collective's style is its key's), not on 200,000 rows.
     int styleWidth = m_collectivesView->horizontalHeader()->sectionSizeHint(CollectivesModel::StyleColumn);
-    std::set<std::string> styles;
-    for (const auto& c : r->graph.collectives)
-        if (styles.insert(c.style).second)
-            styleWidth = std::max(styleWidth, m_collectivesView->fontMetrics().horizontalAdvance(qs(c.style)) + 16);
+    if (r->graph.plan)
+        for (const auto& e : r->graph.plan->entries)
+            styleWidth = std::max(styleWidth, m_collectivesView->fontMetrics().horizontalAdvance(qs(e.style)) + 16);
     m_collectivesView->horizontalHeader()->resizeSection(CollectivesModel::StyleColumn, styleWidth);
     m_memoryModel->setPreview(r);
     m_scalingTable->setPreview(r);

@@ -30,7 +30,6 @@ public:
     // its children, as QTreeView::expandToDepth(0) does for the top level.
     void expand(const QModelIndex& root, int levels);
     void cancel();
-    bool running() const { return !m_queue.empty(); }
 
 signals:
     // capped: rows were left folded at the cap; wide: rows left folded for their many children.
