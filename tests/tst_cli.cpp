@@ -1046,6 +1046,14 @@ private slots:
         }
         QVERIFY2(options >= 30, qPrintable(QString::number(options)));
         QCOMPARE(verbsWithIntegers.size(), 12);
+        // Real options (--memory-reserve) read decimal too: no hex float, inf, nan or words.
+        for (const char* bad : {"0x10", "inf", "nan", "abc", "1e", "."}) {
+            const Run r = cli({"plan", "validate", "example", "--hardware", "h100-sxm-8", "--memory-reserve", bad});
+            QCOMPARE(r.code, 2);
+            QVERIFY2(r.err.contains(QStringLiteral("--memory-reserve: '%1' is not a decimal number").arg(bad)), qPrintable(r.err));
+        }
+        for (const char* good : {"2", "0.5", "1e0", "-0"})
+            QCOMPARE(cli({"plan", "validate", "example", "--hardware", "h100-sxm-8", "--memory-reserve", good}).code, 0);
     }
 
     // ... and a leading zero is read as decimal where the value shows, one case per verb family.

@@ -49,13 +49,16 @@ CLI::Option* addSizeOption(CLI::App* cmd, const char* flags, std::int64_t& targe
 CLI::Option* addIntListOption(CLI::App* cmd, const char* flags, std::vector<int>& target, int lo, int hi,
                               const std::string& help);
 
-// Every integer option of `app` and its subcommands (CLI11 type INT or UINT) reads decimal: leading
-// zeros are dropped ("010" is 10, not octal 8) and 0x / 0b / 0o prefixes are refused, naming the
-// option. Options that parse their own text (--seed) are left as they are. Called once every verb
+// Every number option of `app` and its subcommands reads decimal. Integers (CLI11 type INT or UINT):
+// leading zeros are dropped ("010" is 10, not octal 8) and 0x / 0b / 0o prefixes are refused; reals
+// (FLOAT): digits with an optional point and exponent, no hex float, inf or nan. Each refusal names
+// the option. Options that parse their own text (--seed) are left as they are. Called once every verb
 // is registered.
-void makeIntegersDecimal(CLI::App& app);
+void makeNumbersDecimal(CLI::App& app);
 // Why `text` is not a decimal whole number (empty when it is); it loses its leading zeros.
 std::string decimalInteger(std::string& text);
+// Why `text` is not a decimal number such as 2, 0.5 or 1e3 (empty when it is).
+std::string decimalNumber(const std::string& text);
 
 // A path or id option that was given must not be empty ("--plan ''" is not "no plan").
 inline const CLI::Validator kNonEmpty(

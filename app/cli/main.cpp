@@ -59,7 +59,7 @@ int main(int argc, char** argv)
     add(tpcli::addBench);
     add(tpcli::addDevices);
     add(tpcli::addCalibrate);
-    tpcli::makeIntegersDecimal(app);
+    tpcli::makeNumbersDecimal(app);
 
     // Help and the version go to standard output, which must take them (a full disk is an error).
     auto printed = [](int code) {

@@ -196,15 +196,42 @@ std::string decimalInteger(std::string& text)
     return {};
 }
 
-void makeIntegersDecimal(CLI::App& app)
+std::string decimalNumber(const std::string& text)
+{
+    // [+-] digits [. digits] [e [+-] digits], at least one digit before the exponent: no 0x, inf or nan.
+    std::size_t i = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+    const auto digits = [&] {
+        const std::size_t from = i;
+        while (i < text.size() && text[i] >= '0' && text[i] <= '9')
+            ++i;
+        return i - from;
+    };
+    std::size_t mantissa = digits();
+    if (i < text.size() && text[i] == '.') {
+        ++i;
+        mantissa += digits();
+    }
+    bool ok = mantissa > 0;
+    if (ok && i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+        ++i;
+        if (i < text.size() && (text[i] == '-' || text[i] == '+'))
+            ++i;
+        ok = digits() > 0;
+    }
+    return ok && i == text.size() ? std::string() : fmt::format("'{}' is not a decimal number", tp::terminalSafe(text.substr(0, 40)));
+}
+
+void makeNumbersDecimal(CLI::App& app)
 {
     for (CLI::Option* opt : app.get_options()) {
         const std::string type = opt->get_type_name();
         if ((type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0) && opt->get_name() != "--seed")
             opt->transform(CLI::Validator([](std::string& v) { return decimalInteger(v); }, "", "decimal"));
+        else if (type.rfind("FLOAT", 0) == 0)
+            opt->transform(CLI::Validator([](std::string& v) { return decimalNumber(v); }, "", "decimal"));
     }
     for (CLI::App* sub : app.get_subcommands({}))
-        makeIntegersDecimal(*sub);
+        makeNumbersDecimal(*sub);
 }
 
 } // namespace tpcli
