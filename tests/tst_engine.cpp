@@ -5,15 +5,17 @@
 #include "tp/cost/hardware.h"
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
+#include "tp/profile/host_load.h"
 #include "tp/profile/run_record.h"
 #include "tp/runtime/arena.h"
 #include "tp/runtime/communicator.h"
 #include "tp/runtime/executor.h"
-#include "tp/profile/run_record.h"
 
 #include "testutils.h"
 
+#include <QProcess>
 #include <QTemporaryDir>
+#include <QThread>
 #include <QtTest>
 
 #include <nlohmann/json.hpp>
@@ -1217,6 +1219,70 @@ private slots:
             auto e = parseRunRecord(h.dump(), "hostile.json");
             QVERIFY2(!e.ok(), bad);
             QVERIFY2(e.status().message().find("'spread_us'") != std::string::npos, e.status().message().c_str());
+            QVERIFY(e.status().message().find("hostile.json") != std::string::npos);
+        }
+    }
+
+    void hostLoadIsMeasuredAndRecorded()
+    {
+        // Another process spinning on a core while we sleep: the sampler sees at least half a core of
+        // others' work (the spinner has a core to itself unless the host is busier still).
+        {
+            QProcess spinner;
+            spinner.start(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), QStringLiteral("while :; do :; done")});
+            QVERIFY(spinner.waitForStarted());
+            const HostLoadSampler sampler;
+            QThread::msleep(800);
+            const double others = sampler.otherCores();
+            spinner.kill();
+            spinner.waitForFinished();
+            QVERIFY2(others >= 0.5 && others <= std::thread::hardware_concurrency(), qPrintable(QString::number(others)));
+        }
+        // A threaded run measures it; the record carries it and reads it back; MPI-style absence is -1.
+        const ModelSpec s = tptest::openSpec("example");
+        RunOptions o;
+        o.seq = 8;
+        o.iterations = 2;
+        const ShardedGraph g = shardModel(s, defaultPlan(s, 2), {.batch = o.batch, .seq = o.seq});
+        auto r = runModel(s, g, {}, o);
+        QVERIFY2(r.ok(), r.status().message().c_str());
+        QVERIFY2(r->hostOtherCores >= 0 && r->hostOtherCores <= std::thread::hardware_concurrency(),
+                 qPrintable(QString::number(r->hostOtherCores)));
+        RunRecord rec;
+        rec.settings.batch = o.batch;
+        rec.settings.seq = o.seq;
+        rec.provenance.logicalCores = 2;
+        addRun(rec, g, *r);
+        rec.runs[0].hostOtherCores = 1.25;
+        const std::string text = recordToJson(rec).dump();
+        auto back = parseRunRecord(text, "load.json");
+        QVERIFY2(back.ok(), back.status().message().c_str());
+        QCOMPARE(back->runs[0].hostOtherCores, 1.25);
+        QCOMPARE(back->provenance.logicalCores, 2);
+        const std::string warning = hostLoadWarning(*back);
+        QVERIFY2(warning.find("kept 1.2 of its 2 cores busy during T=2") != std::string::npos,
+                 warning.c_str());
+        std::ostringstream console;
+        writeConsole(*back, console);
+        QVERIFY(console.str().find("warning: the host was busy") != std::string::npos);
+        // Quiet, or not measured: no warning.
+        for (const double quiet : {0.2, -1.0}) {
+            RunRecord q = *back;
+            q.runs[0].hostOtherCores = quiet;
+            QCOMPARE(hostLoadWarning(q), std::string());
+        }
+        QVERIFY(!hostWasLoaded(0.25, 2) && hostWasLoaded(0.3, 2) && !hostWasLoaded(3, 64) && hostWasLoaded(3.5, 64));
+        nlohmann::json j = nlohmann::json::parse(text);
+        j["runs"][0].erase("host_other_cores");
+        auto old = parseRunRecord(j.dump(), "old.json");
+        QVERIFY2(old.ok(), old.status().message().c_str());
+        QCOMPARE(old->runs[0].hostOtherCores, -1.0);
+        for (const char* bad : {"-1", "1e300", "\"busy\"", "70000"}) {
+            nlohmann::json h = nlohmann::json::parse(text);
+            h["runs"][0]["host_other_cores"] = nlohmann::json::parse(bad);
+            auto e = parseRunRecord(h.dump(), "hostile.json");
+            QVERIFY2(!e.ok(), bad);
+            QVERIFY2(e.status().message().find("'host_other_cores'") != std::string::npos, e.status().message().c_str());
             QVERIFY(e.status().message().find("hostile.json") != std::string::npos);
         }
     }

@@ -4,9 +4,11 @@
 
 #include "tp/core/units.h"
 #include "tp/graph/layer_graph.h"
+#include "tp/profile/host_load.h"
 #include "tp/profile/nvtx.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -161,6 +163,7 @@ void addRun(RunRecord& record, const ShardedGraph& g, const Measurement& result)
     TpRun run;
     run.tp = result.tpSize;
     run.loadSeconds = result.loadSeconds;
+    run.hostOtherCores = result.hostOtherCores;
     run.iterationSeconds = result.iterationSeconds;
     run.memory = result.footprint;
     run.medianSeconds = percentile(result.iterationSeconds, 0.5);
@@ -266,6 +269,8 @@ nlohmann::ordered_json recordToJson(const RunRecord& rec)
         x["tokens_per_s"] = r.tokensPerSecond;
         x["speedup"] = r.speedup;
         x["comm_share"] = r.commShare;
+        if (r.hostOtherCores >= 0)
+            x["host_other_cores"] = r.hostOtherCores;
         x["layers"] = layersJson(r.layers);
         auto memory = nlohmann::ordered_json::array();
         for (std::size_t i = 0; i < r.memory.size(); ++i)
@@ -502,6 +507,8 @@ Result<RunRecord> parseRunRecord(std::string_view text, const std::string& sourc
             rec.provenance.os = *v;
         if (auto v = p.str("devices"); v.ok())
             rec.provenance.devices = *v;
+        if (auto v = p.integer("logical_cores", 0, 1 << 16); v.ok())
+            rec.provenance.logicalCores = int(*v);
         if (auto v = p.str("cpu_kernels"); v.ok())
             rec.provenance.cpuKernels = *v;
     }
@@ -520,6 +527,12 @@ Result<RunRecord> parseRunRecord(std::string_view text, const std::string& sourc
         TP_ASSIGN_OR_RETURN(run.tokensPerSecond, r.num("tokens_per_s"));
         TP_ASSIGN_OR_RETURN(run.speedup, r.num("speedup"));
         TP_ASSIGN_OR_RETURN(run.commShare, r.num("comm_share"));
+        if (r.j.contains("host_other_cores")) { // records since the host's load was measured
+            TP_ASSIGN_OR_RETURN(run.hostOtherCores, r.num("host_other_cores"));
+            if (run.hostOtherCores > double(1 << 16))
+                return invalidArgument(fmt::format("{}: key 'host_other_cores' must be at most {} cores, found {}", r.where,
+                                                   1 << 16, run.hostOtherCores));
+        }
         TP_ASSIGN_OR_RETURN(run.layers, parseLayers(r));
         if (r.j.contains("memory")) { // records since the device-resident engine
             TP_RETURN_IF_ERROR(r.need("memory", &nlohmann::json::is_array, "an array"));
@@ -680,6 +693,23 @@ void writeConsole(const RunRecord& rec, std::ostream& out)
             out << fmt::format("  T={} memory per rank (largest): {} weights + {} activations, KV cache and scratch\n", r.tp,
                                humanBytes(static_cast<double>(w)), humanBytes(static_cast<double>(a)));
         }
+    if (const std::string w = hostLoadWarning(rec); !w.empty())
+        out << "\nwarning: " << w << "\n";
+}
+
+std::string hostLoadWarning(const RunRecord& rec)
+{
+    std::vector<std::string> loaded;
+    for (const auto& r : rec.runs)
+        if (hostWasLoaded(r.hostOtherCores, rec.provenance.logicalCores))
+            loaded.push_back(loaded.empty() ? fmt::format("{:.1f} of its {} cores busy during T={}", r.hostOtherCores,
+                                                          rec.provenance.logicalCores, r.tp)
+                                            : fmt::format("{:.1f} during T={}", r.hostOtherCores, r.tp));
+    if (loaded.empty())
+        return "";
+    return fmt::format("the host was busy: other processes kept {} (the mean over each size's run). Those timings, and "
+                       "the speedups that use them, measure the contention as much as the plan; run again on a quiet host",
+                       fmt::join(loaded, ", "));
 }
 
 } // namespace tp

@@ -12,6 +12,7 @@
 #include "program.h"
 #include "tp/core/units.h"
 #include "tp/model/arch_traits.h"
+#include "tp/profile/host_load.h"
 #include "tp/profile/nvtx.h"
 #include "tp/runtime/backend.h"
 #include "tp/runtime/communicator.h"
@@ -237,6 +238,7 @@ public:
             comms.push_back(k.comm);
         }
         std::jthread watchdog = progressWatchdog(comms, 0);
+        const HostLoadSampler hostLoad;
         for (int r = 0; r < m_T; ++r)
             threads.emplace_back([this, r] {
                 Rank& k = m_ranks[static_cast<std::size_t>(r)];
@@ -260,6 +262,7 @@ public:
         if (!m_firstError.ok())
             return m_firstError;
         RunResult res = result(raw);
+        res.hostOtherCores = hostLoad.otherCores();
         const int sample = representativeSample(m_ranks[0]);
         res.decode.spanStep = sample < 0 ? -1 : sample * spanStride();
         for (const Rank& k : m_ranks) {

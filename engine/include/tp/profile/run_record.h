@@ -127,6 +127,9 @@ struct TpRun
     double tokensPerSecond = 0;
     double speedup = 0;        // vs T=1 of the same invocation; 0 when T=1 was not run
     double commShare = 0;      // comm / (compute + comm) on the slowest rank, from the spans
+    // Mean cores other processes kept busy while this size ran (host_load.h); -1: not measured
+    // (MPI ranks, records from before it). hostWasLoaded() says when it disturbs the timings.
+    double hostOtherCores = -1;
     std::vector<LayerTiming> layers;
     std::vector<RecordedSpan> spans; // last timed iteration, every rank
     std::vector<RankFootprint> memory; // per rank: weights, workspace, allocations
@@ -151,5 +154,8 @@ void writeCsv(const RunRecord& record, std::ostream& out);          // one row p
 // chrome://tracing, Perfetto: pid = rank; tid = T for prefill, 256 + T for the representative decode step
 void writeChromeTrace(const RunRecord& record, std::ostream& out);
 void writeConsole(const RunRecord& record, std::ostream& out);      // per-layer table + summary
+// The tp sizes that ran while other processes kept the host busy (hostWasLoaded), as one sentence
+// for the console and the GUI; "" when none did or nothing was measured.
+std::string hostLoadWarning(const RunRecord& record);
 
 } // namespace tp

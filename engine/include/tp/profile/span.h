@@ -61,6 +61,9 @@ struct Measurement
     // Single-device emulation: compute spans were measured one rank at a time on one device,
     // collective spans and the iteration times come from the hardware profile's model.
     bool emulated = false;
+    // Mean cores other processes kept busy from weight loading to the last step (host_load.h); -1:
+    // not measured (one process per rank, where the other ranks are other processes).
+    double hostOtherCores = -1;
     DecodeMeasurement decode;
 };
 
