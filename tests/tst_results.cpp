@@ -3,6 +3,7 @@
 // stated), the baseline's noise band, empty states, units by magnitude and titled exports.
 #include "models/preview_service.h"
 #include "widgets/results_page.h"
+#include "widgets/timeline_view.h"
 #include "tp/cost/cost_model.h"
 #include "tp/model/loader.h"
 #include "tp/plan/plan.h"
@@ -15,6 +16,7 @@
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTemporaryDir>
+#include <QTreeWidget>
 #include <QtTest>
 #include <qcustomplot.h>
 
@@ -41,6 +43,33 @@ QCPBars* barsNamed(QCustomPlot* p, const QString& prefix)
     return nullptr;
 }
 
+// The lines above a chart, top first.
+QString noteOf(QCustomPlot* p)
+{
+    QStringList lines;
+    for (int i = 0; i < p->plotLayout()->elementCount(); ++i)
+        if (auto* t = qobject_cast<QCPTextElement*>(p->plotLayout()->elementAt(i)); t && t->objectName() == QLatin1String("profile-note"))
+            lines << t->text();
+    return lines.join(QLatin1Char('\n'));
+}
+
+QStringList itemTexts(QCustomPlot* p)
+{
+    QStringList out;
+    for (int i = 0; i < p->itemCount(); ++i)
+        if (auto* t = qobject_cast<QCPItemText*>(p->item(i)))
+            out << t->text();
+    return out;
+}
+
+// (predicted − measured) / measured as the charts write it.
+QString percent(double predicted, double measured)
+{
+    const double e = 100 * (predicted - measured) / measured;
+    return (e < 0 ? QStringLiteral("−") : QStringLiteral("+")) + QString::number(std::abs(e), 'f', std::abs(e) < 10 ? 1 : 0)
+           + QLatin1Char('%');
+}
+
 QCPGraph* graphNamed(QCustomPlot* p, const QString& prefix)
 {
     for (auto* g : plottables<QCPGraph>(p))
@@ -59,12 +88,14 @@ class TestResults : public QObject
     std::shared_ptr<RunData> m_run;
     std::shared_ptr<const tp::ModelSpec> m_spec;
 
-    std::shared_ptr<const PreviewResult> preview(const QString& hardware)
+    std::string m_configText;
+
+    std::shared_ptr<const PreviewResult> preview(const QString& hardware, std::optional<tp::Plan> plan = std::nullopt)
     {
         PreviewSettings s;
         s.tpSize = 2;
         s.hardware = hardware;
-        return computePreview(m_spec, tp::defaultPlan(*m_spec, 2), s);
+        return computePreview(m_spec, plan ? *plan : tp::defaultPlan(*m_spec, 2), s);
     }
 
 private slots:
@@ -73,7 +104,10 @@ private slots:
         qputenv("TPSTUDIO_CLI", TP_CLI_PATH);
         // No calibrated profiles: a CPU run's predictions use local-cpu.
         qputenv("TPSTUDIO_HARDWARE_DIR", m_hwDir.path().toUtf8());
-        m_spec = std::make_shared<const tp::ModelSpec>(tptest::openSpec("example"));
+        auto om = tp::openModel("example");
+        QVERIFY2(om.ok(), om.status().message().c_str());
+        m_configText = tp::configText(*om).value();
+        m_spec = std::make_shared<const tp::ModelSpec>(std::move(om->spec));
         // A real run: T = 1, 2; 4 timed iterations, 4 decode steps.
         QProcess cli;
         const QString json = m_dir.filePath(QStringLiteral("run.json"));
@@ -209,10 +243,7 @@ private slots:
         QCPGraph* ttft = graphNamed(plotOf(page, 2), QStringLiteral("TTFT predicted"));
         QVERIFY(ttft && ttft->name().contains(QStringLiteral("local-cpu")));
         QCOMPARE(plottables<QCPErrorBars>(plotOf(page, 2)).size(), std::size_t(2)); // TTFT min–max, ITL p10–p90
-        QString shown;
-        for (int i = 0; i < p->plotLayout()->elementCount(); ++i)
-            if (auto* t = qobject_cast<QCPTextElement*>(p->plotLayout()->elementAt(i)); t && t->objectName() == QLatin1String("profile-note"))
-                shown = t->text();
+        const QString shown = noteOf(p);
         // Re-plotting keeps one note, not one per refresh.
         page.phaseBox()->setCurrentIndex(0);
         page.setPreview(preview(toolbar));
@@ -220,13 +251,155 @@ private slots:
         for (int i = 0; i < p->plotLayout()->elementCount(); ++i)
             if (auto* t = qobject_cast<QCPTextElement*>(p->plotLayout()->elementAt(i)); t && t->objectName() == QLatin1String("profile-note"))
                 ++notes;
-        QCOMPARE(notes, note ? 1 : 0);
-        QCOMPARE(shown, page.profileNote());
+        QCOMPARE(notes, note ? 2 : 1); // the profile's caveat when there is one, over the prediction's error
+        QVERIFY2(shown.startsWith(page.profileNote()), qPrintable(shown));
+        QVERIFY2(shown.contains(QStringLiteral("Predicted speedup against measured")), qPrintable(shown));
         if (note) {
             QVERIFY2(shown.contains(QStringLiteral("local-cpu")) && shown.contains(QStringLiteral("h100-sxm-8")), qPrintable(shown));
         } else {
-            QVERIFY(shown.isEmpty());
+            QCOMPARE(page.profileNote(), QString());
         }
+    }
+
+    // Issue 41: the prediction beside the measurement. Per layer: the cost model's compute and
+    // communication as pale bars right of each measured stack, and the phase's and worst layer's
+    // error; Speedup and Latency: each measured point labelled with the prediction's error.
+    void predictionErrorsBesideTheMeasurement_data()
+    {
+        QTest::addColumn<int>("phase");
+        QTest::addRow("prefill") << 0;
+        QTest::addRow("decode step") << 1;
+    }
+    void predictionErrorsBesideTheMeasurement()
+    {
+        QFETCH(int, phase);
+        ResultsPage page;
+        page.setModelConfig(m_spec, m_configText);
+        page.setPreview(preview(QStringLiteral("local-cpu")));
+        page.setRun(m_run);
+        page.phaseBox()->setCurrentIndex(phase);
+        QCOMPARE(page.comparisonNote(), QString());
+        const auto cmp = tp::compareRecord(m_run->record, *m_spec, m_configText, tp::defaultPlan(*m_spec, 2), tp::findHardware("local-cpu").value());
+        QVERIFY2(cmp.ok(), cmp.status().message().c_str());
+        QCOMPARE(page.comparison().size(), cmp->size());
+        const tp::PhaseComparison& want = phase == 1 ? *cmp->back().decode : cmp->back().prefill;
+        QCustomPlot* p = plotOf(page, 0);
+        QCPBars *pc = barsNamed(p, QStringLiteral("compute predicted")), *pm = barsNamed(p, QStringLiteral("communication predicted"));
+        QCPBars* mc = barsNamed(p, QStringLiteral("compute measured"));
+        QVERIFY(pc && pm && mc);
+        QCOMPARE(pc->dataCount(), int(want.layers.size()));
+        const QString label = p->yAxis->label();
+        const double k = label.startsWith(QStringLiteral("µs")) ? 1.0 : label.startsWith(QStringLiteral("ms")) ? 1e-3 : 1e-6;
+        for (int i = 0; i < pc->dataCount(); ++i) {
+            const auto& l = want.layers[std::size_t(i)];
+            QVERIFY(qAbs(pc->data()->at(i)->value - l.predictedComputeUs * k) <= 1e-9 * std::max(1.0, l.predictedComputeUs));
+            QVERIFY(qAbs(pm->data()->at(i)->value - l.predictedCommUs * k) <= 1e-9 * std::max(1.0, l.predictedCommUs));
+            QVERIFY(l.predictedComputeUs > 0);
+            // Side by side: measured left of the layer's tick, predicted right.
+            QVERIFY(mc->data()->at(i)->key < i && pc->data()->at(i)->key > i);
+        }
+        const QString note = noteOf(p);
+        QVERIFY2(note.contains(QStringLiteral("Predicted on local-cpu")) && note.contains(percent(want.predictedUs, want.measuredUs)),
+                 qPrintable(note));
+        // Speedup: T=2's point labelled; Latency: TTFT and ITL at T = 1, 2.
+        const QStringList speedupLabels = itemTexts(plotOf(page, 1));
+        QCOMPARE(speedupLabels.filter(QStringLiteral("predicted ")).size(), 1);
+        QVERIFY2(noteOf(plotOf(page, 1)).contains(QStringLiteral("T=2 ") + speedupLabels.filter(QStringLiteral("predicted ")).first().mid(10)),
+                 qPrintable(noteOf(plotOf(page, 1))));
+        QCustomPlot* lat = plotOf(page, 2);
+        QCPGraph *mt = graphNamed(lat, QStringLiteral("TTFT measured")), *pt = graphNamed(lat, QStringLiteral("TTFT predicted"));
+        QVERIFY(mt && pt);
+        QCOMPARE(pt->dataCount(), 2);
+        const QString ttftError = percent(pt->data()->at(1)->value, mt->data()->at(1)->value);
+        QVERIFY2(itemTexts(lat).contains(ttftError), qPrintable(itemTexts(lat).join(QLatin1Char(' '))));
+        QCOMPARE(itemTexts(lat).size(), 4);
+        QVERIFY2(noteOf(lat).contains(QStringLiteral("TTFT T=1 ")) && noteOf(lat).contains(QStringLiteral("T=2 ") + ttftError),
+                 qPrintable(noteOf(lat)));
+        // The tooltip figures come from the same comparison.
+        QCOMPARE(page.comparison().back().tp, 2);
+    }
+
+    // A run is held to the model and plan it ran before a prediction goes beside it: another plan,
+    // or a config the page cannot check, leaves the measured bars alone and says why.
+    void noPredictionBesideAnotherPlansRun()
+    {
+        tp::Plan other = tp::defaultPlan(*m_spec, 2);
+        other.entries.pop_back();
+        for (const bool config : {true, false}) {
+            ResultsPage page;
+            if (config)
+                page.setModelConfig(m_spec, m_configText);
+            page.setPreview(preview(QStringLiteral("local-cpu"), config ? std::optional(other) : std::nullopt));
+            page.setRun(m_run);
+            QVERIFY(page.comparison().empty());
+            QVERIFY2(page.comparisonNote().contains(config ? QStringLiteral("plan") : QStringLiteral("config differs")),
+                     qPrintable(page.comparisonNote()));
+            QCustomPlot* p = plotOf(page, 0);
+            QVERIFY(!barsNamed(p, QStringLiteral("compute predicted")));
+            QVERIFY(barsNamed(p, QStringLiteral("compute")));
+            QVERIFY2(noteOf(p).contains(page.comparisonNote()), qPrintable(noteOf(p)));
+        }
+    }
+
+    // Issue 41: a run on a busy host says so above the charts; a quiet one does not.
+    void busyHostIsWarned()
+    {
+        auto busy = std::make_shared<RunData>(*m_run);
+        busy->record.provenance.logicalCores = 2;
+        for (auto& r : busy->record.runs) // the real run's own figures depend on what else this host ran
+            r.hostOtherCores = 0.1;
+        busy->record.runs.back().hostOtherCores = 1.5;
+        ResultsPage page;
+        page.setRun(busy);
+        QVERIFY2(page.warningText().contains(QStringLiteral("The host was busy")) && page.warningText().contains(QStringLiteral("1.5 of its 2 cores busy during T=2")),
+                 qPrintable(page.warningText()));
+        busy->record.runs.back().hostOtherCores = 0.1;
+        page.setRun(busy);
+        QCOMPARE(page.warningText(), QString());
+        // The real run measured it.
+        for (const auto& r : m_run->record.runs)
+            QVERIFY(r.hostOtherCores >= 0);
+    }
+
+    // Issue 41: the timeline's page holds, under the lanes, where the time went: spans folded over
+    // the layers, the slowest rank's total of each, longest first; activating a row finds its spans.
+    void timelineSaysWhereTheTimeWent()
+    {
+        QCOMPARE(TimelineView::foldedName(QStringLiteral("model.layers.13.mlp.down_proj/all_reduce")),
+                 QStringLiteral("model.layers.*.mlp.down_proj/all_reduce"));
+        QCOMPARE(TimelineView::foldedName(QStringLiteral("model.layers.1:residual_attn")), QStringLiteral("model.layers.*:residual_attn"));
+        QCOMPARE(TimelineView::foldedName(QStringLiteral("lm_head")), QStringLiteral("lm_head"));
+        QCOMPARE(TimelineView::foldedName(QStringLiteral("transformer.h.10.attn.c_proj")), QStringLiteral("transformer.h.*.attn.c_proj"));
+        ResultsPage page;
+        page.setRun(m_run);
+        TimelineView* t = page.timeline();
+        QTreeWidget* hot = t->hotspots();
+        QVERIFY(hot->topLevelItemCount() > 3);
+        // Each row's time: the slowest rank's sum of its spans, recomputed here.
+        std::map<QString, std::map<int, double>> sums;
+        for (const auto& s : t->spans())
+            sums[TimelineView::foldedName(QString::fromStdString(s.name))][s.rank] += s.endUs - s.startUs;
+        QCOMPARE(hot->topLevelItemCount(), int(sums.size()));
+        double last = 1e300;
+        for (int i = 0; i < hot->topLevelItemCount(); ++i) {
+            QTreeWidgetItem* row = hot->topLevelItem(i);
+            double slowest = 0;
+            for (const auto& [rank, us] : sums.at(row->text(0)))
+                slowest = std::max(slowest, us);
+            const double shown = row->data(3, Qt::UserRole).toDouble();
+            QVERIFY(qAbs(shown - slowest) <= 1e-9 * std::max(1.0, slowest));
+            QVERIFY(shown <= last); // longest first
+            last = shown;
+        }
+        QTreeWidgetItem* layered = nullptr;
+        for (int i = 0; i < hot->topLevelItemCount() && !layered; ++i)
+            if (hot->topLevelItem(i)->text(0).contains(QLatin1String(".*")))
+                layered = hot->topLevelItem(i);
+        QVERIFY(layered);
+        emit hot->itemActivated(layered, 0);
+        QVERIFY(!t->searchBox()->text().contains(QLatin1Char('*')));
+        QVERIFY(layered->text(0).endsWith(t->searchBox()->text()));
+        QVERIFY(t->matchCount() >= 2);
     }
 
     // Baseline vs current: an identical run, and one 2 % faster within the same spread, are all

@@ -932,6 +932,8 @@ void MainWindow::startOpen(const QString& what, const QByteArray& session)
                 out.checkpointTensors = om.checkpoint->tensors.size();
                 out.checkpointBytes = std::int64_t(om.checkpoint->totalBytes);
             }
+            if (auto text = tp::configText(om); text.ok())
+                out.configText = std::move(*text);
             out.spec = std::make_shared<const tp::ModelSpec>(std::move(om.spec));
         } else {
             out.error = QString::fromStdString(r.status().message());
@@ -1002,6 +1004,7 @@ void MainWindow::showModel(const LoadResult& r)
     m_modelDiagnostics = spec->diagnostics;
     m_treeModel->setSpec(spec);
     m_doc->setModel(spec, what);
+    m_results->setModelConfig(spec, r.configText);
     if (!m_pendingSession.isEmpty()) {
         if (auto st = m_doc->restoreSession(m_pendingSession, nullptr); !st.ok())
             report(tr("Session not restored: %1").arg(qs(st.message())));

@@ -219,6 +219,7 @@ private:
     struct LoadResult
     {
         std::shared_ptr<const tp::ModelSpec> spec;
+        std::string configText; // what the spec was built from ("" when it has none)
         std::size_t checkpointFiles = 0, checkpointTensors = 0;
         std::int64_t checkpointBytes = -1; // -1: no checkpoint
         QString error;

@@ -75,22 +75,31 @@ void showEmpty(QCustomPlot* p, const QString& text, bool hideLegend = true)
 // which profile predicted; removed by clearNote.
 void clearNote(QCustomPlot* p)
 {
-    for (int i = 0; i < p->plotLayout()->elementCount(); ++i)
-        if (auto* t = qobject_cast<QCPTextElement*>(p->plotLayout()->elementAt(i)); t && t->objectName() == QLatin1String(kNoteName)) {
+    for (int i = p->plotLayout()->elementCount() - 1; i >= 0; --i)
+        if (auto* t = qobject_cast<QCPTextElement*>(p->plotLayout()->elementAt(i)); t && t->objectName() == QLatin1String(kNoteName))
             p->plotLayout()->remove(t);
-            p->plotLayout()->simplify();
-            return;
-        }
+    p->plotLayout()->simplify();
 }
 
-void showNote(QCustomPlot* p, const QString& text)
+// Another line above the chart (above those already there).
+void addNote(QCustomPlot* p, const QString& text, bool warning)
 {
-    clearNote(p);
     p->plotLayout()->insertRow(0);
     auto* t = new QCPTextElement(p, text);
     t->setObjectName(QLatin1String(kNoteName));
-    t->setTextColor(slowerColor());
+    t->setTextColor(warning ? slowerColor() : p->palette().color(QPalette::Text));
     p->plotLayout()->addElement(0, 0, t);
+}
+
+
+// A caveat (in the warning colour) over an information line (in the text colour); either may be "".
+void showNotes(QCustomPlot* p, const QString& caveat, const QString& info)
+{
+    clearNote(p);
+    if (!info.isEmpty())
+        addNote(p, info, false);
+    if (!caveat.isEmpty())
+        addNote(p, caveat, true);
 }
 
 // Min–max whiskers around `g`'s points (errors below and above each value).
@@ -140,6 +149,30 @@ protected:
     }
 };
 
+// A prediction's error against a measurement, as a signed percentage ("+12%", "−3%").
+QString errorText(double predicted, double measured)
+{
+    if (!(measured > 0) || !std::isfinite(predicted))
+        return QStringLiteral("—");
+    const double e = 100 * (predicted - measured) / measured;
+    return (e < 0 ? QStringLiteral("−") : QStringLiteral("+")) + QString::number(std::abs(e), 'f', std::abs(e) < 10 ? 1 : 0)
+           + QLatin1Char('%');
+}
+
+// A small label beside a measured point saying how far the prediction is from it: on the side away
+// from the predicted point (above when the prediction is lower), right of it or (left) left of it.
+void errorLabel(QCustomPlot* p, QCPAxis* y, double x, double value, double predicted, const QString& text, const QColor& c,
+                bool left = false)
+{
+    auto* t = new QCPItemText(p);
+    t->position->setAxes(p->xAxis, y);
+    t->position->setCoords(x, value);
+    t->setPositionAlignment((left ? Qt::AlignRight : Qt::AlignLeft) | (predicted > value ? Qt::AlignTop : Qt::AlignBottom));
+    t->setPadding(QMargins(9, 2, 9, 2)); // clear of the whiskers
+    t->setText(text);
+    t->setColor(c);
+}
+
 double minOf(const std::vector<double>& v) { return v.empty() ? 0 : *std::min_element(v.begin(), v.end()); }
 double maxOf(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
 
@@ -177,6 +210,7 @@ ResultsPage::ResultsPage(QWidget* parent)
     , m_phaseBox(new QComboBox)
     , m_commBox(new QComboBox)
     , m_info(new QLabel(tr("Run a plan on the Run page; its results appear here.")))
+    , m_warning(new QLabel)
     , m_benchButton(new QPushButton(tr("Benchmark &Collectives")))
 {
     m_tabs->setDocumentMode(true);
@@ -215,6 +249,11 @@ ResultsPage::ResultsPage(QWidget* parent)
     auto* lay = new QVBoxLayout(this);
     lay->addLayout(bar);
     lay->addWidget(m_info);
+    m_warning->setWordWrap(true);
+    m_warning->setTextFormat(Qt::PlainText);
+    m_warning->setStyleSheet(QStringLiteral("color: %1").arg(slowerColor().name()));
+    m_warning->hide();
+    lay->addWidget(m_warning);
     lay->addWidget(m_tabs, 1);
 
     connect(m_tpBox, &QComboBox::currentIndexChanged, this, [this] {
@@ -264,6 +303,13 @@ ResultsPage::ResultsPage(QWidget* parent)
             if (l.hasSpread)
                 tip += tr("\nmin %1 · median %2 · max %3 (compute + communication over the samples)")
                            .arg(humanSeconds(l.minUs / 1e6), humanSeconds(l.medianUs / 1e6), humanSeconds(l.maxUs / 1e6));
+            if (const tp::PhaseComparison* c = p == m_layers && m_rankBox->currentData().toInt() < 0 ? comparedPhase() : nullptr;
+                c && idx < int(c->layers.size())) {
+                const tp::LayerComparison& lc = c->layers[std::size_t(idx)];
+                tip += tr("\npredicted: compute %1 · communication %2 (%3 against the measured median)")
+                           .arg(humanSeconds(lc.predictedComputeUs / 1e6), humanSeconds(lc.predictedCommUs / 1e6),
+                                errorText(lc.predictedUs, lc.measuredUs));
+            }
             if (p == m_compare && m_baseline)
                 if (const auto* b = typedLayers(*m_baseline); b && idx < int(b->size()))
                     tip += tr("\nbaseline: %1").arg(humanSeconds(((*b)[std::size_t(idx)].computeUs + (*b)[std::size_t(idx)].commUs) / 1e6));
@@ -322,16 +368,52 @@ void ResultsPage::setRun(std::shared_ptr<const RunData> run)
                              q(s.dtype),
                              s.emulated ? tr(" · EMULATED on one device, communication modelled with %1").arg(q(s.commModel))
                                         : QString()));
+    const std::string busy = tp::hostLoadWarning(rec);
+    QString warning = q(busy);
+    if (!warning.isEmpty())
+        warning[0] = warning[0].toUpper();
+    m_warning->setText(busy.empty() ? QString() : tr("⚠ %1.").arg(warning));
+    m_warning->setVisible(!busy.empty());
+    compare();
     refresh();
 }
 
 QString ResultsPage::infoText() const { return m_info->text(); }
 
+QString ResultsPage::warningText() const { return m_warning->text(); }
+
+void ResultsPage::setModelConfig(std::shared_ptr<const tp::ModelSpec> spec, std::string configText)
+{
+    m_configSpec = std::move(spec);
+    m_configText = std::move(configText);
+}
+
 void ResultsPage::setPreview(std::shared_ptr<const PreviewResult> preview)
 {
     m_preview = std::move(preview);
+    compare();
+    plotLayers();
     plotSpeedup();
     plotLatency();
+}
+
+void ResultsPage::compare()
+{
+    m_cmp.clear();
+    m_cmpNote.clear();
+    if (!m_run || !m_preview || !m_preview->spec || !m_preview->graph.plan)
+        return;
+    const auto hw = predictionProfile();
+    if (!hw)
+        return; // profileNote says so
+    // The config text belongs to the model it was read with; for another spec the digest check says the model differs.
+    const std::string_view config = m_configSpec == m_preview->spec ? std::string_view(m_configText) : std::string_view();
+    auto c = tp::compareRecord(m_run->record, *m_preview->spec, config, *m_preview->graph.plan, *hw);
+    if (!c) {
+        m_cmpNote = tr("No prediction beside this run: %1").arg(QString::fromStdString(c.status().message()));
+        return;
+    }
+    m_cmp = std::move(*c);
 }
 
 void ResultsPage::setBaseline(std::shared_ptr<const RunData> run)
@@ -443,11 +525,24 @@ void ResultsPage::refresh()
     plotCompare();
 }
 
+const tp::PhaseComparison* ResultsPage::comparedPhase() const
+{
+    const tp::TpRun* run = m_run ? typedRun(*m_run) : nullptr;
+    if (!run)
+        return nullptr;
+    const bool decode = decodePhase() && run->decode.steps > 0;
+    for (const tp::RunComparison& c : m_cmp)
+        if (c.tp == run->tp)
+            return decode ? (c.decode ? &*c.decode : nullptr) : &c.prefill;
+    return nullptr;
+}
+
 void ResultsPage::plotLayers()
 {
     m_layers->clearPlottables();
     m_layers->clearItems();
     m_layers->legend->setVisible(true);
+    clearNote(m_layers);
     const tp::TpRun* run = m_run ? typedRun(*m_run) : nullptr;
     if (!run) {
         showEmpty(m_layers, tr("No run yet: run a plan on the Run page (Run ▶); per-layer compute and communication appear here"));
@@ -466,9 +561,21 @@ void ResultsPage::plotLayers()
     } else {
         rankTotals(layers, spans, rank, compute, comm);
     }
+    // The cost model's figures for the same layers (slowest rank), drawn beside the measured ones.
+    const tp::PhaseComparison* cmp = rank < 0 ? comparedPhase() : nullptr;
+    if (cmp && cmp->layers.size() != layers.size())
+        cmp = nullptr;
+    QVector<double> pCompute, pComm;
+    if (cmp)
+        for (const auto& l : cmp->layers) {
+            pCompute << l.predictedComputeUs;
+            pComm << l.predictedCommUs;
+        }
     double top = 0;
     for (int i = 0; i < compute.size(); ++i)
         top = std::max(top, compute[i] + comm[i]);
+    for (int i = 0; i < pCompute.size(); ++i)
+        top = std::max(top, pCompute[i] + pComm[i]);
     bool spread = rank < 0;
     for (const auto& l : layers) {
         spread = spread && l.hasSpread;
@@ -477,24 +584,41 @@ void ResultsPage::plotLayers()
     }
     const TimeUnit u = timeUnitFor(top / 1e6);
     const double k = u.perSecond / 1e6; // µs → the unit
+    // Side by side when there is a prediction: measured left of the layer's tick, predicted right.
+    const double width = cmp ? 0.4 : 0.75, shift = cmp ? -0.21 : 0.0;
     QVector<double> keys(compute.size()), total(compute.size());
     for (int i = 0; i < keys.size(); ++i) {
-        keys[i] = i;
+        keys[i] = i + shift;
         compute[i] *= k;
         comm[i] *= k;
         total[i] = compute[i] + comm[i];
     }
-    auto* c = new QCPBars(m_layers->xAxis, m_layers->yAxis);
-    c->setName(tr("compute"));
-    c->setBrush(computeColor());
-    c->setPen(Qt::NoPen);
-    c->setData(keys, compute, true);
-    auto* m = new QCPBars(m_layers->xAxis, m_layers->yAxis);
-    m->setName(tr("communication"));
-    m->setBrush(commColor());
-    m->setPen(Qt::NoPen);
-    m->setData(keys, comm, true);
-    m->moveAbove(c);
+    auto stack = [&](const QString& what, const QVector<double>& x, const QVector<double>& low, const QVector<double>& high,
+                     bool pale) {
+        auto* c = new QCPBars(m_layers->xAxis, m_layers->yAxis);
+        auto* m = new QCPBars(m_layers->xAxis, m_layers->yAxis);
+        for (auto [bars, name, colour, values] : {std::tuple{c, tr("compute"), computeColor(), &low}, std::tuple{m, tr("communication"), commColor(), &high}}) {
+            bars->setName(what.isEmpty() ? name : what.arg(name));
+            bars->setWidth(width);
+            QColor fill = colour;
+            if (pale)
+                fill.setAlpha(90);
+            bars->setBrush(fill);
+            bars->setPen(pale ? QPen(colour, 1) : QPen(Qt::NoPen));
+            bars->setData(x, *values, true);
+        }
+        m->moveAbove(c);
+    };
+    stack(cmp ? tr("%1 measured") : QString(), keys, compute, comm, false);
+    if (cmp) {
+        QVector<double> pkeys(keys.size());
+        for (int i = 0; i < keys.size(); ++i) {
+            pkeys[i] = i - shift;
+            pCompute[i] *= k;
+            pComm[i] *= k;
+        }
+        stack(tr("%1 predicted"), pkeys, pCompute, pComm, true);
+    }
     const int samples = decode ? int(std::min<std::size_t>(64, std::size_t(run->decode.steps))) : int(run->iterationSeconds.size());
     if (spread) {
         // The whiskers hang on the stack's top (an invisible series of the totals).
@@ -518,7 +642,7 @@ void ResultsPage::plotLayers()
                        .arg(run->tp)
                        .arg(decode ? tr("decode step %1 of the last iteration").arg(run->decode.spanStep) : tr("last iteration"),
                             spread ? tr(", whiskers: min–max of compute + communication") : tr(", no spread in this record"))
-                 : tr("layer (T=%1, rank %2 only, %3; spread: choose the slowest rank)")
+                 : tr("layer (T=%1, rank %2 only, %3; spread and prediction: choose the slowest rank)")
                        .arg(run->tp)
                        .arg(rank)
                        .arg(decode ? tr("decode step %1 of the last iteration").arg(run->decode.spanStep) : tr("last iteration")));
@@ -526,6 +650,22 @@ void ResultsPage::plotLayers()
     m_layers->rescaleAxes();
     m_layers->xAxis->setRange(-1, keys.size());
     m_layers->yAxis->setRange(0, std::max(top * k, 1e-9) * 1.3); // headroom: the legend sits above the bars
+    if (cmp) {
+        // The error figure: the phase's and the worst layer's (medians over the samples against the prediction).
+        int worst = -1;
+        for (std::size_t i = 0; i < cmp->layers.size(); ++i)
+            if (worst < 0 || std::abs(cmp->layers[i].error()) > std::abs(cmp->layers[std::size_t(worst)].error()))
+                worst = int(i);
+        const auto& w = cmp->layers[std::size_t(worst)];
+        showNotes(m_layers, profileNote(),
+                 tr("Predicted on %1 (pale bars): %2 %3 measured, %4 predicted (%5); worst layer: %6, %7")
+                     .arg(QString::fromStdString(predictionProfile()->id), decode ? tr("median step") : tr("median forward"),
+                          humanSeconds(cmp->measuredUs / 1e6), humanSeconds(cmp->predictedUs / 1e6),
+                          errorText(cmp->predictedUs, cmp->measuredUs),
+                          w.layer < 0 ? tr("other") : QString::number(w.layer), errorText(w.predictedUs, w.measuredUs)));
+    } else if (rank < 0) {
+        showNotes(m_layers, profileNote(), m_cmpNote);
+    }
     m_layers->replot();
 }
 
@@ -593,6 +733,15 @@ void ResultsPage::plotSpeedup()
     meas->setData(mx, my);
     if (!mx.isEmpty())
         whiskers(m_speedup, meas, m_speedup->yAxis, lo, hi, commColor());
+    // The error figure: the prediction against each measured point.
+    QStringList errors;
+    for (int i = 0; i < mx.size(); ++i)
+        for (int j = 0; j < px.size(); ++j)
+            if (px[j] == mx[i] && mx[i] > 1) {
+                const QString e = errorText(py[j], my[i]);
+                errorLabel(m_speedup, m_speedup->yAxis, mx[i], my[i], py[j], tr("predicted %1").arg(e), commColor());
+                errors << tr("T=%1 %2").arg(mx[i]).arg(e);
+            }
     m_speedup->xAxis->setTicker(tpTicker());
     m_speedup->xAxis->setLabel(tr("tp size"));
     m_speedup->yAxis->setLabel(tr("speedup vs T=1"));
@@ -608,8 +757,11 @@ void ResultsPage::plotSpeedup()
         showEmpty(m_speedup, tr("No run yet: run the plan at T=1 and larger sizes (e.g. 1,2,4) to measure the speedup"));
     else if (mx.isEmpty())
         showEmpty(m_speedup, tr("No speedup: the run has no T=1 to compare with; include 1 in the tp sizes"), false);
-    else if (const QString note = profileNote(); !note.isEmpty())
-        showNote(m_speedup, note);
+    else
+        showNotes(m_speedup, profileNote(),
+                  errors.isEmpty() ? QString()
+                                   : tr("Predicted speedup against measured, (predicted − measured) / measured: %1")
+                                         .arg(errors.join(QStringLiteral(", "))));
     m_speedup->replot();
 }
 
@@ -698,13 +850,26 @@ void ResultsPage::plotLatency()
     whiskers(m_latency, mItl, m_latency->yAxis2, scaled(itlLo, u2.perSecond), scaled(itlHi, u2.perSecond), commColor());
     series(m_latency->yAxis2, tr("ITL predicted%1 at context %2").arg(predictedOn).arg(s.seq + steps / 2), commColor(),
            QCPScatterStyle::ssDisc, Qt::DashLine, pt, scaled(pitl, u2.perSecond));
+    // The error figure: the prediction against each measured point.
+    QStringList ttftErrors, itlErrors;
+    for (int i = 0; i < mt.size(); ++i)
+        for (int j = 0; j < pt.size(); ++j)
+            if (pt[j] == mt[i]) {
+                const QString a = errorText(pttft[j], ttft[i]), b = errorText(pitl[j], itl[i]);
+                errorLabel(m_latency, m_latency->yAxis, mt[i], ttft[i] * u1.perSecond, pttft[j] * u1.perSecond, a, computeColor());
+                errorLabel(m_latency, m_latency->yAxis2, mt[i], itl[i] * u2.perSecond, pitl[j] * u2.perSecond, b, commColor(), true);
+                ttftErrors << tr("T=%1 %2").arg(mt[i]).arg(a);
+                itlErrors << tr("T=%1 %2").arg(mt[i]).arg(b);
+            }
     m_latency->yAxis->setLabel(tr("time to first token (%1), blue").arg(u1.name));
     m_latency->yAxis2->setLabel(tr("inter-token latency (%1), orange").arg(u2.name));
     m_latency->xAxis->setRange(0.5, maxT + 0.5);
     m_latency->yAxis->setRange(0, topTtft > 0 ? topTtft * u1.perSecond * 1.15 : 1.0);
     m_latency->yAxis2->setRange(0, topItl > 0 ? topItl * u2.perSecond * 1.15 : 1.0);
-    if (const QString note = profileNote(); !note.isEmpty())
-        showNote(m_latency, note);
+    showNotes(m_latency, profileNote(),
+              ttftErrors.isEmpty() ? QString()
+                                   : tr("Prediction error, (predicted − measured) / measured: TTFT %1 · ITL %2")
+                                         .arg(ttftErrors.join(QStringLiteral(", ")), itlErrors.join(QStringLiteral(", "))));
     m_latency->replot();
 }
 

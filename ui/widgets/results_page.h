@@ -9,6 +9,7 @@
 #pragma once
 
 #include "models/preview_service.h"
+#include "tp/cost/compare.h"
 #include "widgets/run_page.h"
 
 #include <QJsonArray>
@@ -40,7 +41,15 @@ public:
     void runBenchmark(const QString& communicator = QStringLiteral("local"));
     // Stops the benchmark's child, if one runs (it ends as a failed benchmark).
     void stopBenchmark();
+    // The open model's config text and the spec built from it: a run is held to the model it ran
+    // (compareRecord's digests) before its measurement is set beside the prediction.
+    void setModelConfig(std::shared_ptr<const tp::ModelSpec> spec, std::string configText);
     std::shared_ptr<const RunData> run() const { return m_run; }
+    // The warning above the charts when other processes kept the host busy during the run ("" when none).
+    QString warningText() const;
+    // The run's measurement beside the cost model's prediction per tp size (empty: none; comparisonNote says why).
+    const std::vector<tp::RunComparison>& comparison() const { return m_cmp; }
+    QString comparisonNote() const { return m_cmpNote; }
     QString infoText() const; // the run's settings line above the charts
     std::shared_ptr<const RunData> baseline() const { return m_baseline; }
     void setBaseline(std::shared_ptr<const RunData> run);
@@ -77,6 +86,7 @@ signals:
 
 private:
     void refresh();
+    void compare(); // m_cmp from the run, the preview's model and plan, and the prediction profile
     void plotLayers();
     void plotSpeedup();
     void plotLatency();
@@ -87,17 +97,23 @@ private:
     const tp::TpRun* typedRun(const RunData& d) const;
     const std::vector<tp::LayerTiming>* typedLayers(const RunData& d) const;
     bool decodePhase() const;
+    // The comparison of the selected tp size and phase (nullptr: none).
+    const tp::PhaseComparison* comparedPhase() const;
 
     QTabWidget* m_tabs;
     QCustomPlot *m_layers, *m_speedup, *m_latency;
     TimelineView* m_timeline;
     QCustomPlot *m_compare, *m_bench;
     QComboBox *m_tpBox, *m_rankBox, *m_phaseBox, *m_commBox;
-    QLabel* m_info;
+    QLabel *m_info, *m_warning;
     QPushButton* m_benchButton;
     std::vector<tp::HardwareProfile> m_userProfiles; // calibrated profiles, read when a run is set
     std::shared_ptr<const RunData> m_run, m_baseline;
     std::shared_ptr<const PreviewResult> m_preview;
+    std::shared_ptr<const tp::ModelSpec> m_configSpec;
+    std::string m_configText;
+    std::vector<tp::RunComparison> m_cmp;
+    QString m_cmpNote;
     std::map<QString, QJsonArray> m_benchRows;
     QProcess* m_benchProc = nullptr;
 };

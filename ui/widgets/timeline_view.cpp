@@ -7,8 +7,12 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QMouseEvent>
+#include <QHeaderView>
 #include <QPainter>
+#include <QRegularExpression>
+#include <QSplitter>
 #include <QToolTip>
+#include <QTreeWidget>
 #include <QVBoxLayout>
 #include <QWheelEvent>
 
@@ -113,9 +117,32 @@ private:
     bool m_dragging = false;
 };
 
+namespace {
+
+enum HotColumn { HotWhat, HotOp, HotSpans, HotTime, HotShare, HotWait, HotColumns };
+
+// Sorts by the number behind a cell (Qt::UserRole) where it has one.
+class HotItem final : public QTreeWidgetItem
+{
+public:
+    using QTreeWidgetItem::QTreeWidgetItem;
+    bool operator<(const QTreeWidgetItem& other) const override
+    {
+        const int c = treeWidget() ? treeWidget()->sortColumn() : 0;
+        const QVariant a = data(c, Qt::UserRole), b = other.data(c, Qt::UserRole);
+        if (a.isValid() && b.isValid())
+            return a.toDouble() < b.toDouble();
+        return QTreeWidgetItem::operator<(other);
+    }
+};
+
+} // namespace
+
 TimelineView::TimelineView(QWidget* parent)
     : QWidget(parent)
     , m_canvas(new TimelineCanvas(this))
+    , m_split(new QSplitter(Qt::Vertical))
+    , m_hot(new QTreeWidget)
     , m_search(new QLineEdit)
     , m_matchLabel(new QLabel)
     , m_caption(new QLabel)
@@ -134,7 +161,35 @@ TimelineView::TimelineView(QWidget* parent)
     auto* lay = new QVBoxLayout(this);
     lay->setContentsMargins(0, 0, 0, 0);
     lay->addLayout(bar);
-    lay->addWidget(m_canvas, 1);
+    m_hot->setRootIsDecorated(false);
+    m_hot->setUniformRowHeights(true);
+    m_hot->setAlternatingRowColors(true);
+    m_hot->setSortingEnabled(true);
+    m_hot->setHeaderLabels({tr("Where the time went (over the layers)"), tr("Op"), tr("Spans/rank"), tr("Time, slowest rank"),
+                            tr("Of the forward"), tr("Waiting")});
+    m_hot->headerItem()->setToolTip(HotTime, tr("The rank that spent the most on it: the sum of its spans"));
+    m_hot->headerItem()->setToolTip(HotShare, tr("That time over the forward's length"));
+    m_hot->headerItem()->setToolTip(HotWait, tr("Collectives: the part of that time spent waiting for the other ranks to arrive"));
+    m_hot->header()->setStretchLastSection(false);
+    m_hot->header()->setSectionResizeMode(HotWhat, QHeaderView::Stretch);
+    for (int c = HotOp; c < HotColumns; ++c)
+        m_hot->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+    m_hot->setToolTip(tr("Activate a row to find its spans on the timeline"));
+    m_split->addWidget(m_canvas);
+    m_split->addWidget(m_hot);
+    m_split->setChildrenCollapsible(false);
+    m_split->setStretchFactor(0, 0);
+    m_split->setStretchFactor(1, 1);
+    lay->addWidget(m_split, 1);
+    connect(m_hot, &QTreeWidget::itemActivated, this, [this](QTreeWidgetItem* item) {
+        // The folded name past its "layers.*." (or "layers.*" before ":op") matches every layer's span.
+        QString what = item->text(HotWhat);
+        if (const int at = what.indexOf(QLatin1String(".*")); at >= 0)
+            what = what.mid(at + (what.mid(at + 2, 1) == QLatin1String(".") ? 3 : 2));
+        m_search->setText(what);
+        nextMatch();
+    });
+    connect(m_split, &QSplitter::splitterMoved, this, [this] { m_userSized = true; });
     connect(m_search, &QLineEdit::textChanged, this, &TimelineView::search);
     connect(m_search, &QLineEdit::returnPressed, this, &TimelineView::nextMatch);
 }
@@ -156,7 +211,88 @@ void TimelineView::setSpans(std::vector<tp::RecordedSpan> spans, int tp, const Q
                                              + swatch(commColor(), tr("waiting for other ranks"), true));
     m_current = -1;
     search(m_search->text());
+    fillHotspots();
+    fitLanes();
     fitAll();
+}
+
+QString TimelineView::foldedName(const QString& spanName)
+{
+    static const QRegularExpression layer(QStringLiteral("(^|\\.)(layers|h|blocks|layer)\\.\\d+(?=[.:/]|$)"));
+    QString out = spanName;
+    return out.replace(layer, QStringLiteral("\\1\\2.*"));
+}
+
+void TimelineView::fillHotspots()
+{
+    struct Row
+    {
+        QString op;
+        bool comm = false;
+        std::map<int, double> timeUs, waitUs; // per rank
+        std::map<int, int> count;
+    };
+    std::map<QString, Row> rows;
+    double forwardUs = 0;
+    for (const auto& s : m_spans) {
+        Row& r = rows[foldedName(QString::fromStdString(s.name))];
+        r.op = QString::fromStdString(s.op);
+        r.comm = s.kind == "comm";
+        r.timeUs[s.rank] += s.endUs - s.startUs;
+        r.waitUs[s.rank] += s.waitUs;
+        ++r.count[s.rank];
+        forwardUs = std::max(forwardUs, s.endUs);
+    }
+    m_hot->setSortingEnabled(false);
+    m_hot->clear();
+    for (const auto& [name, r] : rows) {
+        int slowest = r.timeUs.begin()->first;
+        for (const auto& [rank, t] : r.timeUs)
+            if (t > r.timeUs.at(slowest))
+                slowest = rank;
+        const double t = r.timeUs.at(slowest), w = r.waitUs.at(slowest);
+        int spans = 0;
+        for (const auto& [rank, n] : r.count)
+            spans = std::max(spans, n);
+        auto* item = new HotItem(m_hot);
+        item->setText(HotWhat, name);
+        item->setToolTip(HotWhat, name);
+        item->setText(HotOp, r.op);
+        item->setForeground(HotOp, r.comm ? commColor() : computeColor());
+        item->setText(HotSpans, QString::number(spans));
+        item->setData(HotSpans, Qt::UserRole, spans);
+        item->setText(HotTime, humanSeconds(t / 1e6));
+        item->setToolTip(HotTime, tr("rank %1").arg(slowest));
+        item->setData(HotTime, Qt::UserRole, t);
+        const double share = forwardUs > 0 ? t / forwardUs : 0;
+        item->setText(HotShare, QStringLiteral("%1%").arg(100 * share, 0, 'f', 1));
+        item->setData(HotShare, Qt::UserRole, share);
+        item->setText(HotWait, r.comm && t > 0 ? QStringLiteral("%1%").arg(100 * w / t, 0, 'f', 0) : QString());
+        item->setData(HotWait, Qt::UserRole, r.comm ? w : -1.0);
+        for (int c = HotSpans; c < HotColumns; ++c)
+            item->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
+    }
+    m_hot->setSortingEnabled(true);
+    m_hot->sortByColumn(HotTime, Qt::DescendingOrder);
+    m_hot->setVisible(!m_spans.empty());
+}
+
+void TimelineView::fitLanes()
+{
+    // The lanes at their tallest (laneHeight's cap), the table below them the rest.
+    const int rowH = fontMetrics().height() + 6;
+    const int want = plotTop() + m_tp * 4 * rowH + 8;
+    const int total = m_split->height();
+    if (total <= 0 || m_spans.empty() || m_userSized)
+        return;
+    const int lanes = std::clamp(want, m_canvas->minimumHeight(), std::max(m_canvas->minimumHeight(), total - 120));
+    m_split->setSizes({lanes, total - lanes});
+}
+
+void TimelineView::resizeEvent(QResizeEvent* e)
+{
+    QWidget::resizeEvent(e);
+    fitLanes();
 }
 
 double TimelineView::fullEndUs() const

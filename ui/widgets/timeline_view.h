@@ -4,7 +4,10 @@
 // split into the wait for the other ranks (hatched) and the transfer (solid), a time axis in units
 // by magnitude. Wheel zooms around the cursor, drag pans, double-click fits everything; a search
 // box dims what does not match and Enter zooms to the next match; a click on a span emits the
-// module it belongs to.
+// module it belongs to. Below the lanes, "where the time went": the spans folded over the layers
+// (layers.*.mlp.down_proj, layers.*.self_attn.o_proj/all_reduce), the slowest rank's total of
+// each, its share of the forward and, for collectives, how much of it was waiting; activating a
+// row searches for it.
 #pragma once
 
 #include "tp/profile/run_record.h"
@@ -16,6 +19,8 @@
 
 class QLabel;
 class QLineEdit;
+class QSplitter;
+class QTreeWidget;
 
 namespace tpui {
 
@@ -35,6 +40,11 @@ public:
     // The painted area (spanAt/spanRect/laneRect are in its coordinates).
     QWidget* canvas() const;
     QLineEdit* searchBox() const { return m_search; }
+    // Where the time went: one row per module folded over the layers (columns: what, op, spans per
+    // rank, time on the slowest rank, share of the forward, waiting), longest first.
+    QTreeWidget* hotspots() const { return m_hot; }
+    // The span name folded over the layers: "model.layers.3.mlp.down_proj" → "model.layers.*.mlp.down_proj".
+    static QString foldedName(const QString& spanName);
     QString matchText() const; // "3 of 12", "no match", "" without a search
 
     int spanAt(QPoint p) const;     // index into spans(), -1: none
@@ -66,9 +76,14 @@ public:
 signals:
     void spanActivated(const QString& modulePath);
 
+protected:
+    void resizeEvent(QResizeEvent* e) override;
+
 private:
     friend class TimelineCanvas;
     void search(const QString& text);
+    void fillHotspots();
+    void fitLanes(); // the splitter gives the lanes what they need, the table the rest
     void paintCanvas(QPainter& p);
     double xOf(double us) const;
     double usAt(double x) const;
@@ -78,6 +93,8 @@ private:
     void zoomTo(int spanIndex);
 
     TimelineCanvas* m_canvas;
+    QSplitter* m_split;
+    QTreeWidget* m_hot;
     QLineEdit* m_search;
     QLabel *m_matchLabel, *m_caption;
     std::vector<tp::RecordedSpan> m_spans;
@@ -88,6 +105,7 @@ private:
     double m_v0 = 0, m_v1 = 1;
     QStringList m_drawnLabels, m_drawnBands;
     int m_drawnWaits = 0;
+    bool m_userSized = false; // the splitter was moved: keep the user's sizes
 };
 
 } // namespace tpui

@@ -46,8 +46,11 @@ PhaseComparison phase(const std::vector<LayerTiming>& measured, const CostReport
         l.layer = m.layer;
         l.measuredUs = medians ? m.medianUs : m.computeUs + m.commUs;
         for (const LayerCost& c : predicted.layers)
-            if (c.layer == m.layer)
-                l.predictedUs = (c.computeSeconds + c.commSeconds) * 1e6;
+            if (c.layer == m.layer) {
+                l.predictedComputeUs = c.computeSeconds * 1e6;
+                l.predictedCommUs = c.commSeconds * 1e6;
+                l.predictedUs = l.predictedComputeUs + l.predictedCommUs;
+            }
         p.layers.push_back(l);
     }
     return p;

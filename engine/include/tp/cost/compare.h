@@ -26,7 +26,8 @@ struct LayerComparison
     int layer = -1;            // -1: outside the decoder layers (embedding, final norm, head)
     double measuredUs = 0;     // compute + communication of the slowest rank: the median over the
                                // record's samples (iterations, decode steps), else its one forward's
-    double predictedUs = 0;    // the same from the cost model
+    double predictedUs = 0;    // the same from the cost model: its compute and communication
+    double predictedComputeUs = 0, predictedCommUs = 0;
     double error() const { return measuredUs > 0 ? (predictedUs - measuredUs) / measuredUs : 0; }
 };
 
