@@ -44,7 +44,10 @@
 
 #include <QDialog>
 #include <QLabel>
+#include <QScrollBar>
+#include <QTextBlock>
 #include <QTextBrowser>
+#include <QTextDocument>
 #include <QToolButton>
 #include <QMenu>
 #include <QPlainTextEdit>
@@ -1204,6 +1207,23 @@ private slots:
         QVERIFY(text);
         QVERIFY(text->toPlainText().contains(QStringLiteral("TP Studio user guide")));
         QVERIFY(text->toPlainText().contains(QStringLiteral("Advisor")));
+        // Issue 41: its screenshots fit the page's width (they were 1440 px in a 900 px dialog, cut at
+        // the right edge), at the dialog's size and after a resize.
+        for (const int width : {900, 640}) {
+            guide->resize(width, 700);
+            QApplication::processEvents();
+            int images = 0;
+            for (QTextBlock b = text->document()->begin(); b.isValid(); b = b.next())
+                for (auto it = b.begin(); !it.atEnd(); ++it)
+                    if (it.fragment().charFormat().isImageFormat()) {
+                        const QTextImageFormat img = it.fragment().charFormat().toImageFormat();
+                        QVERIFY2(img.width() > 100 && img.width() <= text->viewport()->width(),
+                                 qPrintable(QStringLiteral("%1: %2 px in %3").arg(img.name()).arg(img.width()).arg(text->viewport()->width())));
+                        ++images;
+                    }
+            QVERIFY(images >= 5);
+            QCOMPARE(text->horizontalScrollBar()->maximum(), 0);
+        }
 
         QCOMPARE(w.catalogButton()->menu()->actions().size(), int(tp::catalog().size()));
         QAction *import = nullptr, *exportPlan = nullptr;

@@ -56,7 +56,10 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTextBlock>
 #include <QTextBrowser>
+#include <QTextCursor>
+#include <QTextDocument>
 #include <QTimer>
 #include <QToolBar>
 #include <QToolButton>
@@ -859,6 +862,48 @@ QString MainWindow::userGuidePath()
     return QStringLiteral(":/docs/user-guide.md");
 }
 
+namespace {
+
+// The guide's screenshots (1440 px windows) scaled to the page's width, never cut at its right edge;
+// again whenever the dialog is resized. Never wider than the picture itself.
+class GuideBrowser final : public QTextBrowser
+{
+public:
+    using QTextBrowser::QTextBrowser;
+    void fitImages()
+    {
+        const double room = std::max(120, viewport()->width() - 2 * int(document()->documentMargin()) - 4);
+        QTextCursor c(document());
+        for (QTextBlock b = document()->begin(); b.isValid(); b = b.next())
+            for (auto it = b.begin(); !it.atEnd(); ++it) {
+                const QTextFragment f = it.fragment();
+                if (!f.charFormat().isImageFormat())
+                    continue;
+                QTextImageFormat img = f.charFormat().toImageFormat();
+                const QImage native = document()->resource(QTextDocument::ImageResource, QUrl(img.name())).value<QImage>();
+                if (native.isNull() || native.width() <= 0)
+                    continue;
+                const double w = std::min(double(native.width()), room);
+                if (std::abs(img.width() - w) < 0.5)
+                    continue;
+                img.setWidth(w);
+                img.setHeight(native.height() * w / native.width());
+                c.setPosition(f.position());
+                c.setPosition(f.position() + f.length(), QTextCursor::KeepAnchor);
+                c.setCharFormat(img);
+            }
+    }
+
+protected:
+    void resizeEvent(QResizeEvent* e) override
+    {
+        QTextBrowser::resizeEvent(e);
+        fitImages();
+    }
+};
+
+} // namespace
+
 void MainWindow::showUserGuide()
 {
     if (auto* open = findChild<QDialog*>(QStringLiteral("userGuide"))) {
@@ -870,13 +915,14 @@ void MainWindow::showUserGuide()
     dialog->setObjectName(QStringLiteral("userGuide"));
     dialog->setAttribute(Qt::WA_DeleteOnClose);
     dialog->setWindowTitle(tr("TP Studio User Guide"));
-    auto* browser = new QTextBrowser(dialog);
+    auto* browser = new GuideBrowser(dialog);
     browser->setOpenExternalLinks(true);
     const QString path = userGuidePath();
     QFile f(path);
     if (f.open(QIODevice::ReadOnly)) {
         browser->setSearchPaths({QFileInfo(path).absolutePath()}); // its screenshots sit beside it
         browser->setMarkdown(QString::fromUtf8(f.readAll()));
+        browser->fitImages();
     } else {
         browser->setPlainText(tr("The user guide cannot be read from %1.").arg(path));
     }
