@@ -227,6 +227,11 @@ private slots:
                 for (const auto& l : run[ph]["layers"]) {
                     QVERIFY(l["measured_us"].get<double>() > 0);
                     QVERIFY(l["predicted_us"].get<double>() > 0);
+                    // The split adds up to the whole.
+                    QVERIFY(qAbs(l["predicted_compute_us"].get<double>() + l["predicted_comm_us"].get<double>()
+                                 - l["predicted_us"].get<double>())
+                            <= 1e-9 * l["predicted_us"].get<double>());
+                    QVERIFY(l["predicted_compute_us"].get<double>() > 0);
                 }
         }
         const Run table = cli({"report", record, "--hardware", profile});

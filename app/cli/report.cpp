@@ -67,7 +67,9 @@ int comparePrediction(const tp::RunRecord& rec, const std::string& hardware, boo
         auto phaseJson = [](const tp::PhaseComparison& p) {
             auto layers = nlohmann::ordered_json::array();
             for (const auto& l : p.layers)
-                layers.push_back({{"layer", l.layer}, {"measured_us", l.measuredUs}, {"predicted_us", l.predictedUs}, {"error", l.error()}});
+                layers.push_back({{"layer", l.layer}, {"measured_us", l.measuredUs}, {"predicted_us", l.predictedUs},
+                                  {"predicted_compute_us", l.predictedComputeUs}, {"predicted_comm_us", l.predictedCommUs},
+                                  {"error", l.error()}});
             return nlohmann::ordered_json{{"measured_us", p.measuredUs}, {"predicted_us", p.predictedUs}, {"error", p.error()},
                                           {"worst_layer_error", p.worstLayerError()}, {"layers", layers}};
         };
