@@ -277,6 +277,28 @@ private slots:
     }
 
     // Issue 41: clearing the filter brings back the fold the user had, not every match still open.
+    // Issue 41: the tree's Style column sits beside the module's name and in view at the window's
+    // size on a 1280 × 800 screen, for a module as deep as a layer's mlp.down_proj.
+    void styleColumnIsInView()
+    {
+        MainWindow w;
+        w.setShowErrorDialogs(false);
+        w.resize(1280, 760);
+        w.show();
+        QVERIFY(openAndPreview(w, QStringLiteral("llama-3.1-70b")));
+        QTreeView* v = w.treeView();
+        QHeaderView* h = v->header();
+        QCOMPARE(h->visualIndex(ModuleTreeModel::NameColumn), 0);
+        QCOMPARE(h->visualIndex(ModuleTreeModel::StyleColumn), 1);
+        w.selectPath(QStringLiteral("model.layers.0.mlp.down_proj"));
+        for (int i = 0; i < 20; ++i)
+            QCoreApplication::processEvents(); // the columns' fit
+        const int right = h->sectionViewportPosition(ModuleTreeModel::StyleColumn) + h->sectionSize(ModuleTreeModel::StyleColumn);
+        QVERIFY2(right <= v->viewport()->width(), qPrintable(QStringLiteral("Style ends at %1 of %2 px").arg(right).arg(v->viewport()->width())));
+        const int need = v->fontMetrics().horizontalAdvance(QStringLiteral("colwise_gather_output"));
+        QVERIFY2(h->sectionSize(ModuleTreeModel::StyleColumn) >= need, qPrintable(QString::number(h->sectionSize(ModuleTreeModel::StyleColumn))));
+    }
+
     void clearingTheFilterRestoresTheFold()
     {
         MainWindow w;

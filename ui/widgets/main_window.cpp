@@ -310,14 +310,25 @@ MainWindow::MainWindow(QWidget* parent)
                                           {ModuleTreeModel::SizeColumn, 7}};
     for (const auto& [c, w] : widths)
         m_tree->header()->resizeSection(c, w * em);
+    // The style beside the module's name (what the tree is for), the class after it: with Type in
+    // between, the pane's width cut Style off (issue 41). Visual order only; the model's columns stay.
+    m_tree->header()->moveSection(m_tree->header()->visualIndex(ModuleTreeModel::StyleColumn), 1);
     // Columns fit what they show (styles such as colwise_gather_output, keys such as
     // model.layers.*.self_attn.q_proj), up to 48 em; a user's drag then holds until the next model.
+    // The name column gives way (down to 12 em) so that Style stays in the pane.
     auto fitColumns = [this, em] {
+        QHeaderView* h = m_tree->header();
+        bool grewName = false;
         for (int c = ModuleTreeModel::NameColumn; c <= ModuleTreeModel::LocalShapeColumn; ++c) {
-            const int want = std::min(std::max(static_cast<QAbstractItemView*>(m_tree)->sizeHintForColumn(c), m_tree->header()->sectionSizeHint(c)), 48 * em);
-            if (want > m_tree->header()->sectionSize(c))
-                m_tree->header()->resizeSection(c, want);
+            const int want = std::min(std::max(static_cast<QAbstractItemView*>(m_tree)->sizeHintForColumn(c), h->sectionSizeHint(c)), 48 * em);
+            if (want > h->sectionSize(c)) {
+                h->resizeSection(c, want);
+                grewName = grewName || c == ModuleTreeModel::NameColumn;
+            }
         }
+        const int room = m_tree->viewport()->width() - h->sectionSize(ModuleTreeModel::StyleColumn);
+        if (grewName && h->sectionSize(ModuleTreeModel::NameColumn) > room)
+            h->resizeSection(ModuleTreeModel::NameColumn, std::max(room, 12 * em));
     };
     // Once per burst: expanding to a depth (a filter, Expand All) emits expanded() for every row it
     // opens, and measuring every column once per row was quadratic in the rows (a 70B model's filter
