@@ -42,6 +42,7 @@ for theme in light dark; do
   # A 1280 × 800 laptop screen: the window fits it, the toolbar's boxes stay in view.
   SCREEN=1280x800 shot small-summary "$theme" llama-3.1-70b --tp 8 --hardware h100-sxm-8 --tab summary
   SCREEN=1280x800 shot small-advisor "$theme" deepseek-v3 --hardware h200-sxm-8 --tab advisor
+  SCREEN=1280x800 shot small-plan "$theme" llama-3.1-70b --tp 8 --hardware h100-sxm-8 --tab plan --select model.layers.0.mlp.down_proj
 done
 # Single shots (light): opening a large model, an emulated run, decode, a checkpoint, DeepSeek-V3's
 # default plan, the Advisor when nothing fits, and (with TPSTUDIO_PYTHON set to a Python with torch

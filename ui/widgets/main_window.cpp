@@ -60,6 +60,7 @@
 #include <QTextBrowser>
 #include <QTextCursor>
 #include <QTextDocument>
+#include <QTextTable>
 #include <QTimer>
 #include <QToolBar>
 #include <QToolButton>
@@ -894,12 +895,16 @@ public:
                 const QImage native = document()->resource(QTextDocument::ImageResource, QUrl(img.name())).value<QImage>();
                 if (native.isNull() || native.width() <= 0)
                     continue;
-                const double w = std::min(double(native.width()), room);
+                // In a table (the guide's Light | Dark rows), a column's share of the page.
+                c.setPosition(f.position());
+                const QTextTable* table = c.currentTable();
+                const double share = table ? room / table->columns() - 2 * (table->format().cellPadding() + table->format().border()) - 4
+                                           : room;
+                const double w = std::min(double(native.width()), std::max(60.0, share));
                 if (std::abs(img.width() - w) < 0.5)
                     continue;
                 img.setWidth(w);
                 img.setHeight(native.height() * w / native.width());
-                c.setPosition(f.position());
                 c.setPosition(f.position() + f.length(), QTextCursor::KeepAnchor);
                 c.setCharFormat(img);
             }
