@@ -2,6 +2,7 @@
 // peer-tools-and-numbers.md B1–B4).
 #include "tp/cost/cost_model.h"
 #include "tp/cost/plan_search.h"
+#include "tp/model/catalog.h"
 #include "tp/model/loader.h"
 #include "tp/plan/plan_io.h"
 #include "tp/profile/calibrate.h"
@@ -9,6 +10,8 @@
 #include "testutils.h"
 
 #include <QtTest>
+
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -552,6 +555,101 @@ private slots:
         const auto fp8 = searchPlans(s, hw, o);
         QVERIFY(plain.ok() && fp8.ok());
         QVERIFY(fp8->candidates.size() > plain->candidates.size()); // more fit with half the cache
+    }
+
+    // Issue 38: the KV cache by layer kind at 128k context, against a count from the public config's
+    // own fields: a sliding-window layer keeps its last window − 1 tokens (Transformers'
+    // DynamicSlidingWindowLayer), a full layer every token, MLA its latent and rope key on every rank.
+    void kvCacheByLayerKindAt128k()
+    {
+        const std::int64_t ctx = 131072;
+        {
+            const nlohmann::json c = nlohmann::json::parse(findCatalogEntry("gpt-oss-120b")->configJson);
+            const std::int64_t window = c["sliding_window"], kvHeads = c["num_key_value_heads"], headDim = c["head_dim"];
+            std::int64_t sliding = 0, full = 0;
+            for (const auto& t : c["layer_types"])
+                (t == "sliding_attention" ? sliding : full) += 1;
+            QVERIFY(sliding > 0 && full > 0);
+            const ModelSpec s = tptest::openSpec("gpt-oss-120b");
+            // The shipped attention-sharded plan splits the kv heads (the class's default leaves attention whole).
+            const auto shipped = loadPlanFile(TP_SOURCE_DIR "/plans/gpt_oss/attention-sharded.json", VersionProfile::G3);
+            QVERIFY2(shipped.ok(), shipped.status().message().c_str());
+            for (const int T : {1, 4, 8}) {
+                Plan p = resolveOverrides(s, *shipped);
+                p.tpSize = T;
+                const ShardedGraph g = shardModel(s, p, {.batch = 1, .seq = 512, .activationDtype = DType::BF16});
+                QVERIFY(g.valid());
+                const std::int64_t perLayerToken = 2 * (kvHeads / T) * headDim * 2; // k and v, bf16
+                const std::int64_t want = full * perLayerToken * ctx + sliding * perLayerToken * (window - 1);
+                QCOMPARE(kvCacheBytes(g, 1, ctx).value(), want);
+                QCOMPARE(kvCacheBytes(g, 3, ctx).value(), 3 * want);
+                // Below the window every layer holds every token.
+                QCOMPARE(kvCacheBytes(g, 1, 100).value(), (full + sliding) * perLayerToken * 100);
+                QVERIFY2(QString::fromStdString(kvCacheLayoutText(s, g)).contains(QStringLiteral("%1 sliding-window layers keep the last %2 tokens").arg(sliding).arg(window - 1)),
+                         kvCacheLayoutText(s, g).c_str());
+                const auto mem = memoryPerRank(g, *findHardware("h200-sxm-8"), 2, ctx);
+                QVERIFY(mem.ok());
+                QCOMPARE((*mem)[0].kvCacheBytes, 2 * want);
+            }
+        }
+        {
+            const nlohmann::json c = nlohmann::json::parse(findCatalogEntry("deepseek-v3")->configJson);
+            const std::int64_t layers = c["num_hidden_layers"], latent = c["kv_lora_rank"], rope = c["qk_rope_head_dim"];
+            const ModelSpec s = tptest::openSpec("deepseek-v3");
+            for (const int T : {1, 8}) {
+                const ShardedGraph g = shardModel(s, defaultPlan(s, T), {.batch = 1, .seq = 512});
+                QCOMPARE(kvCacheBytes(g, 1, ctx).value(), layers * (latent + rope) * 2 * ctx); // bf16, whole on every rank
+            }
+        }
+    }
+
+    // Issue 38: "what fits" is where the memory check turns: the longest context (and the largest
+    // batch) that fits, one more does not — or the model's own limit ends it.
+    void whatFitsIsWhereTheMemoryCheckTurns_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<int>("tp");
+        QTest::addColumn<QString>("hardware");
+        QTest::addColumn<qint64>("batch");
+        QTest::addColumn<qint64>("context");
+        QTest::addRow("llama-3.1-70b T=8 h100") << "llama-3.1-70b" << 8 << "h100-sxm-8" << qint64(4) << qint64(32768);
+        QTest::addRow("llama-3.1-70b T=2 h100") << "llama-3.1-70b" << 2 << "h100-sxm-8" << qint64(1) << qint64(8192);
+        QTest::addRow("gpt-oss-120b T=4 h100 (sliding)") << "gpt-oss-120b" << 4 << "h100-sxm-8" << qint64(8) << qint64(131072);
+        QTest::addRow("deepseek-v3 T=8 h200 (MLA)") << "deepseek-v3" << 8 << "h200-sxm-8" << qint64(16) << qint64(4096);
+        QTest::addRow("llama-4-scout T=8 h100 (chunked)") << "llama-4-scout" << 8 << "h100-sxm-8" << qint64(1) << qint64(131072);
+        QTest::addRow("deepseek-v3 T=8 h100 (nothing fits)") << "deepseek-v3" << 8 << "h100-sxm-8" << qint64(1) << qint64(4096);
+    }
+    void whatFitsIsWhereTheMemoryCheckTurns()
+    {
+        QFETCH(QString, model);
+        QFETCH(int, tp);
+        QFETCH(QString, hardware);
+        QFETCH(qint64, batch);
+        QFETCH(qint64, context);
+        const ModelSpec s = tptest::openSpec(model.toStdString().c_str());
+        const HardwareProfile hw = *findHardware(hardware.toStdString());
+        const ShardedGraph g = shardModel(s, defaultPlan(s, tp), {.batch = batch, .seq = 512});
+        QVERIFY(g.valid());
+        const std::int64_t limit = s.config.maxPositionEmbeddings;
+        const auto f = whatFits(g, hw, batch, context, limit);
+        QVERIFY2(f.ok(), f.status().message().c_str());
+        auto fits = [&](std::int64_t b, std::int64_t c) { return memoryFit(g, hw, b, c).value().fits(); };
+        if (f->maxContext > 0)
+            QVERIFY(fits(batch, f->maxContext));
+        if (f->contextCapped)
+            QCOMPARE(f->maxContext, limit);
+        else
+            QVERIFY(!fits(batch, f->maxContext + 1));
+        if (f->maxBatch > 0)
+            QVERIFY(fits(f->maxBatch, context));
+        if (!f->batchCapped)
+            QVERIFY(!fits(f->maxBatch + 1, context));
+        if (model == QLatin1String("deepseek-v3") && hardware == QLatin1String("h100-sxm-8")) {
+            QCOMPARE(f->maxContext, std::int64_t(0)); // its fp8 weights alone are over 77.65 GiB a rank at T=8
+            QVERIFY(QString::fromStdString(whatFitsText(*f, batch, context, limit)).startsWith(QStringLiteral("not one token")));
+        } else {
+            QVERIFY(f->maxContext > 0 && f->maxBatch > 0);
+        }
     }
 
     // Memory per rank: every rank's weights, KV cache, activation peak and communication buffer from

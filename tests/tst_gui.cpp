@@ -1428,6 +1428,13 @@ private slots:
         QVERIFY2(page->kvLayoutLabel()->text().contains(QStringLiteral("each rank's k and v heads per layer; BF16")),
                  qPrintable(page->kvLayoutLabel()->text()));
         QCOMPARE(page->kvDtypeBox()->currentData().toString(), QStringLiteral("model"));
+        // Issue 38: what fits, as the engine's whatFits says for the toolbar's batch and sequence.
+        const auto p = w.previews()->latest();
+        QVERIFY(p->fits && p->fits->maxContext > 0 && p->fits->maxBatch > 0);
+        const QString fits = QString::fromStdString(tp::whatFitsText(*p->fits, p->settings.batch, p->settings.seq,
+                                                                     p->spec->config.maxPositionEmbeddings));
+        QVERIFY2(page->kvLayoutLabel()->text().contains(QStringLiteral("What fits")) && page->kvLayoutLabel()->text().contains(fits),
+                 qPrintable(page->kvLayoutLabel()->text()));
         page->kvDtypeBox()->setCurrentIndex(page->kvDtypeBox()->findData(QStringLiteral("fp8")));
         emit page->kvDtypeBox()->activated(page->kvDtypeBox()->currentIndex());
         QVERIFY(settle(w));

@@ -238,6 +238,17 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
         decode = *d;
         kvAtContext = *kv;
     }
+    // What fits the profile's devices: the longest context at the batch, the most sequences at the context.
+    const std::int64_t maxPos = om.spec.config.maxPositionEmbeddings;
+    std::optional<tp::FitLimits> fits;
+    if (g.valid() && !g.graph.nodes.empty()) {
+        auto f = tp::whatFits(g, *hw, g.options.batch, context, maxPos > 0 ? maxPos : tp::kMaxWorkloadContext);
+        if (!f) {
+            fmt::print(stderr, "tpstudio-cli plan preview: {}\n", f.status().message());
+            return kBadInput;
+        }
+        fits = *f;
+    }
     // With --hardware, a plan that cannot run there is not valid: T above its devices, a rank over
     // its memory (the prediction is still shown).
     std::vector<tp::Diagnostic> diags = g.diagnostics;
@@ -325,6 +336,15 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
             sj.push_back(x);
         }
         j["scaling"] = sj;
+        if (fits)
+            j["fits"] = {{"usable_device_bytes", hw->usableMemoryBytes()},
+                         {"max_context", fits->maxContext},
+                         {"max_context_at_batch", g.options.batch},
+                         {"max_context_limited_by", fits->contextCapped ? (maxPos > 0 ? "max_position_embeddings" : "the modelled bound")
+                                                                        : "memory"},
+                         {"max_batch", fits->maxBatch},
+                         {"max_batch_at_context", context},
+                         {"max_batch_limited_by", fits->batchCapped ? "the modelled bound" : "memory"}};
         j["diagnostics"] = tp::diagnosticsJson(diags);
         std::cout << j.dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
         if (valid)
@@ -393,7 +413,9 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
                static_cast<double>(g.options.batch) / decode->totalSeconds());
     fmt::print("  KV cache on the largest rank: {} per token, {} at context {} × batch {}\n", tp::humanBytes(kvPerToken),
                tp::humanBytes(kvAtContext), context, g.options.batch);
-    const std::int64_t maxPos = om.spec.config.maxPositionEmbeddings;
+    if (fits)
+        fmt::print("  what fits a rank of {} ({}): {}\n", hw->id, hw->usableMemoryText(),
+                   tp::whatFitsText(*fits, g.options.batch, context, maxPos));
     if (maxPos > 0 && context > maxPos)
         fmt::print("  note: context {} is beyond the model's max_position_embeddings {}\n", context, maxPos);
     fmt::print("Collectives per decode step ({} token{})\n", g.options.batch, g.options.batch == 1 ? "" : "s");

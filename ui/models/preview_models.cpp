@@ -208,8 +208,8 @@ QVariant MemoryModel::data(const QModelIndex& index, int role) const
     if (!index.isValid() || index.row() >= rowCount())
         return {};
     const auto& m = m_p->graph.memory[std::size_t(index.row())];
-    const qint64 context = m_p->graph.options.batch * m_p->graph.options.seq;
-    const qint64 kv = m.kvCacheBytesPerToken * context;
+    // batch sequences of seq tokens (a windowed layer's capped at what it keeps)
+    const qint64 kv = m.kvCacheBytesAt(m_p->graph.options.seq) * m_p->graph.options.batch;
     if (role == Qt::TextAlignmentRole)
         return index.column() == RankColumn ? QVariant() : right();
     if (role == Qt::ToolTipRole && index.column() == TotalColumn && m_p->hardware)

@@ -35,6 +35,9 @@ std::shared_ptr<const PreviewResult> computePreview(std::shared_ptr<const tp::Mo
                 r->memory = std::move(*mem);
             else
                 r->memoryError = QString::fromStdString(mem.status().message());
+            const std::int64_t maxPos = spec->config.maxPositionEmbeddings;
+            if (auto f = tp::whatFits(r->graph, *hw, o.batch, o.seq, maxPos > 0 ? maxPos : tp::kMaxWorkloadContext); f.ok())
+                r->fits = *f;
         }
         r->scaling = tp::predictScaling(*spec, plan, o, *hw, std::max(8, std::min(settings.tpSize, 64)));
     } else {

@@ -31,6 +31,8 @@ struct PreviewResult
     // The valid plan against the hardware (errors when it cannot run there: T above its devices, a
     // rank over its device memory at batch × seq, naming the smallest T that fits).
     std::vector<tp::Diagnostic> feasibility;
+    // The longest context at the batch and the most sequences at the sequence length that fit (whatFits).
+    std::optional<tp::FitLimits> fits;
     PreviewSettings settings;
     qint64 workerMs = 0;
 };

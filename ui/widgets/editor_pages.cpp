@@ -310,6 +310,7 @@ CollectivesPage::CollectivesPage(QWidget* parent)
                              "engines can keep them in fp8, half of bf16"));
     connect(m_kvDtype, &QComboBox::activated, this, [this] { emit kvDtypeChosen(m_kvDtype->currentData().toString()); });
     m_kvLayout->setWordWrap(true);
+    m_kvLayout->setTextFormat(Qt::RichText);
     m_kvLayout->setTextInteractionFlags(Qt::TextSelectableByMouse);
     auto* head = new QHBoxLayout;
     head->addWidget(new QLabel(tr("<b>Memory per rank</b> (batch × sequence tokens in the KV cache)")), 1);
@@ -370,7 +371,13 @@ void CollectivesPage::setPreview(std::shared_ptr<const PreviewResult> r)
         const QSignalBlocker block(m_kvDtype);
         m_kvDtype->setCurrentIndex(std::max(0, m_kvDtype->findData(r->settings.kvDtype)));
     }
-    m_kvLayout->setText(r->spec ? tr("KV cache per token: %1.").arg(qs(tp::kvCacheLayoutText(*r->spec, r->graph))) : QString());
+    QString kv = r->spec ? tr("KV cache per token: %1.").arg(qs(tp::kvCacheLayoutText(*r->spec, r->graph)).toHtmlEscaped()) : QString();
+    if (r->spec && r->fits && r->hardware)
+        kv += tr("<br><b>What fits</b> a rank of %1 (%2): %3.")
+                  .arg(qs(r->hardware->id).toHtmlEscaped(), qs(r->hardware->usableMemoryText()).toHtmlEscaped(),
+                       qs(tp::whatFitsText(*r->fits, r->settings.batch, r->settings.seq, r->spec->config.maxPositionEmbeddings))
+                           .toHtmlEscaped());
+    m_kvLayout->setText(kv);
 }
 
 // --- Diagnostics ----------------------------------------------------------------------------------

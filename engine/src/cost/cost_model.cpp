@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 
 namespace tp {
@@ -299,11 +300,25 @@ std::string kvCacheLayoutText(const ModelSpec& spec, const ShardedGraph& g)
     const std::string dtype = t == DType::F8E4M3 ? std::string("fp8 (a serving engine's --kv-cache-dtype fp8)")
                             : g.options.kvCacheDtype                 ? std::string(dtypeName(t))
                                                                      : fmt::format("{}, the activations'", dtypeName(t));
+    // Windowed layers: how many and what they keep (any rank: every rank has the same layers).
+    std::string windows;
+    if (!g.memory.empty())
+        for (const auto& [kept, perToken] : g.memory.front().kvWindows) {
+            int layers = 0;
+            bool chunked = false;
+            for (const GraphNode& n : g.graph.nodes)
+                if (n.kind == OpKind::Attention && (n.window > 0 ? n.window : n.chunk) - 1 == kept) {
+                    ++layers;
+                    chunked = n.window == 0;
+                }
+            windows += fmt::format("; {} {} layer{} keep{} the last {} tokens", layers, chunked ? "chunked-attention" : "sliding-window",
+                                   layers == 1 ? "" : "s", layers == 1 ? "s" : "", kept);
+        }
     if (spec.config.isMla())
         return fmt::format("Transformers' layout: MLA's compressed latent and rope key ({} + {} values a token per layer), whole "
-                           "on every rank, as vLLM and SGLang cache it too; {}",
-                           spec.config.kvLoraRank, spec.config.qkRopeHeadDim, dtype);
-    return fmt::format("Transformers' layout: each rank's k and v heads per layer; {}", dtype);
+                           "on every rank, as vLLM and SGLang cache it too{}; {}",
+                           spec.config.kvLoraRank, spec.config.qkRopeHeadDim, windows, dtype);
+    return fmt::format("Transformers' layout: each rank's k and v heads per layer{}; {}", windows, dtype);
 }
 
 std::int64_t kvCacheBytesPerToken(const ShardedGraph& g)
@@ -323,7 +338,10 @@ Result<std::int64_t> kvCacheBytes(const ShardedGraph& g, std::int64_t batch, std
     // batch · context ≤ 2^36 and a token's cache is far below 2^26 bytes, but check anyway.
     if (perToken > 0 && batch * context > std::numeric_limits<std::int64_t>::max() / perToken)
         return invalidArgument(fmt::format("KV cache of {} × {} tokens overflows", batch, context));
-    return perToken * batch * context;
+    std::int64_t most = 0;
+    for (const RankMemory& m : g.memory)
+        most = std::max(most, m.kvCacheBytesAt(context));
+    return most * batch;
 }
 
 Result<std::int64_t> commBufferBytes(const ShardedGraph& g)
@@ -357,7 +375,7 @@ Result<std::vector<RankMemoryUse>> memoryPerRank(const ShardedGraph& g, const Ha
         RankMemoryUse u;
         u.rank = static_cast<int>(r);
         u.weightBytes = m.weightBytes;
-        u.kvCacheBytes = m.kvCacheBytesPerToken * batch * context;
+        u.kvCacheBytes = m.kvCacheBytesAt(context) * batch;
         u.activationBytes = m.activationPeakBytes;
         u.commBufferBytes = comm;
         u.deviceBytes = device;
@@ -384,6 +402,60 @@ Result<MemoryFit> memoryFit(const ShardedGraph& g, const HardwareProfile& hw, st
         f.neededBytes = most->neededBytes();
     }
     return f;
+}
+
+namespace {
+
+// The largest x in [1, hi] for which fits(x) holds, given that it holds for every smaller x (memory
+// only grows with context and batch); 0 when fits(1) does not. The first error ends the search.
+Result<std::int64_t> largestFitting(std::int64_t hi, const std::function<Result<bool>(std::int64_t)>& fits)
+{
+    TP_ASSIGN_OR_RETURN(const bool one, fits(1));
+    if (!one)
+        return std::int64_t(0);
+    std::int64_t lo = 1; // fits
+    TP_ASSIGN_OR_RETURN(const bool all, fits(hi));
+    if (all)
+        return hi;
+    while (hi - lo > 1) { // fits(lo), not fits(hi)
+        const std::int64_t mid = lo + (hi - lo) / 2;
+        TP_ASSIGN_OR_RETURN(const bool ok, fits(mid));
+        (ok ? lo : hi) = mid;
+    }
+    return lo;
+}
+
+} // namespace
+
+Result<FitLimits> whatFits(const ShardedGraph& g, const HardwareProfile& hw, std::int64_t batch, std::int64_t context,
+                           std::int64_t contextLimit)
+{
+    TP_RETURN_IF_ERROR(checkWorkload({.batch = batch, .queryTokens = context, .pastTokens = 0}));
+    auto fitsAt = [&](std::int64_t b, std::int64_t c) -> Result<bool> {
+        TP_ASSIGN_OR_RETURN(const MemoryFit f, memoryFit(g, hw, b, c));
+        return f.fits();
+    };
+    FitLimits out;
+    const std::int64_t contextHi = std::clamp<std::int64_t>(contextLimit, 1, std::min(kMaxWorkloadContext, kMaxWorkloadTokens / batch));
+    TP_ASSIGN_OR_RETURN(out.maxContext, largestFitting(contextHi, [&](std::int64_t c) { return fitsAt(batch, c); }));
+    out.contextCapped = out.maxContext == contextHi;
+    const std::int64_t batchHi = std::min(kMaxWorkloadBatch, kMaxWorkloadTokens / context);
+    TP_ASSIGN_OR_RETURN(out.maxBatch, largestFitting(batchHi, [&](std::int64_t b) { return fitsAt(b, context); }));
+    out.batchCapped = out.maxBatch == batchHi;
+    return out;
+}
+
+std::string whatFitsText(const FitLimits& f, std::int64_t batch, std::int64_t context, std::int64_t maxPositions)
+{
+    const std::string ctx = f.maxContext == 0 ? fmt::format("not one token of context at batch {}", batch)
+                                              : fmt::format("context up to {} tokens at batch {}{}", f.maxContext, batch,
+                                                            !f.contextCapped ? ""
+                                                            : maxPositions > 0 ? " (the model's max_position_embeddings)"
+                                                                               : " (the modelled bound)");
+    const std::string bat = f.maxBatch == 0 ? fmt::format("not one sequence at context {}", context)
+                                            : fmt::format("batch up to {} at context {}{}", f.maxBatch, context,
+                                                          f.batchCapped ? " (the modelled bound)" : "");
+    return ctx + " · " + bat;
 }
 
 std::vector<Diagnostic> feasibilityDiagnostics(const ModelSpec& spec, const ShardedGraph& g, const HardwareProfile& hw,

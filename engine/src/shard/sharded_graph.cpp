@@ -1205,11 +1205,18 @@ private:
                 // The cache holds k and v after projection; MLA's the compressed latent and the shared rope key, whole on
                 // every rank (Transformers expands them through kv_b_proj at every forward).
                 const std::int64_t kv = m_g.kvElementBytes();
+                const std::int64_t window = n.window > 0 ? n.window : n.chunk;
                 for (std::size_t r = 0; r < nT; ++r) {
-                    if (n.mlaRope > 0) {
-                        m_g.memory[r].kvCacheBytesPerToken += n.mlaLatent * kv;
-                    } else {
-                        m_g.memory[r].kvCacheBytesPerToken += (lay(n.inputs[1]).local[r] + lay(n.inputs[2]).local[r]) * kv;
+                    RankMemory& mem = m_g.memory[r];
+                    const std::int64_t bytes = n.mlaRope > 0 ? n.mlaLatent * kv
+                                                             : (lay(n.inputs[1]).local[r] + lay(n.inputs[2]).local[r]) * kv;
+                    mem.kvCacheBytesPerToken += bytes;
+                    if (window > 0) {
+                        auto at = std::lower_bound(mem.kvWindows.begin(), mem.kvWindows.end(), window - 1,
+                                                   [](const auto& w, std::int64_t t) { return w.first < t; });
+                        if (at == mem.kvWindows.end() || at->first != window - 1)
+                            at = mem.kvWindows.insert(at, {window - 1, 0});
+                        at->second += bytes;
                     }
                 }
             }
@@ -1306,6 +1313,15 @@ DType defaultActivationDtype(const ModelConfig& c)
 }
 
 } // namespace
+
+std::int64_t RankMemory::kvCacheBytesAt(std::int64_t context) const
+{
+    std::int64_t bytes = kvCacheBytesPerToken * context;
+    for (const auto& [kept, perToken] : kvWindows)
+        if (context > kept)
+            bytes -= perToken * (context - kept);
+    return bytes;
+}
 
 Interval sequenceRows(std::int64_t rows, int tp, int rank)
 {

@@ -96,11 +96,14 @@ Result<CostReport> estimateDecodeStep(const ModelSpec& spec, const ShardedGraph&
 Result<double> decodeStepSeconds(const ModelSpec& spec, const ShardedGraph& g, const HardwareProfile& hw,
                                  std::int64_t batch, std::int64_t context);
 
-// KV cache of the rank that holds the most: ShardedGraph::memory's kvCacheBytesPerToken (all layers),
-// and that times context × batch (InvalidArgument beyond checkWorkload's bounds).
+// KV cache of the rank that holds the most: ShardedGraph::memory's kvCacheBytesPerToken (all layers,
+// while every window fills), and its cache of `batch` sequences of `context` tokens, a sliding-window
+// or chunked layer's capped at the window − 1 tokens Transformers keeps (InvalidArgument beyond
+// checkWorkload's bounds).
 std::int64_t kvCacheBytesPerToken(const ShardedGraph& g);
 // The cache layout and dtype the KV figures assume, in one line: "Transformers' layout: each rank's k and v heads,
-// BF16" (MLA: the compressed latent and rope key, whole on every rank, as vLLM and SGLang also cache it).
+// BF16" (MLA: the compressed latent and rope key, whole on every rank, as vLLM and SGLang also cache it; windowed
+// layers and what they keep).
 std::string kvCacheLayoutText(const ModelSpec& spec, const ShardedGraph& g);
 Result<std::int64_t> kvCacheBytes(const ShardedGraph& g, std::int64_t batch, std::int64_t context);
 
@@ -142,6 +145,24 @@ struct MemoryFit
 };
 // InvalidArgument as memoryPerRank.
 Result<MemoryFit> memoryFit(const ShardedGraph& g, const HardwareProfile& hw, std::int64_t batch, std::int64_t context);
+
+// What fits a plan's ranks on the profile's devices (memoryFit, the activations of the graph's own
+// prefill): the longest context of `batch` sequences, and the most sequences of `context` tokens.
+// 0: not even one. Searched up to `contextLimit` (the model's max_position_embeddings, or
+// checkWorkload's bound) and the batch checkWorkload allows; `…Capped` when the limit, not memory,
+// ends the search (a cache whose every layer is windowed stops growing).
+struct FitLimits
+{
+    std::int64_t maxContext = 0;
+    bool contextCapped = false;
+    std::int64_t maxBatch = 0;
+    bool batchCapped = false;
+};
+Result<FitLimits> whatFits(const ShardedGraph& g, const HardwareProfile& hw, std::int64_t batch, std::int64_t context,
+                           std::int64_t contextLimit);
+// "context up to 1,234 tokens at batch 8 · batch up to 56 at context 4,096"; `maxPositions` > 0 names
+// a context the model's limit ends.
+std::string whatFitsText(const FitLimits& f, std::int64_t batch, std::int64_t context, std::int64_t maxPositions);
 
 // Error diagnostics of a valid plan that cannot run on the machine: T above its device count, and
 // a rank that does not fit its device (naming the smallest T up to 64 at which the plan is valid

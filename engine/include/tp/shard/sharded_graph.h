@@ -111,8 +111,15 @@ Interval sequenceRows(std::int64_t rows, int tp, int rank);
 struct RankMemory
 {
     std::int64_t weightBytes = 0;
-    std::int64_t kvCacheBytesPerToken = 0;         // per token of context, all layers
+    std::int64_t kvCacheBytesPerToken = 0;         // per token of context, all layers (while every window fills)
+    // The part of kvCacheBytesPerToken that sliding-window and chunked layers hold, by the tokens each
+    // keeps at most: window − 1 (chunk − 1), as Transformers' DynamicSlidingWindowLayer stores them.
+    // {tokens kept, bytes per token}, ascending by tokens, one entry per distinct window.
+    std::vector<std::pair<std::int64_t, std::int64_t>> kvWindows;
     std::int64_t activationPeakBytes = 0;          // for the options' batch and sequence
+    // The rank's cache for one sequence of `context` tokens: every layer's tokens, a windowed layer's
+    // capped at what it keeps.
+    std::int64_t kvCacheBytesAt(std::int64_t context) const;
 };
 
 // At most this many tokens (batch · seq) in one forward: with the config's caps, no activation byte
