@@ -2,6 +2,7 @@
 // memory, and the layout/shape diagnostics (facts from hf-tp-semantics.md §1, §2, §4.1, §6, §8).
 #include "tp/model/catalog.h"
 #include "tp/model/loader.h"
+#include "tp/core/units.h"
 #include "tp/plan/plan_io.h"
 #include "tp/plan/shipped.h"
 #include "tp/shard/sharded_graph.h"
@@ -399,6 +400,57 @@ private slots:
 
     // One mistake, one cause: the errors it sets off downstream say which error they follow from and
     // point there, and the cause's hint restores the layout its siblings share.
+    // Issue 38: coverage. A plan whose experts (or MLPs) stay whole on every rank — transformers
+    // issue 48308's 60 GB a rank instead of 15 — is a warning with the bytes, the largest groups and
+    // the class's own keys that shard them; the default plans of the catalog say nothing.
+    void replicatedWeightsAreNamed_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("whole"); // keys containing this are set to 'replicate'; "" = the default plan
+        QTest::addColumn<QString>("group");
+        QTest::addRow("mixtral default") << "mixtral-8x7b" << "" << "";
+        QTest::addRow("llama-3.1-70b default") << "llama-3.1-70b" << "" << "";
+        QTest::addRow("deepseek-v3 default") << "deepseek-v3" << "" << "";
+        QTest::addRow("qwen3-30b-a3b default") << "qwen3-30b-a3b" << "" << "";
+        QTest::addRow("mixtral experts whole") << "mixtral-8x7b" << "experts" << "model.layers.*.mlp.experts";
+        QTest::addRow("llama mlp whole") << "llama-3.1-70b" << "mlp." << "model.layers.*.mlp.";
+    }
+    void replicatedWeightsAreNamed()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, whole);
+        QFETCH(QString, group);
+        const ModelSpec s = tptest::openSpec(model.toStdString().c_str());
+        Plan p = defaultPlan(s, 8);
+        for (PlanEntry& e : p.entries)
+            if (!whole.isEmpty() && QString::fromStdString(e.key).contains(whole))
+                e.style = "replicate";
+        const ShardedGraph g = shardModel(s, p, {.batch = 1, .seq = 512});
+        const Diagnostic* warning = nullptr;
+        for (const Diagnostic& d : g.diagnostics)
+            if (d.message.find("whole on every rank at tp_size") != std::string::npos)
+                warning = &d;
+        if (group.isEmpty()) {
+            QVERIFY2(!warning, warning ? warning->message.c_str() : "");
+            return;
+        }
+        QVERIFY(warning);
+        QCOMPARE(warning->severity, Severity::Warning);
+        QVERIFY2(QString::fromStdString(warning->message).contains(group), warning->message.c_str());
+        // The bytes: every whole weight of those modules on rank 0, counted here from the shards.
+        std::int64_t bytes = 0;
+        for (const ParamShard& sh : g.params)
+            if (sh.dim < 0 && QString::fromStdString(sh.path).contains(whole) && sh.path.find("layers") != std::string::npos
+                && s.modules[std::size_t(sh.module)].params[std::size_t(sh.param)].shape.size() >= 2)
+                bytes += sh.bytes[0];
+        QVERIFY(bytes * 4 > g.memory[0].weightBytes);
+        QVERIFY2(QString::fromStdString(warning->message).contains(QString::fromStdString(humanBytes(double(bytes)))), warning->message.c_str());
+        // The hint gives the class's own entries for them.
+        for (const PlanEntry& d : s.defaultTpPlan)
+            if (QString::fromStdString(d.key).contains(whole))
+                QVERIFY2(warning->hint.find("'" + d.key + "': '" + d.style + "'") != std::string::npos, warning->hint.c_str());
+    }
+
     void rootCausesAreMarked_data()
     {
         QTest::addColumn<QStringList>("edits");

@@ -6,6 +6,7 @@
 // mark passes through every op until a residual add or a norm takes its input without complaint.
 #include "tp/shard/sharded_graph.h"
 
+#include "tp/core/units.h"
 #include "tp/model/arch_traits.h"
 #include "tp/model/loader.h"
 
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <numeric>
 #include <set>
 #include <unordered_map>
@@ -1270,6 +1272,8 @@ private:
                                m_spec.className),
                    "load with DistributedConfig(ep_size=…) to use its ep_plan, or add expert entries "
                    "(moe_tp_experts with packed_colwise + rowwise)");
+        if (shardsBeyondEmbedding && m_T > 1)
+            checkReplicatedWeights();
         if (m_plan.entries.empty() && m_T > 1) {
             if (m_spec.config.family != Family::Unknown)
                 report(Severity::Error, m_spec.className,
@@ -1283,6 +1287,58 @@ private:
                        "give a plan (--plan FILE on the command line, or assign styles in the GUI), or set TPSTUDIO_PYTHON "
                        "to a Python whose Transformers knows the model type: its class's default plan is then used");
         }
+    }
+
+    // Coverage: the weights of Linear, Embedding and Experts modules that stay whole on every rank,
+    // by plan key. More than a quarter of a rank's weights whole is a warning naming the largest
+    // groups, their bytes and the key (the class's default plan's, where it has one) that would shard
+    // them — a plan whose experts match no key holds every expert on every rank.
+    void checkReplicatedWeights()
+    {
+        struct Group
+        {
+            std::int64_t bytes = 0;
+            int modules = 0;
+            int lastModule = -1;
+        };
+        std::map<std::string, Group> groups;
+        std::int64_t whole = 0;
+        for (const ParamShard& p : m_g.params) {
+            const ModuleSpec& m = m_spec.modules[static_cast<std::size_t>(p.module)];
+            if (p.dim >= 0 || p.tied || p.bytes.empty()
+                || (m.kind != ModuleKind::Linear && m.kind != ModuleKind::Embedding && m.kind != ModuleKind::Experts))
+                continue;
+            if (m.params[static_cast<std::size_t>(p.param)].shape.size() < 2)
+                continue; // biases and vectors
+            Group& g = groups[wildcardName(m.path, m_plan.profile)];
+            g.bytes += p.bytes[0];
+            if (g.lastModule != p.module) {
+                g.lastModule = p.module;
+                ++g.modules;
+            }
+            whole += p.bytes[0];
+        }
+        const std::int64_t total = m_g.memory.empty() ? 0 : m_g.memory[0].weightBytes;
+        if (total <= 0 || whole * 4 <= total)
+            return;
+        std::vector<std::pair<std::string, Group>> largest(groups.begin(), groups.end());
+        std::sort(largest.begin(), largest.end(), [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
+        std::string named, hint;
+        for (std::size_t i = 0; i < std::min<std::size_t>(3, largest.size()); ++i) {
+            const auto& [key, g] = largest[i];
+            named += fmt::format("{}{} ({} module{}, {})", i ? ", " : "", key, g.modules, g.modules == 1 ? "" : "s",
+                                 humanBytes(static_cast<double>(g.bytes)));
+            for (const PlanEntry& d : m_spec.defaultTpPlan)
+                if (d.key == key || d.key.starts_with(key + "."))
+                    hint += fmt::format("{}'{}': '{}'", hint.empty() ? "" : ", ", d.key, d.style);
+        }
+        report(Severity::Warning, m_spec.className,
+               fmt::format("{} of each rank's {} of weights ({:.0f}%) are whole on every rank at tp_size {}; the largest: {}",
+                           humanBytes(static_cast<double>(whole)), humanBytes(static_cast<double>(total)),
+                           100.0 * static_cast<double>(whole) / static_cast<double>(total), m_T, named),
+               hint.empty() ? "add plan keys that shard them (colwise for projections into a layer, rowwise out of it; "
+                              "moe_tp_experts for experts), or accept the memory"
+                            : fmt::format("the class's default plan shards them: {}", hint));
     }
 
     const ModelSpec& m_spec;
