@@ -1,6 +1,7 @@
 // tst_shard — the sharded graph: per-rank shards, activation layouts, collectives with their bytes,
 // memory, and the layout/shape diagnostics (facts from hf-tp-semantics.md §1, §2, §4.1, §6, §8).
 #include "tp/model/catalog.h"
+#include "tp/model/dtype.h"
 #include "tp/model/loader.h"
 #include "tp/core/units.h"
 #include "tp/plan/plan_io.h"
@@ -10,6 +11,8 @@
 #include "testutils.h"
 
 #include <QtTest>
+
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
@@ -400,6 +403,38 @@ private slots:
 
     // One mistake, one cause: the errors it sets off downstream say which error they follow from and
     // point there, and the cause's hint restores the layout its siblings share.
+    // Issue 38: KV heads fewer than T — the diagnosis stays (Transformers fails), with what vLLM's
+    // replication would cost a rank: one head's rows of every k_proj and v_proj and its cache.
+    void kvHeadsBelowTSayWhatReplicationCosts()
+    {
+        const ModelSpec s = tptest::openSpec("llama-3.1-405b");
+        const ShardedGraph g = shardModel(s, defaultPlan(s, 16), {.batch = 1, .seq = 512});
+        const Diagnostic* d = nullptr;
+        for (const Diagnostic& x : g.diagnostics)
+            if (x.where == "num_key_value_heads")
+                d = &x;
+        QVERIFY(d && d->severity == Severity::Error);
+        std::int64_t kv = 0, layers = 0;
+        for (const ModuleSpec& m : s.modules)
+            if (m.name == "k_proj" || m.name == "v_proj") {
+                kv += dtypeBytes(m.params[0].dtype, m.params[0].shape[0] * m.params[0].shape[1]);
+                layers += m.name == "k_proj";
+            }
+        const std::int64_t N = s.config.numKvHeads;
+        const std::string want = fmt::format("each key/value head on {} ranks", 16 / N);
+        QVERIFY2(d->message.find(want) != std::string::npos, d->message.c_str());
+        QVERIFY2(d->message.find(humanBytes(double(kv / N)) + " of k_proj and v_proj weights (of " + humanBytes(double(kv)) + " whole)")
+                     != std::string::npos,
+                 d->message.c_str());
+        QVERIFY2(d->message.find(humanBytes(double(layers * 2 * s.config.headDim * 2)) + " of KV cache a token in BF16") != std::string::npos,
+                 d->message.c_str());
+        // T not a multiple of the KV heads: no replication figure (vLLM needs T % N == 0 too).
+        const ShardedGraph three = shardModel(s, defaultPlan(s, 3), {.batch = 1, .seq = 512});
+        for (const Diagnostic& x : three.diagnostics)
+            if (x.where == "num_key_value_heads")
+                QVERIFY(x.message.find("Replicated") == std::string::npos);
+    }
+
     // Issue 38: coverage. A plan whose experts (or MLPs) stay whole on every rank — transformers
     // issue 48308's 60 GB a rank instead of 15 — is a warning with the bytes, the largest groups and
     // the class's own keys that shard them; the default plans of the catalog say nothing.

@@ -1,5 +1,7 @@
 #include "tp/plan/plan.h"
 
+#include "tp/core/units.h"
+#include "tp/model/dtype.h"
 #include "tp/model/loader.h"
 
 #include <fmt/format.h>
@@ -263,12 +265,35 @@ PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan)
             out.diagnostics.push_back({Severity::Error, "num_attention_heads",
                                        fmt::format("{} attention heads are not divisible by tp_size {}", c.numHeads, T),
                                        fmt::format("valid tp sizes: {}", validList())});
-        if (kvSharded && c.numKvHeads % T != 0)
+        if (kvSharded && c.numKvHeads % T != 0) {
+            std::string replicated;
+            if (T % c.numKvHeads == 0 && c.numKvHeads > 0) {
+                // What vLLM's layout would cost (transformers PR 47811 proposes it): each KV head on T / N ranks,
+                // one head a rank — its rows of every k_proj and v_proj, and its k and v in the cache.
+                std::int64_t weights = 0, wholeWeights = 0, cache = 0;
+                for (const ModuleSpec& m : spec.modules)
+                    if (m.kind == ModuleKind::Linear && (m.name == "k_proj" || m.name == "v_proj"))
+                        for (const ParamSpec& p : m.params)
+                            if (p.name == "weight" && p.shape.size() == 2) {
+                                const std::int64_t bytes = dtypeBytes(p.dtype, p.shape[0] * p.shape[1]);
+                                wholeWeights += bytes;
+                                weights += bytes / c.numKvHeads;
+                                cache += p.shape[0] / c.numKvHeads * dtypeBytes(c.dtype, 1);
+                            }
+                if (weights > 0)
+                    replicated = fmt::format(
+                        ". Replicated as vLLM does (each key/value head on {} ranks; transformers PR 47811 proposes it) a "
+                        "rank would hold 1 key/value head: {} of k_proj and v_proj weights (of {} whole) and {} of KV cache "
+                        "a token in {}",
+                        T / c.numKvHeads, humanBytes(static_cast<double>(weights)), humanBytes(static_cast<double>(wholeWeights)),
+                        humanBytes(static_cast<double>(cache)), dtypeName(c.dtype));
+            }
             out.diagnostics.push_back({Severity::Error, "num_key_value_heads",
                                        fmt::format("{} key/value heads are not divisible by tp_size {}; Transformers does "
-                                                   "not replicate KV heads and fails in the first forward",
-                                                   c.numKvHeads, T),
+                                                   "not replicate KV heads and fails in the first forward{}",
+                                                   c.numKvHeads, T, replicated),
                                        fmt::format("valid tp sizes: {}", validList())});
+        }
     }
 
     // Linear/Embedding modules whose weight no key shards, grouped by generic name.
