@@ -216,6 +216,21 @@ private slots:
         QVERIFY(!parseConfig(R"({"model_type": "llama", "intermediate_size": [128, 256]})", "config.json", nullptr).ok());
     }
 
+    // Issue 38: fp8's weight_block_size is read (out, in); anything but two integers from 1 to 65536 is
+    // refused naming the key.
+    void fp8BlockSize()
+    {
+        const char* base = R"({"model_type": "llama", "quantization_config": {"quant_method": "fp8", "weight_block_size": %1}})";
+        const ModelConfig c = parseOk(QString::fromLatin1(base).arg(QStringLiteral("[128, 64]")).toStdString());
+        QCOMPARE(c.quantBlock, (std::vector<std::int64_t>{128, 64}));
+        QVERIFY(parseOk(QString::fromLatin1(base).arg(QStringLiteral("null")).toStdString()).quantBlock.empty());
+        for (const char* bad : {"[128]", "[0, 128]", "[128, 1e9]", "\"128x128\"", "[128.5, 128]", "[128, 128, 128]", "{}"}) {
+            const auto r = parseConfig(QString::fromLatin1(base).arg(QLatin1String(bad)).toStdString(), "config.json", nullptr);
+            QVERIFY2(!r.ok(), bad);
+            QVERIFY2(r.status().message().find("'quantization_config.weight_block_size'") != std::string::npos, r.status().message().c_str());
+        }
+    }
+
     void unknownArchitectureWarns()
     {
         std::vector<Diagnostic> d;

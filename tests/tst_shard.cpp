@@ -13,6 +13,7 @@
 #include <QtTest>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
@@ -433,6 +434,49 @@ private slots:
         for (const Diagnostic& x : three.diagnostics)
             if (x.where == "num_key_value_heads")
                 QVERIFY(x.message.find("Replicated") == std::string::npos);
+    }
+
+    // Issue 38: fp8 block scales. DeepSeek-V3's public config gives weight_block_size [128, 128];
+    // a rank's share of a quantized weight must be whole blocks (Transformers shards weight_scale_inv
+    // with it): the experts' 2048-wide intermediate allows T up to 16, T=32 cuts blocks — an error naming
+    // the module and the sizes that keep whole blocks.
+    void fp8ShardsKeepWholeBlocks()
+    {
+        const ModelSpec s = tptest::openSpec("deepseek-v3");
+        const nlohmann::json q = nlohmann::json::parse(findCatalogEntry("deepseek-v3")->configJson)["quantization_config"];
+        QCOMPARE(s.config.quantBlock, (std::vector<std::int64_t>{q["weight_block_size"][0], q["weight_block_size"][1]}));
+        auto blockErrors = [&](int T) {
+            std::vector<Diagnostic> out;
+            for (const Diagnostic& d : shardModel(s, defaultPlan(s, T), {.batch = 1, .seq = 512}).diagnostics)
+                if (d.message.find("cuts its fp8 scale blocks") != std::string::npos)
+                    out.push_back(d);
+            return out;
+        };
+        for (const int T : {2, 4, 8, 16})
+            QVERIFY2(blockErrors(T).empty(), qPrintable(QStringLiteral("T=%1").arg(T)));
+        const auto at32 = blockErrors(32);
+        const std::int64_t moe = s.config.moeIntermediateSize, b = s.config.quantBlock[1];
+        QVERIFY(moe / 32 % b != 0);
+        const Diagnostic* down = nullptr;
+        for (const Diagnostic& d : at32)
+            if (d.where == "model.layers.*.mlp.experts.down_proj")
+                down = &d;
+        QVERIFY(down && down->severity == Severity::Error);
+        QVERIFY2(down->message.find(fmt::format("splits its {} input features into {} per rank", moe, moe / 32)) != std::string::npos,
+                 down->message.c_str());
+        std::vector<std::string> good;
+        for (int t = 1; t <= 64; ++t)
+            if (moe % t == 0 && (moe / t) % b == 0)
+                good.push_back(std::to_string(t));
+        QCOMPARE(down->hint, fmt::format("tp sizes that keep whole blocks here: {}", fmt::join(good, ", ")));
+        // The packed gate_up_proj: each half's share is what must be whole blocks.
+        QVERIFY(std::any_of(at32.begin(), at32.end(), [](const Diagnostic& d) {
+            return d.where == "model.layers.*.mlp.experts.gate_up_proj" && d.message.find("2 packed parts of 64") != std::string::npos;
+        }));
+        // Without block scales (a bf16 model) nothing is said.
+        const ModelSpec l = tptest::openSpec("llama-3.1-70b");
+        for (const Diagnostic& d : shardModel(l, defaultPlan(l, 64), {.batch = 1, .seq = 512}).diagnostics)
+            QVERIFY(d.message.find("fp8 scale blocks") == std::string::npos);
     }
 
     // Issue 38: coverage. A plan whose experts (or MLPs) stay whole on every rank — transformers

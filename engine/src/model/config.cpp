@@ -1729,6 +1729,19 @@ Status readFields(const FieldReader& r, ModelConfig& c)
             c.quantization = terminalSafe(q.at("quant_method").get<std::string>());
         else
             c.quantization = "unknown";
+        if (c.quantization == "fp8" && q.contains("weight_block_size") && !q.at("weight_block_size").is_null()) {
+            const auto& b = q.at("weight_block_size");
+            const bool ok = b.is_array() && b.size() == 2
+                && std::all_of(b.begin(), b.end(), [](const auto& x) {
+                       return x.is_number_integer() && x.template get<std::int64_t>() >= 1 && x.template get<std::int64_t>() <= 65536;
+                   });
+            if (!ok) {
+                TP_ASSIGN_OR_RETURN(const auto qr, r.object("quantization_config"));
+                return qr->error("weight_block_size",
+                                 fmt::format("must be two integers from 1 to 65536 (out, in), found {}", jsonExcerpt(b)));
+            }
+            c.quantBlock = {b[0].get<std::int64_t>(), b[1].get<std::int64_t>()};
+        }
     }
     return {};
 }

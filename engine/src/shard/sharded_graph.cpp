@@ -1274,6 +1274,7 @@ private:
                    "(moe_tp_experts with packed_colwise + rowwise)");
         if (shardsBeyondEmbedding && m_T > 1)
             checkReplicatedWeights();
+        checkQuantizationBlocks();
         if (m_plan.entries.empty() && m_T > 1) {
             if (m_spec.config.family != Family::Unknown)
                 report(Severity::Error, m_spec.className,
@@ -1339,6 +1340,65 @@ private:
                hint.empty() ? "add plan keys that shard them (colwise for projections into a layer, rowwise out of it; "
                               "moe_tp_experts for experts), or accept the memory"
                             : fmt::format("the class's default plan shards them: {}", hint));
+    }
+
+    // fp8 block scales (quantization_config.weight_block_size): Transformers shards a quantized
+    // module's weight_scale_inv with the same style as its weight (colwise: Shard(ndim − 2) of both,
+    // rowwise: Shard(ndim − 1)), so a rank's rows (or columns) of the weight must be whole blocks or
+    // its scales belong to other rows. A split that cuts a block is an error naming the module, the
+    // sizes and the tp sizes that keep whole blocks.
+    void checkQuantizationBlocks()
+    {
+        const std::vector<std::int64_t>& block = m_spec.config.quantBlock;
+        if (block.size() != 2 || m_T < 2)
+            return;
+        std::set<std::string> reported;
+        for (const ParamShard& p : m_g.params) {
+            const ModuleSpec& m = m_spec.modules[static_cast<std::size_t>(p.module)];
+            const ParamSpec& ps = m.params[static_cast<std::size_t>(p.param)];
+            const int rank = static_cast<int>(ps.shape.size());
+            if (p.dim < 0 || rank < 2 || ps.dtype != DType::F8E4M3 || p.dim < rank - 2)
+                continue;
+            const std::int64_t b = block[p.dim == rank - 2 ? 0 : 1];
+            auto cuts = [&](const std::vector<std::vector<Interval>>& slices) {
+                for (const auto& rs : slices)
+                    for (const Interval& iv : rs)
+                        if (iv.offset % b != 0 || (iv.size % b != 0 && iv.offset + iv.size != ps.shape[static_cast<std::size_t>(p.dim)]))
+                            return true;
+                return false;
+            };
+            if (!cuts(p.slices))
+                continue;
+            const std::string where = wildcardName(p.path, m_plan.profile);
+            if (!reported.insert(where).second)
+                continue;
+            const std::int64_t n = ps.shape[static_cast<std::size_t>(p.dim)];
+            std::vector<int> good;
+            for (int t = 1; t <= 64; ++t) {
+                Placement pl = p.placement;
+                if (!cuts(shardParam(p.path, ps, pl, t).slices))
+                    good.push_back(t);
+            }
+            std::vector<std::int64_t> sizes;
+            for (const auto& rs : p.slices) {
+                std::int64_t sz = 0;
+                for (const Interval& iv : rs)
+                    sz += iv.size;
+                sizes.push_back(sz);
+            }
+            const bool even = std::all_of(sizes.begin(), sizes.end(), [&](std::int64_t x) { return x == sizes.front(); });
+            report(Severity::Error, where,
+                   fmt::format("tp_size {} splits its {} {} features into {} per rank, which cuts its fp8 scale blocks "
+                               "({} wide: quantization_config.weight_block_size [{}, {}]); Transformers shards "
+                               "weight_scale_inv with the weight, so a rank's scales would belong to other features",
+                               m_T, n, p.dim == rank - 2 ? "output" : "input",
+                               !even ? "[" + sizesText(sizes) + "]"
+                               : p.slices.front().size() > 1
+                                   ? fmt::format("{} packed parts of {}", p.slices.front().size(), p.slices.front().front().size)
+                                   : std::to_string(sizes.front()),
+                               b, block[0], block[1]),
+                   fmt::format("tp sizes that keep whole blocks here: {}", fmt::join(good, ", ")));
+        }
     }
 
     const ModelSpec& m_spec;

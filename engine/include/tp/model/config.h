@@ -401,6 +401,9 @@ struct ModelConfig
     }
 
     std::optional<std::string> quantization; // quantization_config.quant_method, if any
+    // fp8's quantization_config.weight_block_size: one scale per [out × in] block of a weight's last two
+    // dims (DeepSeek-V3: 128 × 128); empty: none given (per-tensor or per-channel scales).
+    std::vector<std::int64_t> quantBlock;
 
     bool isMoe() const { return numExperts > 0; }
     std::int64_t headRows() const { return unpaddedVocab > 0 ? unpaddedVocab : vocabSize; } // lm_head's rows, the logits' width
