@@ -91,7 +91,6 @@ void addNote(QCustomPlot* p, const QString& text, bool warning)
     p->plotLayout()->addElement(0, 0, t);
 }
 
-
 // A caveat (in the warning colour) over an information line (in the text colour); either may be "".
 void showNotes(QCustomPlot* p, const QString& caveat, const QString& info)
 {
