@@ -1343,7 +1343,8 @@ private:
     }
 
     // fp8 block scales (quantization_config.weight_block_size): Transformers shards a quantized
-    // module's weight_scale_inv with the same style as its weight (colwise: Shard(ndim − 2) of both,
+    // module's weight_scale_inv with the same style as its weight (the fp8 quantizer's
+    // update_parallel_plan gives it the weight key's style; colwise: Shard(ndim − 2) of both,
     // rowwise: Shard(ndim − 1)), so a rank's rows (or columns) of the weight must be whole blocks or
     // its scales belong to other rows. A split that cuts a block is an error naming the module, the
     // sizes and the tp sizes that keep whole blocks.
