@@ -473,6 +473,27 @@ private slots:
         QVERIFY(std::any_of(at32.begin(), at32.end(), [](const Diagnostic& d) {
             return d.where == "model.layers.*.mlp.experts.gate_up_proj" && d.message.find("2 packed parts of 64") != std::string::npos;
         }));
+        // Each rank's bytes count the fp8 weights and their float32 block scales (weight_scale_inv), by hand
+        // from the public config: the routed experts' down_proj [E, hidden, moe_intermediate] rowwise at T=8.
+        {
+            const nlohmann::json c = nlohmann::json::parse(findCatalogEntry("deepseek-v3")->configJson);
+            const std::int64_t E = c["n_routed_experts"], H = c["hidden_size"], I = c["moe_intermediate_size"];
+            const std::int64_t bo = c["quantization_config"]["weight_block_size"][0], bi = c["quantization_config"]["weight_block_size"][1];
+            const ShardedGraph g8 = shardModel(s, defaultPlan(s, 8), {.batch = 1, .seq = 512});
+            const ParamShard* sh = nullptr;
+            for (const ParamShard& p : g8.params)
+                if (p.path == "model.layers.3.mlp.experts.down_proj")
+                    sh = &p;
+            QVERIFY(sh);
+            const std::int64_t local = I / 8;
+            const std::int64_t want = E * H * local * 1 + E * ((H + bo - 1) / bo) * ((local + bi - 1) / bi) * 4;
+            for (std::size_t r = 0; r < 8; ++r)
+                QCOMPARE(sh->bytes[r], want);
+            // At T=1 the whole parameter: its data and its scales, as ParamSpec::bytes says.
+            const ParamSpec& whole = s.modules[std::size_t(sh->module)].params[std::size_t(sh->param)];
+            QCOMPARE(whole.bytes(), E * H * I + E * ((H + bo - 1) / bo) * ((I + bi - 1) / bi) * 4);
+            QVERIFY(s.bytesByDtype().at(DType::F32) > 0); // the scales, counted apart from the fp8 data
+        }
         // Without block scales (a bf16 model) nothing is said.
         const ModelSpec l = tptest::openSpec("llama-3.1-70b");
         for (const Diagnostic& d : shardModel(l, defaultPlan(l, 64), {.batch = 1, .seq = 512}).diagnostics)

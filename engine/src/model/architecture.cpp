@@ -48,7 +48,18 @@ std::int64_t ParamSpec::numel() const
     return n;
 }
 
-std::int64_t ParamSpec::bytes() const { return dtypeBytes(dtype, numel()); }
+std::int64_t ParamSpec::scaleBytes(const std::vector<std::int64_t>& s) const
+{
+    if (scaleBlock.size() != 2 || s.size() < 2 || dtype != DType::F8E4M3)
+        return 0;
+    auto blocks = [](std::int64_t n, std::int64_t b) { return (n + b - 1) / b; };
+    std::int64_t n = blocks(s[s.size() - 2], scaleBlock[0]) * blocks(s[s.size() - 1], scaleBlock[1]);
+    for (std::size_t i = 0; i + 2 < s.size(); ++i)
+        n *= s[i]; // experts: one grid per expert (sizes are bounded by buildModelSpec's parameter cap)
+    return n * 4;
+}
+
+std::int64_t ParamSpec::bytes() const { return dtypeBytes(dtype, numel()) + scaleBytes(shape); }
 
 const ModuleSpec* ModelSpec::find(const std::string& path) const
 {
@@ -93,8 +104,11 @@ std::map<DType, std::int64_t> ModelSpec::bytesByDtype() const
     std::map<DType, std::int64_t> out;
     for (const auto& m : modules)
         for (const auto& p : m.params)
-            if (p.tiedTo.empty())
-                out[p.dtype] += p.bytes();
+            if (p.tiedTo.empty()) {
+                out[p.dtype] += dtypeBytes(p.dtype, p.numel());
+                if (const std::int64_t scales = p.scaleBytes(p.shape))
+                    out[DType::F32] += scales;
+            }
     return out;
 }
 
@@ -1279,8 +1293,9 @@ Status checkPlausibleSize(const ModelSpec& s)
 // What a quantized checkpoint stores, for a model opened from its config alone (a checkpoint's own
 // dtypes replace these when it is read): quant_method "fp8" (DeepSeek-V3's e4m3 with 128 x 128 block
 // scales) stores the decoder layers' Linear and expert weights in one byte; "mxfp4" (gpt-oss) the
-// experts' in four bits. Embeddings, the head, norms and routers keep the model's dtype. The
-// scales, 4 bytes per 16,384 weights (fp8) or 1 per 32 (mxfp4), are not counted.
+// experts' in four bits. Embeddings, the head, norms and routers keep the model's dtype. fp8's block
+// scales (weight_block_size) count with their weights (ParamSpec::scaleBlock: a float32 per block);
+// mxfp4's, 1 byte per 32 weights, are not counted.
 void applyQuantizedStorage(ModelSpec& s)
 {
     const std::optional<std::string>& q = s.config.quantization;
@@ -1291,8 +1306,11 @@ void applyQuantizedStorage(ModelSpec& s)
         if (m.layer < 0 || !(expert || (*q == "fp8" && m.kind == ModuleKind::Linear)))
             continue;
         for (ParamSpec& p : m.params)
-            if (p.shape.size() >= 2)
+            if (p.shape.size() >= 2) {
                 p.dtype = *q == "fp8" ? DType::F8E4M3 : DType::F4;
+                if (*q == "fp8")
+                    p.scaleBlock = s.config.quantBlock;
+            }
     }
 }
 

@@ -75,7 +75,7 @@ ParamShard shardParam(std::string path, const ParamSpec& p, const Placement& pl,
         std::int64_t numel = 1;
         for (auto v : s.shapes[r])
             numel *= v;
-        s.bytes[r] = dtypeBytes(p.dtype, numel);
+        s.bytes[r] = dtypeBytes(p.dtype, numel) + p.scaleBytes(s.shapes[r]);
     }
     return s;
 }

@@ -47,9 +47,15 @@ struct ParamSpec
     // Checkpoint reconciliation (filled by reconcileCheckpoint): the tensors that hold it.
     std::vector<std::string> checkpointTensors;
     bool inCheckpoint = false;
+    // An fp8 weight's block scales (quantization_config.weight_block_size; Transformers' weight_scale_inv,
+    // which the tree does not list): one float32 per [scaleBlock[0] × scaleBlock[1]] block of the last two
+    // dims. Empty: none.
+    std::vector<std::int64_t> scaleBlock;
 
     std::int64_t numel() const;
-    std::int64_t bytes() const;
+    // The scales' bytes for a tensor of `shape` (this parameter or a rank's shard of it); 0 without block scales.
+    std::int64_t scaleBytes(const std::vector<std::int64_t>& shape) const;
+    std::int64_t bytes() const; // its elements in its dtype, and its block scales
 };
 
 struct ModuleSpec
