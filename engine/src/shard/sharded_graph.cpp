@@ -1302,26 +1302,33 @@ private:
             int modules = 0;
             int lastModule = -1;
         };
-        std::map<std::string, Group> groups;
-        std::int64_t whole = 0;
-        for (const ParamShard& p : m_g.params) {
+        // A weight matrix of such a module that stays whole (biases and vectors do not count).
+        auto whole = [&](const ParamShard& p) {
             const ModuleSpec& m = m_spec.modules[static_cast<std::size_t>(p.module)];
-            if (p.dim >= 0 || p.tied || p.bytes.empty()
-                || (m.kind != ModuleKind::Linear && m.kind != ModuleKind::Embedding && m.kind != ModuleKind::Experts))
+            return p.dim < 0 && !p.tied && !p.bytes.empty()
+                && (m.kind == ModuleKind::Linear || m.kind == ModuleKind::Embedding || m.kind == ModuleKind::Experts)
+                && m.params[static_cast<std::size_t>(p.param)].shape.size() >= 2;
+        };
+        // Summed first: the groups' names are made only for a plan that is warned about (shardModel is
+        // called for every candidate of a search).
+        std::int64_t wholeBytes = 0;
+        for (const ParamShard& p : m_g.params)
+            if (whole(p))
+                wholeBytes += p.bytes[0];
+        const std::int64_t total = m_g.memory.empty() ? 0 : m_g.memory[0].weightBytes;
+        if (total <= 0 || wholeBytes * 4 <= total)
+            return;
+        std::map<std::string, Group> groups;
+        for (const ParamShard& p : m_g.params) {
+            if (!whole(p))
                 continue;
-            if (m.params[static_cast<std::size_t>(p.param)].shape.size() < 2)
-                continue; // biases and vectors
-            Group& g = groups[wildcardName(m.path, m_plan.profile)];
+            Group& g = groups[wildcardName(m_spec.modules[static_cast<std::size_t>(p.module)].path, m_plan.profile)];
             g.bytes += p.bytes[0];
             if (g.lastModule != p.module) {
                 g.lastModule = p.module;
                 ++g.modules;
             }
-            whole += p.bytes[0];
         }
-        const std::int64_t total = m_g.memory.empty() ? 0 : m_g.memory[0].weightBytes;
-        if (total <= 0 || whole * 4 <= total)
-            return;
         std::vector<std::pair<std::string, Group>> largest(groups.begin(), groups.end());
         std::sort(largest.begin(), largest.end(), [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
         std::string named, hint;
@@ -1335,8 +1342,8 @@ private:
         }
         report(Severity::Warning, m_spec.className,
                fmt::format("{} of each rank's {} of weights ({:.0f}%) are whole on every rank at tp_size {}; the largest: {}",
-                           humanBytes(static_cast<double>(whole)), humanBytes(static_cast<double>(total)),
-                           100.0 * static_cast<double>(whole) / static_cast<double>(total), m_T, named),
+                           humanBytes(static_cast<double>(wholeBytes)), humanBytes(static_cast<double>(total)),
+                           100.0 * static_cast<double>(wholeBytes) / static_cast<double>(total), m_T, named),
                hint.empty() ? "add plan keys that shard them (colwise for projections into a layer, rowwise out of it; "
                               "moe_tp_experts for experts), or accept the memory"
                             : fmt::format("the class's default plan shards them: {}", hint));
