@@ -385,6 +385,7 @@ private slots:
                 QCOMPARE(c["bytes"].get<std::int64_t>(), std::int64_t(4) << 20);
         QCOMPARE(j["memory"].size(), std::size_t(8));
         QCOMPARE(j["memory"][0]["kv_cache_bytes_per_token"], 16384);
+        QCOMPARE(j["memory"][0]["state_bytes_per_sequence"], 0); // no linear-attention layers
         QCOMPARE(j["scaling"].size(), std::size_t(8));
         QCOMPARE(j["scaling"][2]["valid"], false);
         QVERIFY(j["scaling"][7]["speedup"].get<double>() > 1.0);

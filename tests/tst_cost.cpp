@@ -11,6 +11,7 @@
 
 #include <QtTest>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <atomic>
@@ -599,6 +600,42 @@ private slots:
             for (const int T : {1, 8}) {
                 const ShardedGraph g = shardModel(s, defaultPlan(s, T), {.batch = 1, .seq = 512});
                 QCOMPARE(kvCacheBytes(g, 1, ctx).value(), layers * (latent + rope) * 2 * ctx); // bf16, whole on every rank
+            }
+        }
+        {
+            // Qwen3-Next (a hybrid): its full layers cache k and v per token, its gated-delta-rule layers a convolution
+            // state of kernel columns of q, k and v (bf16) and a float32 [key, value] state per value head, per
+            // sequence, whatever the context — Transformers' LinearAttentionLayer (tst_model cacheMatchesTransformers).
+            const nlohmann::json c = nlohmann::json::parse(findCatalogEntry("qwen3-next-defaults")->configJson);
+            std::int64_t linear = 0, full = 0;
+            for (const auto& t : c["layer_types"])
+                (t == "linear_attention" ? linear : full) += 1;
+            QVERIFY(linear > 0 && full > 0);
+            const std::int64_t kvHeads = c["num_key_value_heads"], headDim = c["head_dim"], keyHeads = c["linear_num_key_heads"],
+                               keyDim = c["linear_key_head_dim"], valueHeads = c["linear_num_value_heads"],
+                               valueDim = c["linear_value_head_dim"], kernel = c["linear_conv_kernel_dim"];
+            const std::int64_t state = (2 * keyHeads * keyDim + valueHeads * valueDim) * kernel * 2 + valueHeads * keyDim * valueDim * 4;
+            const ModelSpec s = tptest::openSpec("qwen3-next-defaults");
+            for (const int T : {1, 2}) {
+                const ShardedGraph g = shardModel(s, defaultPlan(s, T), {.batch = 1, .seq = 512});
+                QVERIFY(g.valid());
+                const std::int64_t want = full * 2 * (kvHeads / T) * headDim * 2 * ctx + linear * state;
+                QCOMPARE(kvCacheBytes(g, 1, ctx).value(), want);
+                QCOMPARE(kvCacheBytes(g, 4, ctx).value(), 4 * want);
+                QCOMPARE(g.memory[0].stateBytes, linear * state);
+                // A decode step reads and writes every sequence's state, at every mixer.
+                const auto step = estimateDecodeStep(s, g, *findHardware("h100-sxm-8"), 4, ctx);
+                QVERIFY2(step.ok(), step.status().message().c_str());
+                int mixers = 0;
+                for (const NodeCost& n : step->nodes)
+                    if (g.graph.nodes[static_cast<std::size_t>(n.node)].kind == OpKind::Mixer) {
+                        ++mixers;
+                        QVERIFY2(n.bytes >= 2.0 * 4 * static_cast<double>(state) && n.bytes < 2.1 * 4 * static_cast<double>(state),
+                                 qPrintable(QString::number(n.bytes)));
+                    }
+                QCOMPARE(mixers, linear);
+                const std::string text = kvCacheLayoutText(s, g);
+                QVERIFY2(text.find(fmt::format("{} linear-attention layers keep a state", linear)) != std::string::npos, text.c_str());
             }
         }
     }

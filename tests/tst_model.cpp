@@ -302,6 +302,52 @@ private slots:
             QVERIFY2(d.severity != Severity::Error, (d.where + ": " + d.message).c_str());
     }
 
+    // What one sequence's cache holds on a rank (T=1) is what Transformers' cache held after a bf16 prefill of the
+    // architecture fixture (fixtures/cache.json, make_fixtures.py): keys and values (a latent, windows capped) per
+    // token, and the linear-attention and SSM layers' convolution and recurrent states per sequence — at two prompt
+    // lengths, so that a per-token error and a per-sequence one show apart.
+    void cacheMatchesTransformers_data()
+    {
+        QTest::addColumn<QString>("modelType");
+        QTest::addColumn<std::int64_t>("seq");
+        const ojson cache = readJson(kFixtures + "/cache.json");
+        for (const auto& [t, bySeq] : cache["model_types"].items())
+            for (const auto& [n, v] : bySeq.items())
+                QTest::addRow("%s seq=%s", t.c_str(), n.c_str()) << QString::fromStdString(t) << std::int64_t(std::stoll(n));
+    }
+    void cacheMatchesTransformers()
+    {
+        QFETCH(QString, modelType);
+        QFETCH(std::int64_t, seq);
+        const std::string t = modelType.toStdString();
+        const ojson recorded = readJson(kFixtures + "/cache.json")["model_types"][t][std::to_string(seq)];
+        auto om = openFixture(t);
+        if (!om.ok())
+            QSKIP(qPrintable(QString("TP Studio does not open model_type '%1' yet").arg(modelType)));
+        std::int64_t kv = 0, state = 0;
+        for (const auto& [name, v] : recorded["tensors"].items()) {
+            std::int64_t bytes = v[1] == "float32" || v[1] == "int32" ? 4 : v[1] == "bfloat16" ? 2 : v[1] == "int64" ? 8 : 0;
+            QVERIFY2(bytes > 0, (name + ": " + v[1].dump()).c_str());
+            for (const auto& d : v[0])
+                bytes *= d.get<std::int64_t>();
+            const bool isState = name.find("conv_states") != std::string::npos || name.find("recurrent_states") != std::string::npos
+                              || name.find("linear_cache") != std::string::npos;
+            (isState ? state : kv) += bytes;
+        }
+        const ShardedGraph g = shardModel(om->spec, defaultPlan(om->spec, 1), {.batch = 1, .seq = seq, .activationDtype = DType::BF16});
+        const RankMemory& m = g.memory.at(0);
+        // Not modelled yet (issue 38's notes): Dory's recurrent layers cache every loop (n_recurrent_loops,
+        // recurrent_kv_cache_mode per_loop); DeepSeek-V4's compressed layers cache their compressor's buffers and
+        // pooled keys beside the window.
+        if (t == "dory" || t == "deepseek_v4")
+            QEXPECT_FAIL("", "the planner does not model this model type's cache yet", Continue);
+        QCOMPARE(m.kvCacheBytesAt(seq), kv + state);
+        if (t == "dory" || t == "deepseek_v4")
+            return;
+        QCOMPARE(m.stateBytes, state);
+        QCOMPARE(m.kvCacheBytesAt(seq) - m.stateBytes, kv);
+    }
+
     // A sequence mixer (Qwen3-Next's gated delta rule, layer 0 of its fixture) runs on whole tensors:
     // Transformers' default plan gathers its input projections and out_proj (colwise_gather_output),
     // and a projection left sharded is an error at the mixer. The engine refuses to run it.

@@ -290,6 +290,7 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
         for (std::size_t r = 0; r < g.memory.size(); ++r)
             mj.push_back({{"rank", r}, {"weight_bytes", g.memory[r].weightBytes},
                           {"kv_cache_bytes_per_token", g.memory[r].kvCacheBytesPerToken},
+                          {"state_bytes_per_sequence", g.memory[r].stateBytes},
                           {"activation_peak_bytes", g.memory[r].activationPeakBytes}});
         j["memory"] = mj;
         if (cost) {

@@ -179,6 +179,12 @@ private:
             }
             case OpKind::Experts: expertCost(n, r, flops, bytes, gemm, expertRows, expertInter); break;
             case OpKind::Logits: break;
+            case OpKind::Mixer: // its projections in and out, and each sequence's state read and written once
+                for (int t : n.inputs)
+                    bytes += tokens * width(t, r) * m_e;
+                bytes += tokens * width(n.outputs[0], r) * m_e;
+                bytes += 2 * static_cast<double>(m_w.batch) * static_cast<double>(mixerStateBytes(m_spec.config, static_cast<std::int64_t>(m_e)));
+                break;
             default:
                 for (int t : n.inputs)
                     bytes += tokens * width(t, r) * m_e;
@@ -314,6 +320,19 @@ std::string kvCacheLayoutText(const ModelSpec& spec, const ShardedGraph& g)
             windows += fmt::format("; {} {} layer{} keep{} the last {} tokens", layers, chunked ? "chunked-attention" : "sliding-window",
                                    layers == 1 ? "" : "s", layers == 1 ? "s" : "", kept);
         }
+    // A sparse-attention indexer's keys; the linear-attention and SSM layers' states (per sequence, any context).
+    if (std::any_of(spec.modules.begin(), spec.modules.end(), [](const ModuleSpec& m) {
+            return m.path.ends_with(".indexer.wk") || m.path.ends_with(".indexer.k_proj") || m.path.ends_with(".indexer.index_qk_proj");
+        }))
+        windows += "; the sparse-attention indexer's keys, whole on every rank";
+    if (!g.memory.empty() && g.memory.front().stateBytes > 0) {
+        const auto mixers = std::count_if(g.graph.nodes.begin(), g.graph.nodes.end(), [](const GraphNode& n) { return n.kind == OpKind::Mixer; });
+        const std::string bytes = humanBytes(static_cast<double>(g.memory.front().stateBytes));
+        windows += mixers > 0 ? fmt::format("; {} linear-attention layer{} keep{} a state of {} per sequence, whatever its length (the "
+                                            "convolution's last inputs, float32 recurrent state; whole on every rank)",
+                                            mixers, mixers == 1 ? "" : "s", mixers == 1 ? "s" : "", bytes)
+                              : fmt::format("; the short convolutions keep {} per sequence (float32)", bytes);
+    }
     if (spec.config.isMla())
         return fmt::format("Transformers' layout: MLA's compressed latent and rope key ({} + {} values a token per layer), whole "
                            "on every rank, as vLLM and SGLang cache it too{}; {}",

@@ -218,7 +218,7 @@ const TemplateRow kTemplates[] = {
       .extras = "indexed_attention?self_attn.indexer.wq_b:weight[xq,qr];indexed_attention?self_attn.indexer.wk:weight[xd,H];"
                 "indexed_attention?self_attn.indexer.k_norm:weight[xd],bias[xd];"
                 "indexed_attention?self_attn.indexer.weights_proj:weight[xn,H]",
-      .mlaPerLayer = true, .mlaRopeNorm = true}},
+      .mlaPerLayer = true, .mlaRopeNorm = true, .indexerKeysF32 = true}},
     {"minimax_m2", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::Whole, .scoreBias = L::ScoreBias::Block}},
     // Sequence mixers in place of attention on some layers (LayerLayout::mixer): gated delta rule,
     // Mamba 2, short convolution.

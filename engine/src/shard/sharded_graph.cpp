@@ -39,6 +39,28 @@ const ParamShard* ShardedGraph::param(int module, std::string_view name) const
     return nullptr;
 }
 
+// The convolution keeps `kernel` columns of every channel it convolves; the recurrent state is float32.
+std::int64_t mixerStateBytes(const ModelConfig& c, std::int64_t act)
+{
+    using M = LayerLayout::Mixer;
+    const MixerSizes& m = c.mixer;
+    switch (c.layout.mixer) {
+    case M::None: return 0;
+    case M::GatedDeltaNet:
+    case M::GatedDeltaNetSplit:
+    case M::GatedDeltaNetOwn: // q, k and v convolved; a [key, value] state per value head
+        return (2 * m.keyHeads * m.keyDim + m.heads * m.valueDim) * m.kernel * act + m.heads * m.keyDim * m.valueDim * 4;
+    case M::Mamba1: return m.inner * m.kernel * act + m.inner * m.state * 4;
+    case M::Mamba2: // x, B and C convolved; a [head_dim, state] state per head
+        return (m.inner + 2 * m.groups * m.state) * m.kernel * act + m.inner * m.state * 4;
+    case M::ShortConv: return c.hiddenSize * m.kernel * act;
+    case M::KimiDelta:
+    case M::KimiDeltaFull: return 3 * m.heads * m.valueDim * m.kernel * act + m.heads * m.valueDim * m.valueDim * 4;
+    case M::Lightning: return m.heads * m.valueDim * m.valueDim * act;
+    }
+    return 0;
+}
+
 namespace {
 
 ParamShard shardParam(std::string path, const ParamSpec& p, const Placement& pl, int T)
@@ -1196,6 +1218,18 @@ private:
             if (!p.tied)
                 for (std::size_t r = 0; r < nT; ++r)
                     m_g.memory[r].weightBytes += p.bytes[r];
+        // A sparse-attention indexer (replicated) caches its keys per token, whole on every rank: wk's or k_proj's
+        // output (index_head_dim); Qwen4-Exp's the key heads of index_qk_proj and their 3 int64 position ids.
+        for (const ModuleSpec& mod : m_spec.modules) {
+            const ModelConfig& c = m_spec.config;
+            std::int64_t bytes = 0;
+            if ((mod.path.ends_with(".indexer.wk") || mod.path.ends_with(".indexer.k_proj")) && !mod.params.empty())
+                bytes = mod.params.front().shape.front() * (c.layout.indexerKeysF32 ? 4 : m_g.kvElementBytes());
+            else if (mod.path.ends_with(".indexer.index_qk_proj"))
+                bytes = c.indexKvHeads * c.indexHeadDim * m_g.kvElementBytes() + 3 * 8;
+            for (RankMemory& mem : m_g.memory)
+                mem.kvCacheBytesPerToken += bytes;
+        }
         for (std::size_t ni = 0; ni < m_g.graph.nodes.size(); ++ni) {
             const GraphNode& n = m_g.graph.nodes[ni];
             // The final norm and the head at the last positions only: one row per sequence.
@@ -1213,6 +1247,11 @@ private:
                     const std::int64_t bytes = n.mlaRope > 0 ? n.mlaLatent * kv
                                                              : (lay(n.inputs[1]).local[r] + lay(n.inputs[2]).local[r]) * kv;
                     mem.kvCacheBytesPerToken += bytes;
+                    // Inkling's short convolutions keep their last kernel inputs in float32: the rank's k and v heads,
+                    // and the attention and MLP outputs (whole).
+                    if (m_spec.config.layout.inkling || m_spec.config.layout.inkling2)
+                        mem.stateBytes += (lay(n.inputs[1]).local[r] + lay(n.inputs[2]).local[r] + 2 * m_spec.config.hiddenSize)
+                                        * m_spec.config.convKernel * 4;
                     if (window > 0) {
                         auto at = std::lower_bound(mem.kvWindows.begin(), mem.kvWindows.end(), window - 1,
                                                    [](const auto& w, std::int64_t t) { return w.first < t; });
@@ -1222,6 +1261,9 @@ private:
                     }
                 }
             }
+            if (n.kind == OpKind::Mixer)
+                for (RankMemory& mem : m_g.memory)
+                    mem.stateBytes += mixerStateBytes(m_spec.config, e);
             // Live at a node: the residual stream, its inputs and outputs (experts: routed rows too);
             // a tensor split by token rows holds the rank's rows only.
             for (std::size_t r = 0; r < nT; ++r) {
@@ -1440,7 +1482,7 @@ DType defaultActivationDtype(const ModelConfig& c)
 
 std::int64_t RankMemory::kvCacheBytesAt(std::int64_t context) const
 {
-    std::int64_t bytes = kvCacheBytesPerToken * context;
+    std::int64_t bytes = kvCacheBytesPerToken * context + stateBytes;
     for (const auto& [kept, perToken] : kvWindows)
         if (context > kept)
             bytes -= perToken * (context - kept);

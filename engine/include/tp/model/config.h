@@ -223,6 +223,7 @@ struct LayerLayout
     // DeepSeek-V4 (DeepseekV4): fn [(2 + hc_mult)·hc_mult, hc_mult·H] (pre, post and comb weights), base, scale [3].
     enum class HyperConnections { None, HyV4, Qwen4, DeepseekV4 } hyperConnections = HyperConnections::None;
     bool qsaIndexer = false; // Qwen4-Exp's indexer: index_qk_proj [(heads + kv heads) · head size, H] and its q/k norms
+    bool indexerKeysF32 = false; // the indexer's cached keys are float32 (dots3's k_norm returns float32)
     // Inkling: a normed embedding (embed_tokens.embed_norm), sliding layers ("hybrid_sliding") with heads and head size
     // of their own (swa_*), short convolutions on k, v and both blocks' outputs, a relative-position bias from r_proj,
     // and a MoE block whose router also scores the shared experts, stored as [n_shared, I, H] parameters.

@@ -116,11 +116,19 @@ struct RankMemory
     // keeps at most: window − 1 (chunk − 1), as Transformers' DynamicSlidingWindowLayer stores them.
     // {tokens kept, bytes per token}, ascending by tokens, one entry per distinct window.
     std::vector<std::pair<std::int64_t, std::int64_t>> kvWindows;
+    // Per sequence, whatever its length: the linear-attention and SSM layers' convolution state (the activations'
+    // dtype) and recurrent state (float32; lightning attention's in the activations' dtype), as Transformers 5.24's
+    // torch path keeps them; whole on every rank, as the mixers are planned.
+    std::int64_t stateBytes = 0;
     std::int64_t activationPeakBytes = 0;          // for the options' batch and sequence
     // The rank's cache for one sequence of `context` tokens: every layer's tokens, a windowed layer's
-    // capped at what it keeps.
+    // capped at what it keeps, and the mixers' states.
     std::int64_t kvCacheBytesAt(std::int64_t context) const;
 };
+
+// One mixer layer's state for one sequence (RankMemory::stateBytes), `act` bytes an activation: what Transformers 5.24's
+// LinearAttentionLayer (MiniMax: MiniMaxCache's linear_cache) holds after a forward (fixtures/cache.json). 0 without a mixer.
+std::int64_t mixerStateBytes(const ModelConfig& c, std::int64_t act);
 
 // At most this many tokens (batch · seq) in one forward: with the config's caps, no activation byte
 // count can wrap. More is an error diagnostic of the sharded graph.
