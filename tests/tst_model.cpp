@@ -205,6 +205,50 @@ private slots:
         }));
     }
 
+    // A GPTQ checkpoint (gptqmodel's layout: qweight [in·b/32, out], qzeros, scales, g_idx) reconciles with the
+    // packed weights: nothing missing, the quantization tensors named once; a qweight of the wrong shape is an error.
+    void gptqCheckpointReconciles()
+    {
+        for (const bool wrong : {false, true}) {
+            QTemporaryDir dir;
+            auto cfg = readJson(kFixtures + "/models/llama/config.json");
+            cfg["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 32}};
+            std::ofstream(dir.filePath("config.json").toStdString()) << cfg.dump();
+            const ModelSpec base = openModel(kFixtures + "/models/llama").value().spec;
+            std::vector<TensorToWrite> ts;
+            for (const TensorToWrite& t : checkpointLayout(base)) {
+                const bool linear = t.name.starts_with("model.layers.") && t.name.ends_with("_proj.weight");
+                if (!linear) {
+                    ts.push_back(t);
+                    continue;
+                }
+                const std::string m = t.name.substr(0, t.name.size() - 6);
+                const std::int64_t out = t.shape[0], in = t.shape[1];
+                ts.push_back({m + "qweight", DType::I32, {in * 4 / 32 + (wrong ? 1 : 0), out}, {}});
+                ts.push_back({m + "qzeros", DType::I32, {in / 32, out * 4 / 32}, {}});
+                ts.push_back({m + "scales", DType::F16, {in / 32, out}, {}});
+                ts.push_back({m + "g_idx", DType::I32, {in}, {}});
+            }
+            QVERIFY(writeSyntheticCheckpoint(dir.path().toStdString(), ts, 1ull << 40).ok());
+            auto om = openModel(dir.path().toStdString());
+            QVERIFY2(om.ok(), om.status().message().c_str());
+            std::string errors;
+            for (const Diagnostic& d : om->spec.diagnostics)
+                if (d.severity == Severity::Error)
+                    errors += d.where + ": " + d.message + "\n";
+            if (wrong) {
+                QVERIFY2(errors.find("does not match") != std::string::npos && errors.find("(int32, 4-bit GPTQ)") != std::string::npos,
+                         errors.c_str());
+                continue;
+            }
+            QVERIFY2(errors.empty(), errors.c_str());
+            QVERIFY(std::any_of(om->spec.diagnostics.begin(), om->spec.diagnostics.end(), [](const Diagnostic& d) {
+                return d.severity == Severity::Info && d.message.find("quantization tensor(s) of the gptq checkpoint") != std::string::npos;
+            }));
+            QCOMPARE(om->spec.find("model.layers.0.self_attn.q_proj")->params[0].packBits, 4);
+        }
+    }
+
     // Tiny checkpoints saved by Transformers' save_pretrained, opened by folder.
     void transformersCheckpoints_data()
     {

@@ -10,6 +10,7 @@
 
 #include "testutils.h"
 
+#include <QTemporaryDir>
 #include <QtTest>
 
 #include <fmt/format.h>
@@ -498,6 +499,133 @@ private slots:
         const ModelSpec l = tptest::openSpec("llama-3.1-70b");
         for (const Diagnostic& d : shardModel(l, defaultPlan(l, 64), {.batch = 1, .seq = 512}).diagnostics)
             QVERIFY(d.message.find("fp8 scale blocks") == std::string::npos);
+    }
+
+    // Issue 38: AWQ and GPTQ. Each decoder Linear's weight [out, in] is stored packed (gptqmodel's layouts, which the
+    // pinned Transformers' quantizers use): GPTQ qweight [in·b/32, out] + g_idx [in], AWQ qweight [in, out·b/32], both
+    // with qzeros [in/g, out·b/32] int32 and scales [in/g, out] float16. Transformers does not shard them (buffers its
+    // plan never lists): every rank holds them whole and a plan that shards them is an error naming the first module
+    // and the tp sizes a serving engine could use.
+    void awqAndGptqWeightsAreCountedAndNotSplit_data()
+    {
+        QTest::addColumn<QString>("method");
+        QTest::addRow("awq") << "awq";
+        QTest::addRow("gptq") << "gptq";
+    }
+    void awqAndGptqWeightsAreCountedAndNotSplit()
+    {
+        QFETCH(QString, method);
+        const bool gptq = method == "gptq";
+        nlohmann::json c = nlohmann::json::parse(findCatalogEntry("llama-3.1-8b")->configJson);
+        c["dtype"] = "float16";
+        c["quantization_config"] = gptq ? nlohmann::json{{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 128}, {"desc_act", false}}
+                                        : nlohmann::json{{"quant_method", "awq"}, {"bits", 4}, {"group_size", 128}, {"version", "gemm"},
+                                                         {"modules_to_not_convert", {"mlp.down_proj"}}};
+        QTemporaryDir dir;
+        std::ofstream(dir.filePath("config.json").toStdString()) << c.dump();
+        auto om = openModel(dir.path().toStdString());
+        QVERIFY2(om.ok(), om.status().message().c_str());
+        const ModelSpec& s = om->spec;
+        const std::int64_t H = c["hidden_size"], I = c["intermediate_size"], L = c["num_hidden_layers"], heads = c["num_attention_heads"],
+                           kv = c["num_key_value_heads"], V = c["vocab_size"], hd = H / heads, g = 128;
+        auto packed = [&](std::int64_t out, std::int64_t in) {
+            const std::int64_t words = gptq ? in * 4 / 32 * out : in * (out * 4 / 32);
+            return (words + in / g * (out * 4 / 32) + (gptq ? in : 0)) * 4 + in / g * out * 2;
+        };
+        // AWQ leaves down_proj (modules_to_not_convert) in float16.
+        const std::int64_t layer = packed(heads * hd, H) + 2 * packed(kv * hd, H) + packed(H, heads * hd) + 2 * packed(I, H)
+                                 + (gptq ? packed(H, I) : H * I * 2) + 2 * H * 2;
+        const std::int64_t want = L * layer + 2 * V * H * 2 + H * 2; // embeddings and lm_head float16, the final norm
+        QCOMPARE(s.parameterBytes(), want);
+        const ShardedGraph g1 = shardModel(s, defaultPlan(s, 1), {.batch = 1, .seq = 512});
+        QCOMPARE(g1.memory[0].weightBytes, want);
+        QVERIFY(std::none_of(g1.diagnostics.begin(), g1.diagnostics.end(), [](const Diagnostic& d) { return d.severity == Severity::Error; }));
+        // T=2: the packed weights stay whole on each rank (the embedding and lm_head split), and the plan is an error.
+        const ShardedGraph g2 = shardModel(s, defaultPlan(s, 2), {.batch = 1, .seq = 512});
+        const Diagnostic* e = nullptr;
+        for (const Diagnostic& d : g2.diagnostics)
+            if (d.message.find("does not split") != std::string::npos)
+                e = &d;
+        QVERIFY(e && e->severity == Severity::Error);
+        QCOMPARE(e->where, std::string("model.layers.*.self_attn.q_proj"));
+        QVERIFY2(e->message.find(fmt::format("an {} 4-bit weight (group_size 128)", gptq ? "GPTQ" : "AWQ")) != std::string::npos, e->message.c_str());
+        QVERIFY2(e->message.find(fmt::format("({} such weights in all)", L * (gptq ? 7 : 6))) != std::string::npos, e->message.c_str());
+        // Row-parallel o_proj (in = 4096) and down_proj (GPTQ: in = 14336 = 112 groups) keep whole groups; column-parallel
+        // outputs whole int32 words.
+        std::vector<std::string> tps;
+        for (std::int64_t t = 1; t <= 64; ++t)
+            if (H % t == 0 && (H / t) % g == 0 && (!gptq || (I % t == 0 && (I / t) % g == 0)) && (kv * hd) % t == 0 && (kv * hd / t) * 4 % 32 == 0)
+                tps.push_back(std::to_string(t));
+        QVERIFY2(e->hint.find(fmt::format("at tp sizes {} here", fmt::join(tps, ", "))) != std::string::npos, e->hint.c_str());
+        for (const ParamShard& p : g2.params)
+            if (p.path == "model.layers.0.self_attn.q_proj.weight")
+                QCOMPARE(p.bytes, (std::vector<std::int64_t>{packed(H, H), packed(H, H)}));
+        // bytesByDtype: the packed words and zeros as I32, the scales as F16 with the unquantized tensors.
+        QVERIFY(s.bytesByDtype().at(DType::I32) > 0 && s.bytesByDtype().at(DType::F16) > 0);
+    }
+
+    // Issue 38: MXFP4 (gpt-oss's experts, [E, in, out] in four bits): each weight counts its E8M0 scales, one byte per
+    // 32 inputs (the checkpoint's *_scales [E, out, in/32]), and a split of the input that cuts those blocks is an error.
+    void mxfp4ExpertsCountTheirScales()
+    {
+        const ModelSpec s = tptest::openSpec("gpt-oss-120b");
+        const nlohmann::json c = nlohmann::json::parse(findCatalogEntry("gpt-oss-120b")->configJson);
+        QCOMPARE(c["quantization_config"]["quant_method"], "mxfp4");
+        const std::int64_t E = c["num_local_experts"], H = c["hidden_size"], I = c["intermediate_size"];
+        const ParamSpec* gu = nullptr;
+        const ParamSpec* down = nullptr;
+        for (const ParamSpec& p : s.find("model.layers.0.mlp.experts")->params) {
+            if (p.name == "gate_up_proj")
+                gu = &p;
+            if (p.name == "down_proj")
+                down = &p;
+        }
+        QVERIFY(gu && down);
+        QCOMPARE(gu->bytes(), E * H * 2 * I / 2 + E * 2 * I * ((H + 31) / 32));
+        QCOMPARE(down->bytes(), E * I * H / 2 + E * H * ((I + 31) / 32));
+        QVERIFY(s.bytesByDtype().at(DType::F8E8M0) > 0);
+        // Under the expert-parallel plan every rank holds E/T whole experts, scales and all.
+        const auto ep = loadPlanFile(TP_SOURCE_DIR "/plans/gpt_oss/expert-parallel.json", VersionProfile::G3);
+        QVERIFY2(ep.ok(), ep.status().message().c_str());
+        Plan p = resolveOverrides(s, *ep);
+        p.tpSize = 8;
+        const ShardedGraph g = shardModel(s, p, {.batch = 1, .seq = 512});
+        for (const ParamShard& sh : g.params)
+            if (sh.path == "model.layers.0.mlp.experts.down_proj")
+                QCOMPARE(sh.bytes[3], down->bytes() / 8);
+        // Splitting down_proj's inputs (I = 2880, 90 blocks): whole blocks at T = 2, not at T = 4 (720 = 22.5 blocks).
+        auto cut = [&](int T) {
+            Plan q = defaultPlan(s, T);
+            q.entries.push_back({"model.layers.*.mlp.experts.down_proj", "colwise"});
+            for (const Diagnostic& d : shardModel(s, q, {.batch = 1, .seq = 512}).diagnostics)
+                if (d.message.find("cuts its MXFP4 blocks") != std::string::npos)
+                    return d;
+            return Diagnostic{};
+        };
+        QVERIFY(cut(2).message.empty());
+        const Diagnostic d = cut(4);
+        QCOMPARE(d.where, std::string("model.layers.*.mlp.experts.down_proj"));
+        QVERIFY2(d.message.find(fmt::format("splits its {} input features into {} per rank", I, I / 4)) != std::string::npos, d.message.c_str());
+        std::vector<std::string> good;
+        for (int t = 1; t <= 64; ++t)
+            if (I % t == 0 && (I / t) % 32 == 0)
+                good.push_back(std::to_string(t));
+        QCOMPARE(d.hint, fmt::format("tp sizes that keep whole blocks here: {}", fmt::join(good, ", ")));
+    }
+
+    // Issue 38: AWQ/GPTQ's quantization_config is read strictly: bits, group_size and modules_to_not_convert.
+    void awqGptqConfigIsChecked()
+    {
+        for (const char* bad : {R"("bits": 5)", R"("bits": "4")", R"("group_size": 0)", R"("group_size": -2)", R"("modules_to_not_convert": "lm_head")"}) {
+            const std::string text = fmt::format(R"({{"model_type": "llama", "quantization_config": {{"quant_method": "gptq", {}}}}})", bad);
+            const auto r = parseConfig(text, "config.json", nullptr);
+            QVERIFY2(!r.ok(), bad);
+            QVERIFY2(r.status().message().find("'quantization_config.") != std::string::npos, r.status().message().c_str());
+        }
+        const auto ok = parseConfig(R"({"model_type": "llama", "quantization_config": {"quant_method": "awq", "group_size": -1}})", "config.json", nullptr);
+        QVERIFY2(ok.ok(), ok.status().message().c_str());
+        QCOMPARE(ok->quantBits, 4);
+        QCOMPARE(ok->quantGroup, std::int64_t(-1));
     }
 
     // Issue 38: coverage. A plan whose experts (or MLPs) stay whole on every rank — transformers

@@ -50,16 +50,39 @@ std::int64_t ParamSpec::numel() const
 
 std::int64_t ParamSpec::scaleBytes(const std::vector<std::int64_t>& s) const
 {
-    if (scaleBlock.size() != 2 || s.size() < 2 || dtype != DType::F8E4M3)
+    if (scaleBlock.size() != 2 || s.size() < 2 || (dtype != DType::F8E4M3 && dtype != DType::F4))
         return 0;
     auto blocks = [](std::int64_t n, std::int64_t b) { return (n + b - 1) / b; };
     std::int64_t n = blocks(s[s.size() - 2], scaleBlock[0]) * blocks(s[s.size() - 1], scaleBlock[1]);
     for (std::size_t i = 0; i + 2 < s.size(); ++i)
         n *= s[i]; // experts: one grid per expert (sizes are bounded by buildModelSpec's parameter cap)
-    return n * 4;
+    return n * dtypeBytes(scaleDtype(), 1);
 }
 
-std::int64_t ParamSpec::bytes() const { return dtypeBytes(dtype, numel()) + scaleBytes(shape); }
+std::map<DType, std::int64_t> ParamSpec::packedBytes(const std::vector<std::int64_t>& s) const
+{
+    if (packBits <= 0 || s.size() != 2)
+        return {};
+    auto ceilDiv = [](std::int64_t n, std::int64_t d) { return (n + d - 1) / d; };
+    const std::int64_t out = s[0], in = s[1], b = packBits, groups = ceilDiv(in, packGroup > 0 ? packGroup : in);
+    const std::int64_t words = packGptq ? ceilDiv(in * b, 32) * out : in * ceilDiv(out * b, 32);
+    return {{DType::I32, (words + groups * ceilDiv(out * b, 32) + (packGptq ? in : 0)) * 4}, {DType::F16, groups * out * 2}};
+}
+
+std::int64_t ParamSpec::bytesOf(const std::vector<std::int64_t>& s) const
+{
+    if (packBits > 0) {
+        std::int64_t n = 0;
+        for (const auto& [t, b] : packedBytes(s))
+            n += b;
+        return n;
+    }
+    std::int64_t n = 1;
+    for (auto d : s)
+        if (__builtin_mul_overflow(n, d, &n))
+            return std::numeric_limits<std::int64_t>::max();
+    return dtypeBytes(dtype, n) + scaleBytes(s);
+}
 
 const ModuleSpec* ModelSpec::find(const std::string& path) const
 {
@@ -104,10 +127,13 @@ std::map<DType, std::int64_t> ModelSpec::bytesByDtype() const
     std::map<DType, std::int64_t> out;
     for (const auto& m : modules)
         for (const auto& p : m.params)
-            if (p.tiedTo.empty()) {
+            if (p.tiedTo.empty() && p.packBits > 0) {
+                for (const auto& [t, b] : p.packedBytes(p.shape))
+                    out[t] += b;
+            } else if (p.tiedTo.empty()) {
                 out[p.dtype] += dtypeBytes(p.dtype, p.numel());
                 if (const std::int64_t scales = p.scaleBytes(p.shape))
-                    out[DType::F32] += scales;
+                    out[p.scaleDtype()] += scales;
             }
     return out;
 }
@@ -1293,12 +1319,31 @@ Status checkPlausibleSize(const ModelSpec& s)
 // What a quantized checkpoint stores, for a model opened from its config alone (a checkpoint's own
 // dtypes replace these when it is read): quant_method "fp8" (DeepSeek-V3's e4m3 with 128 x 128 block
 // scales) stores the decoder layers' Linear and expert weights in one byte; "mxfp4" (gpt-oss) the
-// experts' in four bits. Embeddings, the head, norms and routers keep the model's dtype. fp8's block
-// scales (weight_block_size) count with their weights (ParamSpec::scaleBlock: a float32 per block);
-// mxfp4's, 1 byte per 32 weights, are not counted.
+// experts' in four bits. Embeddings, the head, norms and routers keep the model's dtype. Block scales
+// count with their weights (ParamSpec::scaleBlock): fp8's weight_block_size, a float32 per block;
+// mxfp4's, one E8M0 byte per 32 inputs.
 void applyQuantizedStorage(ModelSpec& s)
 {
     const std::optional<std::string>& q = s.config.quantization;
+    if (q && (*q == "awq" || *q == "gptq")) {
+        // Every Linear of the decoder layers (the quantizer leaves lm_head out) but modules_to_not_convert, matched as
+        // Transformers' should_convert_module does for a plain key: a prefix of the path up to a module boundary, or
+        // a suffix of it ("gate" matches "mlp.gate", not "mlp.gate_proj"). A key meant as a regex is read literally.
+        const auto skipped = [&](const std::string& path) {
+            return std::any_of(s.config.quantSkip.begin(), s.config.quantSkip.end(), [&](const std::string& k) {
+                return !k.empty() && (path.ends_with(k) || (path.starts_with(k) && (path.size() == k.size() || path[k.size()] == '.')));
+            });
+        };
+        for (ModuleSpec& m : s.modules)
+            if (m.layer >= 0 && m.kind == ModuleKind::Linear && !skipped(m.path))
+                for (ParamSpec& p : m.params)
+                    if (p.name == "weight" && p.shape.size() == 2) {
+                        p.packBits = s.config.quantBits;
+                        p.packGroup = s.config.quantGroup;
+                        p.packGptq = *q == "gptq";
+                    }
+        return;
+    }
     if (!q || (*q != "fp8" && *q != "mxfp4"))
         return;
     for (ModuleSpec& m : s.modules) {
@@ -1306,10 +1351,11 @@ void applyQuantizedStorage(ModelSpec& s)
         if (m.layer < 0 || !(expert || (*q == "fp8" && m.kind == ModuleKind::Linear)))
             continue;
         for (ParamSpec& p : m.params)
-            if (p.shape.size() >= 2) {
+            if (p.shape.size() == (expert ? 3u : 2u)) { // the weights, not the experts' [E, out] biases
                 p.dtype = *q == "fp8" ? DType::F8E4M3 : DType::F4;
-                if (*q == "fp8")
-                    p.scaleBlock = s.config.quantBlock;
+                // fp8: weight_scale_inv per weight_block_size block of [out, in]; mxfp4: gpt-oss's experts are [E, in, out]
+                // with one E8M0 scale per 32 inputs (the checkpoint's *_scales [E, out, in/32]).
+                p.scaleBlock = *q == "fp8" ? s.config.quantBlock : std::vector<std::int64_t>{32, 1};
             }
     }
 }

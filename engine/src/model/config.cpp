@@ -1742,6 +1742,19 @@ Status readFields(const FieldReader& r, ModelConfig& c)
             }
             c.quantBlock = {b[0].get<std::int64_t>(), b[1].get<std::int64_t>()};
         }
+        if (c.quantization == "awq" || c.quantization == "gptq") {
+            TP_ASSIGN_OR_RETURN(const auto qr, r.object("quantization_config"));
+            std::int64_t bits = 4, group = 128; // AwqConfig's and GPTQConfig's defaults
+            TP_RETURN_IF_ERROR(qr->readInt("bits", bits, 2, 8));
+            if (bits != 2 && bits != 3 && bits != 4 && bits != 8)
+                return qr->error("bits", fmt::format("must be 2, 3, 4 or 8, found {}", bits));
+            TP_RETURN_IF_ERROR(qr->readInt("group_size", group, -1, std::int64_t(1) << 20));
+            if (group == 0)
+                return qr->error("group_size", "must be -1 (the whole input) or at least 1, found 0");
+            TP_RETURN_IF_ERROR(qr->readStringList("modules_to_not_convert", c.quantSkip));
+            c.quantBits = static_cast<int>(bits);
+            c.quantGroup = group;
+        }
     }
     return {};
 }

@@ -212,6 +212,22 @@ void reconcileCheckpoint(ModelSpec& spec, const Checkpoint& ck)
             p.checkpointTensors.push_back(t.name);
             continue;
         }
+        // An AWQ / GPTQ Linear's packed weight (ParamSpec::packBits): GPTQ's qweight [ceil(in·b/32), out], AWQ's
+        // [in, ceil(out·b/32)], both int32; its qzeros, scales and g_idx are quantization tensors (below).
+        if (name.ends_with(".qweight"))
+            if (auto it = params.find(name.substr(0, name.size() - 7) + "weight"); it != params.end() && it->second->packBits > 0) {
+                ParamSpec& p = *it->second;
+                const std::int64_t out = p.shape[0], in = p.shape[1], b = p.packBits;
+                const std::vector<std::int64_t> want = p.packGptq ? std::vector<std::int64_t>{(in * b + 31) / 32, out}
+                                                                  : std::vector<std::int64_t>{in, (out * b + 31) / 32};
+                if (t.shape != want || t.dtype != DType::I32) {
+                    shapeMismatch(t, fmt::format("{} (int32, {}-bit {})", name, b, p.packGptq ? "GPTQ" : "AWQ"), want);
+                    continue;
+                }
+                p.inCheckpoint = true;
+                p.checkpointTensors.push_back(t.name);
+                continue;
+            }
         if (auto piece = parseExpertPiece(name)) {
             auto it = params.find(piece->fused);
             if (it != params.end() && it->second->shape.size() == 3 && piece->expert < it->second->shape[0]) {
@@ -239,7 +255,8 @@ void reconcileCheckpoint(ModelSpec& spec, const Checkpoint& ck)
         if (layer >= c.numLayers)
             beyond.add(fmt::format("model.layers.{}", layer)); // one finding per extra layer
         else if (c.quantization && (name.ends_with("_scale_inv") || name.ends_with("_scale") || name.ends_with("_scales")
-                                    || name.ends_with("_blocks") || name.ends_with(".weight_scale")))
+                                    || name.ends_with("_blocks") || name.ends_with(".weight_scale") || name.ends_with(".qzeros")
+                                    || name.ends_with(".scales") || name.ends_with(".g_idx")))
             scales.add(t.name);
         else
             extra.add(t.name);

@@ -92,13 +92,10 @@ ParamShard shardParam(std::string path, const ParamSpec& p, const Placement& pl,
             }
         }
     }
+    // An AWQ / GPTQ weight is buffers Transformers' plan never lists: every rank loads all of it (checkPackedWeights).
     s.bytes.resize(nT);
-    for (std::size_t r = 0; r < nT; ++r) {
-        std::int64_t numel = 1;
-        for (auto v : s.shapes[r])
-            numel *= v;
-        s.bytes[r] = dtypeBytes(p.dtype, numel) + p.scaleBytes(s.shapes[r]);
-    }
+    for (std::size_t r = 0; r < nT; ++r)
+        s.bytes[r] = p.packBits > 0 ? p.bytes() : p.bytesOf(s.shapes[r]);
     return s;
 }
 
@@ -1317,6 +1314,7 @@ private:
         if (shardsBeyondEmbedding && m_T > 1)
             checkReplicatedWeights();
         checkQuantizationBlocks();
+        checkPackedWeights();
         if (m_plan.entries.empty() && m_T > 1) {
             if (m_spec.config.family != Family::Unknown)
                 report(Severity::Error, m_spec.className,
@@ -1397,17 +1395,19 @@ private:
     // rowwise: Shard(ndim − 1)), so a rank's rows (or columns) of the weight must be whole blocks or
     // its scales belong to other rows. A split that cuts a block is an error naming the module, the
     // sizes and the tp sizes that keep whole blocks.
+    // MXFP4 (gpt-oss's experts, [E, in, out]): 32 values along the input share one E8M0 scale (scaleBlock {32, 1}); a
+    // split of the input must keep whole blocks too.
     void checkQuantizationBlocks()
     {
-        const std::vector<std::int64_t>& block = m_spec.config.quantBlock;
-        if (block.size() != 2 || m_T < 2)
+        if (m_T < 2)
             return;
         std::set<std::string> reported;
         for (const ParamShard& p : m_g.params) {
             const ModuleSpec& m = m_spec.modules[static_cast<std::size_t>(p.module)];
             const ParamSpec& ps = m.params[static_cast<std::size_t>(p.param)];
             const int rank = static_cast<int>(ps.shape.size());
-            if (p.dim < 0 || rank < 2 || ps.dtype != DType::F8E4M3 || p.dim < rank - 2)
+            const std::vector<std::int64_t>& block = ps.scaleBlock;
+            if (p.dim < 0 || rank < 2 || block.size() != 2 || p.dim < rank - 2)
                 continue;
             const std::int64_t b = block[p.dim == rank - 2 ? 0 : 1];
             auto cuts = [&](const std::vector<std::vector<Interval>>& slices) {
@@ -1437,18 +1437,66 @@ private:
                 sizes.push_back(sz);
             }
             const bool even = std::all_of(sizes.begin(), sizes.end(), [&](std::int64_t x) { return x == sizes.front(); });
+            const bool mx = ps.dtype == DType::F4;
+            const std::string parts = !even ? "[" + sizesText(sizes) + "]"
+                                    : p.slices.front().size() > 1
+                                        ? fmt::format("{} packed parts of {}", p.slices.front().size(), p.slices.front().front().size)
+                                        : std::to_string(sizes.front());
             report(Severity::Error, where,
-                   fmt::format("tp_size {} splits its {} {} features into {} per rank, which cuts its fp8 scale blocks "
-                               "({} wide: quantization_config.weight_block_size [{}, {}]); Transformers shards "
-                               "weight_scale_inv with the weight, so a rank's scales would belong to other features",
-                               m_T, n, p.dim == rank - 2 ? "output" : "input",
-                               !even ? "[" + sizesText(sizes) + "]"
-                               : p.slices.front().size() > 1
-                                   ? fmt::format("{} packed parts of {}", p.slices.front().size(), p.slices.front().front().size)
-                                   : std::to_string(sizes.front()),
-                               b, block[0], block[1]),
+                   mx ? fmt::format("tp_size {} splits its {} input features into {} per rank, which cuts its MXFP4 blocks ({} "
+                                    "values of the input share one E8M0 scale), so a rank's blocks would hold other ranks' values",
+                                    m_T, n, parts, b)
+                      : fmt::format("tp_size {} splits its {} {} features into {} per rank, which cuts its fp8 scale blocks "
+                                    "({} wide: quantization_config.weight_block_size [{}, {}]); Transformers shards "
+                                    "weight_scale_inv with the weight, so a rank's scales would belong to other features",
+                                    m_T, n, p.dim == rank - 2 ? "output" : "input", parts, b, block[0], block[1]),
                    fmt::format("tp sizes that keep whole blocks here: {}", fmt::join(good, ", ")));
         }
+    }
+
+    // AWQ / GPTQ weights under a plan that shards them (tp_size > 1): Transformers 5.24's quantizers give the plan no
+    // entry for their buffers (qweight, qzeros, scales, g_idx are not parameters; update_parallel_plan adds only
+    // parameters), so every rank loads them whole while the module's forward hook hands the GEMM a DTensor input: the
+    // first forward raises. One error, at the first such module, with what a serving engine would need instead: vLLM's
+    // AWQ/GPTQ layers need a row-parallel shard of whole groups (in/T a multiple of group_size) and a column-parallel
+    // one of whole int32 words (out/T · bits a multiple of 32).
+    void checkPackedWeights()
+    {
+        if (m_T < 2)
+            return;
+        const ParamShard* first = nullptr;
+        int sharded = 0;
+        std::set<int> good;
+        for (int t = 1; t <= 64; ++t)
+            good.insert(t);
+        for (const ParamShard& p : m_g.params) {
+            const ParamSpec& ps = m_spec.modules[static_cast<std::size_t>(p.module)].params[static_cast<std::size_t>(p.param)];
+            if (ps.packBits <= 0 || p.dim < 0)
+                continue;
+            first = first ? first : &p;
+            ++sharded;
+            const std::int64_t n = ps.shape[static_cast<std::size_t>(p.dim)];
+            for (auto it = good.begin(); it != good.end();) {
+                const std::int64_t local = n / *it;
+                const bool whole = n % *it == 0
+                    && (p.dim == 0 ? local * ps.packBits % 32 == 0 : ps.packGroup <= 0 || local % ps.packGroup == 0);
+                it = whole ? std::next(it) : good.erase(it);
+            }
+        }
+        if (!first)
+            return;
+        const ParamSpec& ps = m_spec.modules[static_cast<std::size_t>(first->module)].params[static_cast<std::size_t>(first->param)];
+        const std::string method = ps.packGptq ? "GPTQ" : "AWQ";
+        report(Severity::Error, wildcardName(m_spec.modules[static_cast<std::size_t>(first->module)].path, m_plan.profile),
+               fmt::format("an {} {}-bit weight (group_size {}) that this plan shards ({} such weights in all): Transformers "
+                           "5.24 does not split {} checkpoints — its quantized Linear keeps qweight, qzeros and scales as "
+                           "buffers, which the tp_plan never lists — so every rank loads them whole and the first forward "
+                           "fails ('aten.mm.default got mixed torch.Tensor and DTensor')",
+                           method, ps.packBits, ps.packGroup, sharded, method),
+               fmt::format("for Transformers' TP use an unquantized or fp8 checkpoint; vLLM and SGLang split {} layers, at tp "
+                           "sizes {} here (a row-parallel shard of {}, a column-parallel one of whole int32 words)",
+                           method, fmt::join(good, ", "),
+                           ps.packGroup > 0 ? fmt::format("whole groups of {} input rows", ps.packGroup) : std::string("any inputs: one group per row")));
     }
 
     const ModelSpec& m_spec;

@@ -405,6 +405,11 @@ struct ModelConfig
     // fp8's quantization_config.weight_block_size: one scale per [out × in] block of a weight's last two
     // dims (DeepSeek-V3: 128 × 128); empty: none given (per-tensor or per-channel scales).
     std::vector<std::int64_t> quantBlock;
+    // AWQ / GPTQ (quant_method "awq" / "gptq"): bits per weight and the input rows that share a scale and a zero
+    // (group_size; -1 reads as the whole input); modules_to_not_convert keep the model's dtype.
+    int quantBits = 0;
+    std::int64_t quantGroup = 0;
+    std::vector<std::string> quantSkip;
 
     bool isMoe() const { return numExperts > 0; }
     std::int64_t headRows() const { return unpaddedVocab > 0 ? unpaddedVocab : vocabSize; } // lm_head's rows, the logits' width

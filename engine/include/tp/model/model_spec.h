@@ -49,13 +49,26 @@ struct ParamSpec
     bool inCheckpoint = false;
     // An fp8 weight's block scales (quantization_config.weight_block_size; Transformers' weight_scale_inv,
     // which the tree does not list): one float32 per [scaleBlock[0] × scaleBlock[1]] block of the last two
-    // dims. Empty: none.
+    // dims; an MXFP4 weight's (dtype F4): one E8M0 byte per block. Empty: none.
     std::vector<std::int64_t> scaleBlock;
+    // An AWQ / GPTQ weight [out, in] (Transformers' quantized Linear holds it as buffers, not this parameter):
+    // packBits-bit integers in int32 words — GPTQ's qweight [ceil(in·b/32), out], AWQ's [in, ceil(out·b/32)] —
+    // with float16 scales [ceil(in/g), out] and int32 qzeros [ceil(in/g), ceil(out·b/32)] per group of g = packGroup
+    // input rows, and GPTQ's int32 g_idx [in]. 0: not packed.
+    int packBits = 0;
+    std::int64_t packGroup = 0;
+    bool packGptq = false;
 
     std::int64_t numel() const;
     // The scales' bytes for a tensor of `shape` (this parameter or a rank's shard of it); 0 without block scales.
     std::int64_t scaleBytes(const std::vector<std::int64_t>& shape) const;
-    std::int64_t bytes() const; // its elements in its dtype, and its block scales
+    DType scaleDtype() const { return dtype == DType::F4 ? DType::F8E8M0 : DType::F32; } // MXFP4's E8M0, fp8's float32
+    // A packed weight of `shape` (see packBits) by storage dtype: I32 (qweight, qzeros, g_idx), F16 (scales); empty
+    // when not packed.
+    std::map<DType, std::int64_t> packedBytes(const std::vector<std::int64_t>& shape) const;
+    // Its storage for a tensor of `shape`: elements in its dtype and block scales, or the packed tensors.
+    std::int64_t bytesOf(const std::vector<std::int64_t>& shape) const;
+    std::int64_t bytes() const { return bytesOf(shape); }
 };
 
 struct ModuleSpec
