@@ -369,6 +369,25 @@ private slots:
         QVERIFY2(big.out.contains("0 candidates fit") && big.out.contains("nothing fits: the smallest need is")
                      && big.out.contains("('mla-sharded' at T=8)"),
                  qPrintable(big.out));
+        // Two nodes: TP × PP candidates, TP across nodes flagged; a front pipeline is written with pp_size.
+        const QString mesh = tmp.filePath("mesh");
+        const Run two = cli({"plan", "search", "llama-3.1-405b", "--hardware", "h100-sxm-2x8", "--write", mesh, "--json"});
+        QCOMPARE(two.code, 0);
+        const auto jm = nlohmann::json::parse(two.out.toStdString());
+        bool pipeline = false;
+        for (const auto& c : jm["candidates"]) {
+            QCOMPARE(c["spans_nodes"].get<bool>(), c["tp"].get<int>() > 8);
+            if (c["pareto"].get<bool>() && c["pp"] == 2) {
+                pipeline = true;
+                QCOMPARE(c["plan"]["pp_size"], 2);
+                const auto file = nlohmann::json::parse(std::ifstream(QDir(mesh).filePath(QString::fromStdString(c["file"].get<std::string>())).toStdString()));
+                QCOMPARE(file["pp_size"], 2);
+                QCOMPARE(file["tp_size"], c["tp"]);
+            }
+        }
+        QVERIFY(pipeline);
+        const Run human = cli({"plan", "search", "llama-3.1-405b", "--hardware", "h100-sxm-2x8"});
+        QVERIFY2(human.out.contains("TP×PP") && human.out.contains("8×2") && human.out.contains("TP across 2 nodes"), qPrintable(human.out));
     }
 
     void planPreview()

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <fstream>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -223,6 +224,20 @@ private slots:
         QTest::addRow("op bandwidth zero")
             << cal + R"([{"ranks": 1, "ops": {"norm": {"overhead_us": 1, "bandwidth_gbps": 0}}}]})" << "key 'bandwidth_gbps'";
         QTest::addRow("attention curve empty") << cal + R"([{"ranks": 1, "attention": []}]})" << "attention must be 1 to 4096 points";
+        // Several nodes: the network between them is required, whole.
+        const QString net = R"("collectives": {"all_reduce": {"base_latency_us": 6, "hop_latency_us": 1, "bus_bandwidth_gbps": 300}})";
+        QTest::addRow("nodes without network") << "{" + ok + ", " + net + R"(, "nodes": 2})" << "key 'network' must be an object";
+        QTest::addRow("nodes fractional") << "{" + ok + ", " + net + R"(, "nodes": 1.5})" << "key 'nodes' must be a whole number";
+        QTest::addRow("nodes zero") << "{" + ok + ", " + net + R"(, "nodes": 0})" << "key 'nodes' must be a number from 1";
+        QTest::addRow("nodes absurd") << "{" + ok + ", " + net + R"(, "nodes": 5000})" << "key 'nodes' must be a number from 1 and at most 4096";
+        QTest::addRow("network without p2p")
+            << "{" + ok + ", " + net + R"(, "nodes": 2, "network": {"name": "ib", )" + net + "}}" << "key 'network.p2p' must be an object";
+        QTest::addRow("network without collectives")
+            << "{" + ok + ", " + net + R"(, "nodes": 2, "network": {"name": "ib", "p2p": {"latency_us": 5, "bandwidth_gbps": 40}}})"
+            << "key 'network.collectives' must be an object";
+        QTest::addRow("network p2p bandwidth zero")
+            << "{" + ok + ", " + net + R"(, "nodes": 2, "network": {"name": "ib", "p2p": {"latency_us": 5, "bandwidth_gbps": 0}, )" + net + "}}"
+            << "network.p2p: key 'bandwidth_gbps'";
     }
     void badProfiles()
     {
@@ -233,6 +248,83 @@ private slots:
         QVERIFY2(hw.status().message().find("bad.json") == 0, hw.status().message().c_str());
         QVERIFY2(hw.status().message().find(message.toStdString()) != std::string::npos, hw.status().message().c_str());
         QVERIFY(!findHardware("no-such-machine").ok());
+    }
+
+    // Issue 38: a profile of nodes. A group within a node takes the node's figures, one larger than a node the
+    // network's (its slowest links); the figures are the file's.
+    void multiNodeProfile()
+    {
+        const HardwareProfile hw = findHardware("h100-sxm-2x8").value();
+        const nlohmann::json j = nlohmann::json::parse(std::ifstream(TP_SOURCE_DIR "/plans/hardware/h100-sxm-2x8.json"));
+        QCOMPARE(hw.devices, 8);
+        QCOMPARE(hw.nodes, 2);
+        QCOMPARE(hw.totalDevices(), 16);
+        QVERIFY(!hw.spansNodes(8) && hw.spansNodes(9) && hw.spansNodes(16));
+        const std::int64_t bytes = 4 << 20;
+        const auto& net = j["network"]["collectives"]["all_reduce"];
+        const double want16 = (net["base_latency_us"].get<double>() + 30 * net["hop_latency_us"].get<double>()) * 1e-6
+                            + 2.0 * 15 / 16 * bytes / (net["bus_bandwidth_gbps"].get<double>() * 1e9);
+        QCOMPARE(hw.collectiveSeconds(CollectiveKind::AllReduce, bytes, 16), want16);
+        const HardwareProfile one = findHardware("h100-sxm-8").value();
+        QCOMPARE(hw.collectiveSeconds(CollectiveKind::AllReduce, bytes, 8), one.collectiveSeconds(CollectiveKind::AllReduce, bytes, 8));
+        const double p2p = j["network"]["p2p"]["latency_us"].get<double>() * 1e-6 + bytes / (j["network"]["p2p"]["bandwidth_gbps"].get<double>() * 1e9);
+        QCOMPARE(hw.p2pSeconds(bytes, true), p2p);
+        QVERIFY(hw.p2pSeconds(bytes, false) < p2p);
+        // plan validate --hardware: a TP group across nodes is a warning that names the network and the cost.
+        const ModelSpec s = tptest::openSpec("deepseek-v3");
+        const ShardedGraph g16 = shardModel(s, defaultPlan(s, 16), {.batch = 1, .seq = 512});
+        QVERIFY(g16.valid());
+        const auto d = feasibilityDiagnostics(s, g16, hw, 512);
+        QVERIFY(std::any_of(d.begin(), d.end(), [&](const Diagnostic& x) {
+            return x.severity == Severity::Warning && x.message.find("tp_size 16 spans 2 nodes of 8 GPUs") != std::string::npos
+                && x.message.find(hw.network) != std::string::npos;
+        }));
+        const ShardedGraph g8 = shardModel(s, defaultPlan(s, 8), {.batch = 1, .seq = 512});
+        for (const Diagnostic& x : feasibilityDiagnostics(s, g8, hw, 512))
+            QVERIFY2(x.message.find("spans") == std::string::npos, x.message.c_str());
+    }
+
+    // Issue 38: on 2 × 8 H100, Llama 3.1 405B's front is TP 8 × PP 2 (TP 16 only with a plan that Transformers can run
+    // at 16, and then flagged across nodes); a pipeline's decode at batch 1 is the whole model's step at TP 8 plus one
+    // send between the nodes; its memory is a stage's.
+    void meshSearchOnTwoNodes()
+    {
+        const HardwareProfile hw = findHardware("h100-sxm-2x8").value();
+        const ModelSpec s = tptest::openSpec("llama-3.1-405b");
+        const SearchOptions o{.batch = 1, .seq = 512, .shipped = false};
+        const auto r = searchPlans(s, hw, o);
+        QVERIFY2(r.ok(), r.status().message().c_str());
+        const PlanCandidate* mesh = nullptr;
+        for (const PlanCandidate& c : r->candidates) {
+            QCOMPARE(c.spansNodes, c.tp > 8);
+            QVERIFY(c.tp * c.pp <= 16);
+            if (c.pareto && c.tp == 8 && c.pp == 2 && c.name == "default")
+                mesh = &c;
+        }
+        QVERIFY(mesh);
+        QVERIFY(std::none_of(r->candidates.begin(), r->candidates.end(), [](const PlanCandidate& c) { return c.tp == 8 && c.pp == 1; }));
+        const ShardedGraph g8 = shardModel(s, mesh->plan, {.batch = 1, .seq = 512, .lastPositionLogits = true});
+        const double step = decodeStepSeconds(s, g8, hw, 1, 512).value();
+        const double send = hw.p2pSeconds(s.config.hiddenSize * 2, true); // one row of bf16 hidden states
+        QVERIFY2(std::abs(mesh->itlSeconds - (step + send)) < 1e-9 * step, qPrintable(QString::number(mesh->itlSeconds)));
+        QCOMPARE(mesh->tokensPerSecondPerGpu, 1.0 / mesh->itlSeconds / 16);
+        QCOMPARE(mesh->bubble, 1 - step / (2 * (step + send))); // one micro-batch: each stage waits while the other works
+        const MemoryFit whole = memoryFit(g8, hw, 1, 512).value();
+        QVERIFY(mesh->memoryBytes < whole.neededBytes && mesh->memoryBytes > whole.weightBytes / 2);
+        QCOMPARE(mesh->headroomBytes, hw.usableMemoryBytes() - mesh->memoryBytes);
+        // Written for DistributedConfig: pp_size beside tp_size.
+        const nlohmann::json j = nlohmann::json::parse(candidateToJson(s, *mesh));
+        QCOMPARE(j["tp_size"], 8);
+        QCOMPARE(j["pp_size"], 2);
+        // With more sequences than stages, micro-batches fill the pipeline: no bubble, and more tokens/s per GPU.
+        const auto busy = searchPlans(s, hw, {.batch = 16, .seq = 512, .context = 2048, .shipped = false});
+        QVERIFY2(busy.ok(), busy.status().message().c_str());
+        for (const PlanCandidate& c : busy->candidates)
+            if (c.pp == 2)
+                QVERIFY2(c.bubble < 0.1, qPrintable(QString::number(c.bubble)));
+        // One node: no pipeline is tried unless asked.
+        const auto single = searchPlans(s, findHardware("h100-sxm-8").value(), {.batch = 1, .seq = 512, .shipped = false});
+        QVERIFY(single.ok() && std::all_of(single->candidates.begin(), single->candidates.end(), [](const PlanCandidate& c) { return c.pp == 1; }));
     }
 
     void alphaBeta()

@@ -43,6 +43,7 @@ struct PlanOpts
     double memoryReserve = -1;  // GiB kept back per device instead of the profile's; < 0: the profile's
     int tp = 2;
     int maxTp = 8;
+    int maxPp = 0; // plan search: 0, the profile's nodes
     bool json = false;
     // plan search
     std::vector<std::string> alsoPlans;
@@ -595,6 +596,7 @@ int search(const PlanOpts& o, bool maxTpGiven)
     so.seq = o.seq;
     so.context = o.contextGiven ? o.context : 0;
     so.maxTp = maxTpGiven ? o.maxTp : 0;
+    so.maxPp = o.maxPp;
     so.activationDtype = dtypeOption(o.dtype);
     so.kvCacheDtype = dtypeOption(o.kvDtype);
     for (const std::string& file : o.alsoPlans) {
@@ -615,7 +617,7 @@ int search(const PlanOpts& o, bool maxTpGiven)
     };
     std::stable_sort(order.begin(), order.end(), [&](auto* a, auto* b) { return key(a) < key(b); });
     auto fileName = [](const tp::PlanCandidate& c) {
-        std::string n = fmt::format("T{}-{}", c.tp, c.name);
+        std::string n = c.pp > 1 ? fmt::format("T{}xPP{}-{}", c.tp, c.pp, c.name) : fmt::format("T{}-{}", c.tp, c.name);
         for (char& ch : n)
             if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.')
                 ch = '-';
@@ -624,7 +626,7 @@ int search(const PlanOpts& o, bool maxTpGiven)
     if (!o.writeDir.empty()) {
         for (const auto* c : order)
             if (c->pareto) {
-                const std::string text = tp::planToJson(c->plan, &om->spec);
+                const std::string text = tp::candidateToJson(om->spec, *c);
                 if (const std::string bad = writeOutput((fs::path(o.writeDir) / fileName(*c)).string(),
                                                         [&](std::ostream& out) { out << text; });
                     !bad.empty())
@@ -652,6 +654,9 @@ int search(const PlanOpts& o, bool maxTpGiven)
             cs.push_back({{"name", c->name},
                           {"description", c->description},
                           {"tp", c->tp},
+                          {"pp", c->pp},
+                          {"spans_nodes", c->spansNodes},
+                          {"bubble", c->bubble},
                           {"pareto", c->pareto},
                           {"ttft_s", c->ttftSeconds},
                           {"itl_s", c->itlSeconds},
@@ -659,7 +664,7 @@ int search(const PlanOpts& o, bool maxTpGiven)
                           {"memory_bytes", c->memoryBytes},
                           {"headroom_bytes", c->headroomBytes},
                           {"file", c->pareto && !o.writeDir.empty() ? fileName(*c) : std::string()},
-                          {"plan", nlohmann::ordered_json::parse(tp::planToJson(c->plan, &om->spec))}});
+                          {"plan", nlohmann::ordered_json::parse(tp::candidateToJson(om->spec, *c))}});
         j["candidates"] = cs;
         std::cout << j.dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
         return kOk;
@@ -670,16 +675,26 @@ int search(const PlanOpts& o, bool maxTpGiven)
                r->tooLarge, hw->usableMemoryText());
     if (r->beyondDevices > 0)
         fmt::print("T = {}…{} not tried: {} has {} devices (plan validate --hardware refuses a larger T too)\n\n",
-                   o.maxTp - r->beyondDevices + 1, o.maxTp, hw->id, hw->devices);
+                   o.maxTp - r->beyondDevices + 1, o.maxTp, hw->id, hw->totalDevices());
     if (const auto& m = r->smallestTooLarge; m && r->candidates.empty())
         fmt::print("nothing fits: the smallest need is {} per device ('{}' at T={}), {} over what a device has for it\n\n",
                    tp::humanBytes(double(m->memoryBytes)), m->name, m->tp, tp::humanBytes(double(-m->headroomBytes)));
-    fmt::print("  front  {:>3}  {:<28} {:>10} {:>10} {:>12} {:>13} {:>11}\n", "T", "plan", "TTFT", "ITL", "tok/s/GPU",
-               "memory/rank", "headroom");
-    for (const auto* c : order)
-        fmt::print("  {:^5}  {:>3}  {:<28} {:>10} {:>10} {:>12.1f} {:>13} {:>11}\n", c->pareto ? "*" : "", c->tp, c->name,
-                   humanSeconds(c->ttftSeconds), humanSeconds(c->itlSeconds), c->tokensPerSecondPerGpu,
-                   tp::humanBytes(double(c->memoryBytes)), tp::humanBytes(double(c->headroomBytes)));
+    const bool mesh = std::any_of(order.begin(), order.end(), [](const tp::PlanCandidate* c) { return c->pp > 1; });
+    fmt::print("  front  {:>{}}  {:<28} {:>10} {:>10} {:>12} {:>13} {:>11}{}\n", mesh ? "TP×PP" : "T", mesh ? 7 : 3, "plan", "TTFT",
+               "ITL", "tok/s/GPU", "memory/rank", "headroom", mesh ? "  bubble" : "");
+    for (const auto* c : order) {
+        const std::string shape = c->pp > 1 ? fmt::format("{}×{}", c->tp, c->pp) : std::to_string(c->tp);
+        fmt::print("  {:^5}  {:>{}}  {:<28} {:>10} {:>10} {:>12.1f} {:>13} {:>11}{}{}\n", c->pareto ? "*" : "", shape, mesh ? 7 : 3,
+                   c->name, humanSeconds(c->ttftSeconds), humanSeconds(c->itlSeconds), c->tokensPerSecondPerGpu,
+                   tp::humanBytes(double(c->memoryBytes)), tp::humanBytes(double(c->headroomBytes)),
+                   mesh ? fmt::format("  {:>5.0f}%", 100 * c->bubble) : std::string(),
+                   c->spansNodes ? fmt::format("  TP across {} nodes", (c->tp + hw->devices - 1) / hw->devices) : std::string());
+    }
+    if (std::any_of(order.begin(), order.end(), [](const tp::PlanCandidate* c) { return c->spansNodes; }))
+        fmt::print("\nTP across nodes: every collective of that group crosses {} (plan validate --hardware says what it costs)\n",
+                   hw->network);
+    if (mesh)
+        fmt::print("TP×PP: load with DistributedConfig(tp_size=TP, pp_size=PP); --write puts pp_size in the file\n");
     if (!o.writeDir.empty())
         fmt::print("\nthe front's plans are in {}/\n", o.writeDir);
     return kOk;
@@ -762,6 +777,10 @@ std::function<int()> addPlan(CLI::App& app)
     srch->add_option("--context", o->context, "Decode context per sequence: the KV cache it needs and the step ITL times "
                                               "(1 to 2^24; default: --seq)");
     srch->add_option("--max-tp", o->maxTp, "Largest T tried, at most the hardware's device count (the default)")->check(CLI::Range(1, 64));
+    srch->add_option("--max-pp", o->maxPp,
+                     "Largest number of pipeline stages tried (each on its own T GPUs, T × PP at most the devices); default: "
+                     "the profile's nodes, so 1 (TP only) on one node")
+        ->check(CLI::Range(1, 64));
     srch->add_option("--objective", o->objective, "Sort by: ttft, itl or throughput (tokens/s per GPU)")
         ->check(CLI::IsMember({"ttft", "itl", "throughput"}))
         ->capture_default_str();

@@ -230,6 +230,11 @@ tp::Status PlanDocument::writePlanJson(const tp::Plan& plan, const QString& path
     return writeText(path, tp::planToJson(plan, m_spec.get()));
 }
 
+tp::Status PlanDocument::writeJsonText(const std::string& text, const QString& path) const
+{
+    return writeText(path, text);
+}
+
 tp::Status PlanDocument::exportPython(const QString& path) const
 {
     if (!m_spec)

@@ -12,6 +12,7 @@
 #include <qcustomplot.h>
 
 #include <QAbstractTableModel>
+#include <QCoreApplication>
 #include <QComboBox>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -37,6 +38,14 @@
 namespace tpui {
 
 namespace {
+
+// "8", "8×2" with pipeline stages, "16 across nodes" for a TP group larger than a node.
+QString meshText(const tp::PlanCandidate& c)
+{
+    QString t = c.pp > 1 ? QStringLiteral("%1×%2").arg(c.tp).arg(c.pp) : QString::number(c.tp);
+    return c.spansNodes ? QCoreApplication::translate("AdvisorPage", "%1 across nodes").arg(t) : t;
+}
+
 
 QString qs(const std::string& s) { return QString::fromStdString(s); }
 
@@ -84,15 +93,17 @@ public:
     {
         if (o != Qt::Horizontal)
             return {};
-        static const char* names[] = {QT_TR_NOOP("Plan"),        QT_TR_NOOP("T"),          QT_TR_NOOP("TTFT"),
+        static const char* names[] = {QT_TR_NOOP("Plan"),        QT_TR_NOOP("TP×PP"),      QT_TR_NOOP("TTFT"),
                                       QT_TR_NOOP("ITL"),         QT_TR_NOOP("Tokens/s/GPU"), QT_TR_NOOP("Memory/rank"),
                                       QT_TR_NOOP("Headroom"),    QT_TR_NOOP("Pareto"),     QT_TR_NOOP("What it is")};
         static const char* tips[] = {
             QT_TR_NOOP("The candidate plan"),
-            QT_TR_NOOP("Tensor-parallel size: GPUs the plan shards the model over"),
+            QT_TR_NOOP("Tensor-parallel size (GPUs each layer is sharded over) × pipeline stages (the layers split across "
+                       "that many groups; DistributedConfig pp_size); \"across nodes\": the TP group spans nodes and every "
+                       "collective crosses the network"),
             QT_TR_NOOP("Time to first token: the prefill of batch × prompt tokens"),
             QT_TR_NOOP("Inter-token latency: one decode step of the batch at the decode context"),
-            QT_TR_NOOP("Decode throughput per GPU: batch ÷ ITL ÷ T"),
+            QT_TR_NOOP("Decode throughput per GPU: batch ÷ ITL ÷ (TP × PP)"),
             QT_TR_NOOP("The largest rank's memory: weights, KV cache at batch × context, activation peak"),
             QT_TR_NOOP("Device memory left on the largest rank"),
             QT_TR_NOOP("On the Pareto front: no other candidate is at least as good on TTFT, ITL and tokens/s per GPU and "
@@ -117,7 +128,7 @@ public:
         if (role == SortRole) {
             switch (index.column()) {
             case NameColumn: return qs(c.name);
-            case TpColumn: return c.tp;
+            case TpColumn: return c.tp * 1000 + c.pp;
             case TtftColumn: return c.ttftSeconds;
             case ItlColumn: return c.itlSeconds;
             case ThroughputColumn: return c.tokensPerSecondPerGpu;
@@ -136,7 +147,7 @@ public:
             return {};
         switch (index.column()) {
         case NameColumn: return qs(c.name);
-        case TpColumn: return c.tp;
+        case TpColumn: return meshText(c);
         case TtftColumn: return humanSeconds(c.ttftSeconds);
         case ItlColumn: return humanSeconds(c.itlSeconds);
         case ThroughputColumn: return QString::number(c.tokensPerSecondPerGpu, 'f', 1);
@@ -254,9 +265,9 @@ AdvisorPage::AdvisorPage(PlanDocument* doc, QWidget* parent)
         const tp::PlanCandidate& c = m_result->candidates[std::size_t(i)];
         m_plot->setCursor(Qt::PointingHandCursor);
         QToolTip::showText(e->globalPosition().toPoint(),
-                           tr("<b>%1</b> at T=%2%3<br>TTFT %4 · ITL %5<br>%6 tokens/s per GPU<br>%7 per rank, %8 free")
+                           tr("<b>%1</b> at %2%3<br>TTFT %4 · ITL %5<br>%6 tokens/s per GPU<br>%7 per rank, %8 free")
                                .arg(qs(c.name).toHtmlEscaped())
-                               .arg(c.tp)
+                               .arg(meshText(c))
                                .arg(c.pareto ? tr(" · Pareto front") : QString())
                                .arg(humanSeconds(c.ttftSeconds), humanSeconds(c.itlSeconds))
                                .arg(c.tokensPerSecondPerGpu, 0, 'f', 1)
@@ -542,19 +553,19 @@ void AdvisorPage::plotResult()
     m_itlScale = unit.perSecond;
     m_plot->xAxis->setLabel(tr("Inter-token latency (%1)").arg(unit.name));
 
-    // One series per T, named in the legend.
-    std::map<int, QCPGraph*> byTp;
+    // One series per T (and pipeline size), named in the legend.
+    std::map<std::pair<int, int>, QCPGraph*> byTp;
     for (const auto& c : cs)
-        byTp[c.tp] = nullptr;
+        byTp[{c.tp, c.pp}] = nullptr;
     std::size_t n = 0;
-    for (auto& [tp, g] : byTp) {
+    for (auto& [shape, g] : byTp) {
         g = m_plot->addGraph();
         g->setLineStyle(QCPGraph::lsNone);
         g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, seriesColor(n++), 8));
-        g->setName(tr("T=%1").arg(tp));
+        g->setName(shape.second > 1 ? tr("T=%1 × PP=%2").arg(shape.first).arg(shape.second) : tr("T=%1").arg(shape.first));
     }
     for (const auto& c : cs)
-        byTp[c.tp]->addData(c.itlSeconds * m_itlScale, c.tokensPerSecondPerGpu);
+        byTp[{c.tp, c.pp}]->addData(c.itlSeconds * m_itlScale, c.tokensPerSecondPerGpu);
     // The front: its points ringed and joined in order of ITL.
     std::vector<const tp::PlanCandidate*> front;
     for (const auto& c : cs)
@@ -646,14 +657,19 @@ void AdvisorPage::applySelected()
         return;
     const tp::PlanCandidate& c = m_result->candidates[std::size_t(m_selected)];
     m_doc->replacePlan(c.plan, tr("Apply advisor's %1 at T=%2").arg(qs(c.name)).arg(c.tp));
-    emit message(tr("Applied %1 at T=%2 (Undo restores the previous plan)").arg(qs(c.name)).arg(c.tp));
+    emit message(c.pp > 1 ? tr("Applied %1 at T=%2 (Undo restores the previous plan); its %3 pipeline stages are not part of a "
+                               "tp_plan: load it with DistributedConfig(tp_size=%2, pp_size=%3)")
+                                .arg(qs(c.name))
+                                .arg(c.tp)
+                                .arg(c.pp)
+                          : tr("Applied %1 at T=%2 (Undo restores the previous plan)").arg(qs(c.name)).arg(c.tp));
 }
 
 tp::Status AdvisorPage::exportSelected(const QString& path) const
 {
     if (!m_result || m_selected < 0 || m_resultSpec.get() != m_doc->spec())
         return tp::Status(tp::StatusCode::FailedPrecondition, "no candidate selected");
-    return m_doc->writePlanJson(m_result->candidates[std::size_t(m_selected)].plan, path);
+    return m_doc->writeJsonText(tp::candidateToJson(*m_doc->spec(), m_result->candidates[std::size_t(m_selected)]), path);
 }
 
 void AdvisorPage::exportDialog()
@@ -661,7 +677,8 @@ void AdvisorPage::exportDialog()
     if (!m_result || m_selected < 0)
         return;
     const tp::PlanCandidate& c = m_result->candidates[std::size_t(m_selected)];
-    QString name = QStringLiteral("T%1-%2.json").arg(c.tp).arg(qs(c.name));
+    QString name = c.pp > 1 ? QStringLiteral("T%1xPP%2-%3.json").arg(c.tp).arg(c.pp).arg(qs(c.name))
+                            : QStringLiteral("T%1-%2.json").arg(c.tp).arg(qs(c.name));
     name.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9._-]")), QStringLiteral("-"));
     const QString f = QFileDialog::getSaveFileName(this, tr("Export candidate plan"), name, tr("Transformers JSON (*.json)"));
     if (f.isEmpty())

@@ -27,7 +27,7 @@ public:
         , m_e(static_cast<double>(g.elementBytes()))
         , m_kv(static_cast<double>(g.kvElementBytes()))
         // Ranks beyond the machine's devices share them.
-        , m_share(std::max(1.0, static_cast<double>(g.tpSize) / std::max(hw.devices, 1)))
+        , m_share(std::max(1.0, static_cast<double>(g.tpSize) / std::max(hw.totalDevices(), 1)))
         , m_cal(hw.calibratedFor(std::min(g.tpSize, std::max(hw.devices, 1))))
     {
     }
@@ -483,10 +483,25 @@ std::vector<Diagnostic> feasibilityDiagnostics(const ModelSpec& spec, const Shar
     std::vector<Diagnostic> out;
     if (!g.valid() || !g.plan)
         return out;
-    if (g.tpSize > hw.devices)
+    if (g.tpSize > hw.totalDevices())
         out.push_back({Severity::Error, "tp_size",
-                       fmt::format("tp_size {} needs {} devices; {} has {}", g.tpSize, g.tpSize, hw.name, hw.devices),
-                       fmt::format("choose T up to {}, or a profile with more devices", hw.devices)});
+                       fmt::format("tp_size {} needs {} devices; {} has {}", g.tpSize, g.tpSize, hw.name, hw.totalDevices()),
+                       fmt::format("choose T up to {}, or a profile with more devices", hw.totalDevices())});
+    else if (hw.spansNodes(g.tpSize)) {
+        // Every collective of the group crosses the network: what that costs a forward, against the node's links.
+        HardwareProfile oneNode = hw;
+        oneNode.nodes = 1;
+        oneNode.devices = g.tpSize;
+        const double across = estimateCost(spec, g, hw).commSeconds, within = estimateCost(spec, g, oneNode).commSeconds;
+        out.push_back({Severity::Warning, "tp_size",
+                       fmt::format("tp_size {} spans {} nodes of {} GPUs: each of its {} collectives a forward crosses {}, "
+                                   "predicted {} of communication a forward ({:.1f}x what the same group would take inside one node)",
+                                   g.tpSize, (g.tpSize + hw.devices - 1) / hw.devices, hw.devices, g.collectives.size(), hw.network,
+                                   humanSeconds(across), within > 0 ? across / within : 0.0),
+                       fmt::format("keep tensor parallelism inside a node (T ≤ {}) and split the layers across nodes with "
+                                   "pipeline parallelism (plan search shows TP × PP)",
+                                   hw.devices)});
+    }
     auto fit = memoryFit(g, hw, g.options.batch, context);
     if (!fit) {
         out.push_back({Severity::Error, "memory", fit.status().message(), ""});
@@ -509,8 +524,8 @@ std::vector<Diagnostic> feasibilityDiagnostics(const ModelSpec& spec, const Shar
                 ok = f->fits();
         graph = std::move(other.graph);
         if (ok) {
-            smallest = t > hw.devices ? fmt::format("the smallest tp size that fits is {}, more than the {} devices of {}",
-                                                    t, hw.devices, hw.id)
+            smallest = t > hw.totalDevices() ? fmt::format("the smallest tp size that fits is {}, more than the {} devices of {}",
+                                                           t, hw.totalDevices(), hw.id)
                                       : fmt::format("the smallest tp size that fits is {}", t);
             break;
         }

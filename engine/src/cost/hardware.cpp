@@ -111,10 +111,11 @@ double HardwareProfile::collectiveSeconds(CollectiveKind kind, std::int64_t byte
 {
     if (ranks <= 1 || kind == CollectiveKind::None)
         return 0.0;
-    auto it = collectives.find(kind);
-    if (it == collectives.end())
-        it = collectives.find(CollectiveKind::AllReduce);
-    if (it == collectives.end())
+    const auto& table = spansNodes(ranks) && !networkCollectives.empty() ? networkCollectives : collectives;
+    auto it = table.find(kind);
+    if (it == table.end())
+        it = table.find(CollectiveKind::AllReduce);
+    if (it == table.end())
         return 0.0;
     const CollectiveFigures& f = it->second;
     const int steps = kind == CollectiveKind::AllReduce ? 2 * (ranks - 1) : ranks - 1;
@@ -123,6 +124,17 @@ double HardwareProfile::collectiveSeconds(CollectiveKind kind, std::int64_t byte
                                                      : curveAt(f.busBandwidthCurve, static_cast<double>(bytes));
     const double beta = busBandwidthFactor(kind, ranks) * static_cast<double>(bytes) / (busbw * 1e9);
     return alpha + beta;
+}
+
+double HardwareProfile::p2pSeconds(std::int64_t bytes, bool acrossNodes) const
+{
+    if (acrossNodes && networkP2pGBps > 0)
+        return networkP2pLatencyUs * 1e-6 + static_cast<double>(bytes) / (networkP2pGBps * 1e9);
+    const auto it = collectives.contains(CollectiveKind::AllGather) ? collectives.find(CollectiveKind::AllGather)
+                                                                    : collectives.find(CollectiveKind::AllReduce);
+    if (it == collectives.end())
+        return 0.0;
+    return (it->second.baseLatencyUs + it->second.hopLatencyUs) * 1e-6 + static_cast<double>(bytes) / (it->second.busBandwidthGBps * 1e9);
 }
 
 namespace {
@@ -262,6 +274,37 @@ Result<std::vector<CalibratedFigures>> parseCalibrated(const nlohmann::json& j, 
     return out;
 }
 
+// `obj`'s "collectives": each known collective's figures; all_reduce required. `prefix` names where it is ("network.").
+Result<std::map<CollectiveKind, CollectiveFigures>> parseCollectives(const nlohmann::json& obj, const std::string& source,
+                                                                    const std::string& prefix)
+{
+    std::map<CollectiveKind, CollectiveFigures> out;
+    if (!obj.contains("collectives") || !obj["collectives"].is_object())
+        return invalidArgument(fmt::format("{}: key '{}collectives' must be an object", source, prefix));
+    for (auto it = obj["collectives"].begin(); it != obj["collectives"].end(); ++it) {
+        const auto kind = collectiveFromName(it.key());
+        const std::string where = fmt::format("{}: {}collectives.{}", source, prefix, it.key());
+        if (!kind)
+            return invalidArgument(fmt::format("{}: unknown collective (all_reduce, all_gather, reduce_scatter, "
+                                               "all_to_all)",
+                                               where));
+        if (!it.value().is_object())
+            return invalidArgument(fmt::format("{}: must be an object", where));
+        CollectiveFigures f;
+        TP_ASSIGN_OR_RETURN(f.baseLatencyUs, nonNegative(it.value(), "base_latency_us", where));
+        TP_ASSIGN_OR_RETURN(f.hopLatencyUs, nonNegative(it.value(), "hop_latency_us", where));
+        TP_ASSIGN_OR_RETURN(f.busBandwidthGBps, rate(it.value(), "bus_bandwidth_gbps", where, 1e-3));
+        if (it.value().contains("bus_bandwidth_curve")) {
+            TP_ASSIGN_OR_RETURN(f.busBandwidthCurve, parseCurve(it.value()["bus_bandwidth_curve"], where + ".bus_bandwidth_curve",
+                                                                "bytes", 1, 1e15, kRate));
+        }
+        out[*kind] = f;
+    }
+    if (!out.contains(CollectiveKind::AllReduce))
+        return invalidArgument(fmt::format("{}: key '{}collectives.all_reduce' is required", source, prefix));
+    return out;
+}
+
 } // namespace
 
 Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::string& source)
@@ -318,35 +361,33 @@ Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::stri
     if (j.contains("calibrated")) {
         TP_ASSIGN_OR_RETURN(hw.calibrated, parseCalibrated(j["calibrated"], source + ": calibrated"));
     }
-    if (!j.contains("collectives") || !j["collectives"].is_object())
-        return invalidArgument(fmt::format("{}: key 'collectives' must be an object", source));
-    for (auto it = j["collectives"].begin(); it != j["collectives"].end(); ++it) {
-        const auto kind = collectiveFromName(it.key());
-        const std::string where = fmt::format("{}: collectives.{}", source, it.key());
-        if (!kind)
-            return invalidArgument(fmt::format("{}: unknown collective (all_reduce, all_gather, reduce_scatter, "
-                                               "all_to_all)",
-                                               where));
-        if (!it.value().is_object())
-            return invalidArgument(fmt::format("{}: must be an object", where));
-        CollectiveFigures f;
-        TP_ASSIGN_OR_RETURN(f.baseLatencyUs, nonNegative(it.value(), "base_latency_us", where));
-        TP_ASSIGN_OR_RETURN(f.hopLatencyUs, nonNegative(it.value(), "hop_latency_us", where));
-        TP_ASSIGN_OR_RETURN(f.busBandwidthGBps, rate(it.value(), "bus_bandwidth_gbps", where, 1e-3));
-        if (it.value().contains("bus_bandwidth_curve")) {
-            TP_ASSIGN_OR_RETURN(f.busBandwidthCurve, parseCurve(it.value()["bus_bandwidth_curve"], where + ".bus_bandwidth_curve",
-                                                                "bytes", 1, 1e15, kRate));
-        }
-        hw.collectives[*kind] = f;
+    TP_ASSIGN_OR_RETURN(hw.collectives, parseCollectives(j, source, ""));
+    if (j.contains("nodes")) {
+        TP_ASSIGN_OR_RETURN(const double nodes, figure(j, "nodes", source, 1, 4096, false));
+        if (nodes != std::floor(nodes) || nodes * hw.devices > 65536)
+            return invalidArgument(fmt::format("{}: key 'nodes' must be a whole number, with nodes × devices at most 65536", source));
+        hw.nodes = static_cast<int>(nodes);
     }
-    if (!hw.collectives.contains(CollectiveKind::AllReduce))
-        return invalidArgument(fmt::format("{}: key 'collectives.all_reduce' is required", source));
+    if (hw.nodes > 1) {
+        if (!j.contains("network") || !j["network"].is_object())
+            return invalidArgument(fmt::format("{}: key 'network' must be an object (its name, p2p and collectives) when nodes > 1", source));
+        const nlohmann::json& n = j["network"];
+        if (!n.contains("name") || !n["name"].is_string() || n["name"].get<std::string>().empty())
+            return invalidArgument(fmt::format("{}: key 'network.name' must be a non-empty string", source));
+        hw.network = terminalSafe(n["name"].get<std::string>());
+        if (!n.contains("p2p") || !n["p2p"].is_object())
+            return invalidArgument(fmt::format("{}: key 'network.p2p' must be an object (latency_us, bandwidth_gbps)", source));
+        TP_ASSIGN_OR_RETURN(hw.networkP2pLatencyUs, nonNegative(n["p2p"], "latency_us", source + ": network.p2p"));
+        TP_ASSIGN_OR_RETURN(hw.networkP2pGBps, rate(n["p2p"], "bandwidth_gbps", source + ": network.p2p", 1e-3));
+        TP_ASSIGN_OR_RETURN(hw.networkCollectives, parseCollectives(n, source, "network."));
+    }
     if (j.contains("sources") && j["sources"].is_array())
         for (const auto& s : j["sources"])
             if (s.is_string())
                 hw.sources.push_back(terminalSafe(s.get<std::string>()));
     return hw;
 }
+
 
 std::vector<std::string> builtinHardwareIds()
 {

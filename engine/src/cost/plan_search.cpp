@@ -7,6 +7,7 @@
 #include "tp/shard/sharded_graph.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <set>
@@ -99,6 +100,86 @@ std::string canonical(const ModelSpec& spec, const Plan& p)
     return out;
 }
 
+// The candidate's times and memory as `pp` pipeline stages of the sharded graph `g` (pp 1: the graph as it is); see
+// plan_search.h. `prefill` is g's prefill estimate, `fit` its memory at batch × context.
+Status pipeline(const ModelSpec& spec, const ShardedGraph& g, const HardwareProfile& hw, std::int64_t batch, std::int64_t context,
+                const CostReport& prefill, const MemoryFit& fit, PlanCandidate& c)
+{
+    const int pp = c.pp, T = c.tp;
+    const std::int64_t micro = std::min<std::int64_t>(batch, pp), rows = (batch + micro - 1) / micro;
+    TP_ASSIGN_OR_RETURN(const CostReport decode, estimateDecodeStep(spec, g, hw, rows, context));
+    const std::vector<Interval> stages = chunkSizes(std::max<std::int64_t>(spec.config.numLayers, 1), pp);
+    const auto stageOf = [&](int layer) {
+        for (int s = 0; s < pp; ++s)
+            if (layer < stages[static_cast<std::size_t>(s)].offset + stages[static_cast<std::size_t>(s)].size)
+                return s;
+        return pp - 1;
+    };
+    // Seconds per stage: its layers, and what is outside them (embedding, final norm, head) on the last.
+    auto perStage = [&](const CostReport& r) {
+        std::vector<double> t(static_cast<std::size_t>(pp), 0.0);
+        for (const LayerCost& l : r.layers)
+            t[static_cast<std::size_t>(l.layer < 0 ? pp - 1 : stageOf(l.layer))] += l.computeSeconds + l.commSeconds;
+        return t;
+    };
+    const std::vector<double> pre = perStage(prefill), dec = perStage(decode);
+    // Each boundary: every rank sends its (replicated) hidden states to its peer of the next stage.
+    const double e = static_cast<double>(g.elementBytes()), H = static_cast<double>(spec.config.hiddenSize);
+    double ttft = 0, latency = 0, slowest = 0, busy = 0;
+    for (int s = 0; s < pp; ++s) {
+        const bool last = s == pp - 1;
+        const bool across = T >= hw.devices || ((s + 1) * T) % std::max(hw.devices, 1) == 0;
+        const double sendPrefill = last ? 0 : hw.p2pSeconds(static_cast<std::int64_t>(static_cast<double>(batch * g.options.seq) * H * e), across);
+        const double sendDecode = last ? 0 : hw.p2pSeconds(static_cast<std::int64_t>(static_cast<double>(rows) * H * e), across);
+        ttft += pre[static_cast<std::size_t>(s)] + sendPrefill;
+        latency += dec[static_cast<std::size_t>(s)] + sendDecode;
+        slowest = std::max(slowest, dec[static_cast<std::size_t>(s)] + sendDecode);
+        busy += dec[static_cast<std::size_t>(s)];
+    }
+    c.ttftSeconds = ttft;
+    c.itlSeconds = std::max(latency, static_cast<double>(micro) * slowest);
+    c.bubble = pp > 1 && c.itlSeconds > 0 ? std::max(0.0, 1.0 - static_cast<double>(micro) * busy / pp / c.itlSeconds) : 0.0;
+    c.tokensPerSecondPerGpu = c.itlSeconds > 0 ? static_cast<double>(batch) / c.itlSeconds / (T * pp) : 0;
+    if (pp == 1) {
+        c.memoryBytes = fit.neededBytes;
+        c.headroomBytes = fit.deviceBytes - fit.neededBytes;
+        return {};
+    }
+    // Memory per stage, its largest rank: its layers' weights (the embedding on the first, the rest outside the
+    // layers on the last; a tied head on both), its share of the KV cache and states (by the attention and mixer
+    // layers it holds), the activation peak and communication buffer of the whole graph.
+    std::vector<std::vector<std::int64_t>> weights(static_cast<std::size_t>(pp), std::vector<std::int64_t>(static_cast<std::size_t>(T), 0));
+    for (const ParamShard& p : g.params) {
+        const ModuleSpec& m = spec.modules[static_cast<std::size_t>(p.module)];
+        const bool embedding = m.kind == ModuleKind::Embedding;
+        std::vector<int> on;
+        if (m.layer >= 0)
+            on = {stageOf(m.layer)};
+        else if (embedding)
+            on = spec.config.tieWordEmbeddings ? std::vector<int>{0, pp - 1} : std::vector<int>{0};
+        else if (!p.tied)
+            on = {pp - 1};
+        for (const int s : on)
+            for (std::size_t r = 0; r < p.bytes.size() && r < static_cast<std::size_t>(T); ++r)
+                weights[static_cast<std::size_t>(s)][r] += p.bytes[r];
+    }
+    std::vector<int> cached(static_cast<std::size_t>(pp), 0);
+    int cachedAll = 0;
+    for (const GraphNode& n : g.graph.nodes)
+        if ((n.kind == OpKind::Attention || n.kind == OpKind::Mixer) && n.layer >= 0) {
+            ++cached[static_cast<std::size_t>(stageOf(n.layer))];
+            ++cachedAll;
+        }
+    c.memoryBytes = 0;
+    for (int s = 0; s < pp; ++s) {
+        const std::int64_t w = *std::max_element(weights[static_cast<std::size_t>(s)].begin(), weights[static_cast<std::size_t>(s)].end());
+        const std::int64_t kv = cachedAll > 0 ? fit.kvCacheBytes / cachedAll * cached[static_cast<std::size_t>(s)] : 0;
+        c.memoryBytes = std::max(c.memoryBytes, w + kv + fit.activationBytes + fit.commBufferBytes);
+    }
+    c.headroomBytes = fit.deviceBytes - c.memoryBytes;
+    return {};
+}
+
 // a is at least as good as b on every objective and better on one.
 bool dominates(const PlanCandidate& a, const PlanCandidate& b)
 {
@@ -118,8 +199,9 @@ Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& h
     TP_RETURN_IF_ERROR(checkWorkload(Workload::decodeStep(o.batch, context)).withContext("decode"));
     if (!(hw.memoryGiB > 0))
         return invalidArgument(fmt::format("hardware profile '{}' gives no device memory (memory_gib)", hw.id));
-    const int asked = o.maxTp > 0 ? o.maxTp : std::clamp(hw.devices, 1, 64);
-    const int maxTp = std::min(asked, std::max(hw.devices, 1)); // one feasibility rule: T needs T devices
+    const int asked = o.maxTp > 0 ? o.maxTp : std::clamp(hw.totalDevices(), 1, 64);
+    const int maxTp = std::min(asked, std::max(hw.totalDevices(), 1)); // one feasibility rule: T needs T devices
+    const int maxPp = static_cast<int>(std::clamp<std::int64_t>(o.maxPp > 0 ? o.maxPp : hw.nodes, 1, std::max<std::int64_t>(spec.config.numLayers, 1)));
 
     // The given plans, then each shipped one not given under its name.
     std::vector<NamedPlan> extra = o.plans;
@@ -184,32 +266,49 @@ Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& h
                 graph = std::move(g.graph);
                 continue;
             }
-            PlanCandidate c;
-            c.name = name;
-            c.description = description;
-            c.tp = t;
-            c.ttftSeconds = estimateCost(spec, g, hw).totalSeconds();
-            TP_ASSIGN_OR_RETURN(c.itlSeconds, decodeStepSeconds(spec, g, hw, o.batch, context));
-            c.tokensPerSecondPerGpu = c.itlSeconds > 0 ? static_cast<double>(o.batch) / c.itlSeconds / t : 0;
+            const CostReport prefill = estimateCost(spec, g, hw);
             TP_ASSIGN_OR_RETURN(const MemoryFit fit, memoryFit(g, hw, o.batch, context));
-            c.memoryBytes = fit.neededBytes;
-            c.headroomBytes = fit.deviceBytes - fit.neededBytes;
-            graph = std::move(g.graph);
-            if (c.headroomBytes < 0) {
-                ++out.tooLarge;
-                if (!out.smallestTooLarge || c.memoryBytes < out.smallestTooLarge->memoryBytes)
-                    out.smallestTooLarge = std::move(c);
-                continue;
+            const bool fresh = seen.back().second < 0;
+            for (int pp = 1; pp <= maxPp && t * pp <= hw.totalDevices(); ++pp) {
+                PlanCandidate c;
+                c.name = name;
+                c.description = description;
+                c.tp = t;
+                c.pp = pp;
+                c.spansNodes = hw.spansNodes(t);
+                TP_RETURN_IF_ERROR(pipeline(spec, g, hw, o.batch, context, prefill, fit, c));
+                if (c.headroomBytes < 0) {
+                    ++out.tooLarge;
+                    if (!out.smallestTooLarge || c.memoryBytes < out.smallestTooLarge->memoryBytes)
+                        out.smallestTooLarge = std::move(c);
+                    continue;
+                }
+                c.plan = *plan;
+                if (fresh && pp == 1)
+                    seen.back().second = static_cast<int>(out.candidates.size());
+                out.candidates.push_back(std::move(c));
             }
-            c.plan = std::move(*plan);
-            seen.back().second = static_cast<int>(out.candidates.size());
-            out.candidates.push_back(std::move(c));
+            graph = std::move(g.graph);
         }
     }
     for (PlanCandidate& c : out.candidates)
         c.pareto = std::none_of(out.candidates.begin(), out.candidates.end(),
                                 [&](const PlanCandidate& other) { return dominates(other, c); });
     return out;
+}
+
+std::string candidateToJson(const ModelSpec& spec, const PlanCandidate& c)
+{
+    const std::string text = planToJson(c.plan, &spec);
+    if (c.pp <= 1)
+        return text;
+    nlohmann::ordered_json in = nlohmann::ordered_json::parse(text), out;
+    for (auto it = in.begin(); it != in.end(); ++it) {
+        out[it.key()] = it.value();
+        if (it.key() == "tp_size")
+            out["pp_size"] = c.pp;
+    }
+    return out.dump(2) + "\n";
 }
 
 } // namespace tp

@@ -60,7 +60,14 @@ struct CalibratedFigures
 struct HardwareProfile
 {
     std::string id, name, interconnect, source;
-    int devices = 0;                                 // GPUs (or cores for the local CPU)
+    int devices = 0;                                 // GPUs (or cores for the local CPU) of one node
+    // Several nodes of `devices` GPUs each: a group of more than `devices` ranks spans nodes and each of its
+    // collectives runs at the network's figures (its slowest links); a pipeline stage boundary between nodes is one
+    // GPU's send over its NIC.
+    int nodes = 1;
+    std::string network;                             // between nodes: "8 × 400 Gb/s InfiniBand NDR per node"
+    std::map<CollectiveKind, CollectiveFigures> networkCollectives;
+    double networkP2pLatencyUs = 0, networkP2pGBps = 0;
     double memoryGiB = 0;                            // per device, as the device reports it (nvidia-smi's total)
     // Kept back from every plan: the CUDA context, NCCL's buffers, cuBLAS workspaces and the allocator's slack.
     double memoryReserveGiB = 0;
@@ -72,6 +79,11 @@ struct HardwareProfile
     std::vector<CalibratedFigures> calibrated;       // by ranks ascending; empty for datasheet profiles
     std::vector<std::string> sources;
 
+    int totalDevices() const { return devices * nodes; }
+    bool spansNodes(int ranks) const { return nodes > 1 && ranks > devices; }
+    // One rank's send of `bytes` to the matching rank of the next pipeline stage: over the network between nodes,
+    // else over the node's links (the all_gather figures: base latency + one hop, bytes at the bus bandwidth).
+    double p2pSeconds(std::int64_t bytes, bool acrossNodes) const;
     double peakFlops(DType t) const;                 // FLOP/s; bf16 figure for dtypes without one
     // What a plan may use per device: memoryGiB less the reserve, in bytes.
     std::int64_t usableMemoryBytes() const;
@@ -80,7 +92,7 @@ struct HardwareProfile
     // Fraction of peak a GEMM of `flops` reaches: log-linear between the curve's points.
     double gemmEfficiencyAt(double flops) const;
     // Alpha-beta time of one collective of `bytes` (full tensor) over `ranks` ranks, with the busbw
-    // of that size.
+    // of that size; a group that spans nodes takes the network's figures.
     double collectiveSeconds(CollectiveKind kind, std::int64_t bytes, int ranks) const;
     // The calibration taken with the most ranks at once not above `activeRanks` (else the fewest);
     // nullptr when the profile has none.

@@ -32,7 +32,10 @@ struct SearchOptions
     std::int64_t batch = 1;     // sequences decoded together
     std::int64_t seq = 2048;    // prompt tokens per sequence (the prefill that gives the first token)
     std::int64_t context = 0;   // decode context per sequence (the KV cache it needs, the step it times); 0: seq
-    int maxTp = 0;              // largest T tried; 0: the hardware's device count (at most 64)
+    int maxTp = 0;              // largest T tried; 0: the hardware's device count (all nodes; at most 64)
+    // Largest pipeline-parallel size tried (layers split into that many stages, each on its own T GPUs, T × PP at
+    // most the profile's devices); 0: the profile's nodes (1 on one node: tensor parallelism only).
+    int maxPp = 0;
     std::optional<DType> activationDtype; // default: the model's
     std::optional<DType> kvCacheDtype;    // default: the activations' (ShardOptions::kvCacheDtype)
     // More candidates, each tried at every T (its tpSize is overridden): the editor's or user plans.
@@ -47,10 +50,15 @@ struct PlanCandidate
     std::string description;          // one line: what the plan does (NamedPlan's for a given one)
     Plan plan;                        // at its tp size
     int tp = 1;
+    // Pipeline stages (DistributedConfig pp_size): contiguous runs of layers, the embedding on the first, the final
+    // norm and lm_head on the last; each stage's TP group holds its layers' shards. 1: no pipeline.
+    int pp = 1;
+    double bubble = 0;                // decode: the share of a stage's time idle (fewer micro-batches than stages)
+    bool spansNodes = false;          // a TP group larger than a node: every collective crosses the network
     double ttftSeconds = 0;           // prefill of batch × seq, the head at the last positions (as generate())
     double itlSeconds = 0;            // one decode step of batch tokens at the context
     double tokensPerSecondPerGpu = 0; // batch / ITL / T
-    std::int64_t memoryBytes = 0;     // the largest rank: weights + KV cache at batch × context + activation peak
+    std::int64_t memoryBytes = 0;     // the largest rank (of any stage): weights + KV cache at batch × context + activation peak
     std::int64_t headroomBytes = 0;   // device memory − memoryBytes (≥ 0 for every candidate kept)
     bool pareto = false;              // no other candidate is at least as good on all three and better on one
 };
@@ -70,10 +78,23 @@ struct SearchResult
 
 // Candidates: the default plan; attention replicated; the residual stream's norms sequence-parallel;
 // the experts split by id (ep_plan: grouped_gemm + ep_dispatch_experts) where the model has experts;
-// the head replicated; the plans shipped for the model's type (options.shipped); and `options.plans` — each at T = 1 … maxTp, at most the profile's devices. InvalidArgument for a workload
-// the cost model does not take (checkWorkload) or a profile without device memory.
+// the head replicated; the plans shipped for the model's type (options.shipped); and `options.plans` — each at T = 1 …
+// maxTp, at most the profile's devices, and each valid one also as PP = 2 … maxPp pipeline stages of T GPUs (T × PP
+// at most the devices). InvalidArgument for a workload the cost model does not take (checkWorkload) or a profile
+// without device memory.
+//
+// A pipeline (docs/metrics.md): stage s holds layers chunk(L, PP)[s] (the embedding on stage 0, the final norm and
+// the head on the last), its time the sum of its layers' predicted time at T; a boundary sends each rank's hidden
+// states to the next stage (HardwareProfile::p2pSeconds: over the network where it crosses nodes). Prefill: the
+// stages in turn. Decode: the batch in m = min(batch, PP) micro-batches; a token takes max(Σ stages + Σ sends,
+// m · (slowest stage + send)); the bubble is what stages wait. Memory: the stage's layers' weights, their share of
+// the KV cache, the activation peak and the communication buffer.
 //
 // Cost: (candidates × maxTp) shardings and three cost estimates each, linear in the model's graph.
 Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& hw, const SearchOptions& options);
+
+// The candidate as DistributedConfig(**json.load(f)) takes it: planToJson, with "pp_size" after "tp_size" for a
+// pipeline.
+std::string candidateToJson(const ModelSpec& spec, const PlanCandidate& c);
 
 } // namespace tp
