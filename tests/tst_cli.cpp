@@ -183,6 +183,64 @@ private slots:
         QCOMPARE(cli({"plan", "export", "qwen3-30b-a3b", "--tp", "8"}).code, 1); // refuses an invalid plan
     }
 
+    // Issue 38: fewer KV heads than T. Without the option today's error; with it (flag or plan file) valid, said in
+    // the JSON, with the cache of one head a rank; export and run refuse it by name.
+    void planReplicatedKvHeads()
+    {
+        const Run off = cli({"plan", "validate", "llama-3.1-70b", "--tp", "16"});
+        QCOMPARE(off.code, 1);
+        QVERIFY2(off.out.contains("8 key/value heads are not divisible by tp_size 16") && off.out.contains("--replicate-kv-heads"),
+                 qPrintable(off.out));
+        const Run on = cli({"plan", "validate", "llama-3.1-70b", "--tp", "16", "--replicate-kv-heads", "--json"});
+        QCOMPARE(on.code, 0);
+        const auto j = nlohmann::json::parse(on.out.toStdString());
+        QCOMPARE(j["valid"], true);
+        QCOMPARE(j["replicate_kv_heads"], true);
+        QCOMPARE(j["kv_head_replicas"], 2);
+        bool warned = false;
+        for (const auto& d : j["diagnostics"])
+            warned = warned || (d["where"] == "num_key_value_heads" && d["severity"] == "warning"
+                                && d["message"].get<std::string>().find("cannot load this plan") != std::string::npos);
+        QVERIFY2(warned, qPrintable(on.out));
+        const Run plain = cli({"plan", "validate", "llama-3.1-70b", "--tp", "8", "--json"});
+        QCOMPARE(nlohmann::json::parse(plain.out.toStdString())["replicate_kv_heads"], false);
+        // Preview: 80 layers × (k + v) × one head of 128 × 2 bytes on every rank.
+        const Run prev = cli({"plan", "preview", "llama-3.1-70b", "--tp", "16", "--replicate-kv-heads", "--json", "--max-tp", "2"});
+        QCOMPARE(prev.code, 0);
+        const auto pj = nlohmann::json::parse(prev.out.toStdString());
+        QCOMPARE(pj["kv_head_replicas"], 2);
+        QCOMPARE(pj["memory"].size(), std::size_t(16));
+        for (const auto& m : pj["memory"])
+            QCOMPARE(m["kv_cache_bytes_per_token"].get<std::int64_t>(), std::int64_t(80) * 2 * 128 * 2);
+        // The plan file's key does the same; export and run refuse it where it takes effect.
+        QTemporaryDir dir;
+        const QString file = dir.filePath("kvrep.json");
+        writeText(file, R"({"tp_size": 16, "tp_plan": {}, "replicate_kv_heads": true})");
+        QCOMPARE(cli({"plan", "validate", "llama-3.1-70b", "--plan", file}).code, 0);
+        const Run exp = cli({"plan", "export", "llama-3.1-70b", "--plan", file, "-o", dir.filePath("out.json")});
+        QCOMPARE(exp.code, 1);
+        QVERIFY2(exp.err.contains("cannot load") && exp.err.contains("nothing written"), qPrintable(exp.err));
+        QVERIFY(!QFileInfo::exists(dir.filePath("out.json")));
+        QCOMPARE(cli({"plan", "export", "llama-3.1-70b", "--tp", "16", "--replicate-kv-heads", "--format", "python"}).code, 1);
+        // Where the heads split evenly the option does nothing, and the export leaves it out.
+        const Run even = cli({"plan", "export", "llama-3.1-70b", "--plan", file, "--tp", "8"});
+        QCOMPARE(even.code, 0);
+        QVERIFY(even.err.contains("replicate_kv_heads has no effect at tp_size 8"));
+        QVERIFY(!nlohmann::json::parse(even.out.toStdString()).contains("replicate_kv_heads"));
+        const Run run = cli({"run", "--model", "llama-3.1-70b", "--plan", file, "--tp", "16", "--seq", "4"});
+        QCOMPARE(run.code, 1);
+        QVERIFY2(run.err.contains("replicates key/value heads (replicate_kv_heads") && run.err.contains("the engine does not run"),
+                 qPrintable(run.err));
+        const Run verify = cli({"plan", "verify", "llama-3.1-70b", "--plan", file, "--tp", "16", "--python", "/bin/false"});
+        QCOMPARE(verify.code, 1);
+        QVERIFY2(verify.err.contains("replicates key/value heads") && verify.err.contains("not asked to run it"), qPrintable(verify.err));
+        // A multiple of the KV heads is required.
+        const Run twelve = cli({"plan", "validate", "llama-3.1-70b", "--tp", "12", "--replicate-kv-heads"});
+        QCOMPARE(twelve.code, 1);
+        QVERIFY2(twelve.out.contains("replicate_kv_heads cannot replicate them"), qPrintable(twelve.out));
+        QVERIFY(cli({"plan", "validate", "--help"}).out.contains("--replicate-kv-heads"));
+    }
+
     // plan search: the candidates as JSON, the front's plans written into a new folder, each of which
     // validates at its T; a folder that holds something is refused before any work.
     // calibrate --quick writes a profile the cost model reads (1 and 2 ranks measured, size-dependent

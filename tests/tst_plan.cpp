@@ -368,6 +368,10 @@ private slots:
         QTest::addRow("ep_implementation needs a vendor kernel")
             << R"({"tp_size": 2, "tp_plan": {}, "ep_implementation": "deepgemm_megamoe"})"
             << "plan.json: key 'ep_implementation' is \"deepgemm_megamoe\", which needs DeepGEMM's Mega MoE CUDA kernel";
+        QTest::addRow("replicate_kv_heads not a bool") << R"({"tp_size": 16, "tp_plan": {}, "replicate_kv_heads": "yes"})"
+                                                       << "plan.json: key 'replicate_kv_heads' must be true or false, found \"yes\"";
+        QTest::addRow("replicate_kv_heads a number") << R"({"tp_size": 16, "tp_plan": {}, "replicate_kv_heads": 1})"
+                                                     << "plan.json: key 'replicate_kv_heads' must be true or false, found 1";
         QTest::addRow("ep_plan not an object") << R"({"tp_size": 2, "tp_plan": {}, "ep_plan": [1]})"
                                                << "plan.json: key 'ep_plan' must be an object of key → style";
         QTest::addRow("ep_plan style not a string") << R"({"tp_size": 2, "tp_plan": {}, "ep_plan": {"a": 1}})"

@@ -437,6 +437,200 @@ private slots:
                 QVERIFY(x.message.find("Replicated") == std::string::npos);
     }
 
+    // Issue 38, outcome 2: KV heads fewer than T replicated as vLLM does (Plan::replicateKvHeads): rank r holds the
+    // whole KV head floor(r·KV/T) of every k_proj and v_proj (weight and bias), q heads still split T ways, each
+    // rank's q heads of its own KV head, one head's k and v cached per layer, and no collective added. Every
+    // expected figure comes from the catalog's config.json values.
+    void replicatedKvHeads_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<int>("tp");
+        QTest::addRow("llama-3.1-70b: 8 KV heads at T=16") << "llama-3.1-70b" << 16;
+        QTest::addRow("llama-3.1-70b: 8 KV heads at T=32") << "llama-3.1-70b" << 32;
+        QTest::addRow("qwen2.5-72b: k/v biases at T=16") << "qwen2.5-72b" << 16;
+        QTest::addRow("qwen3-30b-a3b: 4 KV heads, k_norm, MoE at T=8") << "qwen3-30b-a3b" << 8;
+    }
+    void replicatedKvHeads()
+    {
+        QFETCH(QString, model);
+        QFETCH(int, tp);
+        std::ifstream in(tptest::sourceDir() + "/resources/catalog/" + model.toStdString() + ".json");
+        QVERIFY(in.good());
+        const auto c = nlohmann::json::parse(in);
+        const std::int64_t H = c["hidden_size"], heads = c["num_attention_heads"], KV = c["num_key_value_heads"],
+                           L = c["num_hidden_layers"];
+        const std::int64_t hd = c.contains("head_dim") && !c["head_dim"].is_null() ? c["head_dim"].get<std::int64_t>() : H / heads;
+        QCOMPARE(c["torch_dtype"].get<std::string>(), std::string("bfloat16"));
+        const std::int64_t e = 2;
+        const bool bias = c["model_type"] == "qwen2"; // Qwen2's q, k and v projections have biases
+        const std::int64_t T = tp, replicas = T / KV;
+
+        const ModelSpec s = spec(model.toUtf8().constData());
+        Plan p = defaultPlan(s, tp);
+        p.replicateKvHeads = true;
+        const ShardedGraph g = shardModel(s, p, {.batch = 1, .seq = 512});
+        QVERIFY2(g.valid(), dump(g).c_str());
+        QCOMPARE(g.kvHeadReplicas, int(replicas));
+
+        for (const char* proj : {"k_proj", "v_proj"}) {
+            std::vector<std::string> names{fmt::format("model.layers.0.self_attn.{}.weight", proj)};
+            if (bias)
+                names.push_back(fmt::format("model.layers.0.self_attn.{}.bias", proj));
+            for (const std::string& name : names) {
+                const ParamShard& w = shard(g, name);
+                const bool isBias = name.ends_with(".bias");
+                QCOMPARE(w.dim, 0);
+                QCOMPARE(w.replicas, int(replicas));
+                std::int64_t total = 0;
+                for (std::int64_t r = 0; r < T; ++r) {
+                    const std::int64_t head = r * KV / T; // rank r's KV head: T / KV ranks share each
+                    const std::vector<std::int64_t> want = isBias ? std::vector<std::int64_t>{hd} : std::vector<std::int64_t>{hd, H};
+                    QCOMPARE(w.shapes[std::size_t(r)], want);
+                    QCOMPARE(w.slices[std::size_t(r)], (std::vector<Interval>{{head * hd, hd}}));
+                    total += w.bytes[std::size_t(r)];
+                }
+                // Over all ranks: the whole KV·hd rows, T / KV times.
+                QCOMPARE(total, replicas * KV * hd * (isBias ? 1 : H) * e);
+            }
+        }
+        // q heads still split T ways, each rank's all of its KV head's group (q head h reads KV head h / (heads / KV)).
+        const ParamShard& q = shard(g, "model.layers.0.self_attn.q_proj.weight");
+        for (std::int64_t r = 0; r < T; ++r) {
+            QCOMPARE(q.shapes[std::size_t(r)], (std::vector<std::int64_t>{heads / T * hd, H}));
+            const std::int64_t first = q.slices[std::size_t(r)][0].offset / hd, last = first + heads / T - 1;
+            QCOMPARE(first / (heads / KV), r * KV / T);
+            QCOMPARE(last / (heads / KV), r * KV / T);
+        }
+        // Attention runs the rank's heads / T query heads against its one KV head.
+        int attentions = 0;
+        for (const GraphNode& n : g.graph.nodes)
+            if (n.kind == OpKind::Attention) {
+                ++attentions;
+                for (std::int64_t r = 0; r < T; ++r) {
+                    QCOMPARE(g.tensors[std::size_t(n.inputs[0])].local[std::size_t(r)], heads / T * hd);
+                    QCOMPARE(g.tensors[std::size_t(n.inputs[1])].local[std::size_t(r)], hd);
+                    QCOMPARE(g.tensors[std::size_t(n.inputs[2])].local[std::size_t(r)], hd);
+                    QCOMPARE(g.tensors[std::size_t(n.outputs[0])].local[std::size_t(r)], heads / T * hd);
+                }
+            }
+        QCOMPARE(attentions, int(L));
+        // The cache: one head's k and v per layer on every rank.
+        for (const RankMemory& m : g.memory)
+            QCOMPARE(m.kvCacheBytesPerToken, L * 2 * hd * e);
+        // No collective added: the attention output is still o_proj's all-reduce, and the forward runs the same
+        // collectives, place by place, as the even split at T = KV.
+        QCOMPARE(count(g, CollectiveKind::AllReduce, "model.layers.*.self_attn.o_proj"), int(L));
+        const ShardedGraph even = shardModel(s, defaultPlan(s, int(KV)), {.batch = 1, .seq = 512});
+        QVERIFY2(even.valid(), dump(even).c_str());
+        std::multiset<std::pair<CollectiveKind, std::string>> mine, theirs;
+        for (const Collective& x : g.collectives)
+            mine.emplace(x.kind, genericName(x.where));
+        for (const Collective& x : even.collectives)
+            theirs.emplace(x.kind, genericName(x.where));
+        QVERIFY(mine == theirs);
+        for (const Collective& x : g.collectives)
+            if (genericName(x.where) == "model.layers.*.self_attn.o_proj")
+                QCOMPARE(x.bytes(1, 512, e), 512 * H * e);
+        // The plan is valid for the planner, with a warning that says what the pinned Transformers does and what
+        // replication costs a rank: 2·L heads of k_proj/v_proj rows and one head's k and v a layer in the cache.
+        const Diagnostic* d = nullptr;
+        for (const Diagnostic& x : g.diagnostics)
+            if (x.where == "num_key_value_heads")
+                d = &x;
+        QVERIFY2(d && d->severity == Severity::Warning, dump(g).c_str());
+        for (const std::string& part :
+             {std::string("the pinned Transformers 5.24 cannot load this plan"), std::string("fails in the first forward"),
+              std::string("vLLM and SGLang"), fmt::format("each key/value head on {} ranks", replicas),
+              fmt::format("a rank holds {} of k_proj and v_proj weights", humanBytes(double(L * 2 * hd * H * e))),
+              fmt::format("{} with an even split", humanBytes(double(L * 2 * KV * hd * H * e / T))),
+              fmt::format("{} of KV cache a token", humanBytes(double(L * 2 * hd * e))),
+              fmt::format("{} with an even split)", humanBytes(double(L * 2 * KV * hd * e / T)))})
+            QVERIFY2(d->message.find(part) != std::string::npos, (part + " not in: " + d->message).c_str());
+
+        // The option travels with the plan file (a TP Studio key beside tp_plan) and gives the same shards back.
+        const std::string json = planToJson(p, &s);
+        QCOMPARE(nlohmann::json::parse(json)["replicate_kv_heads"].get<bool>(), true);
+        auto back = parsePlanJson(json, "replicated.json", VersionProfile::G3);
+        QVERIFY2(back.ok(), back.status().message().c_str());
+        QVERIFY(back->replicateKvHeads);
+        const ShardedGraph b = shardModel(s, resolveOverrides(s, *back), {.batch = 1, .seq = 512});
+        QCOMPARE(b.params.size(), g.params.size());
+        for (std::size_t i = 0; i < b.params.size(); ++i)
+            QCOMPARE(b.params[i].slices, g.params[i].slices);
+        QVERIFY(!nlohmann::json::parse(planToJson(defaultPlan(s, tp), &s)).contains("replicate_kv_heads"));
+    }
+
+    // With the option off today's error stays (its hint names the option); with it on, T must be a multiple of
+    // the KV heads, and where the heads split evenly it changes nothing.
+    void replicatedKvHeadsDiagnostics_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<int>("tp");
+        QTest::addColumn<bool>("replicate");
+        QTest::addColumn<int>("severity"); // of the finding at `where`
+        QTest::addColumn<QString>("where");
+        QTest::addColumn<QString>("message");
+        QTest::addColumn<QString>("hint");
+        QTest::addRow("off: Transformers' failure, an error")
+            << "llama-3.1-70b" << 16 << false << int(Severity::Error) << "num_key_value_heads"
+            << "8 key/value heads are not divisible by tp_size 16; Transformers does not replicate KV heads and fails in "
+               "the first forward"
+            << "or replicate them as vLLM does (\"replicate_kv_heads\": true, --replicate-kv-heads)";
+        QTest::addRow("on: replicated, a warning")
+            << "llama-3.1-70b" << 16 << true << int(Severity::Warning) << "num_key_value_heads"
+            << "8 key/value heads on tp_size 16: replicated (replicate_kv_heads), each key/value head on 2 ranks"
+            << "serve it with vLLM or SGLang";
+        QTest::addRow("on: T not a multiple of the KV heads")
+            << "llama-3.1-70b" << 12 << true << int(Severity::Error) << "num_key_value_heads"
+            << "8 key/value heads are not divisible by tp_size 12, and replicate_kv_heads cannot replicate them: tp_size "
+               "must be a multiple of 8"
+            << "tp sizes that replicate them: 16, 32, 64";
+        QTest::addRow("on: 4 KV heads, T=6")
+            << "qwen3-30b-a3b" << 6 << true << int(Severity::Error) << "num_key_value_heads"
+            << "replicate_kv_heads cannot replicate them: tp_size must be a multiple of 4" << "8, 16, 32";
+        QTest::addRow("on: q heads not divisible either")
+            << "llama-3.1-70b" << 48 << true << int(Severity::Error) << "num_attention_heads"
+            << "64 attention heads are not divisible by tp_size 48" << "";
+        QTest::addRow("on: KV heads split evenly, no effect")
+            << "llama-3.1-70b" << 8 << true << int(Severity::Info) << "replicate_kv_heads"
+            << "no effect at tp_size 8: the 8 key/value heads split evenly" << "";
+    }
+    void replicatedKvHeadsDiagnostics()
+    {
+        QFETCH(QString, model);
+        QFETCH(int, tp);
+        QFETCH(bool, replicate);
+        QFETCH(int, severity);
+        QFETCH(QString, where);
+        QFETCH(QString, message);
+        QFETCH(QString, hint);
+        const ModelSpec s = spec(model.toUtf8().constData());
+        Plan p = defaultPlan(s, tp);
+        p.replicateKvHeads = replicate;
+        const ShardedGraph g = shardModel(s, p, {.batch = 1, .seq = 512});
+        const auto sev = Severity(severity);
+        QVERIFY2(hasDiag(g, sev, where.toStdString(), message.toStdString()), dump(g).c_str());
+        if (!hint.isEmpty())
+            QVERIFY2(std::any_of(g.diagnostics.begin(), g.diagnostics.end(), [&](const Diagnostic& d) {
+                         return d.where == where.toStdString() && d.message.find(message.toStdString()) != std::string::npos
+                             && d.hint.find(hint.toStdString()) != std::string::npos;
+                     }),
+                     dump(g).c_str());
+        QCOMPARE(g.valid(), sev != Severity::Error);
+        // Nothing is replicated where the plan is invalid or the heads split evenly.
+        if (sev != Severity::Warning) {
+            QCOMPARE(g.kvHeadReplicas, 1);
+            for (const ParamShard& x : g.params)
+                QCOMPARE(x.replicas, 1);
+        }
+        // At an even split the option changes no shard.
+        if (sev == Severity::Info) {
+            const ShardedGraph plain = shardModel(s, defaultPlan(s, tp), {.batch = 1, .seq = 512});
+            for (std::size_t i = 0; i < g.params.size(); ++i)
+                QCOMPARE(g.params[i].slices, plain.params[i].slices);
+        }
+    }
+
     // Issue 38: fp8 block scales. DeepSeek-V3's public config gives weight_block_size [128, 128];
     // a rank's share of a quantized weight must be whole blocks (Transformers shards weight_scale_inv
     // with it): the experts' 2048-wide intermediate allows T up to 16, T=32 cuts blocks — an error naming

@@ -38,6 +38,7 @@ struct PlanOpts
     std::int64_t seq = 512;
     std::int64_t context = 0;  // decode context, when contextGiven; else --seq
     std::string logits = "all"; // preview: prefill's logits at every position, or the last ones
+    bool replicateKv = false;   // --replicate-kv-heads: Plan::replicateKvHeads
     bool contextGiven = false;
     bool hardwareGiven = false; // show, validate, preview: check device memory and count against it
     double memoryReserve = -1;  // GiB kept back per device instead of the profile's; < 0: the profile's
@@ -91,6 +92,10 @@ void addCommon(CLI::App* cmd, PlanOpts& o)
     cmd->add_option("--profile", o.profile, "Transformers generation: G1 (4.50-4.57), G2 (5.1-5.15), G3 (current)")
         ->check(CLI::IsMember({"G1", "G2", "G3"}))
         ->capture_default_str();
+    cmd->add_flag("--replicate-kv-heads", o.replicateKv,
+                  "With fewer key/value heads than --tp, give each rank one whole KV head, each on T/KV ranks, as vLLM "
+                  "and SGLang do (T a multiple of the KV heads; the plan file's \"replicate_kv_heads\": true). The "
+                  "pinned Transformers cannot load such a plan: export refuses it");
 }
 
 void addShape(CLI::App* cmd, PlanOpts& o)
@@ -279,6 +284,8 @@ int preview(const tp::OpenedModel& om, const tp::Plan& plan, const tp::ShardedGr
         j["dtype"] = std::string(tp::dtypeName(g.activationDtype));
         j["kv_cache_dtype"] = std::string(tp::dtypeName(g.options.kvCacheDtype.value_or(g.activationDtype)));
         j["kv_cache_layout"] = tp::kvCacheLayoutText(om.spec, g);
+        j["replicate_kv_heads"] = plan.replicateKvHeads;
+        j["kv_head_replicas"] = g.kvHeadReplicas;
         j["hardware"] = hw->id;
         j["valid"] = valid;
         j["collectives"] = collectivesJson(groups, *hw, g.tpSize);
@@ -470,6 +477,8 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
         if (tpGiven || plan.tpSize == 1)
             plan.tpSize = o.tp;
     }
+    if (o.replicateKv)
+        plan.replicateKvHeads = true;
     if (const std::string big = treeTooLarge(*om, o.model, mode == Mode::Preview); !big.empty()) {
         fmt::print(stderr, "tpstudio-cli {}: {}\n", verb, big);
         return kBadInput;
@@ -505,6 +514,21 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
             fmt::print(stderr, "tpstudio-cli plan export: the plan has errors; nothing written\n");
             return kBadInput;
         }
+        // KV heads replicated (replicate_kv_heads): Transformers splits k_proj and v_proj colwise and fails.
+        if (g.kvHeadReplicas > 1) {
+            fmt::print(stderr, "tpstudio-cli plan export: the plan replicates key/value heads (replicate_kv_heads: each "
+                               "of the {} KV heads on {} ranks), which the pinned Transformers 5.24 cannot load (it "
+                               "splits k_proj and v_proj colwise and fails in the first forward); nothing written. vLLM "
+                               "and SGLang replicate KV heads themselves at this tp size; for Transformers pick a tp size "
+                               "that divides the KV heads\n",
+                       om->spec.config.numKvHeads, g.kvHeadReplicas);
+            return kBadInput;
+        }
+        if (plan.replicateKvHeads) {
+            fmt::print(stderr, "note: replicate_kv_heads has no effect at tp_size {} and is left out of the export\n",
+                       plan.tpSize);
+            plan.replicateKvHeads = false;
+        }
         if (o.format == "json" && !plan.customStyles.empty())
             fmt::print(stderr, "note: the plan defines custom styles; DistributedConfig needs them registered first "
                                "(use --format python, which does it)\n");
@@ -528,6 +552,8 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
         j["class"] = om->spec.className;
         j["tp_size"] = plan.tpSize;
         j["profile"] = tp::profileName(profile);
+        j["replicate_kv_heads"] = plan.replicateKvHeads;
+        j["kv_head_replicas"] = g.kvHeadReplicas;
         auto entries = nlohmann::ordered_json::array();
         for (std::size_t i = 0; i < plan.entries.size(); ++i)
             entries.push_back({{"key", plan.entries[i].key}, {"style", plan.entries[i].style},

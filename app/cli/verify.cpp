@@ -165,6 +165,11 @@ int verify(const VerifyOpts& o)
                 errors += fmt::format("\n  {}: {}", d.where, d.message);
         return fail(fmt::format("the plan has errors at T={}, so Transformers is not asked to run it:{}", o.tp, errors));
     }
+    if (g.kvHeadReplicas > 1)
+        return fail(fmt::format("the plan replicates key/value heads (replicate_kv_heads: each KV head on {} ranks), which "
+                                "the pinned Transformers cannot load (it splits k_proj and v_proj colwise and fails in the "
+                                "first forward), so it is not asked to run it",
+                                g.kvHeadReplicas));
 
     auto scripts = tpapp::ScriptDir::make("tpstudio-verify");
     if (!scripts.ok())

@@ -133,6 +133,7 @@ void PlanDocument::applyWholePlan(const tp::Plan& plan)
     m_plan.entries = plan.entries;
     m_plan.customStyles = plan.customStyles;
     m_plan.epImplementation = plan.epImplementation;
+    m_plan.replicateKvHeads = plan.replicateKvHeads;
     emit planChanged();
     if (plan.tpSize != m_settings.tpSize) {
         PreviewSettings s = m_settings;
@@ -150,6 +151,7 @@ void PlanDocument::replacePlan(const tp::Plan& plan, const QString& text)
     after.entries = plan.entries;
     after.customStyles = plan.customStyles;
     after.epImplementation = plan.epImplementation;
+    after.replicateKvHeads = plan.replicateKvHeads;
     after.tpSize = std::max(1, plan.tpSize);
     m_undo.push(new ReplacePlanCommand(this, text, std::move(before), std::move(after)));
 }
@@ -295,6 +297,7 @@ tp::Status PlanDocument::restoreSession(const QByteArray& json, QString* modelSo
     m_plan.entries = merged.entries;
     m_plan.customStyles = merged.customStyles;
     m_plan.epImplementation = merged.epImplementation;
+    m_plan.replicateKvHeads = merged.replicateKvHeads;
     m_undo.clear();
     PreviewSettings s = m_settings;
     s.tpSize = std::max(1, p->tpSize);

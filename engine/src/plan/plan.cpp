@@ -233,7 +233,7 @@ PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan)
     const int T = plan.tpSize;
     if (T > 1) {
         const ModelConfig& c = spec.config;
-        bool qSharded = false, kvSharded = false;
+        bool qSharded = false, kvSharded = false, kvFused = false;
         std::string gatherErrors;
         for (const auto& a : out.params) {
             const ModuleSpec& m = spec.modules[static_cast<std::size_t>(a.module)];
@@ -246,6 +246,7 @@ PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan)
                     qSharded = true;
                 if (m.name == "k_proj" || m.name == "v_proj" || m.name == "qkv_proj")
                     kvSharded = true;
+                kvFused = kvFused || m.name == "qkv_proj";
             }
             if (a.style->forward == CollectiveKind::AllGather && p.name == "weight" && p.shape.size() == 2
                 && p.shape[0] % T != 0 && gatherErrors.empty()) {
@@ -265,34 +266,89 @@ PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan)
             out.diagnostics.push_back({Severity::Error, "num_attention_heads",
                                        fmt::format("{} attention heads are not divisible by tp_size {}", c.numHeads, T),
                                        fmt::format("valid tp sizes: {}", validList())});
-        if (kvSharded && c.numKvHeads % T != 0) {
-            std::string replicated;
-            if (T % c.numKvHeads == 0 && c.numKvHeads > 0) {
-                // What vLLM's layout would cost (transformers PR 47811 proposes it): each KV head on T / N ranks,
-                // one head a rank — its rows of every k_proj and v_proj, and its k and v in the cache.
-                std::int64_t weights = 0, wholeWeights = 0, cache = 0;
-                for (const ModuleSpec& m : spec.modules)
-                    if (m.kind == ModuleKind::Linear && (m.name == "k_proj" || m.name == "v_proj"))
-                        for (const ParamSpec& p : m.params)
-                            if (p.name == "weight" && p.shape.size() == 2) {
-                                const std::int64_t bytes = dtypeBytes(p.dtype, p.shape[0] * p.shape[1]);
-                                wholeWeights += bytes;
-                                weights += bytes / c.numKvHeads;
-                                cache += p.shape[0] / c.numKvHeads * dtypeBytes(c.dtype, 1);
-                            }
-                if (weights > 0)
-                    replicated = fmt::format(
-                        ". Replicated as vLLM does (each key/value head on {} ranks; transformers PR 47811 proposes it) a "
-                        "rank would hold 1 key/value head: {} of k_proj and v_proj weights (of {} whole) and {} of KV cache "
-                        "a token in {}",
-                        T / c.numKvHeads, humanBytes(static_cast<double>(weights)), humanBytes(static_cast<double>(wholeWeights)),
-                        humanBytes(static_cast<double>(cache)), dtypeName(c.dtype));
+        const std::int64_t KV = c.numKvHeads;
+        // Replication as vLLM does it: T a multiple of the KV heads, the query heads split T ways, separate k_proj and
+        // v_proj (a fused qkv_proj is not re-cut).
+        const bool replicable = KV > 0 && T % KV == 0 && c.numHeads % T == 0 && !kvFused;
+        auto replicatingSizes = [&] {
+            std::vector<int> out;
+            for (int t = 1; t <= 64 && KV > 0; ++t)
+                if (t > KV && t % KV == 0 && c.numHeads % t == 0)
+                    out.push_back(t);
+            return fmt::format("{}", fmt::join(out, ", "));
+        };
+        if (kvSharded && KV > 0 && KV % T != 0) {
+            // What one KV head a rank costs against an even split of the heads (each rank KV / T of them): its rows of
+            // every k_proj and v_proj, and its k and v in the cache.
+            std::int64_t weights = 0, wholeWeights = 0, cache = 0, wholeCache = 0;
+            for (const ModuleSpec& m : spec.modules)
+                if (m.kind == ModuleKind::Linear && (m.name == "k_proj" || m.name == "v_proj"))
+                    for (const ParamSpec& p : m.params)
+                        if (p.name == "weight" && p.shape.size() == 2) {
+                            const std::int64_t bytes = dtypeBytes(p.dtype, p.shape[0] * p.shape[1]);
+                            wholeWeights += bytes;
+                            weights += bytes / KV;
+                            cache += p.shape[0] / KV * dtypeBytes(c.dtype, 1);
+                            wholeCache += p.shape[0] * dtypeBytes(c.dtype, 1);
+                        }
+            auto bytesText = [](std::int64_t b) { return humanBytes(static_cast<double>(b)); };
+            // Transformers' colwise split of k_proj and v_proj: a rank's rows are a fraction of one head.
+            const std::string transformers = fmt::format(
+                "Transformers does not replicate KV heads and fails in the first forward: its colwise split of k_proj "
+                "and v_proj gives a rank {} of their {} rows, not whole heads of {} (view(…, -1, head_dim))",
+                (c.headDim * KV + T - 1) / T, c.headDim * KV, c.headDim);
+            if (plan.replicateKvHeads && replicable && weights > 0) {
+                out.diagnostics.push_back(
+                    {Severity::Warning, "num_key_value_heads",
+                     fmt::format("{} key/value heads on tp_size {}: replicated (replicate_kv_heads), each key/value head "
+                                 "on {} ranks, one whole head a rank, as vLLM and SGLang do (transformers PR 47811 "
+                                 "proposes it); the pinned Transformers 5.24 cannot load this plan — {}. Replication costs: "
+                                 "a rank holds {} of k_proj and v_proj weights ({} with an even split; {} over the {} "
+                                 "ranks, {}× the model's {}) and {} of KV cache a token in {} ({} with an even split)",
+                                 KV, T, T / KV, transformers, bytesText(weights), bytesText(wholeWeights / T),
+                                 bytesText(weights * T), T, T / KV, bytesText(wholeWeights), bytesText(cache),
+                                 dtypeName(c.dtype), bytesText(wholeCache / T)),
+                     fmt::format("serve it with vLLM or SGLang, which replicate KV heads so (TP Studio's engine does "
+                                 "not run it); for Transformers pick a tp size that divides the heads: {}",
+                                 validList())});
+            } else {
+                std::string message = fmt::format("{} key/value heads are not divisible by tp_size {}", KV, T);
+                std::string hint = fmt::format("valid tp sizes: {}", validList());
+                if (plan.replicateKvHeads && kvFused)
+                    message += fmt::format(", and replicate_kv_heads re-cuts separate k_proj and v_proj only, not a fused "
+                                           "qkv_proj; {}", transformers);
+                else if (plan.replicateKvHeads && T % KV != 0)
+                    message += fmt::format(", and replicate_kv_heads cannot replicate them: tp_size must be a multiple of "
+                                           "{} (each head on T / {} ranks, as vLLM requires); {}",
+                                           KV, KV, transformers);
+                else
+                    message += fmt::format("; Transformers does not replicate KV heads and fails in the first forward"
+                                           "{}",
+                                           T % KV == 0 && weights > 0
+                                               ? fmt::format(
+                                                     ". Replicated as vLLM does (each key/value head on {} ranks; "
+                                                     "transformers PR 47811 proposes it) a rank would hold 1 key/value "
+                                                     "head: {} of k_proj and v_proj weights (of {} whole) and {} of KV "
+                                                     "cache a token in {}",
+                                                     T / KV, bytesText(weights), bytesText(wholeWeights), bytesText(cache),
+                                                     dtypeName(c.dtype))
+                                               : std::string());
+                if (plan.replicateKvHeads && T % KV != 0)
+                    hint = fmt::format("tp sizes that replicate them: {}; that split them evenly: {}", replicatingSizes(),
+                                       validList());
+                else if (!plan.replicateKvHeads && replicable)
+                    hint += " — or replicate them as vLLM does (\"replicate_kv_heads\": true, --replicate-kv-heads), "
+                            "a plan for the planner and for vLLM/SGLang that the pinned Transformers cannot load";
+                out.diagnostics.push_back({Severity::Error, "num_key_value_heads", std::move(message), std::move(hint)});
             }
-            out.diagnostics.push_back({Severity::Error, "num_key_value_heads",
-                                       fmt::format("{} key/value heads are not divisible by tp_size {}; Transformers does "
-                                                   "not replicate KV heads and fails in the first forward{}",
-                                                   c.numKvHeads, T, replicated),
-                                       fmt::format("valid tp sizes: {}", validList())});
+        } else if (plan.replicateKvHeads) {
+            out.diagnostics.push_back(
+                {Severity::Info, "replicate_kv_heads",
+                 kvSharded ? fmt::format("no effect at tp_size {}: the {} key/value heads split evenly ({} a rank), as "
+                                         "Transformers splits them",
+                                         T, KV, KV > 0 ? KV / T : 0)
+                           : "no effect: the plan does not split k_proj and v_proj by heads",
+                 ""});
         }
     }
 

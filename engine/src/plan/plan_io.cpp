@@ -223,6 +223,13 @@ Result<Plan> parsePlanJson(std::string_view text, const std::string& source, Ver
                                                "\"all_to_all\", found {}",
                                                source, jsonExcerpt(v)));
     }
+    // TP Studio's own key: KV heads replicated as vLLM does (Plan::replicateKvHeads), which Transformers cannot load.
+    if (map != &j && j.contains("replicate_kv_heads") && !j["replicate_kv_heads"].is_null()) {
+        if (!j["replicate_kv_heads"].is_boolean())
+            return invalidArgument(fmt::format("{}: key 'replicate_kv_heads' must be true or false, found {}", source,
+                                               jsonExcerpt(j["replicate_kv_heads"])));
+        plan.replicateKvHeads = j["replicate_kv_heads"].get<bool>();
+    }
     return plan;
 }
 
@@ -400,6 +407,8 @@ std::string planToJson(const Plan& plan, const ModelSpec* spec)
     }
     if (!plan.customStyles.empty())
         j["custom_styles"] = customStylesJson(plan);
+    if (plan.replicateKvHeads)
+        j["replicate_kv_heads"] = true;
     return j.dump(2, ' ', false, kReplaceInvalidUtf8) + "\n";
 }
 

@@ -42,6 +42,12 @@ std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g
     }
     if (!g.graph.unsupported.empty())
         return g.graph.unsupported;
+    if (g.kvHeadReplicas > 1)
+        return fmt::format("the plan replicates key/value heads (replicate_kv_heads: each KV head on {} of the {} ranks), "
+                           "which the engine does not run: its attention pairs a rank's query heads with its KV heads by "
+                           "the model's global group size; preview the plan instead, or pick a tp size that divides the KV "
+                           "heads",
+                           g.kvHeadReplicas, g.tpSize);
     // Styles whose forward the engine does not run, and why.
     static constexpr std::pair<const char*, const char*> kNotExecutable[] = {
         {"moe_identity_expert",

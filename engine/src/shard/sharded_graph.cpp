@@ -99,6 +99,24 @@ ParamShard shardParam(std::string path, const ParamSpec& p, const Placement& pl,
     return s;
 }
 
+// vLLM's KV-head replication (Plan::replicateKvHeads): with T a multiple of the KV heads, rank r holds head
+// floor(r · KV / T), so T / KV consecutive ranks share each head, and rank r's query heads [r·H/T, (r+1)·H/T) all read it.
+std::int64_t kvHeadOfRank(std::int64_t rank, std::int64_t kvHeads, std::int64_t tp) { return rank * kvHeads / tp; }
+
+// The shard of a k_proj / v_proj parameter split by heads on dim 0 re-cut so that every rank holds one whole head of
+// `headRows` rows; its bytes follow.
+void replicateHeads(ParamShard& s, const ParamSpec& p, std::int64_t kvHeads, int T)
+{
+    const std::int64_t headRows = p.shape[0] / kvHeads;
+    for (int r = 0; r < T; ++r) {
+        const std::size_t i = static_cast<std::size_t>(r);
+        s.slices[i] = {{kvHeadOfRank(r, kvHeads, T) * headRows, headRows}};
+        s.shapes[i][0] = headRows;
+        s.bytes[i] = p.packBits > 0 ? p.bytes() : p.bytesOf(s.shapes[i]);
+    }
+    s.replicas = T / static_cast<int>(kvHeads);
+}
+
 std::string sizesText(const std::vector<std::int64_t>& v) { return fmt::format("{}", fmt::join(v, ", ")); }
 
 // "model.layers.3:residual_mlp" → "model.layers.*:residual_mlp"
@@ -153,7 +171,7 @@ public:
         for (std::size_t i = 0; i < m_g.diagnostics.size(); ++i)
             m_reported.emplace(reportKey(m_g.diagnostics[i].where, m_g.diagnostics[i].message), static_cast<int>(i));
         m_headDivisibilityError = std::any_of(m_g.diagnostics.begin(), m_g.diagnostics.end(), [](const Diagnostic& d) {
-            return d.where == "num_attention_heads" || d.where == "num_key_value_heads";
+            return d.severity == Severity::Error && (d.where == "num_attention_heads" || d.where == "num_key_value_heads");
         });
         buildParams();
         checkParams();
@@ -211,6 +229,10 @@ private:
             ParamShard s = shardParam(path, p, pl, m_T);
             s.module = a.module;
             s.param = a.param;
+            if (const std::int64_t kv = replicatedKvHeads(m, p, s, a.style); kv > 0) {
+                replicateHeads(s, p, kv, m_T);
+                m_g.kvHeadReplicas = std::max(m_g.kvHeadReplicas, s.replicas);
+            }
             if (m_g.moduleFirstParam[static_cast<std::size_t>(a.module)] < 0)
                 m_g.moduleFirstParam[static_cast<std::size_t>(a.module)] = static_cast<int>(m_g.params.size());
             if (!p.tiedTo.empty()) {
@@ -223,6 +245,22 @@ private:
                 byPath.emplace(s.path, static_cast<int>(m_g.params.size()));
             m_g.params.push_back(std::move(s));
         }
+    }
+
+    // The KV heads of layer `m.layer` when Plan::replicateKvHeads replicates parameter `p` of `m`: a k_proj or v_proj
+    // split by heads (dim 0, plain colwise, the output kept split), fewer KV heads than T, T a multiple of them and
+    // of the query heads a divisor (else the match's error stands and nothing is re-cut); 0 otherwise.
+    std::int64_t replicatedKvHeads(const ModuleSpec& m, const ParamSpec& p, const ParamShard& s, const Style* style) const
+    {
+        if (!m_plan.replicateKvHeads || m_T <= 1 || s.dim != 0 || s.placement.kind != Placement::Kind::Shard
+            || m.kind != ModuleKind::Linear || (m.name != "k_proj" && m.name != "v_proj") || p.packBits > 0 || p.shape.empty()
+            || (style && style->forward == CollectiveKind::AllGather) || m_spec.config.isMla())
+            return 0;
+        const ModelConfig& c = m_spec.config;
+        const std::int64_t kv = c.kvHeadsAt(m.layer), heads = c.headsAt(m.layer);
+        if (kv <= 0 || kv % m_T == 0 || m_T % kv != 0 || heads % m_T != 0 || p.shape[0] % kv != 0)
+            return 0;
+        return kv;
     }
 
     void checkTied(const ParamShard& tied, const ParamShard& owner)
@@ -249,7 +287,7 @@ private:
     {
         std::set<std::string> seen;
         for (const auto& s : m_g.params) {
-            if (s.dim < 0 || s.tied)
+            if (s.dim < 0 || s.tied || s.replicas > 1) // a replicated KV head is whole on its ranks
                 continue;
             const ParamSpec& p = paramSpec(s);
             const std::int64_t n = p.shape[static_cast<std::size_t>(s.dim)];
@@ -824,12 +862,22 @@ private:
         // Local heads come from the shard size (view(*, -1, head_dim)); GQA groups use global counts.
         const std::int64_t kvWidth = mla ? n.headDim - n.mlaRope + n.vHeadDim : n.headDim;
         std::vector<std::int64_t> localHeads(static_cast<std::size_t>(m_T)), outLocal(localHeads.size());
+        // KV heads replicated (Plan::replicateKvHeads): one whole KV head a rank, the one all its query heads read.
+        const bool replicatedKv = m_plan.replicateKvHeads && !mla && n.kvHeads > 0 && n.kvHeads < m_T && m_T % n.kvHeads == 0
+                               && n.heads % n.kvHeads == 0;
         bool ok = true;
+        std::int64_t firstHead = 0; // of the rank's query heads
         for (std::size_t r = 0; r < localHeads.size() && ok; ++r) {
             const std::int64_t qh = Q.local[r] / n.headDim, kh = K.local[r] / kvWidth;
             ok = Q.local[r] % n.headDim == 0 && K.local[r] % kvWidth == 0
-                && (mla || (V.local[r] % n.vHeadDim == 0 && V.local[r] / n.vHeadDim == kh)) // values v_head_dim wide per head
-                && qh * n.kvHeads == kh * n.heads;
+                && (mla || (V.local[r] % n.vHeadDim == 0 && V.local[r] / n.vHeadDim == kh)); // values v_head_dim wide per head
+            if (ok && replicatedKv && kh == 1) {
+                const std::int64_t group = n.heads / n.kvHeads, mine = kvHeadOfRank(static_cast<std::int64_t>(r), n.kvHeads, m_T);
+                ok = qh > 0 && firstHead / group == mine && (firstHead + qh - 1) / group == mine;
+            } else {
+                ok = ok && qh * n.kvHeads == kh * n.heads;
+            }
+            firstHead += qh;
             localHeads[r] = qh;
             outLocal[r] = qh * n.vHeadDim;
         }

@@ -32,6 +32,11 @@ struct Plan
 {
     int tpSize = 1;
     EpImplementation epImplementation = EpImplementation::Auto;
+    // Key/value heads fewer than tp_size: give each rank one whole KV head, each head on T / KV ranks, as vLLM and
+    // SGLang do (transformers PR 47811 proposes it) — rank r holds head floor(r · KV / T) of every k_proj and v_proj.
+    // Needs T a multiple of KV; no effect where KV heads split evenly. A TP Studio extension ("replicate_kv_heads" in
+    // the plan file): the pinned Transformers 5.24 cannot load such a plan (it splits k_proj and v_proj colwise).
+    bool replicateKvHeads = false;
     VersionProfile profile = VersionProfile::G3;
     std::vector<PlanEntry> entries;    // in file order (parameter keys before module keys)
     std::vector<Style> customStyles;   // user-defined, saved with the plan

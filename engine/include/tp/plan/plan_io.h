@@ -4,7 +4,9 @@
 // parameter keys come before their module key (the loader's regex alternation takes the first
 // match). A plan that defines custom styles adds "custom_styles": {name: {"base": "colwise" |
 // "rowwise", "input": "Replicate" | "Shard(-1)", "output": …}}; the Python export registers them
-// with ALL_PARALLEL_STYLES before building the DistributedConfig. Import accepts the wrapped form or
+// with ALL_PARALLEL_STYLES before building the DistributedConfig. A plan that replicates KV heads
+// (Plan::replicateKvHeads) adds "replicate_kv_heads": true, a TP Studio key no Transformers version
+// knows (`plan export` refuses such a plan where it takes effect). Import accepts the wrapped form or
 // a bare {key: style} dict.
 #pragma once
 

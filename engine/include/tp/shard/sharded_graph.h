@@ -42,6 +42,9 @@ struct ParamShard
     std::vector<std::vector<std::int64_t>> shapes; // per rank local shape
     std::vector<std::int64_t> bytes;               // per rank
     bool tied = false;                             // shares storage with an earlier parameter
+    // > 1: ranks share slices, this many holding each (k_proj / v_proj under Plan::replicateKvHeads: rank r has KV
+    // head floor(r · KV / T), whole); 1: the slices are disjoint.
+    int replicas = 1;
 };
 
 // An activation on every rank: its layout and per-rank width of the last dim.
@@ -166,6 +169,9 @@ struct ShardedGraph
     std::vector<Diagnostic> diagnostics;           // the match's, then layout and shape findings
 
     std::vector<int> moduleFirstParam;             // per module: its first entry in `params`, or -1
+    // How many ranks hold each key/value head: T / KV where Plan::replicateKvHeads replicates them (a rank's
+    // k_proj and v_proj hold one whole head), else 1.
+    int kvHeadReplicas = 1;
 
     bool valid() const { return !hasErrors(diagnostics); }
     std::int64_t elementBytes() const;
