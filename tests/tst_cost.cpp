@@ -322,6 +322,16 @@ private slots:
         for (const PlanCandidate& c : busy->candidates)
             if (c.pp == 2)
                 QVERIFY2(c.bubble < 0.1, qPrintable(QString::number(c.bubble)));
+        // KV heads replicated (vLLM's and SGLang's way, not loadable by the pinned Transformers) open TP 16 to the
+        // 8-KV-head model: a candidate across the nodes, only when asked.
+        QVERIFY(std::none_of(r->candidates.begin(), r->candidates.end(), [](const PlanCandidate& c) { return c.plan.replicateKvHeads; }));
+        SearchOptions rep = o;
+        rep.replicateKvHeads = true;
+        const auto withRep = searchPlans(s, hw, rep);
+        QVERIFY2(withRep.ok(), withRep.status().message().c_str());
+        QVERIFY(std::any_of(withRep->candidates.begin(), withRep->candidates.end(), [](const PlanCandidate& c) {
+            return c.name == "KV heads replicated" && c.tp == 16 && c.pp == 1 && c.spansNodes && c.plan.replicateKvHeads;
+        }));
         // One node: no pipeline is tried unless asked.
         const auto single = searchPlans(s, findHardware("h100-sxm-8").value(), {.batch = 1, .seq = 512, .shipped = false});
         QVERIFY(single.ok() && std::all_of(single->candidates.begin(), single->candidates.end(), [](const PlanCandidate& c) { return c.pp == 1; }));

@@ -623,6 +623,7 @@ int search(const PlanOpts& o, bool maxTpGiven)
     so.context = o.contextGiven ? o.context : 0;
     so.maxTp = maxTpGiven ? o.maxTp : 0;
     so.maxPp = o.maxPp;
+    so.replicateKvHeads = o.replicateKv;
     so.activationDtype = dtypeOption(o.dtype);
     so.kvCacheDtype = dtypeOption(o.kvDtype);
     for (const std::string& file : o.alsoPlans) {
@@ -803,6 +804,9 @@ std::function<int()> addPlan(CLI::App& app)
     srch->add_option("--context", o->context, "Decode context per sequence: the KV cache it needs and the step ITL times "
                                               "(1 to 2^24; default: --seq)");
     srch->add_option("--max-tp", o->maxTp, "Largest T tried, at most the hardware's device count (the default)")->check(CLI::Range(1, 64));
+    srch->add_flag("--replicate-kv-heads", o->replicateKv,
+                   "Also try the default plan with each key/value head on T/KV ranks at every T above the KV heads, as "
+                   "vLLM and SGLang run it (the pinned Transformers cannot load such a plan)");
     srch->add_option("--max-pp", o->maxPp,
                      "Largest number of pipeline stages tried (each on its own T GPUs, T × PP at most the devices); default: "
                      "the profile's nodes, so 1 (TP only) on one node")

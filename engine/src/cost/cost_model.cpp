@@ -337,6 +337,9 @@ std::string kvCacheLayoutText(const ModelSpec& spec, const ShardedGraph& g)
         return fmt::format("Transformers' layout: MLA's compressed latent and rope key ({} + {} values a token per layer), whole "
                            "on every rank, as vLLM and SGLang cache it too{}; {}",
                            spec.config.kvLoraRank, spec.config.qkRopeHeadDim, windows, dtype);
+    if (g.kvHeadReplicas > 1) // not Transformers' (it cannot load the plan): vLLM's
+        return fmt::format("vLLM's layout: one whole k and v head a rank per layer, each head on {} ranks (replicate_kv_heads){}; {}",
+                           g.kvHeadReplicas, windows, dtype);
     return fmt::format("Transformers' layout: each rank's k and v heads per layer{}; {}", windows, dtype);
 }
 

@@ -82,6 +82,17 @@ std::optional<Plan> headReplicated(Plan p)
     return std::nullopt;
 }
 
+// The default with KV heads replicated (Plan::replicateKvHeads) where T is a multiple of the key/value heads and above
+// them; nullopt elsewhere (and for MLA, whose latent is whole on every rank).
+std::optional<Plan> kvHeadsReplicated(const ModelSpec& spec, Plan p)
+{
+    const std::int64_t kv = spec.config.numKvHeads;
+    if (spec.config.isMla() || kv <= 0 || p.tpSize <= kv || p.tpSize % kv != 0)
+        return std::nullopt;
+    p.replicateKvHeads = true;
+    return p;
+}
+
 // The plan as exported (every default key it drops written as "replicate"), its lines sorted: equal
 // for two plans Transformers loads alike, whatever their key order.
 std::string canonical(const ModelSpec& spec, const Plan& p)
@@ -244,6 +255,10 @@ Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& h
                          expertParallel(spec, base)});
         plans.push_back({"head replicated", "the default with lm_head replicated: every rank computes all logits, no gather",
                          headReplicated(base)});
+        plans.push_back({"KV heads replicated",
+                         "the default with each key/value head on T / KV ranks, as vLLM and SGLang run T above the KV heads "
+                         "(replicate_kv_heads: the pinned Transformers cannot load it)",
+                         o.replicateKvHeads ? kvHeadsReplicated(spec, base) : std::nullopt});
         for (const NamedPlan& p : extra)
             plans.push_back({p.name, p.description, p.plan});
         std::vector<std::pair<std::string, int>> seen; // this T's plans so far: canonical form → candidate index or -1

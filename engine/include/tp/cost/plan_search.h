@@ -42,6 +42,9 @@ struct SearchOptions
     std::vector<NamedPlan> plans;
     // Also every plan shipped for the model's type (shippedPlans(), but one named as a plan above).
     bool shipped = true;
+    // Also the default with key/value heads replicated at each T above them (Plan::replicateKvHeads: what vLLM and
+    // SGLang run, which the pinned Transformers cannot load).
+    bool replicateKvHeads = false;
 };
 
 struct PlanCandidate
@@ -77,6 +80,7 @@ struct SearchResult
 };
 
 // Candidates: the default plan; attention replicated; the residual stream's norms sequence-parallel;
+// KV heads replicated (options.replicateKvHeads);
 // the experts split by id (ep_plan: grouped_gemm + ep_dispatch_experts) where the model has experts;
 // the head replicated; the plans shipped for the model's type (options.shipped); and `options.plans` — each at T = 1 …
 // maxTp, at most the profile's devices, and each valid one also as PP = 2 … maxPp pipeline stages of T GPUs (T × PP
