@@ -283,7 +283,6 @@ Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& h
             }
             const CostReport prefill = estimateCost(spec, g, hw);
             TP_ASSIGN_OR_RETURN(const MemoryFit fit, memoryFit(g, hw, o.batch, context));
-            const bool fresh = seen.back().second < 0;
             for (int pp = 1; pp <= maxPp && t * pp <= hw.totalDevices(); ++pp) {
                 PlanCandidate c;
                 c.name = name;
@@ -299,7 +298,7 @@ Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& h
                     continue;
                 }
                 c.plan = *plan;
-                if (fresh && pp == 1)
+                if (pp == 1)
                     seen.back().second = static_cast<int>(out.candidates.size());
                 out.candidates.push_back(std::move(c));
             }

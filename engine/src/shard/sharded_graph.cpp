@@ -112,7 +112,7 @@ void replicateHeads(ParamShard& s, const ParamSpec& p, std::int64_t kvHeads, int
         const std::size_t i = static_cast<std::size_t>(r);
         s.slices[i] = {{kvHeadOfRank(r, kvHeads, T) * headRows, headRows}};
         s.shapes[i][0] = headRows;
-        s.bytes[i] = p.packBits > 0 ? p.bytes() : p.bytesOf(s.shapes[i]);
+        s.bytes[i] = p.bytesOf(s.shapes[i]);
     }
     s.replicas = T / static_cast<int>(kvHeads);
 }
