@@ -444,6 +444,25 @@ private slots:
             }
         }
         QVERIFY(pipeline);
+        // A written pipeline validates back as a pipeline: its largest stage against the device, T × PP GPUs needed;
+        // pp_size is read strictly.
+        for (const auto& c : jm["candidates"])
+            if (c["pareto"].get<bool>() && c["pp"] == 2) {
+                const QString file = QDir(mesh).filePath(QString::fromStdString(c["file"].get<std::string>()));
+                const Run ok = cli({"plan", "validate", "llama-3.1-405b", "--plan", file, "--hardware", "h100-sxm-2x8"});
+                QVERIFY2(ok.code == 0, qPrintable(ok.out + ok.err));
+                const Run few = cli({"plan", "validate", "llama-3.1-405b", "--plan", file, "--hardware", "h100-sxm-8"});
+                QVERIFY2(few.code == 1 && few.out.contains("× pp_size 2 needs 16 devices"), qPrintable(few.out + few.err));
+                const Run py = cli({"plan", "export", "llama-3.1-405b", "--plan", file, "--format", "python"});
+                QVERIFY2(py.code == 1 && py.err.contains("pp_size 2"), qPrintable(py.err));
+                break;
+            }
+        for (const char* bad : {"0", "-1", "\"2\"", "1.5", "5000"}) {
+            const QString f = tmp.filePath("bad-pp.json");
+            std::ofstream(f.toStdString()) << "{\"tp_size\": 8, \"pp_size\": " << bad << ", \"tp_plan\": {}}";
+            const Run r = cli({"plan", "validate", "llama-3.1-405b", "--plan", f});
+            QVERIFY2(r.code == 1 && r.err.contains("'pp_size' must be a positive integer"), qPrintable(QString(bad) + ": " + r.err));
+        }
         const Run human = cli({"plan", "search", "llama-3.1-405b", "--hardware", "h100-sxm-2x8"});
         QVERIFY2(human.out.contains("TP×PP") && human.out.contains("8×2") && human.out.contains("TP across 2 nodes"), qPrintable(human.out));
     }

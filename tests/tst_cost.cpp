@@ -313,7 +313,8 @@ private slots:
         QVERIFY(mesh->memoryBytes < whole.neededBytes && mesh->memoryBytes > whole.weightBytes / 2);
         QCOMPARE(mesh->headroomBytes, hw.usableMemoryBytes() - mesh->memoryBytes);
         // Written for DistributedConfig: pp_size beside tp_size.
-        const nlohmann::json j = nlohmann::json::parse(candidateToJson(s, *mesh));
+        QCOMPARE(mesh->plan.ppSize, 2);
+        const nlohmann::json j = nlohmann::json::parse(planToJson(mesh->plan, &s));
         QCOMPARE(j["tp_size"], 8);
         QCOMPARE(j["pp_size"], 2);
         // With more sequences than stages, micro-batches fill the pipeline: no bubble, and more tokens/s per GPU.
@@ -332,6 +333,11 @@ private slots:
         QVERIFY(std::any_of(withRep->candidates.begin(), withRep->candidates.end(), [](const PlanCandidate& c) {
             return c.name == "KV heads replicated" && c.tp == 16 && c.pp == 1 && c.spansNodes && c.plan.replicateKvHeads;
         }));
+        // Stages laid out node by node: no layout whose TP group would straddle two nodes (T = 3 on nodes of 8).
+        const auto odd = searchPlans(s, hw, {.batch = 1, .seq = 512, .maxTp = 12, .maxPp = 5, .shipped = false});
+        QVERIFY2(odd.ok(), odd.status().message().c_str());
+        for (const PlanCandidate& c : odd->candidates)
+            QVERIFY2(c.pp == 1 || c.tp % 8 == 0 || 8 % c.tp == 0, qPrintable(QStringLiteral("%1x%2").arg(c.tp).arg(c.pp)));
         // One node: no pipeline is tried unless asked.
         const auto single = searchPlans(s, findHardware("h100-sxm-8").value(), {.batch = 1, .seq = 512, .shipped = false});
         QVERIFY(single.ok() && std::all_of(single->candidates.begin(), single->candidates.end(), [](const PlanCandidate& c) { return c.pp == 1; }));

@@ -617,6 +617,10 @@ private slots:
                      }),
                      dump(g).c_str());
         QCOMPARE(g.valid(), sev != Severity::Error);
+        // Replicable KV heads blocked by the query heads: the query heads' error alone, not one about the KV heads.
+        if (replicate && where == "num_attention_heads")
+            QVERIFY2(std::none_of(g.diagnostics.begin(), g.diagnostics.end(), [](const Diagnostic& d) { return d.where == "num_key_value_heads"; }),
+                     dump(g).c_str());
         // Nothing is replicated where the plan is invalid or the heads split evenly.
         if (sev != Severity::Warning) {
             QCOMPARE(g.kvHeadReplicas, 1);
@@ -742,7 +746,7 @@ private slots:
                 e = &d;
         QVERIFY(e && e->severity == Severity::Error);
         QCOMPARE(e->where, std::string("model.layers.*.self_attn.q_proj"));
-        QVERIFY2(e->message.find(fmt::format("an {} 4-bit weight (group_size 128)", gptq ? "GPTQ" : "AWQ")) != std::string::npos, e->message.c_str());
+        QVERIFY2(e->message.find(fmt::format("{} 4-bit weight (group_size 128)", gptq ? "a GPTQ" : "an AWQ")) != std::string::npos, e->message.c_str());
         QVERIFY2(e->message.find(fmt::format("({} such weights in all)", L * (gptq ? 7 : 6))) != std::string::npos, e->message.c_str());
         // Row-parallel o_proj (in = 4096) and down_proj (GPTQ: in = 14336 = 112 groups) keep whole groups; column-parallel
         // outputs whole int32 words.

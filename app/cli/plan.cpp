@@ -529,6 +529,13 @@ int run(Mode mode, const PlanOpts& o, bool tpGiven)
                        plan.tpSize);
             plan.replicateKvHeads = false;
         }
+        if (o.format == "python" && plan.ppSize > 1) {
+            fmt::print(stderr, "tpstudio-cli plan export: the plan has pp_size {} (a pipeline from plan search); the Python "
+                               "export loads tensor parallelism only (torchrun over tp_size ranks); nothing written. Use "
+                               "--format json, which keeps pp_size for DistributedConfig(**json.load(f))\n",
+                       plan.ppSize);
+            return kBadInput;
+        }
         if (o.format == "json" && !plan.customStyles.empty())
             fmt::print(stderr, "note: the plan defines custom styles; DistributedConfig needs them registered first "
                                "(use --format python, which does it)\n");
@@ -653,7 +660,7 @@ int search(const PlanOpts& o, bool maxTpGiven)
     if (!o.writeDir.empty()) {
         for (const auto* c : order)
             if (c->pareto) {
-                const std::string text = tp::candidateToJson(om->spec, *c);
+                const std::string text = tp::planToJson(c->plan, &om->spec);
                 if (const std::string bad = writeOutput((fs::path(o.writeDir) / fileName(*c)).string(),
                                                         [&](std::ostream& out) { out << text; });
                     !bad.empty())
@@ -691,7 +698,7 @@ int search(const PlanOpts& o, bool maxTpGiven)
                           {"memory_bytes", c->memoryBytes},
                           {"headroom_bytes", c->headroomBytes},
                           {"file", c->pareto && !o.writeDir.empty() ? fileName(*c) : std::string()},
-                          {"plan", nlohmann::ordered_json::parse(tp::candidateToJson(om->spec, *c))}});
+                          {"plan", nlohmann::ordered_json::parse(tp::planToJson(c->plan, &om->spec))}});
         j["candidates"] = cs;
         std::cout << j.dump(2, ' ', false, tp::kReplaceInvalidUtf8) << "\n";
         return kOk;
@@ -723,7 +730,12 @@ int search(const PlanOpts& o, bool maxTpGiven)
     if (mesh)
         fmt::print("TP×PP: load with DistributedConfig(tp_size=TP, pp_size=PP); --write puts pp_size in the file\n");
     if (!o.writeDir.empty())
-        fmt::print("\nthe front's plans are in {}/\n", o.writeDir);
+    {
+        if (r->candidates.empty())
+            fmt::print("\nnothing written to {}/: no candidate fits\n", o.writeDir);
+        else
+            fmt::print("\nthe front's plans are in {}/\n", o.writeDir);
+    }
     return kOk;
 }
 

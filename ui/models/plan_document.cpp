@@ -134,6 +134,7 @@ void PlanDocument::applyWholePlan(const tp::Plan& plan)
     m_plan.customStyles = plan.customStyles;
     m_plan.epImplementation = plan.epImplementation;
     m_plan.replicateKvHeads = plan.replicateKvHeads;
+    m_plan.ppSize = plan.ppSize;
     emit planChanged();
     if (plan.tpSize != m_settings.tpSize) {
         PreviewSettings s = m_settings;
@@ -152,6 +153,7 @@ void PlanDocument::replacePlan(const tp::Plan& plan, const QString& text)
     after.customStyles = plan.customStyles;
     after.epImplementation = plan.epImplementation;
     after.replicateKvHeads = plan.replicateKvHeads;
+    after.ppSize = plan.ppSize;
     after.tpSize = std::max(1, plan.tpSize);
     m_undo.push(new ReplacePlanCommand(this, text, std::move(before), std::move(after)));
 }
@@ -232,11 +234,6 @@ tp::Status PlanDocument::writePlanJson(const tp::Plan& plan, const QString& path
     return writeText(path, tp::planToJson(plan, m_spec.get()));
 }
 
-tp::Status PlanDocument::writeJsonText(const std::string& text, const QString& path) const
-{
-    return writeText(path, text);
-}
-
 tp::Status PlanDocument::exportPython(const QString& path) const
 {
     if (!m_spec)
@@ -298,6 +295,7 @@ tp::Status PlanDocument::restoreSession(const QByteArray& json, QString* modelSo
     m_plan.customStyles = merged.customStyles;
     m_plan.epImplementation = merged.epImplementation;
     m_plan.replicateKvHeads = merged.replicateKvHeads;
+    m_plan.ppSize = merged.ppSize;
     m_undo.clear();
     PreviewSettings s = m_settings;
     s.tpSize = std::max(1, p->tpSize);

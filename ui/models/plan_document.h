@@ -62,8 +62,6 @@ public:
     tp::Status exportJson(const QString& path) const;
     // Writes `plan` (a plan of this model) as Transformers JSON, as exportJson writes the document's.
     tp::Status writePlanJson(const tp::Plan& plan, const QString& path) const;
-    // Writes JSON text made elsewhere (an advisor candidate's, pp_size included).
-    tp::Status writeJsonText(const std::string& text, const QString& path) const;
     tp::Status exportPython(const QString& path) const;
 
     const PreviewSettings& settings() const { return m_settings; }

@@ -669,7 +669,7 @@ tp::Status AdvisorPage::exportSelected(const QString& path) const
 {
     if (!m_result || m_selected < 0 || m_resultSpec.get() != m_doc->spec())
         return tp::Status(tp::StatusCode::FailedPrecondition, "no candidate selected");
-    return m_doc->writeJsonText(tp::candidateToJson(*m_doc->spec(), m_result->candidates[std::size_t(m_selected)]), path);
+    return m_doc->writePlanJson(m_result->candidates[std::size_t(m_selected)].plan, path);
 }
 
 void AdvisorPage::exportDialog()

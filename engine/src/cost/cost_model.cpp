@@ -480,6 +480,48 @@ std::string whatFitsText(const FitLimits& f, std::int64_t batch, std::int64_t co
     return ctx + " · " + bat;
 }
 
+std::int64_t pipelineStageBytes(const ModelSpec& spec, const ShardedGraph& g, const MemoryFit& fit, int pp)
+{
+    if (pp <= 1)
+        return fit.neededBytes;
+    const std::vector<Interval> stages = chunkSizes(std::max<std::int64_t>(spec.config.numLayers, 1), pp);
+    const auto stageOf = [&](int layer) {
+        for (int s = 0; s < pp; ++s)
+            if (layer < stages[static_cast<std::size_t>(s)].offset + stages[static_cast<std::size_t>(s)].size)
+                return s;
+        return pp - 1;
+    };
+    const std::size_t T = static_cast<std::size_t>(std::max(g.tpSize, 1));
+    std::vector<std::vector<std::int64_t>> weights(static_cast<std::size_t>(pp), std::vector<std::int64_t>(T, 0));
+    for (const ParamShard& p : g.params) {
+        const ModuleSpec& m = spec.modules[static_cast<std::size_t>(p.module)];
+        std::vector<int> on;
+        if (m.layer >= 0)
+            on = {stageOf(m.layer)};
+        else if (m.kind == ModuleKind::Embedding)
+            on = spec.config.tieWordEmbeddings ? std::vector<int>{0, pp - 1} : std::vector<int>{0};
+        else if (!p.tied)
+            on = {pp - 1};
+        for (const int s : on)
+            for (std::size_t r = 0; r < p.bytes.size() && r < T; ++r)
+                weights[static_cast<std::size_t>(s)][r] += p.bytes[r];
+    }
+    std::vector<int> cached(static_cast<std::size_t>(pp), 0);
+    int cachedAll = 0;
+    for (const GraphNode& n : g.graph.nodes)
+        if ((n.kind == OpKind::Attention || n.kind == OpKind::Mixer) && n.layer >= 0) {
+            ++cached[static_cast<std::size_t>(stageOf(n.layer))];
+            ++cachedAll;
+        }
+    std::int64_t most = 0;
+    for (int s = 0; s < pp; ++s) {
+        const auto& w = weights[static_cast<std::size_t>(s)];
+        const std::int64_t kv = cachedAll > 0 ? fit.kvCacheBytes / cachedAll * cached[static_cast<std::size_t>(s)] : 0;
+        most = std::max(most, *std::max_element(w.begin(), w.end()) + kv + fit.activationBytes + fit.commBufferBytes);
+    }
+    return most;
+}
+
 std::vector<Diagnostic> feasibilityDiagnostics(const ModelSpec& spec, const ShardedGraph& g, const HardwareProfile& hw,
                                                std::int64_t context)
 {
@@ -497,9 +539,10 @@ std::vector<Diagnostic> feasibilityDiagnostics(const ModelSpec& spec, const Shar
         oneNode.devices = g.tpSize;
         const double across = estimateCost(spec, g, hw).commSeconds, within = estimateCost(spec, g, oneNode).commSeconds;
         out.push_back({Severity::Warning, "tp_size",
-                       fmt::format("tp_size {} spans {} nodes of {} GPUs: each of its {} collectives a forward crosses {}, "
+                       fmt::format("tp_size {} spans {} nodes of {} GPU{}: each of its {} collectives a forward crosses {}, "
                                    "predicted {} of communication a forward ({:.1f}x what the same group would take inside one node)",
-                                   g.tpSize, (g.tpSize + hw.devices - 1) / hw.devices, hw.devices, g.collectives.size(), hw.network,
+                                   g.tpSize, (g.tpSize + hw.devices - 1) / hw.devices, hw.devices, hw.devices == 1 ? "" : "s",
+                                   g.collectives.size(), hw.network,
                                    humanSeconds(across), within > 0 ? across / within : 0.0),
                        fmt::format("keep tensor parallelism inside a node (T ≤ {}) and split the layers across nodes with "
                                    "pipeline parallelism (plan search shows TP × PP)",
@@ -508,6 +551,23 @@ std::vector<Diagnostic> feasibilityDiagnostics(const ModelSpec& spec, const Shar
     auto fit = memoryFit(g, hw, g.options.batch, context);
     if (!fit) {
         out.push_back({Severity::Error, "memory", fit.status().message(), ""});
+        return out;
+    }
+    // A pipeline (pp_size): T × PP GPUs, and memory the largest stage's.
+    if (const int pp = g.plan->ppSize; pp > 1) {
+        if (static_cast<std::int64_t>(g.tpSize) * pp > hw.totalDevices())
+            out.push_back({Severity::Error, "pp_size",
+                           fmt::format("tp_size {} × pp_size {} needs {} devices; {} has {}", g.tpSize, pp, g.tpSize * pp, hw.name,
+                                       hw.totalDevices()),
+                           "lower tp_size or pp_size, or choose a profile with more devices"});
+        const std::int64_t stage = pipelineStageBytes(spec, g, *fit, pp);
+        if (stage > fit->deviceBytes)
+            out.push_back({Severity::Error, "memory",
+                           fmt::format("a rank of the largest of {} pipeline stages needs {} per device (its layers' weights, "
+                                       "their share of the KV cache at batch {} × context {}, activations and communication "
+                                       "buffers) and {} has {}",
+                                       pp, humanBytes(static_cast<double>(stage)), g.options.batch, context, hw.id, hw.usableMemoryText()),
+                           "raise tp_size or pp_size, lower batch or context, or choose a device with more memory"});
         return out;
     }
     if (fit->fits())

@@ -364,8 +364,10 @@ Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::stri
     TP_ASSIGN_OR_RETURN(hw.collectives, parseCollectives(j, source, ""));
     if (j.contains("nodes")) {
         TP_ASSIGN_OR_RETURN(const double nodes, figure(j, "nodes", source, 1, 4096, false));
-        if (nodes != std::floor(nodes) || nodes * hw.devices > 65536)
-            return invalidArgument(fmt::format("{}: key 'nodes' must be a whole number, with nodes × devices at most 65536", source));
+        if (nodes != std::floor(nodes))
+            return invalidArgument(fmt::format("{}: key 'nodes' must be a whole number from 1 to 4096, found {}", source, nodes));
+        if (nodes * hw.devices > 65536)
+            return invalidArgument(fmt::format("{}: keys 'nodes' × 'devices' must be at most 65536 GPUs, found {:g} × {}", source, nodes, hw.devices));
         hw.nodes = static_cast<int>(nodes);
     }
     if (hw.nodes > 1) {
@@ -374,7 +376,9 @@ Result<HardwareProfile> parseHardwareJson(std::string_view text, const std::stri
         const nlohmann::json& n = j["network"];
         if (!n.contains("name") || !n["name"].is_string() || n["name"].get<std::string>().empty())
             return invalidArgument(fmt::format("{}: key 'network.name' must be a non-empty string", source));
-        hw.network = terminalSafe(n["name"].get<std::string>());
+        if (const std::string why = badName(n["name"].get<std::string>()); !why.empty())
+            return invalidArgument(fmt::format("{}: key 'network.name': {}", source, why));
+        hw.network = n["name"].get<std::string>();
         if (!n.contains("p2p") || !n["p2p"].is_object())
             return invalidArgument(fmt::format("{}: key 'network.p2p' must be an object (latency_us, bandwidth_gbps)", source));
         TP_ASSIGN_OR_RETURN(hw.networkP2pLatencyUs, nonNegative(n["p2p"], "latency_us", source + ": network.p2p"));

@@ -7,7 +7,6 @@
 #include "tp/shard/sharded_graph.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <set>
@@ -156,37 +155,7 @@ Status pipeline(const ModelSpec& spec, const ShardedGraph& g, const HardwareProf
         c.headroomBytes = fit.deviceBytes - fit.neededBytes;
         return {};
     }
-    // Memory per stage, its largest rank: its layers' weights (the embedding on the first, the rest outside the
-    // layers on the last; a tied head on both), its share of the KV cache and states (by the attention and mixer
-    // layers it holds), the activation peak and communication buffer of the whole graph.
-    std::vector<std::vector<std::int64_t>> weights(static_cast<std::size_t>(pp), std::vector<std::int64_t>(static_cast<std::size_t>(T), 0));
-    for (const ParamShard& p : g.params) {
-        const ModuleSpec& m = spec.modules[static_cast<std::size_t>(p.module)];
-        const bool embedding = m.kind == ModuleKind::Embedding;
-        std::vector<int> on;
-        if (m.layer >= 0)
-            on = {stageOf(m.layer)};
-        else if (embedding)
-            on = spec.config.tieWordEmbeddings ? std::vector<int>{0, pp - 1} : std::vector<int>{0};
-        else if (!p.tied)
-            on = {pp - 1};
-        for (const int s : on)
-            for (std::size_t r = 0; r < p.bytes.size() && r < static_cast<std::size_t>(T); ++r)
-                weights[static_cast<std::size_t>(s)][r] += p.bytes[r];
-    }
-    std::vector<int> cached(static_cast<std::size_t>(pp), 0);
-    int cachedAll = 0;
-    for (const GraphNode& n : g.graph.nodes)
-        if ((n.kind == OpKind::Attention || n.kind == OpKind::Mixer) && n.layer >= 0) {
-            ++cached[static_cast<std::size_t>(stageOf(n.layer))];
-            ++cachedAll;
-        }
-    c.memoryBytes = 0;
-    for (int s = 0; s < pp; ++s) {
-        const std::int64_t w = *std::max_element(weights[static_cast<std::size_t>(s)].begin(), weights[static_cast<std::size_t>(s)].end());
-        const std::int64_t kv = cachedAll > 0 ? fit.kvCacheBytes / cachedAll * cached[static_cast<std::size_t>(s)] : 0;
-        c.memoryBytes = std::max(c.memoryBytes, w + kv + fit.activationBytes + fit.commBufferBytes);
-    }
+    c.memoryBytes = pipelineStageBytes(spec, g, fit, pp);
     c.headroomBytes = fit.deviceBytes - c.memoryBytes;
     return {};
 }
@@ -284,6 +253,10 @@ Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& h
             const CostReport prefill = estimateCost(spec, g, hw);
             TP_ASSIGN_OR_RETURN(const MemoryFit fit, memoryFit(g, hw, o.batch, context));
             for (int pp = 1; pp <= maxPp && t * pp <= hw.totalDevices(); ++pp) {
+                // Stages of T GPUs laid out node by node: a layout where a stage's TP group would straddle two nodes
+                // (T = 3 on nodes of 8) is not tried.
+                if (pp > 1 && t < hw.devices && hw.devices % t != 0)
+                    continue;
                 PlanCandidate c;
                 c.name = name;
                 c.description = description;
@@ -298,6 +271,7 @@ Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& h
                     continue;
                 }
                 c.plan = *plan;
+                c.plan.ppSize = pp;
                 if (pp == 1)
                     seen.back().second = static_cast<int>(out.candidates.size());
                 out.candidates.push_back(std::move(c));
@@ -309,20 +283,6 @@ Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& h
         c.pareto = std::none_of(out.candidates.begin(), out.candidates.end(),
                                 [&](const PlanCandidate& other) { return dominates(other, c); });
     return out;
-}
-
-std::string candidateToJson(const ModelSpec& spec, const PlanCandidate& c)
-{
-    const std::string text = planToJson(c.plan, &spec);
-    if (c.pp <= 1)
-        return text;
-    nlohmann::ordered_json in = nlohmann::ordered_json::parse(text), out;
-    for (auto it = in.begin(); it != in.end(); ++it) {
-        out[it.key()] = it.value();
-        if (it.key() == "tp_size")
-            out["pp_size"] = c.pp;
-    }
-    return out.dump(2) + "\n";
 }
 
 } // namespace tp

@@ -311,7 +311,8 @@ PlanMatch matchPlan(const ModelSpec& spec, const Plan& plan)
                      fmt::format("serve it with vLLM or SGLang, which replicate KV heads so (TP Studio's engine does "
                                  "not run it); for Transformers pick a tp size that divides the heads: {}",
                                  validList())});
-            } else {
+            } else if (!(plan.replicateKvHeads && !kvFused && T % KV == 0 && c.numHeads % T != 0)) {
+                // (Replicable but for the query heads: their error above is the one to fix.)
                 std::string message = fmt::format("{} key/value heads are not divisible by tp_size {}", KV, T);
                 std::string hint = fmt::format("valid tp sizes: {}", validList());
                 if (plan.replicateKvHeads && kvFused)

@@ -223,6 +223,12 @@ Result<Plan> parsePlanJson(std::string_view text, const std::string& source, Ver
                                                "\"all_to_all\", found {}",
                                                source, jsonExcerpt(v)));
     }
+    // DistributedConfig's pp_size (plan search writes it for a pipeline).
+    if (map != &j && j.contains("pp_size") && !j["pp_size"].is_null()) {
+        if (!j["pp_size"].is_number_unsigned() || j["pp_size"].get<std::uint64_t>() < 1 || j["pp_size"].get<std::uint64_t>() > 4096)
+            return invalidArgument(fmt::format("{}: key 'pp_size' must be a positive integer up to 4096, found {}", source, jsonExcerpt(j["pp_size"])));
+        plan.ppSize = static_cast<int>(j["pp_size"].get<std::uint64_t>());
+    }
     // TP Studio's own key: KV heads replicated as vLLM does (Plan::replicateKvHeads), which Transformers cannot load.
     if (map != &j && j.contains("replicate_kv_heads") && !j["replicate_kv_heads"].is_null()) {
         if (!j["replicate_kv_heads"].is_boolean())
@@ -397,6 +403,8 @@ std::string planToJson(const Plan& plan, const ModelSpec* spec)
 {
     nlohmann::ordered_json j;
     j["tp_size"] = plan.tpSize;
+    if (plan.ppSize > 1)
+        j["pp_size"] = plan.ppSize;
     const auto [tpMap, epMap] = planMaps(plan, spec);
     j["tp_plan"] = tpMap;
     if (!epMap.empty()) {

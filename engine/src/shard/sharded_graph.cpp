@@ -63,6 +63,16 @@ std::int64_t mixerStateBytes(const ModelConfig& c, std::int64_t act)
 
 namespace {
 
+// A weight matrix of a Linear, Embedding or Experts module that stays whole on every rank (biases and vectors do not
+// count).
+bool isWholeWeight(const ModelSpec& spec, const ParamShard& p)
+{
+    const ModuleSpec& m = spec.modules[static_cast<std::size_t>(p.module)];
+    return p.dim < 0 && !p.tied && !p.bytes.empty()
+        && (m.kind == ModuleKind::Linear || m.kind == ModuleKind::Embedding || m.kind == ModuleKind::Experts)
+        && m.params[static_cast<std::size_t>(p.param)].shape.size() >= 2;
+}
+
 ParamShard shardParam(std::string path, const ParamSpec& p, const Placement& pl, int T)
 {
     ParamShard s;
@@ -1384,48 +1394,23 @@ private:
     // them — a plan whose experts match no key holds every expert on every rank.
     void checkReplicatedWeights()
     {
-        struct Group
-        {
-            std::int64_t bytes = 0;
-            int modules = 0;
-            int lastModule = -1;
-        };
-        // A weight matrix of such a module that stays whole (biases and vectors do not count).
-        auto whole = [&](const ParamShard& p) {
-            const ModuleSpec& m = m_spec.modules[static_cast<std::size_t>(p.module)];
-            return p.dim < 0 && !p.tied && !p.bytes.empty()
-                && (m.kind == ModuleKind::Linear || m.kind == ModuleKind::Embedding || m.kind == ModuleKind::Experts)
-                && m.params[static_cast<std::size_t>(p.param)].shape.size() >= 2;
-        };
-        // Summed first: the groups' names are made only for a plan that is warned about (shardModel is
-        // called for every candidate of a search).
+        // Summed first: the groups are made only for a plan that is warned about (shardModel is called for every
+        // candidate of a search).
         std::int64_t wholeBytes = 0;
         for (const ParamShard& p : m_g.params)
-            if (whole(p))
+            if (isWholeWeight(m_spec, p))
                 wholeBytes += p.bytes[0];
         const std::int64_t total = m_g.memory.empty() ? 0 : m_g.memory[0].weightBytes;
         if (total <= 0 || wholeBytes * 4 <= total)
             return;
-        std::map<std::string, Group> groups;
-        for (const ParamShard& p : m_g.params) {
-            if (!whole(p))
-                continue;
-            Group& g = groups[wildcardName(m_spec.modules[static_cast<std::size_t>(p.module)].path, m_plan.profile)];
-            g.bytes += p.bytes[0];
-            if (g.lastModule != p.module) {
-                g.lastModule = p.module;
-                ++g.modules;
-            }
-        }
-        std::vector<std::pair<std::string, Group>> largest(groups.begin(), groups.end());
-        std::sort(largest.begin(), largest.end(), [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
+        const std::vector<WholeWeights> largest = wholeWeights(m_spec, m_g, m_plan.profile);
         std::string named, hint;
         for (std::size_t i = 0; i < std::min<std::size_t>(3, largest.size()); ++i) {
-            const auto& [key, g] = largest[i];
-            named += fmt::format("{}{} ({} module{}, {})", i ? ", " : "", key, g.modules, g.modules == 1 ? "" : "s",
+            const WholeWeights& g = largest[i];
+            named += fmt::format("{}{} ({} module{}, {})", i ? ", " : "", g.key, g.modules, g.modules == 1 ? "" : "s",
                                  humanBytes(static_cast<double>(g.bytes)));
             for (const PlanEntry& d : m_spec.defaultTpPlan)
-                if (d.key == key || d.key.starts_with(key + "."))
+                if (d.key == g.key || d.key.starts_with(g.key + "."))
                     hint += fmt::format("{}'{}': '{}'", hint.empty() ? "" : ", ", d.key, d.style);
         }
         report(Severity::Warning, m_spec.className,
@@ -1536,14 +1521,14 @@ private:
         const ParamSpec& ps = m_spec.modules[static_cast<std::size_t>(first->module)].params[static_cast<std::size_t>(first->param)];
         const std::string method = ps.packGptq ? "GPTQ" : "AWQ";
         report(Severity::Error, wildcardName(m_spec.modules[static_cast<std::size_t>(first->module)].path, m_plan.profile),
-               fmt::format("an {} {}-bit weight (group_size {}) that this plan shards ({} such weights in all): Transformers "
+               fmt::format("{} {}-bit weight (group_size {}) that this plan shards ({} such weights in all): Transformers "
                            "5.24 does not split {} checkpoints — its quantized Linear keeps qweight, qzeros and scales as "
                            "buffers, which the tp_plan never lists — so every rank loads them whole and the first forward "
                            "fails ('aten.mm.default got mixed torch.Tensor and DTensor')",
-                           method, ps.packBits, ps.packGroup, sharded, method),
-               fmt::format("for Transformers' TP use an unquantized or fp8 checkpoint; vLLM and SGLang split {} layers, at tp "
-                           "sizes {} here (a row-parallel shard of {}, a column-parallel one of whole int32 words)",
-                           method, fmt::join(good, ", "),
+                           ps.packGptq ? "a GPTQ" : "an AWQ", ps.packBits, ps.packGroup, sharded, method),
+               fmt::format("for Transformers' TP use an unquantized or fp8 checkpoint; vLLM and SGLang split {} layers, {} "
+                           "(a row-parallel shard of {}, a column-parallel one of whole int32 words)",
+                           method, good.empty() ? std::string("but at no tp size up to 64 here") : fmt::format("at tp sizes {} here", fmt::join(good, ", ")),
                            ps.packGroup > 0 ? fmt::format("whole groups of {} input rows", ps.packGroup) : std::string("any inputs: one group per row")));
     }
 
@@ -1583,6 +1568,35 @@ std::int64_t RankMemory::kvCacheBytesAt(std::int64_t context) const
         if (context > kept)
             bytes -= perToken * (context - kept);
     return bytes;
+}
+
+std::vector<WholeWeights> wholeWeights(const ModelSpec& spec, const ShardedGraph& g, VersionProfile profile)
+{
+    std::map<std::string, WholeWeights> groups;
+    std::map<std::string, int> lastModule;
+    for (const ParamShard& p : g.params) {
+        if (!isWholeWeight(spec, p))
+            continue;
+        const std::string key = wildcardName(spec.modules[static_cast<std::size_t>(p.module)].path, profile);
+        WholeWeights& w = groups[key];
+        w.key = key;
+        w.bytes += p.bytes[0];
+        if (auto [it, fresh] = lastModule.try_emplace(key, p.module); fresh || it->second != p.module) {
+            it->second = p.module;
+            ++w.modules;
+        }
+    }
+    std::vector<WholeWeights> out;
+    for (auto& [key, w] : groups) {
+        for (const PlanEntry& d : spec.defaultTpPlan)
+            if (d.key == key || d.key.starts_with(key + ".")) {
+                w.defaultStyle = d.style;
+                break;
+            }
+        out.push_back(std::move(w));
+    }
+    std::sort(out.begin(), out.end(), [](const WholeWeights& a, const WholeWeights& b) { return a.bytes > b.bytes; });
+    return out;
 }
 
 Interval sequenceRows(std::int64_t rows, int tp, int rank)

@@ -146,6 +146,12 @@ struct MemoryFit
 // InvalidArgument as memoryPerRank.
 Result<MemoryFit> memoryFit(const ShardedGraph& g, const HardwareProfile& hw, std::int64_t batch, std::int64_t context);
 
+// What the largest rank of the largest of `pp` pipeline stages needs (Plan::ppSize; docs/metrics.md): its stage's layers'
+// weights (chunk(L, pp) contiguous layers; the embedding on the first stage, the rest outside the layers on the last, a
+// tied head on both), its share of `fit`'s KV cache and states by the attention and mixer layers it holds, and `fit`'s
+// activation peak and communication buffer. pp 1: fit.neededBytes.
+std::int64_t pipelineStageBytes(const ModelSpec& spec, const ShardedGraph& g, const MemoryFit& fit, int pp);
+
 // What fits a plan's ranks on the profile's devices (memoryFit, the activations of the graph's own
 // prefill): the longest context of `batch` sequences, and the most sequences of `context` tokens.
 // 0: not even one. Searched up to `contextLimit` (the model's max_position_embeddings, or

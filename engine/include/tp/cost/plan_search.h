@@ -51,7 +51,7 @@ struct PlanCandidate
 {
     std::string name;                 // "default", "attention replicated", "sequence parallel", … or a plan's name
     std::string description;          // one line: what the plan does (NamedPlan's for a given one)
-    Plan plan;                        // at its tp size
+    Plan plan;                        // at its tp size, its ppSize the candidate's pp (planToJson writes pp_size)
     int tp = 1;
     // Pipeline stages (DistributedConfig pp_size): contiguous runs of layers, the embedding on the first, the final
     // norm and lm_head on the last; each stage's TP group holds its layers' shards. 1: no pipeline.
@@ -97,8 +97,5 @@ struct SearchResult
 // Cost: (candidates × maxTp) shardings and three cost estimates each, linear in the model's graph.
 Result<SearchResult> searchPlans(const ModelSpec& spec, const HardwareProfile& hw, const SearchOptions& options);
 
-// The candidate as DistributedConfig(**json.load(f)) takes it: planToJson, with "pp_size" after "tp_size" for a
-// pipeline.
-std::string candidateToJson(const ModelSpec& spec, const PlanCandidate& c);
 
 } // namespace tp

@@ -37,6 +37,10 @@ struct Plan
     // Needs T a multiple of KV; no effect where KV heads split evenly. A TP Studio extension ("replicate_kv_heads" in
     // the plan file): the pinned Transformers 5.24 cannot load such a plan (it splits k_proj and v_proj colwise).
     bool replicateKvHeads = false;
+    // Pipeline stages (DistributedConfig pp_size, written by plan search): the layers split into that many contiguous
+    // runs, each on its own tp_size GPUs. The sharded graph is one stage's plan over the whole model; the cost model's
+    // memory check takes the largest stage (pipelineStageBytes). 1: no pipeline.
+    int ppSize = 1;
     VersionProfile profile = VersionProfile::G3;
     std::vector<PlanEntry> entries;    // in file order (parameter keys before module keys)
     std::vector<Style> customStyles;   // user-defined, saved with the plan

@@ -186,6 +186,18 @@ struct ShardedGraph
     }
 };
 
+// Weight matrices (of Linear, Embedding and Experts modules) that stay whole on every rank, grouped by plan key (the
+// module's wildcard path under `profile`): how many modules, each rank's bytes of them, and the style the class's
+// default plan gives that key (or a key under it; empty when it has none). Largest first.
+struct WholeWeights
+{
+    std::string key;
+    int modules = 0;
+    std::int64_t bytes = 0;
+    std::string defaultStyle;
+};
+std::vector<WholeWeights> wholeWeights(const ModelSpec& spec, const ShardedGraph& g, VersionProfile profile);
+
 // Applies `plan` (its tpSize, profile, custom styles) to `spec`.
 //
 // Cost: linear. Matching is O(K·L + (M + P)·L) for K plan keys, M modules and P parameters whose
