@@ -1446,6 +1446,23 @@ private slots:
         QCOMPARE(w.document()->settings().kvDtype, QStringLiteral("fp8"));
         QCOMPARE(page->kvDtypeBox()->currentData().toString(), QStringLiteral("fp8"));
         QVERIFY(w.document()->sessionJson().contains("\"kv_dtype\": \"fp8\""));
+        // Coverage: what the default plan leaves whole on every rank (the norms are not weight matrices: none
+        // here), then the MLP replicated: its three projections listed with the default plan's styles.
+        QTableWidget* whole = page->wholeWeightsTable();
+        const int before = whole->rowCount();
+        tp::Plan p2 = w.document()->plan();
+        for (auto& e : p2.entries)
+            if (e.key.find(".mlp.") != std::string::npos)
+                e.style = "replicate";
+        w.document()->replacePlan(p2, QStringLiteral("replicate the MLP"));
+        QVERIFY(settle(w));
+        QCOMPARE(whole->rowCount(), before + 3);
+        QStringList keys;
+        for (int i = 0; i < whole->rowCount(); ++i)
+            keys << whole->item(i, 0)->text();
+        for (const char* k : {"model.layers.*.mlp.gate_proj", "model.layers.*.mlp.up_proj", "model.layers.*.mlp.down_proj"})
+            QVERIFY2(keys.contains(QLatin1String(k)), qPrintable(keys.join(", ")));
+        QCOMPARE(whole->item(keys.indexOf(QStringLiteral("model.layers.*.mlp.down_proj")), 4)->text(), QStringLiteral("rowwise"));
     }
 
     // Issue 41: the Summary says the class's ep_plan is not the plan edited (Mixtral's tp_plan shards the

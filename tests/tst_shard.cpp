@@ -875,6 +875,18 @@ private slots:
         for (const PlanEntry& d : s.defaultTpPlan)
             if (QString::fromStdString(d.key).contains(whole))
                 QVERIFY2(warning->hint.find("'" + d.key + "': '" + d.style + "'") != std::string::npos, warning->hint.c_str());
+        // The coverage view's rows (wholeWeights): the groups under those keys sum to the same bytes, each with the
+        // default plan's style for it, largest first.
+        const std::vector<WholeWeights> rows = wholeWeights(s, g, VersionProfile::G3);
+        std::int64_t listed = 0;
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+            QVERIFY(i == 0 || rows[i - 1].bytes >= rows[i].bytes);
+            if (QString::fromStdString(rows[i].key).contains(whole) && rows[i].key.find("layers") != std::string::npos) {
+                listed += rows[i].bytes;
+                QVERIFY2(!rows[i].defaultStyle.empty(), rows[i].key.c_str());
+            }
+        }
+        QCOMPARE(listed, bytes);
     }
 
     void rootCausesAreMarked_data()

@@ -27,6 +27,7 @@
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QTableWidget>
 #include <QVBoxLayout>
 
 #include <algorithm>
@@ -270,6 +271,7 @@ CollectivesPage::CollectivesPage(QWidget* parent)
     , m_caption(new QLabel)
     , m_kvDtype(new QComboBox)
     , m_kvLayout(new QLabel)
+    , m_whole(new QTableWidget)
 {
     auto* proxy = new QSortFilterProxyModel(this);
     proxy->setSourceModel(m_collectivesModel);
@@ -323,9 +325,23 @@ CollectivesPage::CollectivesPage(QWidget* parent)
     auto* memorySplit = new QSplitter(Qt::Horizontal);
     memorySplit->addWidget(bars);
     memorySplit->addWidget(memory);
+    // Coverage: what stays whole on every rank, the largest first, with the default plan's style for it.
+    m_whole->setColumnCount(5);
+    m_whole->setHorizontalHeaderLabels({tr("Whole on every rank"), tr("Modules"), tr("Per rank"), tr("Of its weights"), tr("Default plan")});
+    m_whole->horizontalHeaderItem(0)->setToolTip(tr("Weight matrices of Linear, Embedding and Experts modules that no key of "
+                                                     "this plan shards, by plan key"));
+    m_whole->horizontalHeaderItem(4)->setToolTip(tr("The style the class's default tp_plan gives this key (or a key under "
+                                                     "it): what would shard it"));
+    m_whole->verticalHeader()->hide();
+    m_whole->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_whole->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_whole->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_whole->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+    memorySplit->addWidget(m_whole);
     memorySplit->setStretchFactor(0, 1);
     memorySplit->setStretchFactor(1, 1);
-    memorySplit->setSizes({500, 600});
+    memorySplit->setStretchFactor(2, 1);
+    memorySplit->setSizes({400, 500, 500});
     ml->addWidget(memorySplit, 1);
 
     auto* split = new QSplitter(Qt::Vertical);
@@ -378,6 +394,25 @@ void CollectivesPage::setPreview(std::shared_ptr<const PreviewResult> r)
                        qs(tp::whatFitsText(*r->fits, r->settings.batch, r->settings.seq, r->spec->config.maxPositionEmbeddings))
                            .toHtmlEscaped());
     m_kvLayout->setText(kv);
+
+    // At T = 1 every weight is whole: nothing to say.
+    const std::vector<tp::WholeWeights> whole = r->spec && r->graph.tpSize > 1 && r->graph.plan
+                                                    ? tp::wholeWeights(*r->spec, r->graph, r->graph.plan->profile)
+                                                    : std::vector<tp::WholeWeights>{};
+    const double total = r->graph.memory.empty() ? 0.0 : double(r->graph.memory.front().weightBytes);
+    m_whole->setRowCount(int(whole.size()));
+    for (int i = 0; i < int(whole.size()); ++i) {
+        const tp::WholeWeights& w = whole[std::size_t(i)];
+        const QStringList cells = {qs(w.key), QString::number(w.modules), humanBytes(double(w.bytes)),
+                                   total > 0 ? QStringLiteral("%1%").arg(100.0 * double(w.bytes) / total, 0, 'f', 1) : QString(),
+                                   w.defaultStyle.empty() ? tr("(none)") : qs(w.defaultStyle)};
+        for (int c = 0; c < cells.size(); ++c) {
+            auto* item = new QTableWidgetItem(cells[c]);
+            if (c > 0 && c < 4)
+                item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+            m_whole->setItem(i, c, item);
+        }
+    }
 }
 
 // --- Diagnostics ----------------------------------------------------------------------------------

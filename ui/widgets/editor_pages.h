@@ -16,6 +16,7 @@
 #include <memory>
 
 class QComboBox;
+class QTableWidget;
 class QLabel;
 class QSpinBox;
 class QTableView;
@@ -95,6 +96,8 @@ public:
     MemoryBars* memoryBars() const { return m_memoryBars; }
     QComboBox* kvDtypeBox() const { return m_kvDtype; }
     QLabel* kvLayoutLabel() const { return m_kvLayout; }
+    // Coverage: the weight matrices whole on every rank, by plan key (tp::wholeWeights).
+    QTableWidget* wholeWeightsTable() const { return m_whole; }
     void setPreview(std::shared_ptr<const PreviewResult> preview);
 
 signals:
@@ -110,6 +113,7 @@ private:
     QLabel* m_caption; // the scaling table's: hardware, batch × seq, this T's split
     QComboBox* m_kvDtype;
     QLabel* m_kvLayout; // the cache layout and dtype the KV figures assume
+    QTableWidget* m_whole;
     QTableView* m_collectivesView = nullptr;
 };
 
