@@ -272,6 +272,7 @@ CollectivesPage::CollectivesPage(QWidget* parent)
     , m_kvDtype(new QComboBox)
     , m_kvLayout(new QLabel)
     , m_whole(new QTableWidget)
+    , m_wholeCaption(new QLabel)
 {
     auto* proxy = new QSortFilterProxyModel(this);
     proxy->setSourceModel(m_collectivesModel);
@@ -337,12 +338,14 @@ CollectivesPage::CollectivesPage(QWidget* parent)
     m_whole->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_whole->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_whole->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
-    memorySplit->addWidget(m_whole);
     memorySplit->setStretchFactor(0, 1);
     memorySplit->setStretchFactor(1, 1);
-    memorySplit->setStretchFactor(2, 1);
-    memorySplit->setSizes({400, 500, 500});
+    memorySplit->setSizes({500, 600});
     ml->addWidget(memorySplit, 1);
+    // Below: the coverage line, and the table when something is whole.
+    m_wholeCaption->setWordWrap(true);
+    ml->addWidget(m_wholeCaption);
+    ml->addWidget(m_whole, 1);
 
     auto* split = new QSplitter(Qt::Vertical);
     split->addWidget(collectives);
@@ -401,6 +404,12 @@ void CollectivesPage::setPreview(std::shared_ptr<const PreviewResult> r)
                                                     : std::vector<tp::WholeWeights>{};
     const double total = r->graph.memory.empty() ? 0.0 : double(r->graph.memory.front().weightBytes);
     m_whole->setRowCount(int(whole.size()));
+    m_whole->setVisible(!whole.empty());
+    m_wholeCaption->setText(r->graph.tpSize <= 1 || !r->spec ? QString()
+                            : whole.empty() ? tr("<b>Coverage:</b> every weight matrix is sharded at T=%1.").arg(r->graph.tpSize)
+                                            : tr("<b>Coverage:</b> weight matrices whole on every rank at T=%1, by plan key "
+                                                 "(the default plan's style for each says what would shard it).")
+                                                  .arg(r->graph.tpSize));
     for (int i = 0; i < int(whole.size()); ++i) {
         const tp::WholeWeights& w = whole[std::size_t(i)];
         const QStringList cells = {qs(w.key), QString::number(w.modules), humanBytes(double(w.bytes)),

@@ -114,6 +114,7 @@ private:
     QComboBox* m_kvDtype;
     QLabel* m_kvLayout; // the cache layout and dtype the KV figures assume
     QTableWidget* m_whole;
+    QLabel* m_wholeCaption;
     QTableView* m_collectivesView = nullptr;
 };
 
