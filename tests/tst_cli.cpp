@@ -142,6 +142,19 @@ private slots:
         QVERIFY(!j.contains("modules"));
     }
 
+    // An AWQ config: inspect says Transformers does not split its weights (plan validate has the details).
+    void inspectSaysAwqIsNotSplit()
+    {
+        QTemporaryDir dir;
+        auto c = nlohmann::json::parse(std::ifstream(TP_SOURCE_DIR "/resources/catalog/llama-3.1-8b.json"));
+        c["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4}, {"group_size", 128}};
+        std::ofstream(dir.filePath("config.json").toStdString()) << c.dump();
+        const Run r = cli({"inspect", dir.path()});
+        QCOMPARE(r.code, 0);
+        QVERIFY2(r.out.contains("Quantized     AWQ 4-bit, group_size 128: Transformers does not split these weights"), qPrintable(r.out));
+        QVERIFY(!cli({"inspect", "llama-3.1-8b"}).out.contains("Quantized"));
+    }
+
     void inspectTransformersCheckpoint()
     {
         const Run r = cli({"inspect", kFixtures + "/models/mixtral", "--json", "--tree"});

@@ -80,6 +80,10 @@ void printSummary(const tp::OpenedModel& om)
     fmt::print("Embeddings    {}\n", c.tieWordEmbeddings ? "tied to lm_head" : "untied");
     fmt::print("Valid tp      {}  (divide {} heads and {} KV heads)\n", fmt::join(tp::tpSizesDividingHeads(c, 64), ", "),
                c.numHeads, c.numKvHeads);
+    if (c.quantBits > 0) // AWQ / GPTQ: buffers the pinned Transformers' plan never shards (plan validate says more)
+        fmt::print("Quantized     {} {}-bit, group_size {}: Transformers does not split these weights; tp_size 1 only for "
+                   "Transformers (plan validate --tp N names what vLLM/SGLang could split)\n",
+                   c.quantization.value_or("?") == "gptq" ? "GPTQ" : "AWQ", c.quantBits, c.quantGroup);
     if (om.checkpoint)
         fmt::print("Checkpoint    {} file(s), {} tensors, {}\n", om.checkpoint->files.size(),
                    withCommas(static_cast<std::int64_t>(om.checkpoint->tensors.size())),
