@@ -480,16 +480,20 @@ std::string whatFitsText(const FitLimits& f, std::int64_t batch, std::int64_t co
     return ctx + " · " + bat;
 }
 
+int pipelineStageOf(const std::vector<Interval>& stages, int layer)
+{
+    for (std::size_t s = 0; s < stages.size(); ++s)
+        if (layer < stages[s].offset + stages[s].size)
+            return static_cast<int>(s);
+    return static_cast<int>(stages.size()) - 1;
+}
+
 std::int64_t pipelineStageBytes(const ModelSpec& spec, const ShardedGraph& g, const MemoryFit& fit, int pp)
 {
     if (pp <= 1)
         return fit.neededBytes;
-    const std::vector<Interval> stages = chunkSizes(std::max<std::int64_t>(spec.config.numLayers, 1), pp);
-    const auto stageOf = [&](int layer) {
-        for (int s = 0; s < pp; ++s)
-            if (layer < stages[static_cast<std::size_t>(s)].offset + stages[static_cast<std::size_t>(s)].size)
-                return s;
-        return pp - 1;
+    const auto stageOf = [&, stages = chunkSizes(std::max<std::int64_t>(spec.config.numLayers, 1), pp)](int layer) {
+        return pipelineStageOf(stages, layer);
     };
     const std::size_t T = static_cast<std::size_t>(std::max(g.tpSize, 1));
     std::vector<std::vector<std::int64_t>> weights(static_cast<std::size_t>(pp), std::vector<std::int64_t>(T, 0));

@@ -118,12 +118,8 @@ Status pipeline(const ModelSpec& spec, const ShardedGraph& g, const HardwareProf
     const int pp = c.pp, T = c.tp;
     const std::int64_t micro = std::min<std::int64_t>(batch, pp), rows = (batch + micro - 1) / micro;
     TP_ASSIGN_OR_RETURN(const CostReport decode, estimateDecodeStep(spec, g, hw, rows, context));
-    const std::vector<Interval> stages = chunkSizes(std::max<std::int64_t>(spec.config.numLayers, 1), pp);
-    const auto stageOf = [&](int layer) {
-        for (int s = 0; s < pp; ++s)
-            if (layer < stages[static_cast<std::size_t>(s)].offset + stages[static_cast<std::size_t>(s)].size)
-                return s;
-        return pp - 1;
+    const auto stageOf = [&, stages = chunkSizes(std::max<std::int64_t>(spec.config.numLayers, 1), pp)](int layer) {
+        return pipelineStageOf(stages, layer);
     };
     // Seconds per stage: its layers, and what is outside them (embedding, final norm, head) on the last.
     auto perStage = [&](const CostReport& r) {

@@ -151,6 +151,8 @@ Result<MemoryFit> memoryFit(const ShardedGraph& g, const HardwareProfile& hw, st
 // tied head on both), its share of `fit`'s KV cache and states by the attention and mixer layers it holds, and `fit`'s
 // activation peak and communication buffer. pp 1: fit.neededBytes.
 std::int64_t pipelineStageBytes(const ModelSpec& spec, const ShardedGraph& g, const MemoryFit& fit, int pp);
+// The stage of decoder layer `layer` among `stages` (chunkSizes(L, PP): contiguous runs of layers); past the last: the last.
+int pipelineStageOf(const std::vector<Interval>& stages, int layer);
 
 // What fits a plan's ranks on the profile's devices (memoryFit, the activations of the graph's own
 // prefill): the longest context of `batch` sequences, and the most sequences of `context` tokens.
