@@ -25,7 +25,7 @@ try:
     import transformers
     from transformers import CONFIG_MAPPING
     from transformers.conversion_mapping import get_checkpoint_conversion_mapping
-    from transformers.core_model_loading import Interleave, WeightConverter
+    from transformers.core_model_loading import Interleave, WeightConverter, WeightRenaming
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 except ImportError as e:
     print(f"SKIP: transformers is needed ({e})")
@@ -81,7 +81,15 @@ def describe():
                              "attribute_map": dict(sorted(getattr(cls, "attribute_map", {}).items()))}
         # Parameters the loader de-interleaves along a dim after splitting the checkpoint's tensor (Inkling 2's w13_weight
         # → gate_up_proj): a plain split then keeps each rank's gate and up rows paired.
-        interleaved = [[target, op.dim] for t in get_checkpoint_conversion_mapping(model_type) or [] if isinstance(t, WeightConverter)
+        conversions = get_checkpoint_conversion_mapping(model_type) or []
+        # The checkpoint's names the loader renames, in order (each renaming's sources [pattern, target]: Python regexes;
+        # the first that matches replaces the first occurrence of its match, \1 its group). Subclasses with rules of
+        # their own (PrefixChange, LayerPairCollapse, …) are left out: a tensor they would rename stays unmatched.
+        renames = [[[source, t.target_patterns[0]] for source in t.source_patterns] for t in conversions
+                   if type(t) is WeightRenaming and getattr(t, "scope_prefix", None) is None]
+        if renames:
+            types[model_type]["checkpoint_renames"] = renames
+        interleaved = [[target, op.dim] for t in conversions if isinstance(t, WeightConverter)
                        for op in t.operations if isinstance(op, Interleave) and not op.inverse for target in t.target_patterns]
         if interleaved:
             types[model_type]["interleaved_on_load"] = interleaved

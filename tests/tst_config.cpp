@@ -3,10 +3,14 @@
 #include "tp/model/config.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
 
 #include <QtTest>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 using namespace tp;
 
@@ -190,8 +194,29 @@ private slots:
         QCOMPARE(g.vocabSize, 256000ll);
         QVERIFY(g.tieWordEmbeddings);
         QVERIFY(!g.engineLacks.empty());
-        // exaone is LlamaForCausalLM itself: the engine runs it.
+        // exaone is LlamaForCausalLM itself, under its own checkpoint names: the engine runs it.
         QVERIFY(parseOk(R"({"model_type": "exaone"})").engineLacks.empty());
+    }
+
+    // The model types the engine runs are those whose forward is checked against Transformers: the twelve committed
+    // fixture families (tests/fixtures/models), llama4 (their wrapper) and tests/fixtures/family_checks.json's (made
+    // at test time, engine_matches_transformers_families). A type marked runnable without a check, or checked and
+    // still refused, fails here.
+    void engineRunsWhatIsChecked()
+    {
+        std::set<std::string> checked = {"llama4"};
+        for (const auto& d : std::filesystem::directory_iterator(TP_SOURCE_DIR "/tests/fixtures/models"))
+            checked.insert(d.path().filename().string());
+        std::ifstream in(TP_SOURCE_DIR "/tests/fixtures/family_checks.json");
+        const nlohmann::json checks = nlohmann::json::parse(in);
+        for (const auto& [type, check] : checks.at("model_types").items())
+            QVERIFY2(checked.insert(type).second, type.c_str());
+        std::set<std::string> runs;
+        for (const KnownModelType& k : knownModelTypes())
+            if (k.engineLacks.empty())
+                runs.insert(k.modelType);
+        QCOMPARE(runs, checked);
+        QVERIFY(checked.size() >= 13 + 20);
     }
 
     // For a model type TP Studio does not know, a common key of another JSON type (Gemma 3n's

@@ -11,6 +11,7 @@
 #include "tp/runtime/communicator.h"
 #include "tp/runtime/executor.h"
 
+#include "fidelity.h"
 #include "testutils.h"
 
 #include <QProcess>
@@ -68,67 +69,15 @@ namespace {
 
 const std::string kModels = TP_SOURCE_DIR "/tests/fixtures/models/";
 
-struct Reference
-{
-    std::int64_t batch = 0, seq = 0, vocab = 0;
-    std::vector<std::int32_t> tokens;
-    std::vector<float> logits;        // Transformers in fp32
-    std::vector<float> logitsBf16;    // Transformers with the checkpoint loaded in bf16
-};
+using tptest::engineStepLogits;
+using tptest::Generation;
+using tptest::promptRun;
+using tptest::Reference;
 
-Reference reference(const std::string& family)
-{
-    std::ifstream in(kModels + family + "/logits.json");
-    if (!in)
-        qFatal("no logits.json for %s", family.c_str());
-    const auto j = nlohmann::json::parse(in);
-    return {j["batch"], j["seq"], j["vocab"], j["tokens"].get<std::vector<std::int32_t>>(), j["logits"].get<std::vector<float>>(),
-            j["logits_bf16"].get<std::vector<float>>()};
-}
-
-// A run over the fixture's prompt (its batch, sequence and token ids).
-RunOptions promptRun(const Reference& ref)
-{
-    RunOptions o;
-    o.batch = ref.batch;
-    o.seq = ref.seq;
-    o.tokens = ref.tokens;
-    return o;
-}
-
-// Transformers' greedy generate() on the same prompt: its tokens and each step's raw logits.
-struct Generation
-{
-    std::int64_t batch = 0, prompt = 0, steps = 0, vocab = 0;
-    std::vector<std::int32_t> promptTokens, tokens;   // tokens: [batch, steps]
-    std::vector<float> stepLogits;                    // [steps, batch, vocab]; step 0 from the prompt's last position
-};
-
-Generation generation(const std::string& family)
-{
-    std::ifstream in(kModels + family + "/generate.json");
-    if (!in)
-        qFatal("no generate.json for %s", family.c_str());
-    const auto j = nlohmann::json::parse(in);
-    return {j["batch"], j["prompt"], j["steps"], j["vocab"], j["prompt_tokens"].get<std::vector<std::int32_t>>(),
-            j["tokens"].get<std::vector<std::int32_t>>(), j["step_logits"].get<std::vector<float>>()};
-}
+Reference reference(const std::string& family) { return tptest::referenceIn(kModels + family); }
+Generation generation(const std::string& family) { return tptest::generationIn(kModels + family); }
 
 using tptest::relError;
-
-// A run's logits laid out as Generation::stepLogits: prefill's last position of each sequence,
-// then each decode step's rows.
-std::vector<float> engineStepLogits(const RunResult& r, std::int64_t batch, std::int64_t seq)
-{
-    const auto V = static_cast<std::size_t>(r.vocab);
-    std::vector<float> out;
-    for (std::int64_t b = 0; b < batch; ++b) {
-        const auto row = r.logits.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>((b + 1) * seq - 1) * V);
-        out.insert(out.end(), row, row + static_cast<std::ptrdiff_t>(V));
-    }
-    out.insert(out.end(), r.stepLogits.begin(), r.stepLogits.end());
-    return out;
-}
 
 // Rows seq − 1, 2·seq − 1, … of [B·seq, vocab] logits: each sequence's last position.
 std::vector<float> lastRows(const std::vector<float>& logits, std::int64_t batch, std::int64_t seq, std::int64_t vocab)
@@ -627,20 +576,8 @@ private slots:
                 QVERIFY2(r.ok(), qPrintable(at + ": " + r.status().message().c_str()));
                 const double err = relError(r->logits, ref.logits);
                 QVERIFY2(err < 1e-4, qPrintable(at + QString(": relative error %1").arg(err)));
-                std::map<CollectiveKind, std::pair<int, std::int64_t>> issued, previewed;
-                for (const Span& sp : r->spans)
-                    if (sp.collective >= 0) {
-                        auto& [n, bytes] = issued[g.collectives[std::size_t(sp.collective)].kind];
-                        ++n;
-                        bytes += sp.bytes;
-                    }
-                const CostReport cost = estimateCost(om->spec, g, hw);
-                if (tp > 1)
-                    for (std::size_t c = 0; c < g.collectives.size(); ++c) {
-                        auto& [n, bytes] = previewed[g.collectives[c].kind];
-                        n += tp;
-                        bytes += tp * cost.collectives[c].bytes;
-                    }
+                const tptest::CollectiveTally issued = tptest::issuedCollectives(g, r->spans),
+                                              previewed = tptest::previewedCollectives(om->spec, g, hw);
                 QVERIFY2(issued == previewed, qPrintable(at + ": the collectives issued are not the preview's"));
                 ranAt.insert(tp);
                 ++runs;

@@ -766,6 +766,15 @@ private:
         return module(OpKind::Linear, p + ".o_b_proj", {o}, m_c.hiddenSize);
     }
 
+    // MLA's low-rank norms: rms_norm_eps only where the family passes it (LayerLayout::mlaNormsConfigEps).
+    int mlaNorm(const std::string& path, int x, std::int64_t features)
+    {
+        const int y = module(OpKind::Norm, path, {x}, features);
+        if (!m_c.layout.mlaNormsConfigEps)
+            m_g.nodes.back().eps = 1e-6;
+        return y;
+    }
+
     int mla(const std::string& p, int x)
     {
         const ModelConfig::MlaSizes m = m_c.mlaAt(m_layer);
@@ -773,7 +782,7 @@ private:
         int q, gate = -1;
         if (m_c.layout.mlaQueryGate) { // A.X K2: q_gate_proj([norm(q_a) | q_a]), per head [q | gate]
             const int qa = module(OpKind::Linear, p + ".q_a_proj", {x}, *m.qLoraRank);
-            const int qn = module(OpKind::Norm, p + ".q_a_layernorm", {qa}, *m.qLoraRank);
+            const int qn = mlaNorm(p + ".q_a_layernorm", qa, *m.qLoraRank);
             const int qg = module(OpKind::Linear, p + ".q_gate_proj", {qn, qa}, H * (nope + rope + vd));
             GraphNode& s = node(OpKind::Split, p + ":split_gate", -1, {qg});
             s.parts = {H * (nope + rope), H * vd};
@@ -782,7 +791,7 @@ private:
             gate = output(m_g.nodes.back(), H * vd, "gate");
         } else if (m.qLoraRank) {
             int qa = module(OpKind::Linear, p + ".q_a_proj", {x}, *m.qLoraRank);
-            qa = module(OpKind::Norm, p + ".q_a_layernorm", {qa}, *m.qLoraRank);
+            qa = mlaNorm(p + ".q_a_layernorm", qa, *m.qLoraRank);
             q = module(OpKind::Linear, p + ".q_b_proj", {qa}, H * (nope + rope));
         } else {
             q = module(OpKind::Linear, p + ".q_proj", {x}, H * (nope + rope));
@@ -792,7 +801,7 @@ private:
         s.parts = {m.kvLoraRank, rope};
         int ckv = output(s, m.kvLoraRank, "compressed_kv");
         int kpe = output(m_g.nodes.back(), rope, "k_pe");
-        ckv = module(OpKind::Norm, p + ".kv_a_layernorm", {ckv}, m.kvLoraRank);
+        ckv = mlaNorm(p + ".kv_a_layernorm", ckv, m.kvLoraRank);
         if (m_c.layout.mlaRopeNorm) // Dots 3: the shared rope key normed before its rotation
             kpe = module(OpKind::Norm, p + ".k_rope_only_layernorm", {kpe}, rope);
         const int kv = module(OpKind::Linear, p + ".kv_b_proj", {ckv}, H * (nope + vd));

@@ -78,7 +78,9 @@ struct TemplateRow
 {
     const char* modelType;
     Family family;
-    bool sameForward;            // its *ForCausalLM is the template's class
+    // The engine runs it: its *ForCausalLM is the template's class, or its own forward matches Transformers'
+    // (tests/fixtures/family_checks.json lists those; tst_config holds the two lists equal).
+    bool engineRuns;
     LayerLayout layout = {};     // where its layer differs from the template's
     const char* biasKey = nullptr; // one config key for every bias (Starcoder2's use_bias)
     const char* oBiasKey = nullptr; // o_proj's bias has a key of its own (Seed-OSS's attention_out_bias)
@@ -110,16 +112,16 @@ const TemplateRow kTemplates[] = {
     {"internlm3", Family::Llama, true},
     {"iquestcoder", Family::Llama, true},
     {"sarvam_mla", Family::DeepseekV3, true},
-    {"cwm", Family::Llama, false},
+    {"cwm", Family::Llama, true},
     {"ernie4_5", Family::Llama, false, {}, "use_bias"},
     {"gemma", Family::Llama, false},
     {"granite", Family::Llama, false},
     {"helium", Family::Llama, false, {.oProjFromHidden = true}},
-    {"mellum", Family::Qwen3Moe, false},
-    {"ministral", Family::Llama, false},
-    {"ministral3", Family::Llama, false},
-    {"seed_oss", Family::Llama, false, {}, nullptr, "attention_out_bias"},
-    {"smollm3", Family::Llama, false},
+    {"mellum", Family::Qwen3Moe, true},
+    {"ministral", Family::Llama, true},
+    {"ministral3", Family::Llama, true},
+    {"seed_oss", Family::Llama, true, {}, nullptr, "attention_out_bias"},
+    {"smollm3", Family::Llama, true},
     {"hunyuan_v1_dense", Family::Llama, false, {.qkNorm = L::QkNorm::PerHead, .renames = "q_norm=query_layernorm,k_norm=key_layernorm"}},
     {"diffllama", Family::Llama, false, {.extras = "self_attn:lambda_q1[hd],lambda_k1[hd],lambda_q2[hd],lambda_k2[hd]"}},
     // Composed: Llama's blocks with other norms, MLPs, biases, q/k norms or sinks.
@@ -130,13 +132,13 @@ const TemplateRow kTemplates[] = {
     {"nanochat", Family::Llama, false,
      {.normParams = L::NormParams::None, .gatedMlp = false, .upName = "fc1", .downName = "fc2"}},
     {"olmo", Family::Llama, false, {.normParams = L::NormParams::None}},
-    {"olmo2", Family::Llama, false, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
-    {"olmo3", Family::Llama, false, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
-    {"exaone4", Family::Llama, false, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::PerHead}},
+    {"olmo2", Family::Llama, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
+    {"olmo3", Family::Llama, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
+    {"exaone4", Family::Llama, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::PerHead}},
     {"cohere", Family::Llama, false, {.norms = L::Norms::Parallel}},
     {"cohere2", Family::Llama, false, {.norms = L::Norms::Parallel}},
     {"vaultgemma", Family::Llama, false, {.norms = L::Norms::PreFeedforward}},
-    {"hyperclovax", Family::Llama, false, {.norms = L::Norms::Peri}},
+    {"hyperclovax", Family::Llama, true, {.norms = L::Norms::Peri}},
     {"granite_swa", Family::Llama, false, {.sinks = true}},
     {"nemotron", Family::Llama, false, {.normParams = L::NormParams::WeightAndBias, .gatedMlp = false}},
     {"cohere_compass_text", Family::Llama, false, {.norms = L::Norms::Parallel}},
@@ -156,7 +158,7 @@ const TemplateRow kTemplates[] = {
     {"codegen", Family::Llama, false, [] { L l = kGptJ; l.fusedQkv = true; l.qkvGroups = 4; return l; }(), nullptr, nullptr, "n_inner"},
     // Composed on Qwen3-MoE's or DeepSeek-V3's sparse blocks (routed experts fused as gate_up_proj /
     // down_proj, a router, shared experts).
-    {"olmoe", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::Whole}},
+    {"olmoe", Family::Qwen3Moe, true, {.qkNorm = L::QkNorm::Whole}},
     {"qwen2_moe", Family::Qwen3Moe, false,
      {.qkNorm = L::QkNorm::None, .qkvBias = true, .shared = "shared_expert", .sharedGate = true}},
     {"granitemoe", Family::Qwen3Moe, false, kGraniteMoe},
@@ -165,13 +167,13 @@ const TemplateRow kTemplates[] = {
      [] { L l = kGraniteMoe; l.extras = kGraniteSharedMlp; return l; }()},
     {"phimoe", Family::Qwen3Moe, false,
      {.normParams = L::NormParams::WeightAndBias, .qkNorm = L::QkNorm::None, .router = "router"}},
-    {"solar_open", Family::DeepseekV3, false, {.gqaAttention = true}},
+    {"solar_open", Family::DeepseekV3, true, {.gqaAttention = true}},
     {"glm4_moe", Family::DeepseekV3, false, {.gqaAttention = true}},
     {"deepseek_v2", Family::DeepseekV3, false, {.scoreBias = L::ScoreBias::None}},
     {"sarvam_moe", Family::DeepseekV3, false, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
-    {"dots1", Family::DeepseekV3, false, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
-    {"flex_olmo", Family::Qwen3Moe, false, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
-    {"glm4_moe_lite", Family::DeepseekV3, false},
+    {"dots1", Family::DeepseekV3, true, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
+    {"flex_olmo", Family::Qwen3Moe, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
+    {"glm4_moe_lite", Family::DeepseekV3, true},
     {"exaone_moe", Family::DeepseekV3, false, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
     {"hy_v3", Family::DeepseekV3, false, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true, .scoreBias = L::ScoreBias::Block}},
     {"flint", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::PerHead, .sinks = true, .shared = "shared_expert"}},
@@ -180,7 +182,7 @@ const TemplateRow kTemplates[] = {
     {"cohere2_moe", Family::Qwen3Moe, false, {.norms = L::Norms::Parallel, .qkNorm = L::QkNorm::None}},
     {"minicpm3", Family::DeepseekV3, false},
     {"axk1", Family::DeepseekV3, false, {.extras = "sparse?mlp.post_mlp_layernorm:weight[H]"}}, // a norm on the MoE block's output
-    {"youtu", Family::DeepseekV3, false},
+    {"youtu", Family::DeepseekV3, true},
     // DeepSeek sparse attention: MLA plus a lightning indexer that scores the keys each query attends to.
     {"deepseek_v32", Family::DeepseekV3, false, {.extras = kDsaIndexer}},
     {"glm_moe_dsa", Family::DeepseekV3, false, {.extras = kDsaIndexer}},
@@ -210,7 +212,7 @@ const TemplateRow kTemplates[] = {
       .inkling = true}},
     {"inkling2_text", Family::Qwen3Moe, false, kInkling2},
     {"inkling2_loop_text", Family::Qwen3Moe, false, kInkling2},
-    {"phi4_multimodal", Family::Phi3, false, {.multimodalEncoders = true}},
+    {"phi4_multimodal", Family::Phi3, true, {.multimodalEncoders = true}},
     {"hrm_text", Family::Llama, false, {.normParams = L::NormParams::None, .outputGate = "gate_proj", .hierarchicalStacks = true}},
     {"axk2", Family::DeepseekV3, false, {.extras = kDsaIndexer, .mlaQueryGate = true, .gatedNorms = true}},
     {"dots3_note_text", Family::DeepseekV3, false,
@@ -218,7 +220,7 @@ const TemplateRow kTemplates[] = {
       .extras = "indexed_attention?self_attn.indexer.wq_b:weight[xq,qr];indexed_attention?self_attn.indexer.wk:weight[xd,H];"
                 "indexed_attention?self_attn.indexer.k_norm:weight[xd],bias[xd];"
                 "indexed_attention?self_attn.indexer.weights_proj:weight[xn,H]",
-      .mlaPerLayer = true, .mlaRopeNorm = true, .indexerKeysF32 = true}},
+      .mlaPerLayer = true, .mlaRopeNorm = true, .mlaNormsConfigEps = true, .indexerKeysF32 = true}},
     {"minimax_m2", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::Whole, .scoreBias = L::ScoreBias::Block}},
     // Sequence mixers in place of attention on some layers (LayerLayout::mixer): gated delta rule,
     // Mamba 2, short convolution.
@@ -1921,7 +1923,7 @@ const std::vector<KnownModelType>& knownModelTypes()
         for (const auto& r : kTemplates) {
             const nlohmann::json* t = transformersModelType(r.modelType);
             std::string cls = t ? t->at("causal_lm_class").get<std::string>() : causalLmClassName(r.family);
-            std::string lacks = r.sameForward ? ""
+            std::string lacks = r.engineRuns ? ""
                                               : fmt::format("a check of {}'s own forward against Transformers (it is planned "
                                                             "with {}'s tree and plan)",
                                                             cls, familyName(r.family));
@@ -1946,15 +1948,24 @@ ClassPlans transformersClassPlans(const std::string& modelType)
     const nlohmann::json* t = transformersModelType(modelType);
     if (!t)
         return out;
-    auto read = [&](const char* key, std::vector<std::pair<std::string, std::string>>& to) {
-        if (auto it = t->find(key); it != t->end() && it->is_array())
-            for (const auto& e : *it)
+    auto read2 = [](const nlohmann::json& pairs, std::vector<std::pair<std::string, std::string>>& to) {
+        if (pairs.is_array())
+            for (const auto& e : pairs)
                 if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string())
                     to.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
+    };
+    auto read = [&](const char* key, std::vector<std::pair<std::string, std::string>>& to) {
+        if (auto it = t->find(key); it != t->end())
+            read2(*it, to);
     };
     read("base_model_tp_plan", out.baseTp);
     read("base_model_ep_plan", out.baseEp);
     read("head_tp_plan", out.head);
+    if (auto it = t->find("checkpoint_renames"); it != t->end() && it->is_array())
+        for (const auto& renaming : *it) {
+            out.checkpointRenames.emplace_back();
+            read2(renaming, out.checkpointRenames.back());
+        }
     if (auto it = t->find("interleaved_on_load"); it != t->end() && it->is_array())
         for (const auto& e : *it)
             if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_number_integer())

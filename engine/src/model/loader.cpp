@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <unordered_map>
 
 namespace fs = std::filesystem;
@@ -78,14 +79,68 @@ std::int64_t layerOf(const std::string& name)
     return l;
 }
 
-// Legacy → v5 renames that Transformers' conversion mapping applies on load.
+// One of Transformers' WeightRenamings (conversion_mapping.py, in resources/model_types.json): its source
+// patterns, each with the target that replaces the first occurrence of its match (\1 in it: the first group).
+struct Renaming
+{
+    std::vector<std::pair<std::regex, std::string>> sources;
+};
+
+// The model type's renamings, compiled once (a pattern std::regex cannot compile is left out).
+const std::vector<Renaming>& checkpointRenames(const std::string& modelType)
+{
+    static const std::unordered_map<std::string, std::vector<Renaming>> all = [] {
+        std::unordered_map<std::string, std::vector<Renaming>> out;
+        for (const KnownModelType& k : knownModelTypes())
+            for (const auto& pairs : transformersClassPlans(k.modelType).checkpointRenames) {
+                Renaming r;
+                for (const auto& [source, target] : pairs) {
+                    try {
+                        r.sources.emplace_back(std::regex(source), target);
+                    } catch (const std::regex_error&) { // a Python-only construct
+                    }
+                }
+                out[k.modelType].push_back(std::move(r));
+            }
+        return out;
+    }();
+    static const std::vector<Renaming> none;
+    const auto it = all.find(modelType);
+    return it == all.end() ? none : it->second;
+}
+
+// Every renaming in turn, as Transformers' apply_renamings: the leftmost match of its sources (the first source
+// at a tie) replaces the first occurrence of the matched text.
+void applyRenames(std::string& n, const std::vector<Renaming>& renames)
+{
+    for (const Renaming& r : renames) {
+        std::smatch best;
+        const std::string* target = nullptr;
+        for (const auto& [re, to] : r.sources) {
+            std::smatch m;
+            if (std::regex_search(n, m, re) && (!target || m.position(0) < best.position(0))) {
+                best = m;
+                target = &to;
+            }
+        }
+        if (!target)
+            continue;
+        std::string replacement = *target;
+        if (auto g = replacement.find("\\1"); g != std::string::npos && best.size() > 1)
+            replacement.replace(g, 2, best.str(1));
+        const std::string matched = best.str(0);
+        if (auto at = n.find(matched); at != std::string::npos)
+            n.replace(at, matched.size(), replacement);
+    }
+}
+
+// The name Transformers gives a checkpoint tensor on load: its model type's renamings (legacy and original
+// checkpoints' names), then a multimodal wrapper's prefix.
 std::string canonicalName(const std::string& name, const ModelConfig& c)
 {
     std::string n = name;
-    if (c.family == Family::Mixtral) {
-        if (auto p = n.find(".block_sparse_moe."); p != std::string::npos)
-            n.replace(p, 18, ".mlp.");
-    }
+    if (const auto& renames = checkpointRenames(c.modelType); !renames.empty())
+        applyRenames(n, renames);
     if (!c.wrapperModelType.empty()) {
         // Multimodal checkpoints keep the text model under language_model.
         for (const auto& [from, to] : {std::pair<std::string_view, std::string_view>{"model.language_model.", "model."},

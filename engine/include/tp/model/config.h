@@ -68,6 +68,8 @@ struct ClassPlans
     std::vector<std::pair<std::string, std::string>> baseTp, baseEp, head;
     // Parameters (path suffixes) the loader de-interleaves along a dim after splitting the checkpoint's tensor.
     std::vector<std::pair<std::string, int>> interleavedOnLoad;
+    // The checkpoint names Transformers renames on load, in order: each renaming's [source regex, target] pairs.
+    std::vector<std::vector<std::pair<std::string, std::string>>> checkpointRenames;
 };
 ClassPlans transformersClassPlans(const std::string& modelType);
 
@@ -205,6 +207,9 @@ struct LayerLayout
     // output (outputGate, headGate) and an RMSNorm of the shared rope key (k_rope_only_layernorm).
     bool mlaPerLayer = false;
     bool mlaRopeNorm = false;
+    // MLA's q_a_layernorm and kv_a_layernorm take rms_norm_eps (Dots 3); the DeepSeek-style ones keep their class's
+    // default eps, 1e-6, whatever the config says.
+    bool mlaNormsConfigEps = false;
     // HRM: two stacks of num_layers_per_stack layers, model.L_module and model.H_module (parameterless norms, a
     // parameterless final_norm each), run as H_cycles × (L_cycles runs of L_module, one of H_module); each run of a layer
     // is a decoder layer of its own in the graph and the KV cache (num_hidden_layers counts them, as Transformers does).
