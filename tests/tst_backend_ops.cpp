@@ -55,17 +55,24 @@ std::mt19937& rng()
     return r;
 }
 
-// Random values, rounded to `dt` so that the reference sees exactly what the backend stores.
+// v rounded to `dt`, so that the reference sees exactly what the backend stores.
+std::vector<float> rounded(std::vector<float> v, DType dt)
+{
+    const auto n = static_cast<std::int64_t>(v.size());
+    std::vector<unsigned char> raw(static_cast<std::size_t>(dtypeBytes(dt, n)));
+    fromFloat(v.data(), dt, raw.data(), n);
+    toFloat(raw.data(), dt, v.data(), n);
+    return v;
+}
+
+// Random values in [-scale, scale], rounded to `dt`.
 std::vector<float> randomValues(std::int64_t n, DType dt, float scale = 1.0f)
 {
     std::uniform_real_distribution<float> d(-scale, scale);
     std::vector<float> v(static_cast<std::size_t>(n));
     for (auto& x : v)
         x = d(rng());
-    std::vector<unsigned char> raw(static_cast<std::size_t>(dtypeBytes(dt, n)));
-    fromFloat(v.data(), dt, raw.data(), n);
-    toFloat(raw.data(), dt, v.data(), n);
-    return v;
+    return rounded(std::move(v), dt);
 }
 
 // A router's weights as the models make them: probabilities (a sigmoid or a softmax), not values
@@ -218,8 +225,14 @@ std::vector<double> refGemm(const std::vector<float>& x, const std::vector<float
 
 double act(Activation a, double v)
 {
-    return a == Activation::Silu ? v / (1 + std::exp(-v)) : 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    switch (a) {
+    case Activation::Silu: return v / (1 + std::exp(-v));
+    case Activation::Gelu: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    case Activation::Relu2: return v > 0 ? v * v : 0;
+    default: return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    }
 }
+constexpr Activation kComputed[] = {Activation::Silu, Activation::GeluTanh, Activation::Gelu, Activation::Relu2};
 
 // DeepSeek's routing on a shape: the top-k among the best half of the groups (when E splits into
 // groups of 2 or more), scaled.
@@ -427,6 +440,68 @@ private slots:
                         ref[static_cast<std::size_t>(g * group + j)] = (weighted ? offset + w[static_cast<std::size_t>(j)] : 1.0)
                             * x[static_cast<std::size_t>(g * group + j)] * inv;
                 }
+                worst = std::max(worst, nmse(b.get(Y), ref));
+            }
+            return worst;
+        });
+    }
+
+    void layerNorm_data() { rows(); }
+    void layerNorm()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            double worst = 0;
+            // Weight and bias; weight only (Cohere); neither (OLMo); (1 + w) and bias (Nemotron's LayerNorm1P). The
+            // rows are offset from zero so that a norm that forgets the mean is far off.
+            for (const auto& [weighted, biased, offset] : {std::tuple{true, true, 0.0}, {true, false, 0.0}, {false, false, 0.0}, {true, true, 1.0}}) {
+                Bench b(be(dt));
+                const std::int64_t H = d.hidden;
+                auto x = randomValues(d.tokens * H, dt, 3.0f);
+                for (float& v : x)
+                    v += 2.0f;
+                x = rounded(std::move(x), dt);
+                const auto w = randomValues(H, dt), bias = randomValues(H, dt);
+                const Tensor Y = b.poisoned(d.tokens, H), wT = b.put(w, 1, H), bT = b.put(bias, 1, H);
+                Bench::check(be(dt).layerNorm(b.put(x, d.tokens, H), weighted ? &wT : nullptr, biased ? &bT : nullptr, Y, 1e-5, offset));
+                std::vector<double> ref(x.size());
+                for (std::int64_t t = 0; t < d.tokens; ++t) {
+                    double mean = 0, var = 0;
+                    for (std::int64_t j = 0; j < H; ++j)
+                        mean += x[static_cast<std::size_t>(t * H + j)];
+                    mean /= double(H);
+                    for (std::int64_t j = 0; j < H; ++j)
+                        var += (x[static_cast<std::size_t>(t * H + j)] - mean) * (x[static_cast<std::size_t>(t * H + j)] - mean);
+                    const double inv = 1 / std::sqrt(var / double(H) + 1e-5);
+                    for (std::int64_t j = 0; j < H; ++j)
+                        ref[static_cast<std::size_t>(t * H + j)] = (weighted ? offset + w[static_cast<std::size_t>(j)] : 1.0)
+                                * (x[static_cast<std::size_t>(t * H + j)] - mean) * inv
+                            + (biased ? bias[static_cast<std::size_t>(j)] : 0.0);
+                }
+                worst = std::max(worst, nmse(b.get(Y), ref));
+            }
+            return worst;
+        });
+    }
+
+    void activation_data() { rows(); }
+    void activation()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            double worst = 0;
+            for (Activation a : kComputed) { // from a column view of a wider tensor, as an ungated MLP's up output may be
+                Bench b(be(dt));
+                const std::int64_t I = d.inter;
+                const auto x = randomValues(d.tokens * 2 * I, dt, 4.0f);
+                const Tensor X = b.put(x, d.tokens, 2 * I).columns(I, I), Y = b.poisoned(d.tokens, I);
+                Bench::check(be(dt).activation(X, Y, a));
+                std::vector<double> ref(static_cast<std::size_t>(d.tokens * I));
+                for (std::int64_t t = 0; t < d.tokens; ++t)
+                    for (std::int64_t j = 0; j < I; ++j)
+                        ref[static_cast<std::size_t>(t * I + j)] = act(a, x[static_cast<std::size_t>(t * 2 * I + I + j)]);
                 worst = std::max(worst, nmse(b.get(Y), ref));
             }
             return worst;
@@ -674,7 +749,7 @@ private slots:
         const DType dt = DType(dtype);
         forShapes(dt, [&](const Dims& d) {
             double worst = 0;
-            for (Activation a : {Activation::Silu, Activation::GeluTanh})
+            for (Activation a : kComputed)
                 for (bool packed : {false, true}) { // two tensors, or the halves of one packed [gate | up]
                     Bench b(be(dt));
                     const std::int64_t I = d.inter;

@@ -868,11 +868,11 @@ private slots:
         QTemporaryDir dir;
         QVERIFY(QFile::copy(kFixtures + "/models/llama/model.safetensors", dir.filePath("model.safetensors")));
         auto cfg = nlohmann::json::parse(std::ifstream((kFixtures + "/models/llama/config.json").toStdString()));
-        cfg["hidden_act"] = "gelu_new";
+        cfg["hidden_act"] = "xielu";
         std::ofstream(dir.filePath("config.json").toStdString()) << cfg.dump();
         const Run arch = cli({"run", "--model", dir.path(), "--tp", "1"});
         QCOMPARE(arch.code, 1);
-        QVERIFY2(arch.err.contains("activation 'gelu_new'"), qPrintable(arch.err));
+        QVERIFY2(arch.err.contains("activation 'xielu'"), qPrintable(arch.err));
         const Run stream = cli({"run", "--model", dir.path(), "--tp", "1", "--json-stream"});
         QCOMPARE(stream.code, 1);
         QCOMPARE(QString::fromStdString(nlohmann::json::parse(stream.out.toStdString())["event"].get<std::string>()), "error");

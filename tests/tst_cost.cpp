@@ -70,6 +70,10 @@ protected:
     {
         return m_in->rmsNorm(x, w, y, group, eps, offset);
     }
+    Status doLayerNorm(const Tensor& x, const Tensor* w, const Tensor* b, const Tensor& y, float eps, float offset) override
+    {
+        return m_in->layerNorm(x, w, b, y, eps, offset);
+    }
     Status doRope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table,
                   bool interleaved) override
     {
@@ -94,6 +98,7 @@ protected:
     {
         return m_in->gatedAct(gate, up, y, act);
     }
+    Status doActivation(const Tensor& x, const Tensor& y, Activation act) override { return m_in->activation(x, y, act); }
     Status doEmbedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow) override
     {
         return m_in->embedding(ids, w, y, firstRow);

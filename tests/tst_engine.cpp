@@ -885,7 +885,7 @@ private slots:
         // A quantized checkpoint (gpt-oss's MXFP4) is refused naming its format, whatever its tensors.
         refusedWith("gpt_oss", "quantization_config", {{"quant_method", "mxfp4"}}, "quantized ('mxfp4'");
         // A forward the ops do not compute (an activation they lack).
-        refusedWith("llama", "hidden_act", "gelu_new", "activation 'gelu_new'");
+        refusedWith("llama", "hidden_act", "xielu", "activation 'xielu'");
     }
 
     void stylesTheEngineDoesNotModelAreRefused()

@@ -40,6 +40,8 @@ const char* activationName(Activation a)
     switch (a) {
     case Activation::Silu: return "silu";
     case Activation::GeluTanh: return "gelu_pytorch_tanh";
+    case Activation::Gelu: return "gelu";
+    case Activation::Relu2: return "relu2";
     case Activation::Sigmoid: return "sigmoid";
     case Activation::Softplus: return "softplus";
     case Activation::Tanh: return "tanh";
@@ -137,13 +139,17 @@ public:
 
     void build()
     {
-        if (m_c.hiddenAct == "silu")
-            m_act = Activation::Silu;
-        else if (m_c.hiddenAct == "gelu_pytorch_tanh")
-            m_act = Activation::GeluTanh;
+        // Transformers' ACT2FN names: gelu_new and gelu_fast are the tanh form's formula.
+        static constexpr std::pair<const char*, Activation> kActs[] = {
+            {"silu", Activation::Silu},         {"swish", Activation::Silu},        {"gelu_pytorch_tanh", Activation::GeluTanh},
+            {"gelu_new", Activation::GeluTanh}, {"gelu_fast", Activation::GeluTanh}, {"gelu", Activation::Gelu},
+            {"relu2", Activation::Relu2}};
+        const auto* a = std::find_if(std::begin(kActs), std::end(kActs), [&](const auto& e) { return m_c.hiddenAct == e.first; });
+        if (a != std::end(kActs))
+            m_act = a->second;
         else
-            m_g.unsupported = fmt::format("activation '{}' (hidden_act) is not one the engine computes (silu, "
-                                          "gelu_pytorch_tanh)",
+            m_g.unsupported = fmt::format("activation '{}' (hidden_act) is not one the engine computes (silu, swish, "
+                                          "gelu_pytorch_tanh, gelu_new, gelu_fast, gelu, relu2)",
                                           m_c.hiddenAct);
         for (const RopeScaling* rs : {&m_c.ropeScaling, m_c.slidingRope ? &m_c.slidingRope->scaling : nullptr})
             if (rs && !rs->type.empty() && rs->type != "llama3" && rs->type != "linear" && rs->type != "yarn")
@@ -233,8 +239,9 @@ private:
     {
         GraphNode& n = node(kind, path, indexOf(path), std::move(inputs));
         if (kind == OpKind::Norm) {
-            n.eps = m_c.rmsNormEps;
+            n.eps = m_c.layout.normEps > 0 ? m_c.layout.normEps : m_c.rmsNormEps;
             n.normOffset = m_t.unitOffsetNorms ? 1 : 0;
+            n.layerNorm = m_c.layout.layerNorms;
         }
         return output(n, features);
     }

@@ -125,13 +125,13 @@ const TemplateRow kTemplates[] = {
     {"hunyuan_v1_dense", Family::Llama, false, {.qkNorm = L::QkNorm::PerHead, .renames = "q_norm=query_layernorm,k_norm=key_layernorm"}},
     {"diffllama", Family::Llama, false, {.extras = "self_attn:lambda_q1[hd],lambda_k1[hd],lambda_q2[hd],lambda_k2[hd]"}},
     // Composed: Llama's blocks with other norms, MLPs, biases, q/k norms or sinks.
-    {"arcee", Family::Llama, false, {.gatedMlp = false}},
-    {"jais2", Family::Llama, false, {.normParams = L::NormParams::WeightAndBias, .gatedMlp = false}},
-    {"starcoder2", Family::Llama, false,
-     {.normParams = L::NormParams::WeightAndBias, .gatedMlp = false, .upName = "c_fc", .downName = "c_proj"}, "use_bias"},
+    {"arcee", Family::Llama, true, {.gatedMlp = false}},
+    {"jais2", Family::Llama, true, {.normParams = L::NormParams::WeightAndBias, .layerNorms = true, .gatedMlp = false}},
+    {"starcoder2", Family::Llama, true,
+     {.normParams = L::NormParams::WeightAndBias, .layerNorms = true, .gatedMlp = false, .upName = "c_fc", .downName = "c_proj"}, "use_bias"},
     {"nanochat", Family::Llama, false,
      {.normParams = L::NormParams::None, .gatedMlp = false, .upName = "fc1", .downName = "fc2"}},
-    {"olmo", Family::Llama, false, {.normParams = L::NormParams::None}},
+    {"olmo", Family::Llama, true, {.normParams = L::NormParams::None, .layerNorms = true, .normEps = 1e-5}},
     {"olmo2", Family::Llama, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
     {"olmo3", Family::Llama, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
     {"exaone4", Family::Llama, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::PerHead}},
@@ -1620,7 +1620,7 @@ Status readFields(const FieldReader& r, ModelConfig& c)
         TP_RETURN_IF_ERROR(r.readInt("head_dim", c.headDim, 1, kMaxHeadDim));
     }
     TP_RETURN_IF_ERROR(r.readInt("max_position_embeddings", c.maxPositionEmbeddings, 0));
-    for (const char* eps : {"rms_norm_eps", "layer_norm_eps"})
+    for (const char* eps : {"rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps"})
         TP_RETURN_IF_ERROR(r.readDouble(eps, c.rmsNormEps));
     TP_RETURN_IF_ERROR(r.readDouble("rope_theta", c.ropeTheta));
     TP_RETURN_IF_ERROR(readRopeScaling(r, c));

@@ -103,6 +103,19 @@ Status Backend::rmsNorm(const Tensor& x, const Tensor* w, const Tensor& y, std::
     return y.empty() ? Status() : doRmsNorm(x, w, y, group, static_cast<float>(eps), static_cast<float>(offset));
 }
 
+Status Backend::layerNorm(const Tensor& x, const Tensor* w, const Tensor* b, const Tensor& y, double eps, double offset)
+{
+    OpCheck c("layer_norm", *this);
+    c.on("x", x).dense("x", x).on("y", y).dense("y", y);
+    for (const auto& [name, p] : {std::pair{"w", w}, {"b", b}})
+        if (p)
+            c.on(name, *p).require(p->rows == 1 && p->cols == x.cols, [&] { return fmt::format("{} {} for rows of {}", name, shape(*p), x.cols); });
+    c.require(x.cols > 0 && y.rows == x.rows && y.cols == x.cols, [&] { return fmt::format("x {} into y {}", shape(x), shape(y)); });
+    c.require(std::isfinite(eps) && eps >= 0 && std::isfinite(offset), [&] { return fmt::format("eps {}, offset {}", eps, offset); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doLayerNorm(x, w, b, y, static_cast<float>(eps), static_cast<float>(offset));
+}
+
 Status Backend::rope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table,
                      bool interleaved)
 {
@@ -179,10 +192,19 @@ Status Backend::gatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, 
     c.on("gate", gate).on("up", up).on("y", y).dense("y", y);
     c.require(gate.rows == up.rows && gate.cols == up.cols && y.rows == gate.rows && y.cols == gate.cols,
               [&] { return fmt::format("gate {}, up {}, y {}", shape(gate), shape(up), shape(y)); });
-    c.require(act != Activation::Sigmoid && act != Activation::Softplus && act != Activation::Tanh,
-              [&] { return fmt::format("a {} gate is planned only; no backend computes it", activationName(act)); });
+    c.require(computedActivation(act), [&] { return fmt::format("a {} gate is planned only; no backend computes it", activationName(act)); });
     TP_RETURN_IF_ERROR(c.status());
     return y.empty() ? Status() : doGatedAct(gate, up, y, act);
+}
+
+Status Backend::activation(const Tensor& x, const Tensor& y, Activation act)
+{
+    OpCheck c("activation", *this);
+    c.on("x", x).on("y", y).dense("y", y);
+    c.require(y.rows == x.rows && y.cols == x.cols, [&] { return fmt::format("x {}, y {}", shape(x), shape(y)); });
+    c.require(computedActivation(act), [&] { return fmt::format("{} is planned only; no backend computes it", activationName(act)); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doActivation(x, y, act);
 }
 
 Status Backend::embedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow)

@@ -1303,7 +1303,10 @@ private:
             // Transformers multiplies by it.
             return n.scale > 0 ? be.scale(y, y, roundedTo(be.storage(), static_cast<float>(n.scale)), 0) : Status();
         }
-        case OpKind::Norm: return be.rmsNorm(in(k, n, 0), weight(k, n, "weight"), y, in(k, n, 0).cols, n.eps, n.normOffset);
+        case OpKind::Norm:
+            if (n.layerNorm)
+                return be.layerNorm(in(k, n, 0), weight(k, n, "weight"), weight(k, n, "bias"), y, n.eps, n.normOffset);
+            return be.rmsNorm(in(k, n, 0), weight(k, n, "weight"), y, in(k, n, 0).cols, n.eps, n.normOffset);
         case OpKind::HeadNorm: // no module: Llama 4's L2 norm, without a weight
             return be.rmsNorm(in(k, n, 0), weight(k, n, "weight"), y, n.headDim, n.eps, n.normOffset);
         case OpKind::Linear:
@@ -1365,6 +1368,8 @@ private:
                 const Tensor& x = in(k, n, 0);
                 return be.gatedAct(x.columns(0, x.cols / 2), x.columns(x.cols / 2, x.cols / 2), y, n.act);
             }
+            if (n.inputs.size() == 1) // an ungated MLP
+                return be.activation(in(k, n, 0), y, n.act);
             return be.gatedAct(in(k, n, 0), in(k, n, 1), y, n.act);
         case OpKind::Experts:
             return be.experts(in(k, n, 0), in(k, n, 1), *weight(k, n, "gate_up_proj"), *weight(k, n, "down_proj"), y,

@@ -231,7 +231,8 @@ private:
         case OpKind::HeadNorm: {
             const ParamShard* w = param(n, "weight");
             const std::int64_t group = n.kind == OpKind::Norm ? in(0) : n.headDim;
-            const bool weightless = n.kind == OpKind::HeadNorm && n.module < 0; // Llama 4's L2 norm
+            // Llama 4's L2 norm; a norm module without parameters (OLMo's LayerNorm, nanochat's RMSNorm)
+            const bool weightless = n.module < 0 ? n.kind == OpKind::HeadNorm : m_spec.modules[static_cast<std::size_t>(n.module)].params.empty();
             TP_RETURN_IF_ERROR(need(n, (weightless || (w && wshape(w).second == group)) && group > 0 && in(0) % group == 0, [&] {
                 return fmt::format("norm over groups of {} of {} features with a weight of {}", group, in(0),
                                    w ? wshape(w).second : 0);
@@ -289,9 +290,8 @@ private:
                 TP_RETURN_IF_ERROR(need(n, in(0) % 2 == 0, [&] { return fmt::format("packed input of {} features", in(0)); }));
                 return in(0) / 2;
             }
-            TP_RETURN_IF_ERROR(need(n, n.inputs.size() == 2, [] { return std::string("one input: the engine computes gated MLPs only"); }));
-            TP_RETURN_IF_ERROR(need(n, in(0) == in(1), [&] { return fmt::format("gate has {} features, up {}", in(0), in(1)); }));
-            return in(0);
+            TP_RETURN_IF_ERROR(need(n, n.inputs.size() == 1 || in(0) == in(1), [&] { return fmt::format("gate has {} features, up {}", in(0), in(1)); }));
+            return in(0); // one input: act(x), an ungated MLP
         case OpKind::Experts: {
             TP_ASSIGN_OR_RETURN(const ExpertsShape s, expertsShape(n));
             m_ph->experts[static_cast<std::size_t>(ni)] = s;

@@ -20,7 +20,7 @@ namespace tp {
 
 enum class OpKind {
     Embedding,    // token ids → hidden
-    Norm,         // RMSNorm over the whole feature vector
+    Norm,         // RMSNorm (or LayerNorm: GraphNode::layerNorm) over the whole feature vector
     HeadNorm,     // RMSNorm per head (Qwen3/Gemma3 q_norm/k_norm; without a module: Llama 4's L2 norm)
     Linear,       // nn.Linear (also the MoE router's projection)
     Split,        // a fused output cut by global sizes (Phi-3 qkv, MLA kv_a)
@@ -75,6 +75,7 @@ struct GraphNode
     // Op attributes, so that whoever executes the node needs nothing but the node.
     double eps = 0;              // Norm, HeadNorm: RMSNorm epsilon
     double normOffset = 0;       // Norm, HeadNorm: the weight is (normOffset + w) (Gemma: 1)
+    bool layerNorm = false;      // Norm: a LayerNorm (mean-centred, with the module's bias when it has one), not an RMSNorm
     int rope = -1;               // Rope, MLA's Attention: index into LayerGraph::ropes
     bool interleavedRope = false; // Rope, MLA's Attention: rotary pairs (2j, 2j + 1) (rope_interleave)
     // MLA's Attention (inputs q, kv, k_pe): the width of the rope key all heads share; its heads'

@@ -110,6 +110,9 @@ struct LayerLayout
     // The norms' parameters: weight (RMSNorm), weight and bias (LayerNorm), none (OLMo's LayerNorm
     // without affine parameters).
     enum class NormParams { Weight, WeightAndBias, None } normParams = NormParams::Weight;
+    // The layers' and the final norm are LayerNorms (mean-centred; their eps is rms_norm_eps's reading), not RMSNorms.
+    bool layerNorms = false;
+    double normEps = 0;                   // the layers' and the final norm's eps where the class hard-codes it (OLMo: 1e-5)
     // q_norm / k_norm: the family's own (Qwen3: per head), none, per head [head_dim], or over the
     // whole projection [heads · head_dim] (OLMo 2).
     enum class QkNorm { Family, None, PerHead, Whole } qkNorm = QkNorm::Family;

@@ -192,6 +192,10 @@ public:
     // y = (offset + w) · x / sqrt(mean(x²) + eps), w [1, group] (offset 1: Gemma's norms), or without
     // a weight (w null: Llama 4's L2 norm of q and k) y = x / sqrt(mean(x²) + eps). y may be x.
     Status rmsNorm(const Tensor& x, const Tensor* w, const Tensor& y, std::int64_t group, double eps, double offset = 0);
+    // LayerNorm of every row: y = (x − mean) / sqrt(var + eps) · (offset + w) + b, the variance biased; w and b
+    // [1, cols] or null (OLMo's parameterless norm, Cohere's without bias; offset 1: Nemotron's LayerNorm1P).
+    // y may be x.
+    Status layerNorm(const Tensor& x, const Tensor* w, const Tensor* b, const Tensor& y, double eps, double offset = 0);
     // Rotary embedding of every head of x [n, heads·headDim] at positions[0, t] (I32 [1, n]); table
     // (F32 [positions, d]) holds cos in its first half, sin in its second. The last d columns of each
     // head turn (d = headDim but for MLA's rope part); the others pass. Pairs (j, j + d/2)
@@ -213,6 +217,8 @@ public:
                  std::int64_t nope);
     // y = act(gate) · up, elementwise; gate and up may be column views of one packed tensor.
     Status gatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act);
+    // y = act(x), elementwise (an ungated MLP's activation). y may be x.
+    Status activation(const Tensor& x, const Tensor& y, Activation act);
     // y[t] = w[ids[0, t] − firstRow] where that row is in w, else zeros (a vocab shard); ids I32 [1, n];
     // y may be a column view.
     Status embedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow);
@@ -271,6 +277,7 @@ protected:
     virtual Status doDownload(const Tensor& src, void* host) = 0;
     virtual Status doGemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, const Tensor& scratch) = 0;
     virtual Status doRmsNorm(const Tensor& x, const Tensor* w, const Tensor& y, std::int64_t group, float eps, float offset) = 0;
+    virtual Status doLayerNorm(const Tensor& x, const Tensor* w, const Tensor* b, const Tensor& y, float eps, float offset) = 0;
     virtual Status doRope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions,
                           const Tensor& table, bool interleaved) = 0;
     virtual Status doAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
@@ -280,6 +287,7 @@ protected:
     virtual Status doMlaKv(const Tensor& kv, const Tensor& rope, const Tensor& k, const Tensor& v, std::int64_t heads,
                            std::int64_t nope) = 0;
     virtual Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act) = 0;
+    virtual Status doActivation(const Tensor& x, const Tensor& y, Activation act) = 0;
     virtual Status doEmbedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow) = 0;
     virtual Status doAdd(const Tensor& a, const Tensor& b, const Tensor& y) = 0;
     virtual Status doCopy(const Tensor& src, const Tensor& dst) = 0;

@@ -160,9 +160,18 @@ float geluTanh(float v)
     const float k = 0.7978845608028654f; // sqrt(2/pi)
     return 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
 }
-float activate(Activation a, float v) { return a == Activation::Silu ? silu(v) : geluTanh(v); }
+float activate(Activation a, float v)
+{
+    switch (a) {
+    case Activation::Silu: return silu(v);
+    case Activation::Gelu: return 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f));
+    case Activation::Relu2: return v > 0 ? v * v : 0.0f;
+    default: return geluTanh(v);
+    }
+}
 
-int actIndex(Activation a) { return a == Activation::Silu ? 0 : 1; }
+// The vector kernels' activation index (CpuKernels::gatedAct), or -1 for the scalar path.
+int actIndex(Activation a) { return a == Activation::Silu ? 0 : a == Activation::GeluTanh ? 1 : -1; }
 
 std::int64_t alignUp(std::int64_t n, std::int64_t a) { return (n + a - 1) / a * a; }
 
@@ -394,6 +403,46 @@ protected:
         });
     }
 
+    Status doLayerNorm(const Tensor& x, const Tensor* w, const Tensor* b, const Tensor& y, float eps, float offset) override
+    {
+        return withStorage(storage(), [&](auto s) {
+            using S = decltype(s);
+            const auto* X = x.as<typename S::T>();
+            const auto* Wt = w ? w->as<typename S::T>() : nullptr; // none: a weight of 1
+            const auto* Bt = b ? b->as<typename S::T>() : nullptr; // none: no bias
+            auto* Y = y.as<typename S::T>();
+            const std::int64_t d = x.cols;
+            for (std::int64_t r = 0; r < x.rows; ++r) {
+                double sum = 0, ss = 0;
+                for (std::int64_t j = 0; j < d; ++j)
+                    sum += S::get(X, r * d + j);
+                const double mean = sum / static_cast<double>(d);
+                for (std::int64_t j = 0; j < d; ++j) {
+                    const double c = S::get(X, r * d + j) - mean;
+                    ss += c * c;
+                }
+                const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(d)) + eps);
+                for (std::int64_t j = 0; j < d; ++j)
+                    S::put(Y, r * d + j,
+                           (Wt ? offset + S::get(Wt, j) : 1.0f) * ((S::get(X, r * d + j) - static_cast<float>(mean)) * inv)
+                               + (Bt ? S::get(Bt, j) : 0.0f));
+            }
+        });
+    }
+
+    Status doActivation(const Tensor& x, const Tensor& y, Activation act) override
+    {
+        return withStorage(storage(), [&](auto s) {
+            using S = decltype(s);
+            auto* Y = y.as<typename S::T>();
+            for (std::int64_t r = 0; r < y.rows; ++r) {
+                const auto* X = rowOf<S>(x, r);
+                for (std::int64_t c = 0; c < y.cols; ++c)
+                    S::put(Y, r * y.cols + c, activate(act, S::get(X, c)));
+            }
+        });
+    }
+
     Status doRope(const Tensor& x, const Tensor& y, std::int64_t hd, const Tensor& positions, const Tensor& table,
                   bool interleaved) override
     {
@@ -608,7 +657,7 @@ protected:
 
     Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act) override
     {
-        if (storage() == DType::F32) {
+        if (storage() == DType::F32 && actIndex(act) >= 0) {
             for (std::int64_t r = 0; r < y.rows; ++r)
                 m_vk.gatedAct(rowOf<F32>(gate, r), rowOf<F32>(up, r), y.as<float>() + r * y.cols, y.cols, actIndex(act));
             return {};
@@ -832,9 +881,13 @@ protected:
                                     a[i * I + c] = activate(s.act, g) * u;
                                 }
                             }
-                    } else {
+                    } else if (actIndex(s.act) >= 0) {
                         for (std::int64_t i = 0; i < M; ++i)
                             m_vk.gatedAct(h + i * I2, h + i * I2 + I, a + i * I, I, actIndex(s.act));
+                    } else {
+                        for (std::int64_t i = 0; i < M; ++i)
+                            for (std::int64_t c = 0; c < I; ++c)
+                                a[i * I + c] = activate(s.act, h[i * I2 + c]) * h[i * I2 + I + c];
                     }
                     gemm = s.transposed ? sgemmNN(M, H, I, a, I, D, H, o, H) : sgemmNT(M, H, I, a, I, D, I, 0.0f, o, H);
                     if (!gemm.ok())

@@ -471,6 +471,23 @@ protected:
         });
     }
 
+    Status doLayerNorm(const Tensor& x, const Tensor* w, const Tensor* b, const Tensor& y, float eps, float offset) override
+    {
+        TP_RETURN_IF_ERROR(useDevice(m_device));
+        TP_RETURN_IF_ERROR(launchable("layer_norm", x.rows, x.cols));
+        if (x.rows > INT_MAX) // a block per row
+            return invalidArgument(cat("layer_norm: ", x.rows, " rows is beyond the CUDA backend's launch shapes"));
+        cudaStream_t st = m_compute.get();
+        return withStorage(storage(), "layer_norm", [&](auto tag) -> Status {
+            using T = typename decltype(tag)::type;
+            layerNormKernel<T><<<static_cast<unsigned>(x.rows), kThreads, 0, st>>>(x.as<T>(), w ? w->as<T>() : nullptr,
+                                                                                   b ? b->as<T>() : nullptr, y.as<T>(), x.cols, eps,
+                                                                                   offset);
+            TP_CUDA_LAUNCHED();
+            return {};
+        });
+    }
+
     Status doRope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table,
                   bool interleaved) override
     {
@@ -606,6 +623,20 @@ protected:
             const Launch l = rowLaunch(y.rows, y.cols);
             gatedActKernel<T><<<l.grid, l.block, 0, st>>>(gate.as<T>(), gate.stride, up.as<T>(), up.stride, y.as<T>(), y.rows,
                                                           y.cols, act);
+            TP_CUDA_LAUNCHED();
+            return {};
+        });
+    }
+
+    Status doActivation(const Tensor& x, const Tensor& y, Activation act) override
+    {
+        TP_RETURN_IF_ERROR(useDevice(m_device));
+        TP_RETURN_IF_ERROR(launchable("activation", y.rows, y.cols));
+        cudaStream_t st = m_compute.get();
+        return withStorage(storage(), "activation", [&](auto tag) -> Status {
+            using T = typename decltype(tag)::type;
+            const Launch l = rowLaunch(y.rows, y.cols);
+            activationKernel<T><<<l.grid, l.block, 0, st>>>(x.as<T>(), x.stride, y.as<T>(), y.rows, y.cols, act);
             TP_CUDA_LAUNCHED();
             return {};
         });

@@ -69,12 +69,16 @@ __device__ __forceinline__ float warpMax(float v)
     return v;
 }
 
-// --- activations (Transformers' silu and gelu_pytorch_tanh, in fp32) ----------------------------
+// --- activations (Transformers' silu, gelu_pytorch_tanh, gelu and relu2, in fp32) --------------------
 
 __device__ __forceinline__ float activate(Activation a, float v)
 {
     if (a == Activation::Silu)
         return v / (1.0f + expf(-v));
+    if (a == Activation::Gelu)
+        return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+    if (a == Activation::Relu2)
+        return v > 0 ? v * v : 0.0f;
     const float k = 0.7978845608028654f; // sqrt(2/pi)
     return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
 }
@@ -143,6 +147,44 @@ __global__ void rmsNormBlockKernel(const T* x, const T* w, T* y, std::int64_t gr
     const float inv = 1.0f / sqrtf(partial[0] / float(group) + eps);
     for (std::int64_t j = threadIdx.x; j < group; j += blockDim.x)
         yg[j] = store<T>((w ? offset + load(w[j]) : 1.0f) * (load(xg[j]) * inv));
+}
+
+// LayerNorm, a block per row: the mean, then the biased variance about it (two passes over x, in fp32).
+template<typename T>
+__global__ void layerNormKernel(const T* x, const T* w, const T* b, T* y, std::int64_t cols, float eps, float offset)
+{
+    __shared__ float partial[kThreads / kWarp];
+    const T* xr = x + std::int64_t(blockIdx.x) * cols;
+    T* yr = y + std::int64_t(blockIdx.x) * cols;
+    const int lane = int(threadIdx.x % kWarp), warp = int(threadIdx.x / kWarp);
+    auto blockSum = [&](float v) {
+        v = warpSum(v);
+        if (lane == 0)
+            partial[warp] = v;
+        __syncthreads();
+        if (warp == 0) {
+            v = lane < int(blockDim.x / kWarp) ? partial[lane] : 0.0f;
+            v = warpSum(v);
+            if (lane == 0)
+                partial[0] = v;
+        }
+        __syncthreads();
+        const float total = partial[0];
+        __syncthreads(); // every thread has read it before partial is reused
+        return total;
+    };
+    float s = 0;
+    for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+        s += load(xr[j]);
+    const float mean = blockSum(s) / float(cols);
+    float ss = 0;
+    for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        const float c = load(xr[j]) - mean;
+        ss += c * c;
+    }
+    const float inv = 1.0f / sqrtf(blockSum(ss) / float(cols) + eps); // also orders every read of xr before the writes (y may be x)
+    for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+        yr[j] = store<T>((w ? offset + load(w[j]) : 1.0f) * ((load(xr[j]) - mean) * inv) + (b ? load(b[j]) : 0.0f));
 }
 
 // Llama 4's attention temperature: row t times log1p(floor((position + 1) / floorScale)) · attnScale + 1.
@@ -291,6 +333,16 @@ __global__ void gatedActKernel(const T* gate, std::int64_t gateStride, const T* 
         return;
     for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y)
         y[r * cols + c] = store<T>(activate(act, load(gate[r * gateStride + c])) * load(up[r * upStride + c]));
+}
+
+template<typename T>
+__global__ void activationKernel(const T* x, std::int64_t xStride, T* y, std::int64_t rows, std::int64_t cols, Activation act)
+{
+    const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (c >= cols)
+        return;
+    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+        y[r * cols + c] = store<T>(activate(act, load(x[r * xStride + c])));
 }
 
 // Raw element bits (U: an unsigned type of the element's size): rows of a vocab shard, zeros for
