@@ -519,8 +519,11 @@ private slots:
             double worst = 0;
             const std::int64_t hd = d.headDim, W = d.heads * hd, positions = 64;
             for (const std::int64_t rd : {hd, std::max<std::int64_t>(2, hd / 2 / 2 * 2)})
-                for (const bool interleaved : {false, true}) {
-                    const std::int64_t half = rd / 2, pass = hd - rd;
+                for (const bool interleaved : {false, true})
+                for (const bool leading : {false, true}) { // the rotated part last (MLA) or first (partial rotary)
+                    if (leading && rd == hd)
+                        continue;
+                    const std::int64_t half = rd / 2, pass = hd - rd, rot = leading ? 0 : pass;
                     Bench b(be(dt));
                     const auto x = randomValues(d.tokens * W, dt);
                     std::vector<std::int32_t> pos;
@@ -535,12 +538,12 @@ private slots:
                         }
                     const Tensor Y = b.poisoned(d.tokens, W);
                     Bench::check(be(dt).rope(b.put(x, d.tokens, W), Y, hd, b.ints(pos), b.put(table, positions, rd, DType::F32),
-                                             interleaved));
+                                             interleaved, leading));
                     std::vector<double> ref(x.begin(), x.end());
                     for (std::int64_t t = 0; t < d.tokens; ++t)
                         for (std::int64_t h = 0; h < d.heads; ++h)
                             for (std::int64_t j = 0; j < half; ++j) {
-                                const std::size_t i = static_cast<std::size_t>(t * W + h * hd + pass + (interleaved ? 2 * j : j)),
+                                const std::size_t i = static_cast<std::size_t>(t * W + h * hd + rot + (interleaved ? 2 * j : j)),
                                                   k = i + static_cast<std::size_t>(interleaved ? 1 : half);
                                 const double c = table[static_cast<std::size_t>(pos[std::size_t(t)] * rd + j)],
                                              s = table[static_cast<std::size_t>(pos[std::size_t(t)] * rd + half + j)];

@@ -75,9 +75,9 @@ protected:
         return m_in->layerNorm(x, w, b, y, eps, offset);
     }
     Status doRope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table,
-                  bool interleaved) override
+                  bool interleaved, bool leading) override
     {
-        return m_in->rope(x, y, headDim, positions, table, interleaved);
+        return m_in->rope(x, y, headDim, positions, table, interleaved, leading);
     }
     Status doAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& s,
                        const Tensor& scratch, const Tensor* sinks) override

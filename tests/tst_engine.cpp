@@ -886,6 +886,28 @@ private slots:
         refusedWith("gpt_oss", "quantization_config", {{"quant_method", "mxfp4"}}, "quantized ('mxfp4'");
         // A forward the ops do not compute (an activation they lack).
         refusedWith("llama", "hidden_act", "xielu", "activation 'xielu'");
+
+        // Phi-3's generate() recomputes its cache when decoding crosses longrope's original context: a decode that
+        // crosses it is refused by name, one that stays short of it runs.
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        auto cfg = nlohmann::json::parse(std::ifstream(kModels + "phi3/config.json"));
+        cfg["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 10000.0}, {"original_max_position_embeddings", 12},
+                                  {"short_factor", {1.0, 1.5, 2.0, 3.0}}, {"long_factor", {1.0, 3.0, 6.0, 12.0}}};
+        cfg["original_max_position_embeddings"] = 12;
+        std::ofstream(dir.filePath("config.json").toStdString()) << cfg.dump();
+        QVERIFY(QFile::copy(QString::fromStdString(kModels + "phi3/model.safetensors"), dir.filePath("model.safetensors")));
+        auto phi = openModel(dir.path().toStdString());
+        QVERIFY2(phi.ok(), phi.status().message().c_str());
+        RunOptions o;
+        o.seq = 10;
+        o.decodeSteps = 3;
+        const ShardedGraph g = shardModel(phi->spec, defaultPlan(phi->spec, 1), {.seq = 10});
+        auto crossing = runModel(phi->spec, g, {&*phi->checkpoint}, o);
+        QCOMPARE(crossing.status().code(), StatusCode::Unimplemented);
+        QVERIFY2(crossing.status().message().find("at most 2 decode steps") != std::string::npos, crossing.status().message().c_str());
+        o.decodeSteps = 2;
+        QVERIFY(runModel(phi->spec, g, {&*phi->checkpoint}, o).ok());
     }
 
     void stylesTheEngineDoesNotModelAreRefused()

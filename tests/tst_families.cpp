@@ -26,11 +26,11 @@ std::string checksFolder() { return qEnvironmentVariable("TP_FAMILY_CHECKS").toS
 
 void addTypes()
 {
-    QTest::addColumn<QString>("type");
+    QTest::addColumn<QString>("check");
     std::ifstream in(tptest::sourceDir() + "/tests/fixtures/family_checks.json");
     const nlohmann::json checks = nlohmann::json::parse(in);
-    for (const auto& [type, check] : checks.at("model_types").items())
-        QTest::addRow("%s", type.c_str()) << QString::fromStdString(type);
+    for (const auto& [name, check] : checks.at("checks").items())
+        QTest::addRow("%s", name.c_str()) << QString::fromStdString(name);
 }
 
 } // namespace
@@ -50,8 +50,8 @@ private slots:
     void prefillMatchesTransformers_data() { addTypes(); }
     void prefillMatchesTransformers()
     {
-        QFETCH(QString, type);
-        const std::string folder = checksFolder() + "/" + type.toStdString();
+        QFETCH(QString, check);
+        const std::string folder = checksFolder() + "/" + check.toStdString();
         auto om = openModel(folder);
         QVERIFY2(om.ok(), om.status().message().c_str());
         const tptest::Reference ref = tptest::referenceIn(folder);
@@ -76,8 +76,8 @@ private slots:
     void decodeMatchesTransformersGenerate_data() { addTypes(); }
     void decodeMatchesTransformersGenerate()
     {
-        QFETCH(QString, type);
-        const std::string folder = checksFolder() + "/" + type.toStdString();
+        QFETCH(QString, check);
+        const std::string folder = checksFolder() + "/" + check.toStdString();
         auto om = openModel(folder);
         QVERIFY2(om.ok(), om.status().message().c_str());
         const tptest::Generation gen = tptest::generationIn(folder);

@@ -49,16 +49,35 @@ const char* activationName(Activation a)
     return "?";
 }
 
-std::vector<float> RopeTable::cosSin(std::int64_t positions) const
+std::vector<double> RopeTable::frequencies(std::int64_t L) const
+{
+    if (kind == Kind::LongRope && L > switchAt)
+        return longInvFreq;
+    if (kind == Kind::DynamicNtk && L > switchAt) {
+        const double d = static_cast<double>(headDim);
+        const double base = theta * std::pow(factor * static_cast<double>(L) / static_cast<double>(switchAt) - (factor - 1), d / (d - 2));
+        std::vector<double> f;
+        for (std::int64_t i = 0; i < headDim / 2; ++i)
+            f.push_back(1.0 / std::pow(base, static_cast<double>(2 * i) / d));
+        return f;
+    }
+    return invFreq;
+}
+
+std::vector<float> RopeTable::cosSin(std::int64_t positions, std::int64_t prefill) const
 {
     const std::int64_t half = headDim / 2;
     std::vector<float> t(static_cast<std::size_t>(positions * headDim));
-    for (std::int64_t p = 0; p < positions; ++p)
+    const std::vector<double> prefillFreq = frequencies(prefill);
+    for (std::int64_t p = 0; p < positions; ++p) {
+        const std::vector<double> freq = kind == Kind::Fixed || p < prefill ? std::vector<double>{} : frequencies(p + 1);
+        const std::vector<double>& f = freq.empty() ? prefillFreq : freq;
         for (std::int64_t j = 0; j < half; ++j) {
-            const double a = static_cast<double>(p) * invFreq[static_cast<std::size_t>(j)];
+            const double a = static_cast<double>(p) * f[static_cast<std::size_t>(j)];
             t[static_cast<std::size_t>(p * headDim + j)] = static_cast<float>(attentionScaling * std::cos(a));
             t[static_cast<std::size_t>(p * headDim + half + j)] = static_cast<float>(attentionScaling * std::sin(a));
         }
+    }
     return t;
 }
 
@@ -98,13 +117,41 @@ void yarn(RopeTable& t, double theta, const RopeScaling& s, std::int64_t maxPosi
     }
 }
 
-// inv_freq of Transformers' rope init functions: default, "linear", "llama3" and "yarn" scaling.
-RopeTable ropeTable(double theta, const RopeScaling& s, std::int64_t headDim, std::int64_t maxPositions)
+// inv_freq of every rope init function of Transformers (ROPE_INIT_FUNCTIONS): default, "linear", "llama3", "yarn",
+// "longrope", "dynamic" and "proportional", over the rotated dims int(head_dim · partial_rotary_factor).
+RopeTable ropeTable(double theta, const RopeScaling& s, std::int64_t fullHeadDim, std::int64_t maxPositions)
 {
     RopeTable t;
+    const bool proportional = s.type == "proportional"; // head_dim / 2 frequencies, the unrotated ones 0
+    const std::int64_t headDim = proportional ? fullHeadDim : static_cast<std::int64_t>(static_cast<double>(fullHeadDim) * s.partialRotaryFactor);
     t.headDim = headDim;
+    const std::int64_t rotated = proportional ? static_cast<std::int64_t>(s.partialRotaryFactor * static_cast<double>(fullHeadDim)) / 2 : headDim / 2;
+    if (s.type == "longrope") {
+        const double original = static_cast<double>(s.originalMaxPositions > 0 ? s.originalMaxPositions : maxPositions);
+        const double factor = s.factorGiven ? s.factor : static_cast<double>(maxPositions) / original;
+        t.attentionScaling = s.attentionFactor ? *s.attentionFactor
+                           : factor <= 1       ? 1.0
+                                               : std::sqrt(1 + std::log(factor) / std::log(original));
+        t.kind = RopeTable::Kind::LongRope;
+        t.switchAt = static_cast<std::int64_t>(original);
+        for (std::int64_t i = 0; i < headDim / 2; ++i) {
+            const double base = std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(headDim));
+            const auto at = static_cast<std::size_t>(i);
+            t.invFreq.push_back(1.0 / ((at < s.shortFactor.size() ? s.shortFactor[at] : 1.0) * base));
+            t.longInvFreq.push_back(1.0 / ((at < s.longFactor.size() ? s.longFactor[at] : 1.0) * base));
+        }
+        return t;
+    }
+    if (s.type == "dynamic") {
+        t.kind = RopeTable::Kind::DynamicNtk;
+        t.switchAt = maxPositions;
+        t.theta = theta;
+        t.factor = s.factor;
+    }
     for (std::int64_t i = 0; i < headDim / 2; ++i) {
-        double f = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(headDim));
+        double f = i >= rotated ? 0.0 : 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(headDim));
+        if (proportional)
+            f /= s.factor;
         if (s.type == "llama3") {
             const double low = static_cast<double>(s.originalMaxPositions) / s.lowFreqFactor;
             const double high = static_cast<double>(s.originalMaxPositions) / s.highFreqFactor;
@@ -151,11 +198,25 @@ public:
             m_g.unsupported = fmt::format("activation '{}' (hidden_act) is not one the engine computes (silu, swish, "
                                           "gelu_pytorch_tanh, gelu_new, gelu_fast, gelu, relu2)",
                                           m_c.hiddenAct);
-        for (const RopeScaling* rs : {&m_c.ropeScaling, m_c.slidingRope ? &m_c.slidingRope->scaling : nullptr})
-            if (rs && !rs->type.empty() && rs->type != "llama3" && rs->type != "linear" && rs->type != "yarn")
-                m_g.unsupported = fmt::format("rope scaling '{}' is not implemented in the engine (default, linear, "
-                                              "llama3 and yarn are)",
+        static constexpr std::string_view kRopes[] = {"", "linear", "llama3", "yarn", "longrope", "dynamic", "proportional"};
+        for (const RopeScaling* rs : {&m_c.ropeScaling, m_c.slidingRope ? &m_c.slidingRope->scaling : nullptr}) {
+            if (!rs)
+                continue;
+            const auto rotated = static_cast<std::int64_t>(static_cast<double>(m_c.headDim) * rs->partialRotaryFactor);
+            if (std::find(std::begin(kRopes), std::end(kRopes), rs->type) == std::end(kRopes))
+                m_g.unsupported = fmt::format("rope scaling '{}' is not one of Transformers' that the engine computes (default, "
+                                              "linear, llama3, yarn, longrope, dynamic, proportional)",
                                               rs->type);
+            else if (rotated < 2 || rotated % 2 != 0)
+                m_g.unsupported = fmt::format("partial_rotary_factor {} rotates {} of a head's {} dims; the engine rotates an "
+                                              "even number of at least 2",
+                                              rs->partialRotaryFactor, rotated, m_c.headDim);
+            else if (rs->type == "longrope"
+                     && (rs->shortFactor.size() != static_cast<std::size_t>(rotated / 2) || rs->longFactor.size() != rs->shortFactor.size()))
+                m_g.unsupported = fmt::format("longrope's short_factor and long_factor must each have {} values (half the rotated "
+                                              "dims), found {} and {}",
+                                              rotated / 2, rs->shortFactor.size(), rs->longFactor.size());
+        }
         if (m_c.bidirectionalAttention)
             m_g.unsupported = "use_bidirectional_attention: the engine computes causal language models only";
         if (m_c.layout.mixer != LayerLayout::Mixer::None)
@@ -170,8 +231,10 @@ public:
             m_g.ropes.push_back(ropeTable(m_c.slidingRope->theta, m_c.slidingRope->scaling, m_c.headDim, m_c.maxPositionEmbeddings));
         const int ids = tensor("input_ids", 1, -1);
         int h = module(OpKind::Embedding, "model.embed_tokens", {ids}, m_c.hiddenSize);
-        if (m_t.scaledEmbeddings)
+        if (m_t.scaledEmbeddings || m_c.layout.scaledEmbeddings)
             m_g.nodes.back().scale = std::sqrt(static_cast<double>(m_c.hiddenSize));
+        else if (m_c.embeddingMultiplier)
+            m_g.nodes.back().scale = *m_c.embeddingMultiplier;
         if (m_c.perLayerInputSize > 0)
             perLayerInputs(ids, h);
         if (m_c.layout.inkling || m_c.layout.inkling2) // InklingNormedEmbedding: the lookup's rows normed inside the embedding's forward
@@ -201,7 +264,9 @@ public:
             h = module(OpKind::Norm, "model.norm", {h}, m_c.hiddenSize);
         }
         const int logits = module(OpKind::Linear, "lm_head", {h}, m_c.headRows());
-        node(OpKind::Logits, "logits", -1, {logits}).softcap = m_c.finalLogitSoftcap.value_or(0);
+        GraphNode& out = node(OpKind::Logits, "logits", -1, {logits});
+        out.softcap = m_c.finalLogitSoftcap.value_or(0);
+        out.scale = m_c.logitsScaling ? 1.0 / *m_c.logitsScaling : m_c.logitScale.value_or(0); // Granite's, Cohere's
     }
 
 private:
@@ -240,7 +305,7 @@ private:
         GraphNode& n = node(kind, path, indexOf(path), std::move(inputs));
         if (kind == OpKind::Norm) {
             n.eps = m_c.layout.normEps > 0 ? m_c.layout.normEps : m_c.rmsNormEps;
-            n.normOffset = m_t.unitOffsetNorms ? 1 : 0;
+            n.normOffset = m_t.unitOffsetNorms ? 1 : m_c.layout.normOffset;
             n.layerNorm = m_c.layout.layerNorms;
         }
         return output(n, features);
@@ -253,6 +318,13 @@ private:
     }
 
     int add(const std::string& name, int a, int b) { return op(OpKind::Add, name, {a, b}, m_c.hiddenSize); }
+    // h + block, the block's output × residual_multiplier first (Granite).
+    int residual(const std::string& name, int h, int block)
+    {
+        const int y = add(name, h, block);
+        m_g.nodes.back().scale = m_c.residualMultiplier.value_or(0);
+        return y;
+    }
 
     // HRM: z_L from z_L_init; H_cycles times, L_cycles runs of z_L = L_module(z_L + z_H), then z_H = H_module(z_H + z_L).
     // Each run of a stack's layer is graph layer (run · num_layers_per_stack + its index), its KV cache slot.
@@ -443,7 +515,7 @@ private:
         int a = attention(p + ".self_attn", x);
         if (gemma)
             a = module(OpKind::Norm, p + ".post_attention_layernorm", {a}, m_c.hiddenSize);
-        h = add(p + ":residual_attn", h, a);
+        h = residual(p + ":residual_attn", h, a);
         if (m_c.layout.altUp) { // LAuReL: norm(right(left(x))) of the attention's input beside it
             const int left = module(OpKind::Linear, p + ".laurel.linear_left", {x}, m_c.laurelRank);
             const int right = module(OpKind::Linear, p + ".laurel.linear_right", {left}, m_c.hiddenSize);
@@ -453,7 +525,7 @@ private:
         int f = m_c.layout.gemma4 && m_c.isMoeLayer(l) ? gemma4Experts(p, h, x) : feedForward(p, x);
         if (gemma)
             f = module(OpKind::Norm, p + ".post_feedforward_layernorm", {f}, m_c.hiddenSize);
-        h = add(p + ":residual_mlp", h, f);
+        h = residual(p + ":residual_mlp", h, f);
         if (m_c.layout.altUp)
             h = altUpMix(p, false, h);
         if (!m_perLayerInputs.empty()) { // Gemma 4: h + norm(proj(act(gate(h)) · this layer's embedding))
@@ -550,7 +622,8 @@ private:
         n.headDim = qkHeadDim;
         n.vHeadDim = vHeadDim;
         n.ownerModule = indexOf(p);
-        n.scale = 1.0 / std::sqrt(m_c.queryPreAttnScalar.value_or(static_cast<double>(qkHeadDim)));
+        n.scale = m_c.attentionMultiplier ? *m_c.attentionMultiplier
+                                          : 1.0 / std::sqrt(m_c.queryPreAttnScalar.value_or(static_cast<double>(qkHeadDim)));
         n.window = slidingLayer() ? m_c.slidingWindow.value_or(0) : 0;
         if (static_cast<std::size_t>(m_layer) < m_c.layerTypes.size()
             && m_c.layerTypes[static_cast<std::size_t>(m_layer)] == "chunked_attention")
@@ -625,7 +698,8 @@ private:
             GraphNode& r = node(OpKind::Rope, p + ":rope", -1, shared ? std::vector<int>{q} : std::vector<int>{q, k});
             r.headDim = hd;
             r.rope = m_c.slidingRope && slidingLayer() ? 1 : 0;
-            r.interleavedRope = m_c.ropeInterleave;
+            r.interleavedRope = m_c.ropeInterleave || m_c.layout.interleavedRope;
+            r.ropeLeading = m_g.ropes[static_cast<std::size_t>(r.rope)].headDim < hd; // partial rotary: the first dims turn
             q = output(r, H * hd, "q");
             if (!shared)
                 k = output(m_g.nodes.back(), KV * hd, "k");

@@ -113,10 +113,10 @@ const TemplateRow kTemplates[] = {
     {"iquestcoder", Family::Llama, true},
     {"sarvam_mla", Family::DeepseekV3, true},
     {"cwm", Family::Llama, true},
-    {"ernie4_5", Family::Llama, false, {}, "use_bias"},
-    {"gemma", Family::Llama, false},
-    {"granite", Family::Llama, false},
-    {"helium", Family::Llama, false, {.oProjFromHidden = true}},
+    {"ernie4_5", Family::Llama, true, {.interleavedRope = true}, "use_bias"},
+    {"gemma", Family::Llama, true, {.normOffset = 1, .scaledEmbeddings = true}},
+    {"granite", Family::Llama, true},
+    {"helium", Family::Llama, true, {.interleavedRope = true, .oProjFromHidden = true}},
     {"mellum", Family::Qwen3Moe, true},
     {"ministral", Family::Llama, true},
     {"ministral3", Family::Llama, true},
@@ -135,15 +135,15 @@ const TemplateRow kTemplates[] = {
     {"olmo2", Family::Llama, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
     {"olmo3", Family::Llama, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
     {"exaone4", Family::Llama, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::PerHead}},
-    {"cohere", Family::Llama, false, {.norms = L::Norms::Parallel}},
+    {"cohere", Family::Llama, true, {.norms = L::Norms::Parallel, .layerNorms = true, .interleavedRope = true}},
     {"cohere2", Family::Llama, false, {.norms = L::Norms::Parallel}},
     {"vaultgemma", Family::Llama, false, {.norms = L::Norms::PreFeedforward}},
     {"hyperclovax", Family::Llama, true, {.norms = L::Norms::Peri}},
     {"granite_swa", Family::Llama, false, {.sinks = true}},
-    {"nemotron", Family::Llama, false, {.normParams = L::NormParams::WeightAndBias, .gatedMlp = false}},
+    {"nemotron", Family::Llama, true, {.normParams = L::NormParams::WeightAndBias, .layerNorms = true, .normOffset = 1, .gatedMlp = false}},
     {"cohere_compass_text", Family::Llama, false, {.norms = L::Norms::Parallel}},
-    {"glm", Family::Llama, false, {.fusedGateUp = true, .attentionBiasOnO = false}},
-    {"glm4", Family::Llama, false, {.norms = L::Norms::Sandwich, .fusedGateUp = true, .attentionBiasOnO = false}},
+    {"glm", Family::Llama, true, {.interleavedRope = true, .fusedGateUp = true, .attentionBiasOnO = false}},
+    {"glm4", Family::Llama, true, {.norms = L::Norms::Sandwich, .interleavedRope = true, .fusedGateUp = true, .attentionBiasOnO = false}},
     {"apertus", Family::Llama, false, kApertus},
     {"apertus1p5_text", Family::Llama, false, kApertus},
     // Other roots and names: GPT-NeoX, Phi, GPT-J, CodeGen.
@@ -514,6 +514,23 @@ public:
         return {};
     }
 
+    Status readDoubleList(const char* key, std::vector<double>& out) const
+    {
+        if (!has(key))
+            return {};
+        const auto& v = m_j.at(key);
+        if (!v.is_array() || v.size() > 1u << 16)
+            return typeError(key, "must be a list of at most 65,536 numbers");
+        std::vector<double> list;
+        for (const auto& e : v) {
+            if (!e.is_number() || !std::isfinite(e.get<double>()))
+                return typeError(key, fmt::format("must be a list of finite numbers, found element {}", jsonExcerpt(e)));
+            list.push_back(e.get<double>());
+        }
+        out = std::move(list);
+        return {};
+    }
+
     Status readStringList(const char* key, std::vector<std::string>& out) const
     {
         if (!has(key))
@@ -659,6 +676,7 @@ Status readRope(const FieldReader& sub, double& theta, RopeScaling& rs)
     if (type != "default")
         rs.type = type;
     TP_RETURN_IF_ERROR(sub.readDouble("factor", rs.factor));
+    rs.factorGiven = rs.factorGiven || (sub.has("factor") && !sub.json().at("factor").is_null());
     TP_RETURN_IF_ERROR(sub.readInt("original_max_position_embeddings", rs.originalMaxPositions));
     TP_RETURN_IF_ERROR(sub.readDouble("low_freq_factor", rs.lowFreqFactor));
     TP_RETURN_IF_ERROR(sub.readDouble("high_freq_factor", rs.highFreqFactor));
@@ -668,6 +686,9 @@ Status readRope(const FieldReader& sub, double& theta, RopeScaling& rs)
     TP_RETURN_IF_ERROR(sub.readOptDouble("attention_factor", rs.attentionFactor));
     TP_RETURN_IF_ERROR(sub.readDouble("mscale", rs.mscale));
     TP_RETURN_IF_ERROR(sub.readDouble("mscale_all_dim", rs.mscaleAllDim));
+    TP_RETURN_IF_ERROR(sub.readDoubleList("short_factor", rs.shortFactor));
+    TP_RETURN_IF_ERROR(sub.readDoubleList("long_factor", rs.longFactor));
+    TP_RETURN_IF_ERROR(sub.readDouble("partial_rotary_factor", rs.partialRotaryFactor));
     return sub.readDouble("rope_theta", theta);
 }
 
@@ -1623,6 +1644,11 @@ Status readFields(const FieldReader& r, ModelConfig& c)
     for (const char* eps : {"rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps"})
         TP_RETURN_IF_ERROR(r.readDouble(eps, c.rmsNormEps));
     TP_RETURN_IF_ERROR(r.readDouble("rope_theta", c.ropeTheta));
+    // The rotated share of each head where the config keeps it outside rope_parameters (GLM, Phi, Nemotron; GPT-NeoX's
+    // rotary_pct); what rope_parameters says wins, as Transformers' standardize_rope_params keeps it.
+    for (const char* key : {"partial_rotary_factor", "rotary_pct"})
+        TP_RETURN_IF_ERROR(r.readDouble(key, c.ropeScaling.partialRotaryFactor));
+    TP_RETURN_IF_ERROR(r.readInt("original_max_position_embeddings", c.ropeScaling.originalMaxPositions));
     TP_RETURN_IF_ERROR(readRopeScaling(r, c));
     TP_RETURN_IF_ERROR(r.readBool("tie_word_embeddings", c.tieWordEmbeddings));
     TP_RETURN_IF_ERROR(r.readBool("norm_topk_prob", c.normTopkProb));
@@ -1644,6 +1670,10 @@ Status readFields(const FieldReader& r, ModelConfig& c)
     TP_RETURN_IF_ERROR(r.readOptDouble("query_pre_attn_scalar", c.queryPreAttnScalar));
     TP_RETURN_IF_ERROR(r.readOptDouble("attn_logit_softcapping", c.attnLogitSoftcap));
     TP_RETURN_IF_ERROR(r.readOptDouble("final_logit_softcapping", c.finalLogitSoftcap));
+    for (const auto& [key, v] : {std::pair{"embedding_multiplier", &c.embeddingMultiplier}, {"attention_multiplier", &c.attentionMultiplier},
+                                 {"residual_multiplier", &c.residualMultiplier}, {"logits_scaling", &c.logitsScaling},
+                                 {"logit_scale", &c.logitScale}})
+        TP_RETURN_IF_ERROR(r.readOptDouble(key, *v));
     if (r.has("use_bidirectional_attention") && r.json().at("use_bidirectional_attention").is_string()) { // Gemma 4
         const std::string v = r.json().at("use_bidirectional_attention").get<std::string>();
         if (v != "all" && v != "vision")
@@ -1842,7 +1872,9 @@ Status validate(const ModelConfig& c, const std::string& source)
         return bad(fmt::format("rms_norm_eps must be 0 or more, found {}", c.rmsNormEps));
     for (const auto& [key, v] : {std::pair{"query_pre_attn_scalar", c.queryPreAttnScalar},
                                  {"attn_logit_softcapping", c.attnLogitSoftcap},
-                                 {"final_logit_softcapping", c.finalLogitSoftcap}})
+                                 {"final_logit_softcapping", c.finalLogitSoftcap}, {"embedding_multiplier", c.embeddingMultiplier},
+                                 {"attention_multiplier", c.attentionMultiplier}, {"residual_multiplier", c.residualMultiplier},
+                                 {"logits_scaling", c.logitsScaling}, {"logit_scale", c.logitScale}})
         if (v && !(*v > 0))
             return bad(fmt::format("{} must be above 0 (or null), found {}", key, *v));
     if (c.family == Family::GptOss && !(c.swigluLimit > 0))
@@ -1850,6 +1882,8 @@ Status validate(const ModelConfig& c, const std::string& source)
     if (c.slidingRope && !(c.slidingRope->theta > 0))
         return bad(fmt::format("the sliding layers' rope_theta must be above 0, found {}", c.slidingRope->theta));
     const RopeScaling& rs = c.ropeScaling;
+    if (!(rs.partialRotaryFactor > 0 && rs.partialRotaryFactor <= 1))
+        return bad(fmt::format("partial_rotary_factor must be in (0, 1], found {}", rs.partialRotaryFactor));
     if (!rs.type.empty() && !(rs.factor > 0))
         return bad(fmt::format("rope scaling '{}': factor must be above 0, found {}", rs.type, rs.factor));
     if (rs.type == "llama3"

@@ -117,7 +117,7 @@ Status Backend::layerNorm(const Tensor& x, const Tensor* w, const Tensor* b, con
 }
 
 Status Backend::rope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table,
-                     bool interleaved)
+                     bool interleaved, bool leading)
 {
     OpCheck c("rope", *this);
     c.on("x", x).dense("x", x).on("y", y).dense("y", y).on("positions", positions, DType::I32).on("table", table, DType::F32);
@@ -127,7 +127,7 @@ Status Backend::rope(const Tensor& x, const Tensor& y, std::int64_t headDim, con
               [&] { return fmt::format("positions {} and table {} for {} tokens of head_dim {}", shape(positions),
                                        shape(table), x.rows, headDim); });
     TP_RETURN_IF_ERROR(c.status());
-    return y.empty() ? Status() : doRope(x, y, headDim, positions, table, interleaved);
+    return y.empty() ? Status() : doRope(x, y, headDim, positions, table, interleaved, leading);
 }
 
 Status Backend::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& s,

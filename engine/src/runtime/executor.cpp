@@ -193,7 +193,7 @@ public:
             for (std::int64_t b = 0; b < o.batch; ++b)
                 m_decodePositions.push_back(static_cast<std::int32_t>(o.seq + j));
         for (const RopeTable& rt : g.graph.ropes)
-            m_ropeTables.push_back(rt.cosSin(m_context));
+            m_ropeTables.push_back(rt.cosSin(m_context, o.seq)); // prefill's rows at its length, a decode step's at its own
         // What each collective call takes besides its tensors, made once: its label, and where each
         // rank's columns end (column gathers).
         for (const Collective& c : g.collectives) {
@@ -1334,7 +1334,7 @@ private:
         case OpKind::Rope:
             for (std::size_t i = 0; i < 2; ++i)
                 TP_RETURN_IF_ERROR(be.rope(in(k, n, i), out(k, n, i), n.headDim, k.ph[static_cast<std::size_t>(k.phase)].positions,
-                                           rope(k, n), n.interleavedRope));
+                                           rope(k, n), n.interleavedRope, n.ropeLeading));
             return {};
         case OpKind::Attention: {
             // This forward's keys and values join the caches at their positions, then attention reads
@@ -1375,9 +1375,12 @@ private:
             return be.experts(in(k, n, 0), in(k, n, 1), *weight(k, n, "gate_up_proj"), *weight(k, n, "down_proj"), y,
                               k.pp().experts[static_cast<std::size_t>(ni)], scratch(k, ni), weight(k, n, "gate_up_proj_bias"),
                               weight(k, n, "down_proj_bias"), weight(k, routerOf(n).module, "e_score_correction_bias"));
-        case OpKind::Add: return be.add(in(k, n, 0), in(k, n, 1), y);
-        case OpKind::Logits: // whole on every rank here; soft-capped in place (Gemma 2)
-            return n.softcap > 0 ? be.scale(in(k, n, 0), in(k, n, 0), 1, n.softcap) : Status();
+        case OpKind::Add:
+            if (n.scale != 0) // the block's output scaled in place: only this sum reads it
+                TP_RETURN_IF_ERROR(be.scale(in(k, n, 1), in(k, n, 1), n.scale, 0));
+            return be.add(in(k, n, 0), in(k, n, 1), y);
+        case OpKind::Logits: // whole on every rank here; scaled (Granite, Cohere) and soft-capped (Gemma 2) in place
+            return n.softcap > 0 || n.scale != 0 ? be.scale(in(k, n, 0), in(k, n, 0), n.scale != 0 ? n.scale : 1, n.softcap) : Status();
         case OpKind::Mixer: return unimplemented(fmt::format("{}: a sequence mixer is planned only", n.name));
         }
         return {};
@@ -1486,6 +1489,18 @@ Status checkRunnable(const ModelSpec& spec, const ShardedGraph& g, const WeightS
         return Status(StatusCode::Unimplemented, why);
     if (o.batch < 1 || o.seq < 1)
         return invalidArgument("batch and sequence must be at least 1");
+    // Phi-3's generate() (and Phi-4-multimodal's, PhiMoE's: their prepare_inputs_for_generation) drops the KV cache and
+    // recomputes every position with the long factors at the step whose length first passes the original context; the
+    // engine's decode keeps its cache, as every other model's generate() does.
+    static constexpr std::string_view kRecomputeOnLongRope[] = {"Phi3ForCausalLM", "Phi4MultimodalForCausalLM", "PhimoeForCausalLM"};
+    for (const RopeTable& rt : g.graph.ropes)
+        if (rt.kind == RopeTable::Kind::LongRope && o.seq <= rt.switchAt && o.seq + o.decodeSteps > rt.switchAt
+            && std::find(std::begin(kRecomputeOnLongRope), std::end(kRecomputeOnLongRope), spec.config.causalLmClass) != std::end(kRecomputeOnLongRope))
+            return Status(StatusCode::Unimplemented,
+                          fmt::format("{}'s generate() recomputes the whole KV cache with longrope's long factors when decoding "
+                                      "passes original_max_position_embeddings ({}), which the engine does not: give a prompt "
+                                      "longer than {} tokens, or at most {} decode steps",
+                                      spec.config.causalLmClass, rt.switchAt, rt.switchAt, rt.switchAt - o.seq));
     if (o.decodeSteps < 0 || o.decodeSteps > (1 << 20))
         return invalidArgument(fmt::format("{} decode steps: give 0 to 2^20", o.decodeSteps));
     if (static_cast<std::int64_t>(std::max(o.iterations, 1)) * o.decodeSteps > (std::int64_t(1) << 22))

@@ -41,12 +41,24 @@ const char* opKindName(OpKind k);
 // sin are multiplied by (yarn's attention factor; 1 otherwise).
 struct RopeTable
 {
-    std::int64_t headDim = 0;
+    std::int64_t headDim = 0;    // the rotated dims of a head (partial rotary: fewer than the head's)
     std::vector<double> invFreq;
     double attentionScaling = 1;
+    // Frequencies that depend on the forward's length L (its last position + 1), as Transformers'
+    // dynamic_rope_update recomputes them: longrope takes longInvFreq once L passes switchAt; dynamic
+    // NTK raises the base for L past switchAt (max_position_embeddings): theta · (factor · L / switchAt −
+    // factor + 1)^(d / (d − 2)).
+    enum class Kind { Fixed, LongRope, DynamicNtk } kind = Kind::Fixed;
+    std::vector<double> longInvFreq;
+    std::int64_t switchAt = 0;
+    double theta = 0, factor = 1;
 
-    // [positions, headDim] row-major: scaling · cos(p·inv_freq[j]) for j < headDim/2, then the sines.
-    std::vector<float> cosSin(std::int64_t positions) const;
+    // [positions, headDim] row-major: scaling · cos(p·inv_freq[j]) for j < headDim/2, then the sines. A
+    // prefill of `prefill` tokens computes its rows with L = prefill, and each later position p, a decode
+    // step's, with L = p + 1 (0: every row with the fixed frequencies).
+    std::vector<float> cosSin(std::int64_t positions, std::int64_t prefill = 0) const;
+    // The frequencies of a forward of length L.
+    std::vector<double> frequencies(std::int64_t L) const;
 };
 
 struct GraphTensor
@@ -78,11 +90,14 @@ struct GraphNode
     bool layerNorm = false;      // Norm: a LayerNorm (mean-centred, with the module's bias when it has one), not an RMSNorm
     int rope = -1;               // Rope, MLA's Attention: index into LayerGraph::ropes
     bool interleavedRope = false; // Rope, MLA's Attention: rotary pairs (2j, 2j + 1) (rope_interleave)
+    bool ropeLeading = false;    // Rope: the table's dims turn at the head's start (partial rotary), not at its end (MLA)
     // MLA's Attention (inputs q, kv, k_pe): the width of the rope key all heads share; its heads'
     // keys are [k_nope | k_pe] with rope on the last mlaRope columns of q and k. 0: not MLA.
     std::int64_t mlaRope = 0;
     std::int64_t mlaLatent = 0;  // MLA's Attention: what its KV cache holds per token, kv_lora_rank + the rope key
-    double scale = 0;            // Attention: softmax scale of q·kᵀ; Embedding: factor of its rows (0: none)
+    // Attention: softmax scale of q·kᵀ; Embedding: factor of its rows; Add: factor of its second input (Granite's
+    // residual_multiplier); Logits: their factor (Granite's 1 / logits_scaling, Cohere's logit_scale). 0: none.
+    double scale = 0;
     std::int64_t window = 0;     // Attention: sliding window (a query sees the last `window` keys), 0: none
     double softcap = 0;          // Attention: scores, Logits: logits, capped to c·tanh(x / c); 0: none
     std::int64_t chunk = 0;      // Attention: chunked attention (Llama 4), 0: none

@@ -75,8 +75,11 @@ ClassPlans transformersClassPlans(const std::string& modelType);
 
 struct RopeScaling
 {
-    std::string type;            // "llama3", "yarn", "linear", "dynamic", … (empty: none)
+    std::string type;            // "llama3", "yarn", "linear", "dynamic", "longrope", "proportional" (empty: none)
     double factor = 1.0;
+    bool factorGiven = false;    // longrope: without one, max_position_embeddings / original_max_position_embeddings
+    std::vector<double> shortFactor, longFactor;  // longrope: per-frequency divisors within and past the original context
+    double partialRotaryFactor = 1.0;             // the rotated share of each head (the first int(head_dim · it) dims)
     std::int64_t originalMaxPositions = 0;
     double lowFreqFactor = 0, highFreqFactor = 0; // llama3
     double betaFast = 0, betaSlow = 0;            // yarn (0: Transformers' 32 and 1)
@@ -112,7 +115,10 @@ struct LayerLayout
     enum class NormParams { Weight, WeightAndBias, None } normParams = NormParams::Weight;
     // The layers' and the final norm are LayerNorms (mean-centred; their eps is rms_norm_eps's reading), not RMSNorms.
     bool layerNorms = false;
+    bool interleavedRope = false;         // rotary pairs (2j, 2j + 1), as rope_interleave (Helium, ERNIE 4.5, GLM, Cohere)
     double normEps = 0;                   // the layers' and the final norm's eps where the class hard-codes it (OLMo: 1e-5)
+    double normOffset = 0;                // those norms scale by (normOffset + w) (Gemma's RMSNorm, Nemotron's LayerNorm1P: 1)
+    bool scaledEmbeddings = false;        // embeddings times sqrt(hidden_size) in the weights' dtype (Gemma)
     // q_norm / k_norm: the family's own (Qwen3: per head), none, per head [head_dim], or over the
     // whole projection [heads · head_dim] (OLMo 2).
     enum class QkNorm { Family, None, PerHead, Whole } qkNorm = QkNorm::Family;
@@ -319,6 +325,10 @@ struct ModelConfig
     // of the attention scores and of the logits (cap · tanh(x / cap); none when unset).
     std::optional<double> queryPreAttnScalar;
     std::optional<double> attnLogitSoftcap, finalLogitSoftcap;
+    // Granite's multipliers: embeddings × embedding_multiplier, the softmax scale attention_multiplier (instead of
+    // head_dim^-1/2), each block's output × residual_multiplier before the residual sum, logits / logits_scaling;
+    // Cohere's logits × logit_scale. None: the Llama forward.
+    std::optional<double> embeddingMultiplier, attentionMultiplier, residualMultiplier, logitsScaling, logitScale;
     bool bidirectionalAttention = false;   // use_bidirectional_attention (Gemma encoders)
     // Llama 4: the layers with rope (no_rope_layers[l] = 1; the others are NoPE), chunked attention
     // on the layers layer_types names "chunked_attention", the L2 norm of q and k on rope layers

@@ -198,11 +198,11 @@ public:
     Status layerNorm(const Tensor& x, const Tensor* w, const Tensor* b, const Tensor& y, double eps, double offset = 0);
     // Rotary embedding of every head of x [n, heads·headDim] at positions[0, t] (I32 [1, n]); table
     // (F32 [positions, d]) holds cos in its first half, sin in its second. The last d columns of each
-    // head turn (d = headDim but for MLA's rope part); the others pass. Pairs (j, j + d/2)
-    // (rotate_half), or with `interleaved` (DeepSeek, Llama 4) the pairs (2j, 2j + 1) — by the
-    // angle of frequency j either way. y may be x.
+    // head turn (d = headDim but for MLA's rope part), or with `leading` its first d (partial rotary:
+    // GLM, Phi, GPT-NeoX); the others pass. Pairs (j, j + d/2) (rotate_half), or with `interleaved`
+    // (DeepSeek, Llama 4, GPT-J) the pairs (2j, 2j + 1) — by the angle of frequency j either way. y may be x.
     Status rope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table,
-                bool interleaved = false);
+                bool interleaved = false, bool leading = false);
     Status attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, const AttentionShape& s,
                      const Tensor& scratch, const Tensor* sinks = nullptr);
     // Llama 4's attention temperature (NoPE layers): y[t] = x[t] · (log1p(floor((positions[0, t] + 1) /
@@ -279,7 +279,7 @@ protected:
     virtual Status doRmsNorm(const Tensor& x, const Tensor* w, const Tensor& y, std::int64_t group, float eps, float offset) = 0;
     virtual Status doLayerNorm(const Tensor& x, const Tensor* w, const Tensor* b, const Tensor& y, float eps, float offset) = 0;
     virtual Status doRope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions,
-                          const Tensor& table, bool interleaved) = 0;
+                          const Tensor& table, bool interleaved, bool leading) = 0;
     virtual Status doAttention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
                                const AttentionShape& s, const Tensor& scratch, const Tensor* sinks) = 0;
     virtual Status doTemperature(const Tensor& x, const Tensor& y, const Tensor& positions, float floorScale,

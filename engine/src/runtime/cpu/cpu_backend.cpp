@@ -444,7 +444,7 @@ protected:
     }
 
     Status doRope(const Tensor& x, const Tensor& y, std::int64_t hd, const Tensor& positions, const Tensor& table,
-                  bool interleaved) override
+                  bool interleaved, bool leading) override
     {
         const std::int32_t* pos = positions.as<std::int32_t>();
         for (std::int64_t t = 0; t < x.rows; ++t)
@@ -454,8 +454,8 @@ protected:
             using S = decltype(s);
             const auto* X = x.as<typename S::T>();
             auto* Y = y.as<typename S::T>();
-            // The rotated part of each head: its last d columns; pair j is (j, j + d/2) or (2j, 2j + 1).
-            const std::int64_t d = table.cols, half = d / 2, pass = hd - d, W = x.cols;
+            // The rotated part of each head: its last d columns (or its first: leading); pair j is (j, j + d/2) or (2j, 2j + 1).
+            const std::int64_t d = table.cols, half = d / 2, pass = hd - d, W = x.cols, rot = leading ? 0 : pass, kept = leading ? d : 0;
             const std::int64_t second = interleaved ? 1 : half, step = interleaved ? 2 : 1;
             for (std::int64_t t = 0; t < x.rows; ++t) {
                 const float* cs = table.as<float>() + pos[t] * d; // cos[half] then sin[half]
@@ -463,9 +463,9 @@ protected:
                     const std::int64_t b = t * W + h * hd;
                     if (Y != X)
                         for (std::int64_t j = 0; j < pass; ++j)
-                            Y[b + j] = X[b + j];
+                            Y[b + kept + j] = X[b + kept + j];
                     for (std::int64_t j = 0; j < half; ++j) {
-                        const std::int64_t i1 = b + pass + step * j, i2 = i1 + second;
+                        const std::int64_t i1 = b + rot + step * j, i2 = i1 + second;
                         const float x1 = S::get(X, i1), x2 = S::get(X, i2);
                         S::put(Y, i1, x1 * cs[j] - x2 * cs[half + j]);
                         S::put(Y, i2, x2 * cs[j] + x1 * cs[half + j]);

@@ -489,7 +489,7 @@ protected:
     }
 
     Status doRope(const Tensor& x, const Tensor& y, std::int64_t headDim, const Tensor& positions, const Tensor& table,
-                  bool interleaved) override
+                  bool interleaved, bool leading) override
     {
         TP_RETURN_IF_ERROR(useDevice(m_device));
         const std::int64_t threads = x.cols / headDim * (headDim - table.cols / 2); // a pair or a passed column each
@@ -499,7 +499,7 @@ protected:
             using T = typename decltype(tag)::type;
             const Launch l = rowLaunch(x.rows, threads);
             ropeKernel<T><<<l.grid, l.block, 0, st>>>(x.as<T>(), y.as<T>(), x.rows, x.cols, static_cast<int>(headDim),
-                                                      static_cast<int>(table.cols), interleaved, positions.as<std::int32_t>(),
+                                                      static_cast<int>(table.cols), interleaved, leading, positions.as<std::int32_t>(),
                                                       table.as<float>(), table.rows, table.stride);
             TP_CUDA_LAUNCHED();
             return {};

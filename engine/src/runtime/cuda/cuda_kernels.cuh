@@ -209,7 +209,7 @@ __global__ void temperatureKernel(const T* x, T* y, std::int64_t rows, std::int6
 // A thread per rotated pair or passed column of a head: each head's first headDim − d columns pass
 // (MLA's nope part), its last d turn, in pairs (j, j + d/2) or, interleaved, (2j, 2j + 1).
 template<typename T>
-__global__ void ropeKernel(const T* x, T* y, std::int64_t rows, std::int64_t width, int headDim, int d, bool interleaved,
+__global__ void ropeKernel(const T* x, T* y, std::int64_t rows, std::int64_t width, int headDim, int d, bool interleaved, bool leading,
                            const std::int32_t* positions, const float* table, std::int64_t tableRows, std::int64_t tableStride)
 {
     const std::int64_t p = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
@@ -217,13 +217,14 @@ __global__ void ropeKernel(const T* x, T* y, std::int64_t rows, std::int64_t wid
     if (p >= width / headDim * perHead)
         return;
     const std::int64_t head = p / perHead;
-    const int jj = int(p % perHead), j = jj - pass;
-    const std::int64_t i1 = head * headDim + pass + (interleaved ? 2 * j : j), i2 = i1 + (interleaved ? 1 : half);
+    // The rotated dims start at rotAt (the head's end for MLA's rope part, its start with `leading`); the passed ones at keptAt.
+    const int jj = int(p % perHead), j = jj - pass, rotAt = leading ? 0 : pass, keptAt = leading ? d : 0;
+    const std::int64_t i1 = head * headDim + rotAt + (interleaved ? 2 * j : j), i2 = i1 + (interleaved ? 1 : half);
     for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
         const T* xr = x + r * width;
         T* yr = y + r * width;
         if (j < 0) {
-            yr[head * headDim + jj] = xr[head * headDim + jj];
+            yr[head * headDim + keptAt + jj] = xr[head * headDim + keptAt + jj];
             continue;
         }
         const float x1 = load(xr[i1]), x2 = load(xr[i2]);
