@@ -7,7 +7,8 @@
 The model types are every `model_type` of CONFIG_MAPPING whose config class has a non-empty
 base_model_tp_plan and which AutoModelForCausalLM maps (116 in Transformers 5.24). For each: its
 config class, its *ForCausalLM class, the config class's base_model_tp_plan and base_model_ep_plan and
-the head class's _tp_plan (as [key, style] pairs, in order), its attribute_map (aliases of keys), and its
+the head class's _tp_plan (as [key, style] pairs, in order), its attribute_map (aliases of keys), the
+checkpoint renamings its conversion mapping applies on load (checkpoint_renames: legacy and original names), and its
 declared defaults (its dataclass
 fields' defaults, those of PreTrainedConfig's own fields only where it changes them, plus
 `default_theta` as rope_theta): what a config.json that omits a key means.

@@ -207,7 +207,7 @@ public:
                 m_g.unsupported = fmt::format("rope scaling '{}' is not one of Transformers' that the engine computes (default, "
                                               "linear, llama3, yarn, longrope, dynamic, proportional)",
                                               rs->type);
-            else if (rotated < 2 || rotated % 2 != 0)
+            else if (rotated < 2 || rotated % 2 != 0 || rotated > m_c.headDim)
                 m_g.unsupported = fmt::format("partial_rotary_factor {} rotates {} of a head's {} dims; the engine rotates an "
                                               "even number of at least 2",
                                               rs->partialRotaryFactor, rotated, m_c.headDim);
@@ -682,7 +682,13 @@ private:
                 k = module(OpKind::Linear, p + ".k_proj", {x}, KV * hd);
                 v = m_c.valuesAreKeys(m_layer) ? k : module(OpKind::Linear, p + ".v_proj", {x}, KV * vd); // Gemma 4's k_eq_v
             }
+        }
+        // q_norm and k_norm, before the rope (or after it: LayerLayout::qkNormAfterRope).
+        const bool fused = m_t.fusedQkv || m_c.layout.fusedQkv;
+        auto qkNorms = [&] {
             using Q = LayerLayout::QkNorm;
+            if (fused)
+                return;
             if (m_c.layout.qkNorm == Q::Whole) { // OLMo 2: one norm over all heads' q (and k)
                 q = module(OpKind::Norm, p + ".q_norm", {q}, H * hd);
                 k = module(OpKind::Norm, p + ".k_norm", {k}, KV * hd);
@@ -691,7 +697,9 @@ private:
                 if (!shared)
                     k = headNorm(p + ".k_norm", k, hd);
             }
-        }
+        };
+        if (!m_c.layout.qkNormAfterRope)
+            qkNorms();
         // Llama 4's NoPE layers have no rope; its rope layers L2-normalise q and k after it.
         const bool rope = m_c.noRopeLayers.empty() || m_c.noRopeLayers[static_cast<std::size_t>(m_layer)] != 0;
         if (rope) {
@@ -708,6 +716,8 @@ private:
                 k = l2Norm(p + ":k_norm", k, hd);
             }
         }
+        if (m_c.layout.qkNormAfterRope)
+            qkNorms();
         if (m_c.kvSharedLayers > 0 && !shared)
             m_storedKv[type] = {k, v};
         if (m_c.layout.inkling) // Inkling: the relative-position bias's states, d_rel per head
@@ -1013,7 +1023,7 @@ private:
         e.experts = m_c.numExperts;
         e.topK = m_c.expertsPerToken;
         e.act = m_act;
-        e.normalizeTopK = m_t.alwaysNormalizeTopK || m_c.normTopkProb;
+        e.normalizeTopK = m_t.alwaysNormalizeTopK || m_c.layout.normalizeTopK || m_c.normTopkProb;
         e.weightInputs = m_t.routerScalesInputs;
         if (m_t.sigmoidRouter) {
             e.groups = m_c.nGroup;

@@ -88,7 +88,7 @@ struct TemplateRow
 };
 using L = LayerLayout;
 constexpr L kPostNorms{.norms = L::Norms::Post};
-constexpr L kGraniteMoe{.qkNorm = L::QkNorm::None, .ffnBlock = "block_sparse_moe", .router = "router"};
+constexpr L kGraniteMoe{.normalizeTopK = true, .qkNorm = L::QkNorm::None, .ffnBlock = "block_sparse_moe", .router = "router"};
 constexpr L kInkling2{.scoreBias = L::ScoreBias::Router, .routerF32 = true, .inkling2 = true};
 constexpr const char* kGraniteSharedMlp = "shared_mlp.input_linear:weight[2S,H];shared_mlp.output_linear:weight[H,S]";
 constexpr L kQwen3Next{.qkNorm = L::QkNorm::PerHead, .shared = "shared_expert", .sharedGate = true, .mixer = L::Mixer::GatedDeltaNet,
@@ -101,7 +101,8 @@ constexpr L kLfm2{.qkNorm = L::QkNorm::PerHead,
 constexpr L kApertus{.qkNorm = L::QkNorm::PerHead, .gatedMlp = false,
                      .renames = "input_layernorm=attention_layernorm,post_attention_layernorm=feedforward_layernorm",
                      .extras = "mlp.act_fn:alpha_p[1],alpha_n[1],~beta[],~eps[]"};
-constexpr L kGptJ{.norms = L::Norms::Parallel, .normParams = L::NormParams::WeightAndBias, .gatedMlp = false,
+constexpr L kGptJ{.norms = L::Norms::Parallel, .normParams = L::NormParams::WeightAndBias, .layerNorms = true, .interleavedRope = true,
+                  .gatedMlp = false,
                   .upName = "fc_in", .downName = "fc_out", .alwaysMlpBias = true, .lmHeadBias = true,
                   .renames = "model=transformer,layers=h,embed_tokens=wte,self_attn=attn,o_proj=out_proj,input_layernorm=ln_1,norm=ln_f"};
 // DeepSeek-V3.2's indexer (replicated; no plan entry): queries from the q LoRA rank, one shared key head.
@@ -122,7 +123,8 @@ const TemplateRow kTemplates[] = {
     {"ministral3", Family::Llama, true},
     {"seed_oss", Family::Llama, true, {}, nullptr, "attention_out_bias"},
     {"smollm3", Family::Llama, true},
-    {"hunyuan_v1_dense", Family::Llama, false, {.qkNorm = L::QkNorm::PerHead, .renames = "q_norm=query_layernorm,k_norm=key_layernorm"}},
+    {"hunyuan_v1_dense", Family::Llama, true,
+     {.qkNormAfterRope = true, .qkNorm = L::QkNorm::PerHead, .renames = "q_norm=query_layernorm,k_norm=key_layernorm"}},
     {"diffllama", Family::Llama, false, {.extras = "self_attn:lambda_q1[hd],lambda_k1[hd],lambda_q2[hd],lambda_k2[hd]"}},
     // Composed: Llama's blocks with other norms, MLPs, biases, q/k norms or sinks.
     {"arcee", Family::Llama, true, {.gatedMlp = false}},
@@ -136,10 +138,10 @@ const TemplateRow kTemplates[] = {
     {"olmo3", Family::Llama, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
     {"exaone4", Family::Llama, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::PerHead}},
     {"cohere", Family::Llama, true, {.norms = L::Norms::Parallel, .layerNorms = true, .interleavedRope = true}},
-    {"cohere2", Family::Llama, false, {.norms = L::Norms::Parallel}},
-    {"vaultgemma", Family::Llama, false, {.norms = L::Norms::PreFeedforward}},
+    {"cohere2", Family::Llama, true, {.norms = L::Norms::Parallel, .layerNorms = true, .interleavedRope = true, .ropeOnSlidingOnly = true}},
+    {"vaultgemma", Family::Llama, true, {.norms = L::Norms::PreFeedforward, .normOffset = 1, .scaledEmbeddings = true}},
     {"hyperclovax", Family::Llama, true, {.norms = L::Norms::Peri}},
-    {"granite_swa", Family::Llama, false, {.sinks = true}},
+    {"granite_swa", Family::Llama, true, {.sinks = true}},
     {"nemotron", Family::Llama, true, {.normParams = L::NormParams::WeightAndBias, .layerNorms = true, .normOffset = 1, .gatedMlp = false}},
     {"cohere_compass_text", Family::Llama, false, {.norms = L::Norms::Parallel}},
     {"glm", Family::Llama, true, {.interleavedRope = true, .fusedGateUp = true, .attentionBiasOnO = false}},
@@ -161,14 +163,14 @@ const TemplateRow kTemplates[] = {
     {"olmoe", Family::Qwen3Moe, true, {.qkNorm = L::QkNorm::Whole}},
     {"qwen2_moe", Family::Qwen3Moe, false,
      {.qkNorm = L::QkNorm::None, .qkvBias = true, .shared = "shared_expert", .sharedGate = true}},
-    {"granitemoe", Family::Qwen3Moe, false, kGraniteMoe},
-    {"granitemoe_swa", Family::Qwen3Moe, false, [] { L l = kGraniteMoe; l.sinks = true; return l; }()},
-    {"granitemoeshared", Family::Qwen3Moe, false,
+    {"granitemoe", Family::Qwen3Moe, true, kGraniteMoe},
+    {"granitemoe_swa", Family::Qwen3Moe, true, [] { L l = kGraniteMoe; l.sinks = true; return l; }()},
+    {"granitemoeshared", Family::Qwen3Moe, true,
      [] { L l = kGraniteMoe; l.extras = kGraniteSharedMlp; return l; }()},
     {"phimoe", Family::Qwen3Moe, false,
      {.normParams = L::NormParams::WeightAndBias, .qkNorm = L::QkNorm::None, .router = "router"}},
     {"solar_open", Family::DeepseekV3, true, {.gqaAttention = true}},
-    {"glm4_moe", Family::DeepseekV3, false, {.gqaAttention = true}},
+    {"glm4_moe", Family::DeepseekV3, true, {.gqaAttention = true}},
     {"deepseek_v2", Family::DeepseekV3, false, {.scoreBias = L::ScoreBias::None}},
     {"sarvam_moe", Family::DeepseekV3, false, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
     {"dots1", Family::DeepseekV3, true, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
@@ -1699,6 +1701,15 @@ Status readFields(const FieldReader& r, ModelConfig& c)
             for (const std::int64_t rope : c.noRopeLayers)
                 c.layerTypes.push_back(rope && c.attentionChunkSize ? "chunked_attention" : "full_attention");
     }
+    if (r.has("layer_rope_theta") && r.json().at("layer_rope_theta").is_array()) // Granite-SWA: a rope base per layer, 0: NoPE
+        for (const auto& theta : r.json().at("layer_rope_theta"))
+            if (!theta.is_number() || theta.get<double>() != c.ropeTheta)
+                c.engineLacks = fmt::format("a rope base per layer (layer_rope_theta {} where rope_theta is {})", theta.dump(), c.ropeTheta);
+    if (c.layout.ropeOnSlidingOnly) { // Cohere 2: the full-attention layers have no rope
+        c.noRopeLayers.clear();
+        for (const std::string& t : c.layerTypes)
+            c.noRopeLayers.push_back(t == "sliding_attention" ? 1 : 0);
+    }
     TP_RETURN_IF_ERROR(readDType(r, c));
 
     // MoE: every family spells the expert count its own way.
@@ -2275,6 +2286,11 @@ Result<ModelConfig> parseConfigJson(const nlohmann::json& outer, const std::stri
         c.headDim = c.numHeads > 0 ? c.hiddenSize / c.numHeads : 0;
     } else if (!r.has("head_dim")) {
         c.headDimGiven = true; // a family default (qwen3, gemma, gpt_oss, llama4)
+    }
+    if (std::optional<std::int64_t> rotaryDim; r.has("rotary_dim")) { // GPT-J, CodeGen: the rotated dims of a head
+        TP_RETURN_IF_ERROR(r.readOptInt("rotary_dim", rotaryDim, 1, kMaxHeadDim));
+        if (rotaryDim && c.headDim > 0)
+            c.ropeScaling.partialRotaryFactor = static_cast<double>(*rotaryDim) / static_cast<double>(c.headDim);
     }
     if (c.family == Family::Llama4 && c.numSharedExperts == 0)
         c.numSharedExperts = 1;
