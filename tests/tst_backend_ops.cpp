@@ -229,10 +229,15 @@ double act(Activation a, double v)
     case Activation::Silu: return v / (1 + std::exp(-v));
     case Activation::Gelu: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
     case Activation::Relu2: return v > 0 ? v * v : 0;
-    default: return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    case Activation::Sigmoid: return 1 / (1 + std::exp(-v));
+    case Activation::Softplus: return std::log1p(std::exp(v));
+    case Activation::Tanh: return std::tanh(v);
+    case Activation::GeluTanh: break;
     }
+    return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
 }
-constexpr Activation kComputed[] = {Activation::Silu, Activation::GeluTanh, Activation::Gelu, Activation::Relu2};
+constexpr Activation kComputed[] = {Activation::Silu, Activation::GeluTanh, Activation::Gelu, Activation::Relu2,
+                                    Activation::Sigmoid, Activation::Softplus, Activation::Tanh};
 
 // DeepSeek's routing on a shape: the top-k among the best half of the groups (when E splits into
 // groups of 2 or more), scaled.
@@ -777,6 +782,22 @@ private slots:
                     Bench::check(be(dt).gatedAct(G, U, Y, a));
                     worst = std::max(worst, nmse(b.get(Y), ref));
                 }
+            // A gate value per `span` up values (a per-token gate: span = I; a per-head one: a divisor of I).
+            for (const std::int64_t span : {d.inter, std::int64_t(1) + (d.inter % 2 == 0)}) {
+                if (span < 1)
+                    continue;
+                Bench b(be(dt));
+                const std::int64_t I = d.inter;
+                const auto g = randomValues(d.tokens * I / span, dt, 4.0f), u = randomValues(d.tokens * I, dt);
+                const Tensor Y = b.poisoned(d.tokens, I);
+                Bench::check(be(dt).gatedAct(b.put(g, d.tokens, I / span), b.put(u, d.tokens, I), Y, Activation::Sigmoid, span));
+                std::vector<double> ref(u.size());
+                for (std::int64_t t = 0; t < d.tokens; ++t)
+                    for (std::int64_t j = 0; j < I; ++j)
+                        ref[static_cast<std::size_t>(t * I + j)] = act(Activation::Sigmoid, g[static_cast<std::size_t>(t * (I / span) + j / span)])
+                            * u[static_cast<std::size_t>(t * I + j)];
+                worst = std::max(worst, nmse(b.get(Y), ref));
+            }
             return worst;
         });
     }

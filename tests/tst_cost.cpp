@@ -94,9 +94,9 @@ protected:
     {
         return m_in->mlaKv(kv, rope, k, v, heads, nope);
     }
-    Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act) override
+    Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act, std::int64_t span) override
     {
-        return m_in->gatedAct(gate, up, y, act);
+        return m_in->gatedAct(gate, up, y, act, span);
     }
     Status doActivation(const Tensor& x, const Tensor& y, Activation act) override { return m_in->activation(x, y, act); }
     Status doEmbedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow) override

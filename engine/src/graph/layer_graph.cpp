@@ -998,9 +998,11 @@ private:
             out = module(OpKind::Linear, p + ".fc2_latent_proj", {out}, m_c.hiddenSize);
         if (!sharedPath.empty()) {
             const std::int64_t I = m_c.sharedIntermediateSize;
-            const int s = m_c.layout.fusedGateUp ? packedMlp(sharedPath, "gate_up_proj", "down_proj", x, I)
-                        : m_c.layout.gatedMlp    ? denseMlp(sharedPath, x, I)
-                                                 : ungatedMlp(sharedPath, x, I);
+            int s = m_c.layout.fusedGateUp ? packedMlp(sharedPath, "gate_up_proj", "down_proj", x, I)
+                  : m_c.layout.gatedMlp    ? denseMlp(sharedPath, x, I)
+                                           : ungatedMlp(sharedPath, x, I);
+            if (m_c.layout.sharedGate) // Qwen2-MoE: the shared expert's output × sigmoid(shared_expert_gate(x)), one value a token
+                s = gated(p + ":shared_gate", module(OpKind::Linear, sharedPath + "_gate", {x}, 1), s, Activation::Sigmoid, m_c.hiddenSize);
             out = add(p + ":shared_sum", out, s);
         }
         return out;

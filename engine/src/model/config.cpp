@@ -161,7 +161,7 @@ const TemplateRow kTemplates[] = {
     // Composed on Qwen3-MoE's or DeepSeek-V3's sparse blocks (routed experts fused as gate_up_proj /
     // down_proj, a router, shared experts).
     {"olmoe", Family::Qwen3Moe, true, {.qkNorm = L::QkNorm::Whole}},
-    {"qwen2_moe", Family::Qwen3Moe, false,
+    {"qwen2_moe", Family::Qwen3Moe, true,
      {.qkNorm = L::QkNorm::None, .qkvBias = true, .shared = "shared_expert", .sharedGate = true}},
     {"granitemoe", Family::Qwen3Moe, true, kGraniteMoe},
     {"granitemoe_swa", Family::Qwen3Moe, true, [] { L l = kGraniteMoe; l.sinks = true; return l; }()},

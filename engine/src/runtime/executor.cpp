@@ -1370,7 +1370,7 @@ private:
             }
             if (n.inputs.size() == 1) // an ungated MLP
                 return be.activation(in(k, n, 0), y, n.act);
-            return be.gatedAct(in(k, n, 0), in(k, n, 1), y, n.act);
+            return be.gatedAct(in(k, n, 0), in(k, n, 1), y, n.act, n.gateSpan);
         case OpKind::Experts:
             return be.experts(in(k, n, 0), in(k, n, 1), *weight(k, n, "gate_up_proj"), *weight(k, n, "down_proj"), y,
                               k.pp().experts[static_cast<std::size_t>(ni)], scratch(k, ni), weight(k, n, "gate_up_proj_bias"),

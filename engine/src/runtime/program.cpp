@@ -290,8 +290,11 @@ private:
                 TP_RETURN_IF_ERROR(need(n, in(0) % 2 == 0, [&] { return fmt::format("packed input of {} features", in(0)); }));
                 return in(0) / 2;
             }
-            TP_RETURN_IF_ERROR(need(n, n.inputs.size() == 1 || in(0) == in(1), [&] { return fmt::format("gate has {} features, up {}", in(0), in(1)); }));
-            return in(0); // one input: act(x), an ungated MLP
+            if (n.inputs.size() == 1) // act(x), an ungated MLP
+                return in(0);
+            TP_RETURN_IF_ERROR(need(n, in(0) * n.gateSpan == in(1),
+                                    [&] { return fmt::format("gate has {} features spanning {} each, up {}", in(0), n.gateSpan, in(1)); }));
+            return in(1);
         case OpKind::Experts: {
             TP_ASSIGN_OR_RETURN(const ExpertsShape s, expertsShape(n));
             m_ph->experts[static_cast<std::size_t>(ni)] = s;

@@ -9,12 +9,10 @@ enum class Activation {
     GeluTanh,     // the tanh approximation of GELU ("gelu_pytorch_tanh", "gelu_new", "gelu_fast")
     Gelu,         // GELU, 0.5·x·(1 + erf(x / √2)) ("gelu")
     Relu2,        // relu(x)² ("relu2")
-    Sigmoid,      // sigmoid(x): Qwen3-Next's gate on the attention output (planned; the backends refuse it)
-    Softplus,     // log(1 + exp(x)): Laguna's gate on the attention output (planned; the backends refuse it)
-    Tanh,         // tanh(x): Inkling 2 Loop's message gates (planned; the backends refuse it)
+    Sigmoid,      // sigmoid(x): gates (Qwen2-MoE's shared expert, Qwen3-Next's attention output)
+    Softplus,     // log(1 + exp(x)): Laguna's gate on the attention output
+    Tanh,         // tanh(x): Inkling 2 Loop's message gates
 };
 const char* activationName(Activation a);
-// Whether the backends compute it (the gates Sigmoid, Softplus and Tanh are planned only).
-inline bool computedActivation(Activation a) { return a != Activation::Sigmoid && a != Activation::Softplus && a != Activation::Tanh; }
 
 } // namespace tp

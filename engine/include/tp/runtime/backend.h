@@ -215,8 +215,9 @@ public:
     // of a cache.
     Status mlaKv(const Tensor& kv, const Tensor& rope, const Tensor& k, const Tensor& v, std::int64_t heads,
                  std::int64_t nope);
-    // y = act(gate) · up, elementwise; gate and up may be column views of one packed tensor.
-    Status gatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act);
+    // y = act(gate) · up, elementwise; gate and up may be column views of one packed tensor. With span > 1 each gate
+    // value scales `span` up values, gate [n, cols / span] (a per-token or per-head gate: Qwen2-MoE's shared expert).
+    Status gatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act, std::int64_t span = 1);
     // y = act(x), elementwise (an ungated MLP's activation). y may be x.
     Status activation(const Tensor& x, const Tensor& y, Activation act);
     // y[t] = w[ids[0, t] − firstRow] where that row is in w, else zeros (a vocab shard); ids I32 [1, n];
@@ -286,7 +287,7 @@ protected:
                                  float attnScale) = 0;
     virtual Status doMlaKv(const Tensor& kv, const Tensor& rope, const Tensor& k, const Tensor& v, std::int64_t heads,
                            std::int64_t nope) = 0;
-    virtual Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act) = 0;
+    virtual Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act, std::int64_t span) = 0;
     virtual Status doActivation(const Tensor& x, const Tensor& y, Activation act) = 0;
     virtual Status doEmbedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow) = 0;
     virtual Status doAdd(const Tensor& a, const Tensor& b, const Tensor& y) = 0;

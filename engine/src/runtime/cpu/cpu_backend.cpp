@@ -166,8 +166,12 @@ float activate(Activation a, float v)
     case Activation::Silu: return silu(v);
     case Activation::Gelu: return 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f));
     case Activation::Relu2: return v > 0 ? v * v : 0.0f;
-    default: return geluTanh(v);
+    case Activation::Sigmoid: return 1.0f / (1.0f + std::exp(-v));
+    case Activation::Softplus: return v > 20.0f ? v : std::log1p(std::exp(v)); // torch's threshold
+    case Activation::Tanh: return std::tanh(v);
+    case Activation::GeluTanh: break;
     }
+    return geluTanh(v);
 }
 
 // The vector kernels' activation index (CpuKernels::gatedAct), or -1 for the scalar path.
@@ -655,9 +659,9 @@ protected:
         return {};
     }
 
-    Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act) override
+    Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act, std::int64_t span) override
     {
-        if (storage() == DType::F32 && actIndex(act) >= 0) {
+        if (storage() == DType::F32 && actIndex(act) >= 0 && span == 1) {
             for (std::int64_t r = 0; r < y.rows; ++r)
                 m_vk.gatedAct(rowOf<F32>(gate, r), rowOf<F32>(up, r), y.as<float>() + r * y.cols, y.cols, actIndex(act));
             return {};
@@ -669,7 +673,7 @@ protected:
                 const auto* g = rowOf<S>(gate, r);
                 const auto* u = rowOf<S>(up, r);
                 for (std::int64_t c = 0; c < y.cols; ++c)
-                    S::put(Y, r * y.cols + c, activate(act, S::get(g, c)) * S::get(u, c));
+                    S::put(Y, r * y.cols + c, activate(act, S::get(g, c / span)) * S::get(u, c));
             }
         });
     }

@@ -613,7 +613,7 @@ protected:
         });
     }
 
-    Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act) override
+    Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act, std::int64_t span) override
     {
         TP_RETURN_IF_ERROR(useDevice(m_device));
         TP_RETURN_IF_ERROR(launchable("gated_act", y.rows, y.cols));
@@ -622,7 +622,7 @@ protected:
             using T = typename decltype(tag)::type;
             const Launch l = rowLaunch(y.rows, y.cols);
             gatedActKernel<T><<<l.grid, l.block, 0, st>>>(gate.as<T>(), gate.stride, up.as<T>(), up.stride, y.as<T>(), y.rows,
-                                                          y.cols, act);
+                                                          y.cols, act, span);
             TP_CUDA_LAUNCHED();
             return {};
         });

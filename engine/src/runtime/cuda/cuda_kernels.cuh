@@ -79,6 +79,12 @@ __device__ __forceinline__ float activate(Activation a, float v)
         return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
     if (a == Activation::Relu2)
         return v > 0 ? v * v : 0.0f;
+    if (a == Activation::Sigmoid)
+        return 1.0f / (1.0f + expf(-v));
+    if (a == Activation::Softplus)
+        return v > 20.0f ? v : log1pf(expf(v)); // torch's threshold
+    if (a == Activation::Tanh)
+        return tanhf(v);
     const float k = 0.7978845608028654f; // sqrt(2/pi)
     return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
 }
@@ -120,6 +126,27 @@ __global__ void rmsNormWarpKernel(const T* x, const T* w, T* y, std::int64_t gro
         yg[j] = store<T>((w ? offset + load(w[j]) : 1.0f) * (load(xg[j]) * inv));
 }
 
+// The sum of v over the block, returned to every thread; partial: kThreads / kWarp floats of shared memory. Its
+// barriers also order every thread's earlier reads before any later write.
+__device__ inline float blockSum(float v, float* partial)
+{
+    const int lane = int(threadIdx.x % kWarp), warp = int(threadIdx.x / kWarp);
+    v = warpSum(v);
+    if (lane == 0)
+        partial[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < int(blockDim.x / kWarp) ? partial[lane] : 0.0f;
+        v = warpSum(v);
+        if (lane == 0)
+            partial[0] = v;
+    }
+    __syncthreads();
+    const float total = partial[0];
+    __syncthreads(); // every thread has read it before partial is reused
+    return total;
+}
+
 // One block per group (rows wider than 1024).
 template<typename T>
 __global__ void rmsNormBlockKernel(const T* x, const T* w, T* y, std::int64_t group, float eps, float offset)
@@ -127,24 +154,12 @@ __global__ void rmsNormBlockKernel(const T* x, const T* w, T* y, std::int64_t gr
     __shared__ float partial[kThreads / kWarp];
     const T* xg = x + std::int64_t(blockIdx.x) * group;
     T* yg = y + std::int64_t(blockIdx.x) * group;
-    const int lane = int(threadIdx.x % kWarp), warp = int(threadIdx.x / kWarp);
     float ss = 0;
     for (std::int64_t j = threadIdx.x; j < group; j += blockDim.x) {
         const float v = load(xg[j]);
         ss += v * v;
     }
-    ss = warpSum(ss);
-    if (lane == 0)
-        partial[warp] = ss;
-    __syncthreads(); // also orders every read of xg before the writes below (y may be x)
-    if (warp == 0) {
-        ss = lane < int(blockDim.x / kWarp) ? partial[lane] : 0.0f;
-        ss = warpSum(ss);
-        if (lane == 0)
-            partial[0] = ss;
-    }
-    __syncthreads();
-    const float inv = 1.0f / sqrtf(partial[0] / float(group) + eps);
+    const float inv = 1.0f / sqrtf(blockSum(ss, partial) / float(group) + eps); // its barriers order every read of xg before the writes (y may be x)
     for (std::int64_t j = threadIdx.x; j < group; j += blockDim.x)
         yg[j] = store<T>((w ? offset + load(w[j]) : 1.0f) * (load(xg[j]) * inv));
 }
@@ -156,33 +171,16 @@ __global__ void layerNormKernel(const T* x, const T* w, const T* b, T* y, std::i
     __shared__ float partial[kThreads / kWarp];
     const T* xr = x + std::int64_t(blockIdx.x) * cols;
     T* yr = y + std::int64_t(blockIdx.x) * cols;
-    const int lane = int(threadIdx.x % kWarp), warp = int(threadIdx.x / kWarp);
-    auto blockSum = [&](float v) {
-        v = warpSum(v);
-        if (lane == 0)
-            partial[warp] = v;
-        __syncthreads();
-        if (warp == 0) {
-            v = lane < int(blockDim.x / kWarp) ? partial[lane] : 0.0f;
-            v = warpSum(v);
-            if (lane == 0)
-                partial[0] = v;
-        }
-        __syncthreads();
-        const float total = partial[0];
-        __syncthreads(); // every thread has read it before partial is reused
-        return total;
-    };
     float s = 0;
     for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x)
         s += load(xr[j]);
-    const float mean = blockSum(s) / float(cols);
+    const float mean = blockSum(s, partial) / float(cols);
     float ss = 0;
     for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
         const float c = load(xr[j]) - mean;
         ss += c * c;
     }
-    const float inv = 1.0f / sqrtf(blockSum(ss) / float(cols) + eps); // also orders every read of xr before the writes (y may be x)
+    const float inv = 1.0f / sqrtf(blockSum(ss, partial) / float(cols) + eps); // also orders every read of xr before the writes (y may be x)
     for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x)
         yr[j] = store<T>((w ? offset + load(w[j]) : 1.0f) * ((load(xr[j]) - mean) * inv) + (b ? load(b[j]) : 0.0f));
 }
@@ -327,13 +325,13 @@ __global__ void scaleKernel(const T* x, std::int64_t ldx, T* y, std::int64_t ldy
 
 template<typename T>
 __global__ void gatedActKernel(const T* gate, std::int64_t gateStride, const T* up, std::int64_t upStride, T* y,
-                               std::int64_t rows, std::int64_t cols, Activation act)
+                               std::int64_t rows, std::int64_t cols, Activation act, std::int64_t span)
 {
     const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
     if (c >= cols)
         return;
     for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y)
-        y[r * cols + c] = store<T>(activate(act, load(gate[r * gateStride + c])) * load(up[r * upStride + c]));
+        y[r * cols + c] = store<T>(activate(act, load(gate[r * gateStride + c / span])) * load(up[r * upStride + c]));
 }
 
 template<typename T>
