@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -83,8 +84,53 @@ std::int64_t layerOf(const std::string& name)
 // patterns, each with the target that replaces the first occurrence of its match (\1 in it: the first group).
 struct Renaming
 {
-    std::vector<std::pair<std::regex, std::string>> sources;
+    struct Source
+    {
+        std::regex pattern;
+        std::string target;
+        std::string literal; // text every match contains: a name without it is not searched (70k tensors × 32 renamings)
+    };
+    std::vector<Source> sources;
 };
+
+// The longest run of plain characters that every match of a simple pattern contains ("\.attn\." → ".attn."), or
+// empty where the pattern has an alternation or a class that makes that unsure.
+std::string requiredLiteral(const std::string& pattern)
+{
+    if (pattern.find('|') != std::string::npos || pattern.find("(?") != std::string::npos) // alternatives, lookarounds
+        return {};
+    std::string best, run;
+    auto cut = [&] {
+        if (run.size() > best.size())
+            best = run;
+        run.clear();
+    };
+    for (std::size_t i = 0; i < pattern.size(); ++i) {
+        const char ch = pattern[i];
+        if (ch == '\\' && i + 1 < pattern.size()) {
+            const char next = pattern[++i];
+            if (std::isalnum(static_cast<unsigned char>(next)))
+                cut(); // \d, \w, \1: not a literal
+            else
+                run += next;
+        } else if (ch == '*' || ch == '?' || ch == '{') { // the character before may be absent
+            if (!run.empty())
+                run.pop_back();
+            cut();
+            while (ch == '{' && i + 1 < pattern.size() && pattern[i] != '}') // skip the count
+                ++i;
+        } else if (std::string_view("^$.+()[]").find(ch) != std::string_view::npos) {
+            cut();
+            if (ch == '[') // skip the class
+                while (i + 1 < pattern.size() && pattern[i] != ']')
+                    ++i;
+        } else {
+            run += ch;
+        }
+    }
+    cut();
+    return best;
+}
 
 // The model type's renamings, compiled once (a pattern std::regex cannot compile is left out).
 const std::vector<Renaming>& checkpointRenames(const std::string& modelType)
@@ -96,7 +142,7 @@ const std::vector<Renaming>& checkpointRenames(const std::string& modelType)
                 Renaming r;
                 for (const auto& [source, target] : pairs) {
                     try {
-                        r.sources.emplace_back(std::regex(source), target);
+                        r.sources.push_back({std::regex(source), target, requiredLiteral(source)});
                     } catch (const std::regex_error&) { // a Python-only construct
                     }
                 }
@@ -116,11 +162,11 @@ void applyRenames(std::string& n, const std::vector<Renaming>& renames)
     for (const Renaming& r : renames) {
         std::smatch best;
         const std::string* target = nullptr;
-        for (const auto& [re, to] : r.sources) {
+        for (const Renaming::Source& s : r.sources) {
             std::smatch m;
-            if (std::regex_search(n, m, re) && (!target || m.position(0) < best.position(0))) {
+            if (n.find(s.literal) != std::string::npos && std::regex_search(n, m, s.pattern) && (!target || m.position(0) < best.position(0))) {
                 best = m;
-                target = &to;
+                target = &s.target;
             }
         }
         if (!target)
