@@ -195,6 +195,11 @@ private slots:
         QVERIFY(g.tieWordEmbeddings);
         QVERIFY(g.engineLacks.empty()); // its own forward is checked (family_checks.json)
         QVERIFY(!parseOk(R"({"model_type": "nanochat"})").engineLacks.empty()); // not yet
+        // An option of a runnable type that the engine does not compute makes it refuse the model.
+        QVERIFY(parseOk(R"({"model_type": "cohere"})").engineLacks.empty());
+        QVERIFY(parseOk(R"({"model_type": "cohere", "use_qk_norm": true})").engineLacks.find("use_qk_norm") != std::string::npos);
+        QVERIFY(parseOk(R"({"model_type": "olmo", "clip_qkv": 8.0})").engineLacks.find("clip_qkv") != std::string::npos);
+        QVERIFY(parseOk(R"({"model_type": "olmo", "clip_qkv": null})").engineLacks.empty());
         // exaone is LlamaForCausalLM itself, under its own checkpoint names: the engine runs it.
         QVERIFY(parseOk(R"({"model_type": "exaone"})").engineLacks.empty());
     }

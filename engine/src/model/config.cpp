@@ -1701,6 +1701,23 @@ Status readFields(const FieldReader& r, ModelConfig& c)
             for (const std::int64_t rope : c.noRopeLayers)
                 c.layerTypes.push_back(rope && c.attentionChunkSize ? "chunked_attention" : "full_attention");
     }
+    // Options of a runnable model type that its forward takes and the engine does not compute: set, the engine
+    // refuses the model rather than run it without them (Cohere's use_qk_norm moved a tiny model's logits by 0.26).
+    static constexpr struct
+    {
+        const char* modelType;
+        const char* key;
+        const char* what;
+    } kNotComputed[] = {{"cohere", "use_qk_norm", "Cohere's per-head q/k LayerNorms (use_qk_norm)"},
+                        {"glm4_moe", "use_qk_norm", "GLM-4-MoE's q/k RMSNorms (use_qk_norm)"},
+                        {"olmo", "clip_qkv", "OLMo's clamp of q, k and v (clip_qkv)"}};
+    for (const auto& o : kNotComputed)
+        if (c.modelType == o.modelType && r.has(o.key) && !r.json().at(o.key).is_null() && r.json().at(o.key) != false)
+            c.engineLacks = o.what;
+    if (c.modelType == "hunyuan_v1_dense") // its rotary embedding turns a dynamic rope with `alpha` into a static NTK-alpha one
+        for (const char* key : {"rope_scaling", "rope_parameters"})
+            if (r.has(key) && r.json().at(key).is_object() && r.json().at(key).contains("alpha") && !r.json().at(key).at("alpha").is_null())
+                c.engineLacks = "HunYuan's NTK-alpha rope (rope_parameters.alpha)";
     if (r.has("layer_rope_theta") && r.json().at("layer_rope_theta").is_array()) // Granite-SWA: a rope base per layer, 0: NoPE
         for (const auto& theta : r.json().at("layer_rope_theta"))
             if (!theta.is_number() || theta.get<double>() != c.ropeTheta)
