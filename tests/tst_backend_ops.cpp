@@ -251,8 +251,61 @@ void groupLimited(ExpertsShape& s)
     s.routedScale = 2.5;
 }
 
-// The experts op in double: each token's top-k (ties to the lower id; DeepSeek's groups and score
-// bias), the local experts' SwiGLU outputs weighted (or, Llama 4, their inputs).
+// One token's picks from its scores row, as Transformers' routers make them: (expert, weight) pairs.
+std::vector<std::pair<std::int64_t, double>> refPicks(const float* row, const std::vector<float>* bias, const ExpertsShape& s)
+{
+    const std::int64_t E = s.experts;
+    std::vector<std::pair<std::int64_t, double>> picks;
+    if (s.sparseMixer) { // PhimoeTopKRouter: twice the best remaining logit, its softmax over the logits near it
+        std::int64_t first = -1;
+        for (int j = 0; j < 2; ++j) {
+            std::int64_t best = -1;
+            for (std::int64_t e = 0; e < E; ++e)
+                if (e != first && (best < 0 || row[e] > row[best]))
+                    best = e;
+            const double m = row[best];
+            double sum = 0;
+            for (std::int64_t e = 0; e < E; ++e)
+                if (e != first && (m - row[e]) / std::max<double>(std::abs(row[e]), m) <= 2 * s.jitterEps)
+                    sum += std::exp(row[e] - m);
+            picks.push_back({best, 1 / sum});
+            first = best;
+        }
+        return picks;
+    }
+    // The choice: score + bias (in fp32, as the backends add it), −∞ outside the chosen groups
+    // (DeepseekV3TopkRouter: a group scores its best two; DeepseekV2's group_limited_greedy: its best).
+    std::vector<float> choice(row, row + E);
+    if (bias)
+        for (std::int64_t e = 0; e < E; ++e)
+            choice[static_cast<std::size_t>(e)] += (*bias)[static_cast<std::size_t>(e)];
+    if (s.groups > 1) {
+        const std::int64_t per = E / s.groups;
+        std::vector<std::pair<double, std::int64_t>> groups;
+        for (std::int64_t g = 0; g < s.groups; ++g) {
+            std::vector<float> c(choice.begin() + g * per, choice.begin() + (g + 1) * per);
+            std::sort(c.rbegin(), c.rend());
+            groups.push_back({s.groupByMax ? double(c[0]) : double(c[0]) + c[1], g});
+        }
+        std::stable_sort(groups.begin(), groups.end(), [](auto p, auto q) { return p.first > q.first; });
+        for (std::size_t j = static_cast<std::size_t>(s.topkGroup); j < groups.size(); ++j)
+            std::fill_n(choice.begin() + groups[j].second * per, per, -INFINITY);
+    }
+    std::vector<std::int64_t> order(static_cast<std::size_t>(E));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](auto p, auto q) { return choice[p] > choice[q]; });
+    double sum = 0;
+    for (std::int64_t j = 0; j < s.topK; ++j)
+        sum += row[order[static_cast<std::size_t>(j)]];
+    for (std::int64_t j = 0; j < s.topK; ++j) {
+        const std::int64_t e = order[static_cast<std::size_t>(j)];
+        picks.push_back({e, (s.normalize ? row[e] / sum : row[e]) * s.routedScale});
+    }
+    return picks;
+}
+
+// The experts op in double: each token's picks (refPicks), the local experts' SwiGLU outputs weighted
+// (or, Llama 4, their inputs).
 std::vector<double> refExperts(const std::vector<float>& x, const std::vector<float>& scores, const std::vector<float>* bias,
                                const std::vector<float>& gu, const std::vector<float>& dn, const ExpertsShape& s,
                                std::int64_t N, std::int64_t H, DType dt)
@@ -260,35 +313,10 @@ std::vector<double> refExperts(const std::vector<float>& x, const std::vector<fl
     const std::int64_t E = s.experts, I = s.intermediate;
     std::vector<double> ref(static_cast<std::size_t>(N * H), 0.0);
     for (std::int64_t t = 0; t < N; ++t) {
-        std::vector<std::int64_t> order(static_cast<std::size_t>(E));
-        std::iota(order.begin(), order.end(), 0);
-        const float* row = scores.data() + t * E;
-        // The choice: score + bias (in fp32, as the backends add it), −∞ outside the
-        // chosen groups (DeepseekV3TopkRouter).
-        std::vector<float> choice(row, row + E);
-        if (bias) {
-            for (std::int64_t e = 0; e < E; ++e)
-                choice[static_cast<std::size_t>(e)] += (*bias)[static_cast<std::size_t>(e)];
-            const std::int64_t per = E / s.groups;
-            std::vector<std::pair<double, std::int64_t>> groups;
-            for (std::int64_t g = 0; g < s.groups; ++g) {
-                std::vector<float> c(choice.begin() + g * per, choice.begin() + (g + 1) * per);
-                std::sort(c.rbegin(), c.rend());
-                groups.push_back({s.groups > 1 ? double(c[0]) + c[1] : 0.0, g});
-            }
-            std::stable_sort(groups.begin(), groups.end(), [](auto p, auto q) { return p.first > q.first; });
-            for (std::size_t j = static_cast<std::size_t>(s.topkGroup); j < groups.size(); ++j)
-                std::fill_n(choice.begin() + groups[j].second * per, per, -INFINITY);
-        }
-        std::stable_sort(order.begin(), order.end(), [&](auto p, auto q) { return choice[p] > choice[q]; });
-        double sum = 0;
-        for (std::int64_t j = 0; j < s.topK; ++j)
-            sum += row[order[static_cast<std::size_t>(j)]];
-        for (std::int64_t j = 0; j < s.topK; ++j) {
-            const std::int64_t e = order[static_cast<std::size_t>(j)] - s.firstExpert;
+        for (const auto& [picked, wgt] : refPicks(scores.data() + t * E, bias, s)) {
+            const std::int64_t e = picked - s.firstExpert;
             if (e < 0 || e >= s.localExperts)
                 continue;
-            const double wgt = (s.normalize ? row[e + s.firstExpert] / sum : row[e + s.firstExpert]) * s.routedScale;
             // Llama 4: the input times the weight, as the storage dtype holds them.
             const float wIn = roundedTo(dt, float(wgt));
             auto xin = [&](std::int64_t k) {
@@ -1006,16 +1034,25 @@ private slots:
             // top-k among the best half of the groups (when E splits into groups of 2 or more),
             // renormalised, scaled.
             // Llama 4's: the weights on the experts' inputs (each rounded to the storage dtype).
-            for (int variant : {0, 1, 2, 3}) {
+            // DeepSeek-V2's: groups scored by their best, no bias, scaled. PhiMoE's sparsemixer on
+            // logits (two picks, each weighed among the logits near it).
+            for (int variant : {0, 1, 2, 3, 4, 5}) {
                 const bool normalize = variant == 1 || variant == 2, deepseek = variant == 2, llama4 = variant == 3;
+                const bool v2 = variant == 4, mixer = variant == 5;
+                if (mixer && d.experts < 2)
+                    continue;
                 Bench b(be(dt));
                 const std::int64_t N = d.tokens, H = d.hidden, E = d.experts, El = d.localExperts, I = d.expertInter;
                 const std::int64_t first = E - El;
-                ExpertsShape s{E, d.topK, first, El, I, normalize, Activation::Silu};
-                if (deepseek)
+                ExpertsShape s{E, mixer ? 2 : d.topK, first, El, I, normalize, Activation::Silu};
+                if (deepseek || v2)
                     groupLimited(s);
+                s.groupByMax = v2;
+                s.sparseMixer = mixer;
+                s.jitterEps = 0.3;
                 s.weightInputs = llama4;
-                const auto x = randomValues(N * H, dt), scores = routerWeights(N * E);
+                const auto x = randomValues(N * H, dt);
+                const auto scores = mixer ? randomValues(N * E, DType::F32, 2.0f) : routerWeights(N * E);
                 const auto bias = randomValues(E, dt, 0.3f);
                 const Tensor biasT = b.put(bias, 1, E);
                 const auto gu = randomValues(El * 2 * I * H, dt, 0.3f), dn = randomValues(El * H * I, dt, 0.3f);
@@ -1178,6 +1215,11 @@ private slots:
         const ExpertsShape s{8, 2, 0, 8, 4, true, Activation::Silu};
         const Status route = b32.route(b.make(4, 8, DType::F32), s, b.make(4, 3, DType::I32), b.make(4, 2, DType::F32), b.scratch(256));
         QVERIFY2(route.code() == StatusCode::InvalidArgument && route.message().starts_with("route: "), route.message().c_str());
+        ExpertsShape mixer = s; // the sparsemixer takes two experts, never renormalised
+        mixer.sparseMixer = true;
+        const Status mixed = b32.route(b.make(4, 8, DType::F32), mixer, b.make(4, 2, DType::I32), b.make(4, 2, DType::F32), b.scratch(256));
+        QVERIFY2(mixed.code() == StatusCode::InvalidArgument && mixed.message().find("sparsemixer") != std::string::npos,
+                 mixed.message().c_str());
         const Status combine = b32.combine(x, b.make(1, 7, DType::I32), b.make(4, 2, DType::F32), x);
         QVERIFY2(combine.code() == StatusCode::InvalidArgument && combine.message().starts_with("combine: "), combine.message().c_str());
         const Status blocks = b32.sumBlocks(b.make(7, 8, DType::F32), b.make(2, 8, DType::F32)); // 7 rows are not blocks of 2

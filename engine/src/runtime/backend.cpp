@@ -271,12 +271,18 @@ void checkRouting(OpCheck& c, const ExpertsShape& s, const Tensor* scoreBias)
                   && s.firstExpert + s.localExperts <= s.experts && s.intermediate >= 0,
               [&] { return fmt::format("top-{} of {} experts, local [{}, +{}), {} intermediate rows", s.topK, s.experts,
                                        s.firstExpert, s.localExperts, s.intermediate); });
-    // Each group needs two experts to score it; the top-k must fit in the chosen groups.
+    // Each group needs two experts to score it (one when its best scores it); the top-k must fit in the chosen groups.
     c.require(s.groups >= 1 && s.groups <= kMaxExpertGroups && s.experts % s.groups == 0
-                  && (s.groups == 1 || s.experts / s.groups >= 2) && s.topkGroup >= 1 && s.topkGroup <= s.groups
+                  && (s.groups == 1 || s.groupByMax || s.experts / s.groups >= 2) && s.topkGroup >= 1 && s.topkGroup <= s.groups
                   && s.topK <= s.topkGroup * (s.experts / s.groups) && std::isfinite(s.routedScale) && s.routedScale > 0,
               [&] { return fmt::format("top-{} in the best {} of {} groups of {} experts, routed scale {}", s.topK,
                                        s.topkGroup, s.groups, s.experts, s.routedScale); });
+    // The sparsemixer picks two experts, alone: no groups, bias or renormalisation.
+    c.require(!s.sparseMixer
+                  || (s.topK == 2 && s.groups == 1 && !scoreBias && !s.normalize && std::isfinite(s.jitterEps) && s.jitterEps >= 0),
+              [&] { return fmt::format("a sparsemixer choice needs top-2 without groups, score bias or renormalisation, and a "
+                                       "jitter eps of at least 0 (top-{}, {} groups, jitter {})",
+                                       s.topK, s.groups, s.jitterEps); });
     if (scoreBias)
         c.on("score_bias", *scoreBias).dense("score_bias", *scoreBias).require(
             scoreBias->rows == 1 && scoreBias->cols == s.experts,

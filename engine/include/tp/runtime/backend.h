@@ -114,6 +114,11 @@ struct ExpertsShape
     // bias), times routedScale after any renormalisation.
     std::int64_t groups = 1, topkGroup = 1;
     double routedScale = 1;
+    bool groupByMax = false; // DeepSeek-V2's group_limited_greedy: a group scores its best expert, not its best two
+    // PhiMoE's sparsemixer (topK 2): the best expert of the scores (logits), weighed by the softmax over the experts
+    // within 2·jitterEps of it, relatively (|best − s| / max(|s|, best)); then the same among the others.
+    bool sparseMixer = false;
+    double jitterEps = 0;
     // Llama 4: each pick's weight scales the expert's input (the expert computes on weight · x,
     // rounded to the storage dtype), and the outputs add up unweighted.
     bool weightInputs = false;

@@ -932,11 +932,15 @@ protected:
         auto byValue = [](const float* v) {
             return [v](std::int64_t p, std::int64_t q) { return v[p] > v[q] || (v[p] == v[q] && p < q); };
         };
+        if (s.sparseMixer) {
+            sparseMixer(row, E, s.jitterEps, visit);
+            return;
+        }
         const float* pick = row;
         if (scoreBias || G > 1) {
             for (std::int64_t e = 0; e < E; ++e)
                 choice[e] = row[e] + (scoreBias ? storedValue(*scoreBias, e) : 0.0f);
-            if (G > 1) { // a group's score: the sum of its two best choices
+            if (G > 1) { // a group's score: the sum of its two best choices (or its best)
                 for (std::int64_t g = 0; g < G; ++g) {
                     const float* c = choice + g * perGroup;
                     float a = -std::numeric_limits<float>::infinity(), b = a;
@@ -947,7 +951,7 @@ protected:
                         } else if (c[e] > b) {
                             b = c[e];
                         }
-                    groupScore[g] = a + b;
+                    groupScore[g] = s.groupByMax ? a : a + b;
                 }
                 std::iota(order, order + G, std::int64_t(0));
                 std::partial_sort(order, order + s.topkGroup, order + G, byValue(groupScore));
@@ -964,6 +968,30 @@ protected:
         for (std::int64_t j = 0; j < s.topK; ++j) {
             const double w = s.normalize ? row[order[j]] / sum : row[order[j]];
             visit(order[j], static_cast<float>(w * s.routedScale));
+        }
+    }
+
+    // PhiMoE's sparsemixer as Transformers evaluates it: the best logit's expert (the first of equal ones), weighed by
+    // its softmax over the experts whose logit s is within the relative gap (best − s) / max(|s|, best) ≤ 2·eps; then
+    // the best of the other experts, weighed likewise among them.
+    template<typename Visit>
+    static void sparseMixer(const float* logits, std::int64_t E, double eps, Visit&& visit)
+    {
+        std::int64_t first = -1;
+        for (int pick = 0; pick < 2; ++pick) {
+            std::int64_t best = -1;
+            for (std::int64_t e = 0; e < E; ++e)
+                if (e != first && (best < 0 || logits[e] > logits[best]))
+                    best = e;
+            const float m = logits[best];
+            double sum = 0;
+            for (std::int64_t e = 0; e < E; ++e) {
+                const float factor = std::max(std::abs(logits[e]), m);
+                if (e != first && !((m - logits[e]) / factor > static_cast<float>(2 * eps)))
+                    sum += std::exp(static_cast<double>(logits[e]) - m);
+            }
+            visit(best, static_cast<float>(1.0 / sum));
+            first = best;
         }
     }
 

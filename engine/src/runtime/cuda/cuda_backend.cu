@@ -790,7 +790,8 @@ protected:
                     routeTopKKernel<T><<<warpRowBlocks(nt), kThreads, 0, st>>>(
                         scores.as<float>() + t0 * E, nt, static_cast<int>(E), static_cast<int>(K), static_cast<int>(s.firstExpert),
                         static_cast<int>(El), s.normalize, scoreBias ? scoreBias->as<T>() : nullptr, static_cast<int>(s.groups),
-                        static_cast<int>(s.topkGroup), static_cast<float>(s.routedScale), expertOf, weightOf, counts);
+                        static_cast<int>(s.topkGroup), static_cast<float>(s.routedScale), s.groupByMax, s.sparseMixer,
+                        static_cast<float>(s.jitterEps), expertOf, weightOf, counts);
                 TP_CUDA_LAUNCHED();
                 bucketOffsetsKernel<<<1, 1, 0, st>>>(counts, offsets, cursor, static_cast<int>(El));
                 TP_CUDA_LAUNCHED();
@@ -884,7 +885,8 @@ protected:
             routeTopKKernel<T><<<warpRowBlocks(scores.rows), kThreads, 0, st>>>(
                 scores.as<float>(), scores.rows, static_cast<int>(s.experts), static_cast<int>(s.topK), 0,
                 static_cast<int>(s.experts), s.normalize, scoreBias ? scoreBias->as<T>() : nullptr, static_cast<int>(s.groups),
-                static_cast<int>(s.topkGroup), static_cast<float>(s.routedScale), ids.as<std::int32_t>(), weights.as<float>(),
+                static_cast<int>(s.topkGroup), static_cast<float>(s.routedScale), s.groupByMax, s.sparseMixer,
+                static_cast<float>(s.jitterEps), ids.as<std::int32_t>(), weights.as<float>(),
                 nullptr);
             TP_CUDA_LAUNCHED();
             return {};

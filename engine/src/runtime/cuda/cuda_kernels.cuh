@@ -462,12 +462,14 @@ __global__ void argmaxRowsKernel(const T* x, std::int64_t stride, std::int64_t r
 // order, so no mask is needed. Writes, per pick, the local expert (or -1 when another rank holds
 // it) and its weight (renormalised over the k picks, in double, when asked; times routedScale), and
 // counts the tokens of each local expert. DeepSeek's choice (groups > 1 or a bias): the picks are by
-// score + bias among the experts of the topkGroup groups whose two best choices sum highest (the
-// others at −∞), the weights the scores.
+// score + bias among the experts of the topkGroup groups whose two best choices (or best: groupByMax)
+// sum highest (the others at −∞), the weights the scores. PhiMoE's sparsemixer (sparseMixer, topK 2):
+// ExpertsShape says it, lane 0 alone.
 template<typename T>
 __global__ void routeTopKKernel(const float* scores, std::int64_t tokens, int experts, int topK, int firstExpert,
                                 int localExperts, bool normalize, const T* bias, int groups, int topkGroup,
-                                float routedScale, std::int32_t* expertOf, float* weightOf, std::int32_t* counts)
+                                float routedScale, bool groupByMax, bool sparseMixer, float jitterEps,
+                                std::int32_t* expertOf, float* weightOf, std::int32_t* counts)
 {
     const std::int64_t t = std::int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
     const int lane = int(threadIdx.x % kWarp);
@@ -476,6 +478,31 @@ __global__ void routeTopKKernel(const float* scores, std::int64_t tokens, int ex
     const float* row = scores + t * experts;
     std::int32_t* eOut = expertOf + t * topK;
     float* wOut = weightOf + t * topK;
+    auto emit = [&](int j, int e, float w) {
+        const int local = e - firstExpert;
+        const bool mine = local >= 0 && local < localExperts;
+        eOut[j] = mine ? local : -1;
+        wOut[j] = w;
+        if (mine && counts)
+            atomicAdd(&counts[local], 1);
+    };
+    if (sparseMixer) {
+        if (lane == 0)
+            for (int j = 0, first = -1; j < 2; ++j) {
+                int best = -1;
+                for (int e = 0; e < experts; ++e)
+                    if (e != first && (best < 0 || row[e] > row[best]))
+                        best = e;
+                const float m = row[best];
+                double sum = 0;
+                for (int e = 0; e < experts; ++e)
+                    if (e != first && !((m - row[e]) / fmaxf(fabsf(row[e]), m) > 2 * jitterEps))
+                        sum += exp(double(row[e]) - double(m));
+                emit(j, best, float(1.0 / sum));
+                first = best;
+            }
+        return;
+    }
     constexpr int kNone = 0x7fffffff;
     const int perGroup = experts / groups;
     auto choiceOf = [&](int e) { return row[e] + (bias ? load(bias[e]) : 0.0f); };
@@ -496,7 +523,7 @@ __global__ void routeTopKKernel(const float* scores, std::int64_t tokens, int ex
                     b = c;
                 }
             }
-            gs[i] = a + b;
+            gs[i] = groupByMax ? a : a + b;
         }
         chosen = 0;
         for (int j = 0; j < topkGroup; ++j) {
@@ -542,14 +569,8 @@ __global__ void routeTopKKernel(const float* scores, std::int64_t tokens, int ex
         prevE = bestE;
         const float w = row[bestE];
         sum += double(w);
-        if (lane == 0) {
-            const int local = bestE - firstExpert;
-            const bool mine = local >= 0 && local < localExperts;
-            eOut[j] = mine ? local : -1;
-            wOut[j] = w;
-            if (mine && counts)
-                atomicAdd(&counts[local], 1);
-        }
+        if (lane == 0)
+            emit(j, bestE, w);
     }
     if (lane == 0)
         for (int j = 0; j < topK; ++j)
