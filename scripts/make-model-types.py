@@ -82,7 +82,10 @@ def describe():
                              "attribute_map": dict(sorted(getattr(cls, "attribute_map", {}).items()))}
         # Parameters the loader de-interleaves along a dim after splitting the checkpoint's tensor (Inkling 2's w13_weight
         # → gate_up_proj): a plain split then keeps each rank's gate and up rows paired.
-        conversions = get_checkpoint_conversion_mapping(model_type) or []
+        # (As Transformers looks the root model up: its class's mapping first, else its model type's: GPT-NeoX's embed_out.)
+        conversions = get_checkpoint_conversion_mapping(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type])
+        if conversions is None:
+            conversions = get_checkpoint_conversion_mapping(model_type) or []
         # The checkpoint's names the loader renames, in order (each renaming's sources [pattern, target]: Python regexes;
         # the first that matches replaces the first occurrence of its match, \1 its group). Subclasses with rules of
         # their own (PrefixChange, LayerPairCollapse, …) are left out: a tensor they would rename stays unmatched.

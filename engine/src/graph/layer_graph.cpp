@@ -485,10 +485,11 @@ private:
             m_layer = -1;
             return h;
         }
-        if (norms == N::Parallel) { // Cohere: h + attn(x) + mlp(x), x = input_layernorm(h)
+        if (norms == N::Parallel || (norms == N::Pre && m_c.parallelResidual)) {
+            // Cohere: h + attn(x) + mlp(x), x = input_layernorm(h); GPT-NeoX: the MLP's x = post_attention_layernorm(h)
             const int x = module(OpKind::Norm, p + ".input_layernorm", {h}, H);
             const int a = attention(p + ".self_attn", x);
-            const int f = feedForward(p, x);
+            const int f = feedForward(p, norms == N::Parallel ? x : module(OpKind::Norm, p + ".post_attention_layernorm", {h}, H));
             h = add(p + ":residual_mlp", add(p + ":residual_attn", h, a), f);
             m_layer = -1;
             return h;
@@ -665,8 +666,11 @@ private:
             s.parts = {H * hd, KV * hd, KV * hd};
             s.splitGroups = m_c.layout.qkvGroups < 0 ? H : m_c.layout.qkvGroups;
             q = output(s, H * hd, "q");
-            k = output(m_g.nodes.back(), KV * hd, "k");
-            v = output(m_g.nodes.back(), KV * hd, "v");
+            const bool vk = m_c.layout.qkvValuesFirst; // CodeGen: [q; v; k]
+            k = output(m_g.nodes.back(), KV * hd, vk ? "v" : "k");
+            v = output(m_g.nodes.back(), KV * hd, vk ? "k" : "v");
+            if (vk)
+                std::swap(k, v);
         } else {
             q = module(OpKind::Linear, p + ".q_proj", {x}, (m_c.layout.gatedQuery ? 2 : 1) * H * hd);
             if (m_c.layout.gatedQuery) { // per head [q | gate] (Qwen3-Next)
@@ -901,7 +905,7 @@ private:
         at.mlaRope = rope;
         at.mlaLatent = m.kvLoraRank + rope;
         at.rope = 0;
-        at.interleavedRope = m_c.ropeInterleave;
+        at.interleavedRope = m_c.ropeInterleave || m_c.layout.interleavedRope;
         // YaRN's mscale_all_dim scales the softmax too (yarn_apply_mscale), by mscale².
         if (const RopeScaling& rs = m_c.ropeScaling; !rs.type.empty() && rs.mscaleAllDim != 0)
             at.scale *= mscale(rs.factor, rs.mscaleAllDim) * mscale(rs.factor, rs.mscaleAllDim);
@@ -1014,7 +1018,9 @@ private:
         GraphNode& r = node(OpKind::Router, path, indexOf(path), {x});
         r.experts = m_c.numExperts;
         r.topK = m_c.expertsPerToken;
-        r.sigmoid = m_t.sigmoidRouter;
+        using R = LayerLayout::Routing;
+        r.sigmoid = m_c.layout.routing == R::Sigmoid || (m_c.layout.routing == R::Family && m_t.sigmoidRouter);
+        r.sparseMixer = m_c.layout.routing == R::SparseMixer;
         return output(r, m_c.numExperts, "scores");
     }
 
@@ -1025,13 +1031,19 @@ private:
         e.experts = m_c.numExperts;
         e.topK = m_c.expertsPerToken;
         e.act = m_act;
-        e.normalizeTopK = m_t.alwaysNormalizeTopK || m_c.layout.normalizeTopK || m_c.normTopkProb;
+        using R = LayerLayout::Routing;
+        const R routing = m_c.layout.routing;
+        e.normalizeTopK = routing == R::Sigmoid
+                       || (routing == R::Family && (m_t.alwaysNormalizeTopK || m_c.layout.normalizeTopK || m_c.normTopkProb));
         e.weightInputs = m_t.routerScalesInputs;
-        if (m_t.sigmoidRouter) {
+        if (routing == R::Greedy || (routing == R::Family && m_t.sigmoidRouter)) {
             e.groups = m_c.nGroup;
             e.topkGroup = m_c.topkGroup;
             e.routedScale = m_c.routedScalingFactor;
+            e.groupByMax = routing == R::Greedy;
         }
+        e.sparseMixer = routing == R::SparseMixer;
+        e.jitterEps = m_c.routerJitterNoise;
         if (m_t.clampedSwiglu) {
             e.swigluAlpha = m_c.swigluAlpha;
             e.swigluLimit = m_c.swigluLimit;

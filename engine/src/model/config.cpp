@@ -149,15 +149,16 @@ const TemplateRow kTemplates[] = {
     {"apertus", Family::Llama, false, kApertus},
     {"apertus1p5_text", Family::Llama, false, kApertus},
     // Other roots and names: GPT-NeoX, Phi, GPT-J, CodeGen.
-    {"gpt_neox", Family::Llama, false,
-     {.normParams = L::NormParams::WeightAndBias, .gatedMlp = false, .upName = "dense_h_to_4h", .downName = "dense_4h_to_h",
-      .fusedQkv = true, .qkvGroups = -1, .alwaysMlpBias = true,
+    {"gpt_neox", Family::Llama, true,
+     {.normParams = L::NormParams::WeightAndBias, .layerNorms = true, .gatedMlp = false, .upName = "dense_h_to_4h",
+      .downName = "dense_4h_to_h", .fusedQkv = true, .qkvGroups = -1, .parallelResidualKey = true, .alwaysMlpBias = true,
       .renames = "model=gpt_neox,embed_tokens=embed_in,self_attn=attention,qkv_proj=query_key_value,o_proj=dense,norm=final_layer_norm"}},
-    {"phi", Family::Llama, false,
-     {.norms = L::Norms::Parallel, .normParams = L::NormParams::WeightAndBias, .gatedMlp = false, .upName = "fc1", .downName = "fc2",
+    {"phi", Family::Llama, true,
+     {.norms = L::Norms::Parallel, .normParams = L::NormParams::WeightAndBias, .layerNorms = true, .gatedMlp = false, .upName = "fc1",
+      .downName = "fc2",
       .alwaysAttentionBias = true, .alwaysMlpBias = true, .lmHeadBias = true, .renames = "o_proj=dense,norm=final_layernorm"}},
-    {"gptj", Family::Llama, false, kGptJ, nullptr, nullptr, "n_inner"},
-    {"codegen", Family::Llama, false, [] { L l = kGptJ; l.fusedQkv = true; l.qkvGroups = 4; return l; }(), nullptr, nullptr, "n_inner"},
+    {"gptj", Family::Llama, true, kGptJ, nullptr, nullptr, "n_inner"},
+    {"codegen", Family::Llama, true, [] { L l = kGptJ; l.fusedQkv = true; l.qkvGroups = 4; l.qkvValuesFirst = true; return l; }(), nullptr, nullptr, "n_inner"},
     // Composed on Qwen3-MoE's or DeepSeek-V3's sparse blocks (routed experts fused as gate_up_proj /
     // down_proj, a router, shared experts).
     {"olmoe", Family::Qwen3Moe, true, {.qkNorm = L::QkNorm::Whole}},
@@ -167,11 +168,13 @@ const TemplateRow kTemplates[] = {
     {"granitemoe_swa", Family::Qwen3Moe, true, [] { L l = kGraniteMoe; l.sinks = true; return l; }()},
     {"granitemoeshared", Family::Qwen3Moe, true,
      [] { L l = kGraniteMoe; l.extras = kGraniteSharedMlp; return l; }()},
-    {"phimoe", Family::Qwen3Moe, false,
-     {.normParams = L::NormParams::WeightAndBias, .qkNorm = L::QkNorm::None, .router = "router"}},
+    {"phimoe", Family::Qwen3Moe, true,
+     {.normParams = L::NormParams::WeightAndBias, .layerNorms = true, .qkNorm = L::QkNorm::None, .router = "router",
+      .routing = L::Routing::SparseMixer}},
     {"solar_open", Family::DeepseekV3, true, {.gqaAttention = true}},
     {"glm4_moe", Family::DeepseekV3, true, {.gqaAttention = true}},
-    {"deepseek_v2", Family::DeepseekV3, false, {.scoreBias = L::ScoreBias::None}},
+    {"deepseek_v2", Family::DeepseekV3, true, // its rope is complex: pairs (2j, 2j + 1)
+     {.interleavedRope = true, .scoreBias = L::ScoreBias::None, .routerF32 = true, .routing = L::Routing::Greedy}},
     {"sarvam_moe", Family::DeepseekV3, false, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
     {"dots1", Family::DeepseekV3, true, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
     {"flex_olmo", Family::Qwen3Moe, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
@@ -223,7 +226,7 @@ const TemplateRow kTemplates[] = {
                 "indexed_attention?self_attn.indexer.k_norm:weight[xd],bias[xd];"
                 "indexed_attention?self_attn.indexer.weights_proj:weight[xn,H]",
       .mlaPerLayer = true, .mlaRopeNorm = true, .mlaNormsConfigEps = true, .indexerKeysF32 = true}},
-    {"minimax_m2", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::Whole, .scoreBias = L::ScoreBias::Block}},
+    {"minimax_m2", Family::Qwen3Moe, true, {.qkNorm = L::QkNorm::Whole, .scoreBias = L::ScoreBias::Block, .routing = L::Routing::Sigmoid}},
     // Sequence mixers in place of attention on some layers (LayerLayout::mixer): gated delta rule,
     // Mamba 2, short convolution.
     {"qwen3_next", Family::Qwen3Moe, false, kQwen3Next},
@@ -1657,7 +1660,7 @@ Status readFields(const FieldReader& r, ModelConfig& c)
     if (c.family != Family::Qwen2) // Qwen2 has no switch: its q/k/v always carry biases
         TP_RETURN_IF_ERROR(r.readBool("attention_bias", c.attentionBias));
     TP_RETURN_IF_ERROR(r.readBool("mlp_bias", c.mlpBias));
-    for (const char* k : {"hidden_act", "hidden_activation"})
+    for (const char* k : {"hidden_act", "hidden_activation", "activation_function"}) // …, GPT-J's
         TP_RETURN_IF_ERROR(r.readString(k, c.hiddenAct));
     TP_RETURN_IF_ERROR(r.readOptInt("sliding_window", c.slidingWindow, 0));
     TP_RETURN_IF_ERROR(r.readStringList("layer_types", c.layerTypes));
@@ -1722,6 +1725,19 @@ Status readFields(const FieldReader& r, ModelConfig& c)
         for (const auto& theta : r.json().at("layer_rope_theta"))
             if (!theta.is_number() || theta.get<double>() != c.ropeTheta)
                 c.engineLacks = fmt::format("a rope base per layer (layer_rope_theta {} where rope_theta is {})", theta.dump(), c.ropeTheta);
+    if (c.layout.parallelResidualKey) {
+        c.parallelResidual = true; // GPTNeoXConfig's default
+        TP_RETURN_IF_ERROR(r.readBool("use_parallel_residual", c.parallelResidual));
+    }
+    if (c.layout.routing == LayerLayout::Routing::SparseMixer) {
+        TP_RETURN_IF_ERROR(r.readDouble("router_jitter_noise", c.routerJitterNoise));
+        if (!(c.routerJitterNoise >= 0 && c.routerJitterNoise <= 1e6))
+            return r.error("router_jitter_noise", fmt::format("must be from 0 to 1e6, found {}", c.routerJitterNoise));
+        std::int64_t topK = 2;
+        TP_RETURN_IF_ERROR(r.readInt("num_experts_per_tok", topK, 0, kMaxExperts));
+        if (topK != 2) // PhimoeTopKRouter's sparsemixer takes two experts whatever the config says
+            c.engineLacks = fmt::format("a sparsemixer choosing num_experts_per_tok ({}) experts: Transformers' always takes 2", topK);
+    }
     if (c.layout.ropeOnSlidingOnly) { // Cohere 2: the full-attention layers have no rope
         c.noRopeLayers.clear();
         for (const std::string& t : c.layerTypes)
@@ -1782,6 +1798,17 @@ Status readFields(const FieldReader& r, ModelConfig& c)
     TP_RETURN_IF_ERROR(r.readInt("n_group", c.nGroup, 1, kMaxExperts));
     TP_RETURN_IF_ERROR(r.readInt("topk_group", c.topkGroup, 1, kMaxExperts));
     TP_RETURN_IF_ERROR(r.readDouble("routed_scaling_factor", c.routedScalingFactor));
+    if (c.layout.routing == LayerLayout::Routing::Greedy) { // DeepseekV2TopkRouter: groups only for group_limited_greedy
+        std::string method = "greedy";
+        TP_RETURN_IF_ERROR(r.readString("topk_method", method));
+        if (method == "greedy")
+            c.nGroup = c.topkGroup = 1;
+        else if (method != "group_limited_greedy")
+            return r.error("topk_method", fmt::format("must be 'greedy' or 'group_limited_greedy' (DeepseekV2TopkRouter's), "
+                                                      "found '{}'", terminalSafe(method)));
+        else if (!r.has("n_group") || !r.has("topk_group"))
+            return r.error(r.has("n_group") ? "topk_group" : "n_group", "must be given for topk_method 'group_limited_greedy'");
+    }
 
     if (r.has("quantization_config")) {
         const auto& q = r.json().at("quantization_config");
@@ -1850,11 +1877,13 @@ Status validate(const ModelConfig& c, const std::string& source)
         return bad(fmt::format("qk_rope_head_dim must be even (rotary pairs), found {}", c.qkRopeHeadDim));
     if (c.family == Family::DeepseekV3 && c.isMoe()) {
         // As DeepseekV3TopkRouter groups them: n_group equal groups, each scored by its best two.
+        // (DeepSeek-V2's: each by its best, so groups of one do.)
         const std::int64_t per = c.numExperts % c.nGroup == 0 ? c.numExperts / c.nGroup : 0;
-        if (per == 0 || (c.nGroup > 1 && per < 2) || c.nGroup > 64)
-            return bad(fmt::format("n_group ({}) must divide n_routed_experts ({}) into groups of at least 2 (64 groups "
+        const std::int64_t least = c.layout.routing == LayerLayout::Routing::Greedy ? 1 : 2;
+        if (per == 0 || (c.nGroup > 1 && per < least) || c.nGroup > 64)
+            return bad(fmt::format("n_group ({}) must divide n_routed_experts ({}) into groups of at least {} (64 groups "
                                    "at most)",
-                                   c.nGroup, c.numExperts));
+                                   c.nGroup, c.numExperts, least));
         if (c.topkGroup > c.nGroup || c.expertsPerToken > c.topkGroup * per)
             return bad(fmt::format("topk_group ({}) must be at most n_group ({}) and leave num_experts_per_tok ({}) "
                                    "experts to choose from",

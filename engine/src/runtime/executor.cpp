@@ -1164,7 +1164,7 @@ private:
         // The picks, and the rows to send sorted by expert (a counting sort on the host).
         TP_RETURN_IF_ERROR(compute(k, m_events.begin(ni), m_events.end(ni), ni, [&]() -> Status {
             TP_RETURN_IF_ERROR(be.route(in(k, n, 1).rowRange(mine.offset, mine.size), s, T(p.ids), T(p.weights), scratch(k, ni),
-                                        weight(k, routerOf(n).module, "e_score_correction_bias")));
+                                        scoreBias(k, n)));
             TP_RETURN_IF_ERROR(be.download(T(p.ids), h.ids.data()));
             std::fill(h.perExpert.begin(), h.perExpert.end(), 0);
             for (std::int64_t i = 0; i < picks; ++i)
@@ -1262,6 +1262,14 @@ private:
         const int producer = m_g.graph.tensors[static_cast<std::size_t>(experts.inputs[1])].producer;
         return m_g.graph.nodes[static_cast<std::size_t>(producer)];
     }
+    // DeepSeek's e_score_correction_bias of an Experts node's router: the router's, or its MoE block's (MiniMax-M2).
+    const Tensor* scoreBias(const Rank& k, const GraphNode& experts) const
+    {
+        const int router = routerOf(experts).module;
+        if (const Tensor* b = weight(k, router, "e_score_correction_bias"))
+            return b;
+        return router < 0 ? nullptr : weight(k, m_spec.modules[static_cast<std::size_t>(router)].parent, "e_score_correction_bias");
+    }
     Tensor scratch(const Rank& k, int ni) const
     {
         const int s = k.pp().scratch[static_cast<std::size_t>(ni)];
@@ -1319,16 +1327,20 @@ private:
             const int c = k.prog->collectiveOf[static_cast<std::size_t>(ni)];
             const bool biasAfter = c >= 0 && m_g.collectives[static_cast<std::size_t>(c)].bias >= 0;
             TP_RETURN_IF_ERROR(be.gemm(x, *weight(k, n, "weight"), biasAfter ? nullptr : weight(k, n, "bias"), y, scratch(k, ni)));
-            if (n.kind != OpKind::Router)
+            if (n.kind != OpKind::Router || n.sparseMixer) // the sparsemixer reads the logits
                 return {};
             return n.sigmoid ? be.sigmoid(y, y) : be.softmax(y, y);
         }
-        case OpKind::Split: {
-            std::int64_t off = 0;
-            for (std::size_t i = 0; i < n.outputs.size(); ++i) {
-                TP_RETURN_IF_ERROR(be.copy(in(k, n, 0).columns(off, n.parts[i]), out(k, n, i)));
-                off += n.parts[i];
-            }
+        case OpKind::Split: { // each of this rank's groups [part 0 | part 1 | …] (one group when not grouped)
+            const Tensor x = in(k, n, 0);
+            const std::int64_t groups = std::max<std::int64_t>(n.splitGroups, 1);
+            const std::int64_t group = std::accumulate(n.parts.begin(), n.parts.end(), std::int64_t(0)) / groups;
+            for (std::int64_t g = 0, off = 0; g < x.cols / group; ++g)
+                for (std::size_t i = 0; i < n.outputs.size(); ++i) {
+                    const std::int64_t w = n.parts[i] / groups;
+                    TP_RETURN_IF_ERROR(be.copy(x.columns(off, w), out(k, n, i).columns(g * w, w)));
+                    off += w;
+                }
             return {};
         }
         case OpKind::Rope:
@@ -1374,7 +1386,7 @@ private:
         case OpKind::Experts:
             return be.experts(in(k, n, 0), in(k, n, 1), *weight(k, n, "gate_up_proj"), *weight(k, n, "down_proj"), y,
                               k.pp().experts[static_cast<std::size_t>(ni)], scratch(k, ni), weight(k, n, "gate_up_proj_bias"),
-                              weight(k, n, "down_proj_bias"), weight(k, routerOf(n).module, "e_score_correction_bias"));
+                              weight(k, n, "down_proj_bias"), scoreBias(k, n));
         case OpKind::Add:
             if (n.scale != 0) // the block's output scaled in place: only this sum reads it
                 TP_RETURN_IF_ERROR(be.scale(in(k, n, 1), in(k, n, 1), n.scale, 0));

@@ -216,6 +216,18 @@ private:
             m_ph->scratch[static_cast<std::size_t>(ni)] = tensor(block(bytes, ni, ni), 1, bytes, DType::U8);
     }
 
+    // A Split's output i from an input of `in` features: part i of each group the input holds (a group-major fused
+    // tensor, GraphNode::splitGroups, may come as whole groups of it: each rank cuts its own); 0 when the input is not
+    // whole groups.
+    static std::int64_t splitPart(const GraphNode& n, std::size_t i, std::int64_t in)
+    {
+        const std::int64_t sum = std::accumulate(n.parts.begin(), n.parts.end(), std::int64_t(0));
+        const std::int64_t groups = std::max<std::int64_t>(n.splitGroups, 1), group = sum / groups;
+        if (group == 0 || sum % groups || n.parts[i] % groups || in % group || in / group > groups || (groups == 1 && in != sum))
+            return 0;
+        return n.parts[i] / groups * (in / group);
+    }
+
     // The width the op computes for output 0, from its inputs and this rank's weights; checks the
     // inputs on the way.
     Result<std::int64_t> opWidth(const GraphNode& n, int ni)
@@ -259,9 +271,12 @@ private:
             return out;
         }
         case OpKind::Split: {
-            const std::int64_t sum = std::accumulate(n.parts.begin(), n.parts.end(), std::int64_t(0));
-            TP_RETURN_IF_ERROR(need(n, sum == in(0), [&] { return fmt::format("parts sum to {}, input has {}", sum, in(0)); }));
-            return n.parts[0];
+            const std::int64_t w = splitPart(n, 0, in(0));
+            TP_RETURN_IF_ERROR(need(n, w > 0, [&] {
+                return fmt::format("parts [{}] in {} groups do not cut an input of {}", fmt::join(n.parts, ", "),
+                                   std::max<std::int64_t>(n.splitGroups, 1), in(0));
+            }));
+            return w;
         }
         case OpKind::Rope:
             return in(0);
@@ -369,7 +384,9 @@ private:
         m_ph->opOutput[static_cast<std::size_t>(ni)] = out;
         if (ci < 0) {
             for (std::size_t i = 0; i < n.outputs.size(); ++i) {
-                const std::int64_t want = n.kind == OpKind::Split ? n.parts[i] : n.kind == OpKind::Rope ? width(n.inputs[i]) : w;
+                const std::int64_t want = n.kind == OpKind::Split  ? splitPart(n, i, width(n.inputs[0]))
+                                        : n.kind == OpKind::Rope ? width(n.inputs[i])
+                                                                 : w;
                 TP_RETURN_IF_ERROR(need(n, width(n.outputs[i]) == want, [&] {
                     return fmt::format("output has {} features, the sharded graph says {}", want, width(n.outputs[i]));
                 }));
@@ -500,6 +517,9 @@ private:
         s.groups = n.groups;
         s.topkGroup = n.topkGroup;
         s.routedScale = n.routedScale;
+        s.groupByMax = n.groupByMax;
+        s.sparseMixer = n.sparseMixer;
+        s.jitterEps = n.jitterEps;
         s.weightInputs = n.weightInputs;
         // Each expert's down bias belongs to the rank holding its whole output: with its rows split
         // the partial sums would each carry it.

@@ -109,6 +109,9 @@ struct GraphNode
     bool weightInputs = false;   // Experts: the router weight scales the input (Llama 4; ExpertsShape)
     std::int64_t groups = 1, topkGroup = 1; // Experts: DeepSeek's group-limited choice (ExpertsShape)
     double routedScale = 1;      // Experts: factor of the routed weights (routed_scaling_factor)
+    bool groupByMax = false;     // Experts: groups scored by their best expert (ExpertsShape)
+    bool sparseMixer = false;    // Experts: PhiMoE's sparsemixer over the router's logits (ExpertsShape); Router: no softmax
+    double jitterEps = 0;        // Experts: the sparsemixer's router_jitter_noise
     double swigluAlpha = 0, swigluLimit = 0; // Experts: gpt-oss's clamped SwiGLU (limit 0: `act`)
 };
 

@@ -166,6 +166,15 @@ struct LayerLayout
     bool expertsUseIntermediate = false;  // the experts are intermediate_size wide; moe_intermediate_size is not read (HunYuan, Aria)
     bool fusedQkv = false;                // one qkv_proj [q + 2·kv, H] (CodeGen, GPT-NeoX)
     int qkvGroups = 0;                    // …as groups of [q; k; v] parts: -1 one per head (GPT-NeoX), 4 (CodeGen)
+    bool qkvValuesFirst = false;          // …each group [q; v; k] (CodeGen)
+    // use_parallel_residual (default true) makes the Pre norms parallel: h + attn(input_layernorm(h)) +
+    // mlp(post_attention_layernorm(h)) (GPT-NeoX).
+    bool parallelResidualKey = false;
+    // How the router's scores choose experts where the family's way is not the model's: Sigmoid, sigmoid scores with a
+    // top-k over score + bias, renormalised (MiniMax-M2); Greedy, DeepSeek-V2's softmax top-k (within the topk_group best
+    // of n_group groups, each scored by its best expert, when topk_method is group_limited_greedy), never renormalised,
+    // times routed_scaling_factor; SparseMixer, PhiMoE's sparsemixer over the logits (ExpertsShape).
+    enum class Routing { Family, Sigmoid, Greedy, SparseMixer } routing = Routing::Family;
     bool alwaysAttentionBias = false;     // q/k/v/o have biases whatever attention_bias says (Phi)
     // Doge's dynamic mask: dt_proj [kv heads, kv heads · head_dim] over the values and A [kv heads] (its CDMoE,
     // is_moe, is refused).
@@ -398,6 +407,8 @@ struct ModelConfig
     // n_group groups (chosen by score + e_score_correction_bias), weights times routed_scaling_factor.
     std::int64_t nGroup = 1, topkGroup = 1;
     double routedScalingFactor = 1;
+    double routerJitterNoise = 0;          // PhiMoE's sparsemixer eps (router_jitter_noise)
+    bool parallelResidual = false;         // LayerLayout::parallelResidualKey's use_parallel_residual
     // gpt-oss's experts: (clamp(up, ±limit) + 1) · g·σ(alpha·g), g = min(gate, limit).
     double swigluAlpha = 1.702, swigluLimit = 7.0;
 
