@@ -64,18 +64,25 @@ std::vector<double> RopeTable::frequencies(std::int64_t L) const
     return invFreq;
 }
 
+double RopeTable::scaling(std::int64_t L) const
+{
+    return kind == Kind::LongRope && L > switchAt && longAttentionScaling > 0 ? longAttentionScaling : attentionScaling;
+}
+
 std::vector<float> RopeTable::cosSin(std::int64_t positions, std::int64_t prefill) const
 {
     const std::int64_t half = headDim / 2;
     std::vector<float> t(static_cast<std::size_t>(positions * headDim));
     const std::vector<double> prefillFreq = frequencies(prefill);
     for (std::int64_t p = 0; p < positions; ++p) {
-        const std::vector<double> freq = kind == Kind::Fixed || p < prefill ? std::vector<double>{} : frequencies(p + 1);
-        const std::vector<double>& f = freq.empty() ? prefillFreq : freq;
+        const bool own = kind != Kind::Fixed && p >= prefill; // a later position: its own length p + 1
+        const std::vector<double> freq = own ? frequencies(p + 1) : std::vector<double>{};
+        const std::vector<double>& f = own ? freq : prefillFreq;
+        const double scale = scaling(own ? p + 1 : prefill);
         for (std::int64_t j = 0; j < half; ++j) {
             const double a = static_cast<double>(p) * f[static_cast<std::size_t>(j)];
-            t[static_cast<std::size_t>(p * headDim + j)] = static_cast<float>(attentionScaling * std::cos(a));
-            t[static_cast<std::size_t>(p * headDim + half + j)] = static_cast<float>(attentionScaling * std::sin(a));
+            t[static_cast<std::size_t>(p * headDim + j)] = static_cast<float>(scale * std::cos(a));
+            t[static_cast<std::size_t>(p * headDim + half + j)] = static_cast<float>(scale * std::sin(a));
         }
     }
     return t;
@@ -139,6 +146,11 @@ RopeTable ropeTable(double theta, const RopeScaling& s, std::int64_t fullHeadDim
             const auto at = static_cast<std::size_t>(i);
             t.invFreq.push_back(1.0 / ((at < s.shortFactor.size() ? s.shortFactor[at] : 1.0) * base));
             t.longInvFreq.push_back(1.0 / ((at < s.longFactor.size() ? s.longFactor[at] : 1.0) * base));
+        }
+        if (s.shortMscale && s.longMscale) { // PhiMoE
+            t.attentionScaling = *s.shortMscale;
+            t.longAttentionScaling = *s.longMscale;
+            t.longInvFreq = t.invFreq;
         }
         return t;
     }

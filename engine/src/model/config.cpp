@@ -694,6 +694,8 @@ Status readRope(const FieldReader& sub, double& theta, RopeScaling& rs)
     TP_RETURN_IF_ERROR(sub.readDoubleList("short_factor", rs.shortFactor));
     TP_RETURN_IF_ERROR(sub.readDoubleList("long_factor", rs.longFactor));
     TP_RETURN_IF_ERROR(sub.readDouble("partial_rotary_factor", rs.partialRotaryFactor));
+    TP_RETURN_IF_ERROR(sub.readOptDouble("short_mscale", rs.shortMscale));
+    TP_RETURN_IF_ERROR(sub.readOptDouble("long_mscale", rs.longMscale));
     return sub.readDouble("rope_theta", theta);
 }
 
@@ -1725,6 +1727,25 @@ Status readFields(const FieldReader& r, ModelConfig& c)
         for (const auto& theta : r.json().at("layer_rope_theta"))
             if (!theta.is_number() || theta.get<double>() != c.ropeTheta)
                 c.engineLacks = fmt::format("a rope base per layer (layer_rope_theta {} where rope_theta is {})", theta.dump(), c.ropeTheta);
+    if (c.modelType != "phimoe" || c.ropeScaling.type.empty()) { // only PhimoeRotaryEmbedding reads them, and not for default
+        c.ropeScaling.shortMscale.reset();
+        c.ropeScaling.longMscale.reset();
+    } else {
+        const RopeScaling& s = c.ropeScaling;
+        const char* key = r.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
+        if (!s.shortMscale || !s.longMscale)
+            return r.error(key, fmt::format("needs short_mscale and long_mscale for PhiMoE's '{}' rope", terminalSafe(s.type)));
+        if (!(*s.shortMscale > 0 && *s.shortMscale <= 1e3 && *s.longMscale > 0 && *s.longMscale <= 1e3))
+            return r.error(key, fmt::format("short_mscale ({}) and long_mscale ({}) must be above 0 and at most 1000", *s.shortMscale,
+                                            *s.longMscale));
+        if (s.type != "longrope")
+            c.engineLacks = fmt::format("PhiMoE's short_mscale / long_mscale on a '{}' rope", terminalSafe(s.type));
+    }
+    static constexpr std::string_view kRecomputesCache[] = {"Phi3ForCausalLM", "Phi4MultimodalForCausalLM", "PhimoeForCausalLM"};
+    if (std::find(std::begin(kRecomputesCache), std::end(kRecomputesCache), c.causalLmClass) != std::end(kRecomputesCache)) {
+        c.recomputeCacheAfter = c.family == Family::Phi3 && !templateRow(c.modelType) ? 4096 : 0; // Phi3Config's default
+        TP_RETURN_IF_ERROR(r.readInt("original_max_position_embeddings", c.recomputeCacheAfter, 0));
+    }
     if (c.layout.parallelResidualKey) {
         c.parallelResidual = true; // GPTNeoXConfig's default
         TP_RETURN_IF_ERROR(r.readBool("use_parallel_residual", c.parallelResidual));

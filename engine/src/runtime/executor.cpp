@@ -1501,18 +1501,17 @@ Status checkRunnable(const ModelSpec& spec, const ShardedGraph& g, const WeightS
         return Status(StatusCode::Unimplemented, why);
     if (o.batch < 1 || o.seq < 1)
         return invalidArgument("batch and sequence must be at least 1");
-    // Phi-3's generate() (and Phi-4-multimodal's, PhiMoE's: their prepare_inputs_for_generation) drops the KV cache and
-    // recomputes every position with the long factors at the step whose length first passes the original context; the
+    // Phi-3's generate() (and Phi-4-multimodal's, PhiMoE's) drops the KV cache and recomputes every position at the step
+    // whose length first passes original_max_position_embeddings: with a longrope that changes the cached keys; the
     // engine's decode keeps its cache, as every other model's generate() does.
-    static constexpr std::string_view kRecomputeOnLongRope[] = {"Phi3ForCausalLM", "Phi4MultimodalForCausalLM", "PhimoeForCausalLM"};
+    const std::int64_t recompute = spec.config.recomputeCacheAfter;
     for (const RopeTable& rt : g.graph.ropes)
-        if (rt.kind == RopeTable::Kind::LongRope && o.seq <= rt.switchAt && o.seq + o.decodeSteps > rt.switchAt
-            && std::find(std::begin(kRecomputeOnLongRope), std::end(kRecomputeOnLongRope), spec.config.causalLmClass) != std::end(kRecomputeOnLongRope))
+        if (rt.kind == RopeTable::Kind::LongRope && recompute > 0 && o.seq <= recompute && o.seq + o.decodeSteps > recompute)
             return Status(StatusCode::Unimplemented,
-                          fmt::format("{}'s generate() recomputes the whole KV cache with longrope's long factors when decoding "
+                          fmt::format("{}'s generate() recomputes the whole KV cache with longrope's long scaling when decoding "
                                       "passes original_max_position_embeddings ({}), which the engine does not: give a prompt "
                                       "longer than {} tokens, or at most {} decode steps",
-                                      spec.config.causalLmClass, rt.switchAt, rt.switchAt, rt.switchAt - o.seq));
+                                      spec.config.causalLmClass, recompute, recompute, recompute - o.seq));
     if (o.decodeSteps < 0 || o.decodeSteps > (1 << 20))
         return invalidArgument(fmt::format("{} decode steps: give 0 to 2^20", o.decodeSteps));
     if (static_cast<std::int64_t>(std::max(o.iterations, 1)) * o.decodeSteps > (std::int64_t(1) << 22))

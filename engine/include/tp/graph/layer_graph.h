@@ -44,6 +44,7 @@ struct RopeTable
     std::int64_t headDim = 0;    // the rotated dims of a head (partial rotary: fewer than the head's)
     std::vector<double> invFreq;
     double attentionScaling = 1;
+    double longAttentionScaling = 0; // LongRope past switchAt, where not attentionScaling (PhiMoE's long_mscale)
     // Frequencies that depend on the forward's length L (its last position + 1), as Transformers'
     // dynamic_rope_update recomputes them: longrope takes longInvFreq once L passes switchAt; dynamic
     // NTK raises the base for L past switchAt (max_position_embeddings): theta · (factor · L / switchAt −
@@ -57,8 +58,9 @@ struct RopeTable
     // prefill of `prefill` tokens computes its rows with L = prefill, and each later position p, a decode
     // step's, with L = p + 1 (0: every row with the fixed frequencies).
     std::vector<float> cosSin(std::int64_t positions, std::int64_t prefill = 0) const;
-    // The frequencies of a forward of length L.
+    // The frequencies of a forward of length L, and its cos/sin scaling.
     std::vector<double> frequencies(std::int64_t L) const;
+    double scaling(std::int64_t L) const;
 };
 
 struct GraphTensor

@@ -86,6 +86,9 @@ struct RopeScaling
     bool truncate = true;                         // yarn: correction range rounded outwards
     std::optional<double> attentionFactor;        // yarn: cos/sin scaling; none: from factor, mscale
     double mscale = 0, mscaleAllDim = 0;          // yarn (DeepSeek)
+    // PhiMoE's rotary embedding: cos and sin times short_mscale within the original context, long_mscale past it, and
+    // its frequencies always the short ones (it calls the longrope init without the length).
+    std::optional<double> shortMscale, longMscale;
 };
 
 // The rotary embedding of one kind of layer: its base and scaling.
@@ -409,6 +412,10 @@ struct ModelConfig
     double routedScalingFactor = 1;
     double routerJitterNoise = 0;          // PhiMoE's sparsemixer eps (router_jitter_noise)
     bool parallelResidual = false;         // LayerLayout::parallelResidualKey's use_parallel_residual
+    // generate() drops the KV cache and recomputes every position at the step whose length first passes this one
+    // (Phi-3's, Phi-4-multimodal's and PhiMoE's prepare_inputs_for_generation, by a top-level
+    // original_max_position_embeddings); 0: never.
+    std::int64_t recomputeCacheAfter = 0;
     // gpt-oss's experts: (clamp(up, ±limit) + 1) · g·σ(alpha·g), g = min(gate, limit).
     double swigluAlpha = 1.702, swigluLimit = 7.0;
 
