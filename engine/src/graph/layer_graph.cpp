@@ -1051,9 +1051,10 @@ private:
         if (routing == R::Greedy || (routing == R::Family && m_t.sigmoidRouter)) {
             e.groups = m_c.nGroup;
             e.topkGroup = m_c.topkGroup;
-            e.routedScale = m_c.routedScalingFactor;
             e.groupByMax = routing == R::Greedy;
         }
+        if (routing == R::Greedy || routing == R::Sigmoid || (routing == R::Family && m_t.sigmoidRouter))
+            e.routedScale = m_c.routedScalingFactor;
         e.sparseMixer = routing == R::SparseMixer;
         e.jitterEps = m_c.routerJitterNoise;
         if (m_t.clampedSwiglu) {

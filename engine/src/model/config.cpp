@@ -136,7 +136,8 @@ const TemplateRow kTemplates[] = {
     {"olmo", Family::Llama, true, {.normParams = L::NormParams::None, .layerNorms = true, .normEps = 1e-5}},
     {"olmo2", Family::Llama, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
     {"olmo3", Family::Llama, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
-    {"exaone4", Family::Llama, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::PerHead}},
+    {"exaone4", Family::Llama, true,
+     {.norms = L::Norms::Post, .ropeOnSlidingOnly = true, .ropeWithoutWindow = true, .qkNorm = L::QkNorm::PerHead}},
     {"cohere", Family::Llama, true, {.norms = L::Norms::Parallel, .layerNorms = true, .interleavedRope = true}},
     {"cohere2", Family::Llama, true, {.norms = L::Norms::Parallel, .layerNorms = true, .interleavedRope = true, .ropeOnSlidingOnly = true}},
     {"vaultgemma", Family::Llama, true, {.norms = L::Norms::PreFeedforward, .normOffset = 1, .scaledEmbeddings = true}},
@@ -179,8 +180,10 @@ const TemplateRow kTemplates[] = {
     {"dots1", Family::DeepseekV3, true, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
     {"flex_olmo", Family::Qwen3Moe, true, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
     {"glm4_moe_lite", Family::DeepseekV3, true},
-    {"exaone_moe", Family::DeepseekV3, false, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
-    {"hy_v3", Family::DeepseekV3, false, {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true, .scoreBias = L::ScoreBias::Block}},
+    {"exaone_moe", Family::DeepseekV3, true,
+     {.ropeOnSlidingOnly = true, .ropeWithoutWindow = true, .qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
+    {"hy_v3", Family::DeepseekV3, true,
+     {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true, .scoreBias = L::ScoreBias::Block, .routing = L::Routing::Sigmoid}},
     {"flint", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::PerHead, .sinks = true, .shared = "shared_expert"}},
     {"kolibri1", Family::Qwen3Moe, false, {.norms = L::Norms::Sandwich, .qkNorm = L::QkNorm::PerHead, .shared = "shared_experts",
                                                   .scoreBias = L::ScoreBias::Router}},
@@ -296,19 +299,22 @@ const TemplateRow kTemplates[] = {
     {"gemma4_text", Family::Gemma3, false, {.gemma4 = true}},
     {"gemma4_unified_text", Family::Gemma3, false, {.gemma4 = true}}, // without per-layer embeddings or experts
     // Other routers, shared-expert widths and expert layouts.
-    {"hunyuan_v1_moe", Family::Qwen3Moe, false,
-     {.qkNorm = L::QkNorm::PerHead, .shared = "shared_mlp", .sharedWidth = L::SharedWidth::Intermediate, .routerLinear = "wg",
+    {"hunyuan_v1_moe", Family::Qwen3Moe, true,
+     {.qkNormAfterRope = true, .normalizeTopK = true, .qkNorm = L::QkNorm::PerHead, .shared = "shared_mlp",
+      .sharedWidth = L::SharedWidth::Intermediate, .routerLinear = "wg",
       .routerF32 = true, .expertsUseIntermediate = true, .renames = "q_norm=query_layernorm,k_norm=key_layernorm"}},
     {"minimax_m3_vl_text", Family::Qwen3Moe, false,
      {.qkNorm = L::QkNorm::PerHead, .fusedGateUp = true, .shared = "shared_experts", .scoreBias = L::ScoreBias::Router,
       .denseWidthKey = "dense_intermediate_size", .expertsUseIntermediate = true,
       .extras = "minimax_m3_sparse?self_attn.indexer.q_proj:weight[xq,H];minimax_m3_sparse?self_attn.indexer.k_proj:weight[xd,H];"
                 "minimax_m3_sparse?self_attn.indexer.q_norm:weight[xd];minimax_m3_sparse?self_attn.indexer.k_norm:weight[xd]"}},
-    {"aria_text", Family::Qwen3Moe, false,
-     {.qkNorm = L::QkNorm::None, .router = "router", .shared = "shared_experts", .sharedWidth = L::SharedWidth::IntermediatePerShared,
+    {"aria_text", Family::Qwen3Moe, true,
+     {.normalizeTopK = true, .qkNorm = L::QkNorm::None, .router = "router", .shared = "shared_experts",
+      .sharedWidth = L::SharedWidth::IntermediatePerShared,
       .expertsLastPacked = true, .expertsUseIntermediate = true}},
-    {"ernie4_5_moe", Family::Qwen3Moe, false,
-     {.qkNorm = L::QkNorm::None, .shared = "shared_experts", .scoreBias = L::ScoreBias::Statics, .sharedWidth = L::SharedWidth::MoePerShared},
+    {"ernie4_5_moe", Family::Qwen3Moe, true,
+     {.interleavedRope = true, .normalizeTopK = true, .qkNorm = L::QkNorm::None, .shared = "shared_experts", .scoreBias = L::ScoreBias::Statics,
+      .sharedWidth = L::SharedWidth::MoePerShared},
      "use_bias"},
     {"lfm2_moe", Family::Qwen3Moe, false, [] { L l = kLfm2; l.scoreBias = L::ScoreBias::Block; return l; }()},
     {"laguna", Family::Qwen3Moe, false,
@@ -1759,10 +1765,11 @@ Status readFields(const FieldReader& r, ModelConfig& c)
         if (topK != 2) // PhimoeTopKRouter's sparsemixer takes two experts whatever the config says
             c.engineLacks = fmt::format("a sparsemixer choosing num_experts_per_tok ({}) experts: Transformers' always takes 2", topK);
     }
-    if (c.layout.ropeOnSlidingOnly) { // Cohere 2: the full-attention layers have no rope
+    if (c.layout.ropeOnSlidingOnly) { // Cohere 2, EXAONE 4: the full-attention layers have no rope (1: rope)
         c.noRopeLayers.clear();
+        const bool window = c.slidingWindow.has_value();
         for (const std::string& t : c.layerTypes)
-            c.noRopeLayers.push_back(t == "sliding_attention" ? 1 : 0);
+            c.noRopeLayers.push_back((c.layout.ropeWithoutWindow && !window) || (window && t == "sliding_attention") ? 1 : 0);
     }
     TP_RETURN_IF_ERROR(readDType(r, c));
 
@@ -1818,7 +1825,12 @@ Status readFields(const FieldReader& r, ModelConfig& c)
     TP_RETURN_IF_ERROR(r.readBool("rope_interleave", c.ropeInterleave));
     TP_RETURN_IF_ERROR(r.readInt("n_group", c.nGroup, 1, kMaxExperts));
     TP_RETURN_IF_ERROR(r.readInt("topk_group", c.topkGroup, 1, kMaxExperts));
-    TP_RETURN_IF_ERROR(r.readDouble("routed_scaling_factor", c.routedScalingFactor));
+    // The routed weights' factor, under the key the config class declares (HY-V3's router_scaling_factor; MiniMax-M2's
+    // class has none, and a stray key is not read).
+    const nlohmann::json* declared = templateRow(c.modelType) ? transformersModelType(c.modelType) : nullptr;
+    for (const char* k : {"routed_scaling_factor", "router_scaling_factor"})
+        if (!declared || declared->at("defaults").contains(k))
+            TP_RETURN_IF_ERROR(r.readDouble(k, c.routedScalingFactor));
     if (c.layout.routing == LayerLayout::Routing::Greedy) { // DeepseekV2TopkRouter: groups only for group_limited_greedy
         std::string method = "greedy";
         TP_RETURN_IF_ERROR(r.readString("topk_method", method));

@@ -1262,13 +1262,21 @@ private:
         const int producer = m_g.graph.tensors[static_cast<std::size_t>(experts.inputs[1])].producer;
         return m_g.graph.nodes[static_cast<std::size_t>(producer)];
     }
-    // DeepSeek's e_score_correction_bias of an Experts node's router: the router's, or its MoE block's (MiniMax-M2).
+    // DeepSeek's e_score_correction_bias of an Experts node's router: the router's, its child's (ERNIE 4.5's
+    // moe_statics) or its MoE block's (MiniMax-M2, HY-V3).
     const Tensor* scoreBias(const Rank& k, const GraphNode& experts) const
     {
         const int router = routerOf(experts).module;
-        if (const Tensor* b = weight(k, router, "e_score_correction_bias"))
-            return b;
-        return router < 0 ? nullptr : weight(k, m_spec.modules[static_cast<std::size_t>(router)].parent, "e_score_correction_bias");
+        if (router < 0)
+            return nullptr;
+        const ModuleSpec& r = m_spec.modules[static_cast<std::size_t>(router)];
+        std::vector<int> holders = {router};
+        holders.insert(holders.end(), r.children.begin(), r.children.end());
+        holders.push_back(r.parent);
+        for (int m : holders)
+            if (const Tensor* b = weight(k, m, "e_score_correction_bias"))
+                return b;
+        return nullptr;
     }
     Tensor scratch(const Rank& k, int ni) const
     {

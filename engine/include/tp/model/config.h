@@ -119,7 +119,10 @@ struct LayerLayout
     // The layers' and the final norm are LayerNorms (mean-centred; their eps is rms_norm_eps's reading), not RMSNorms.
     bool layerNorms = false;
     bool interleavedRope = false;         // rotary pairs (2j, 2j + 1), as rope_interleave (Helium, ERNIE 4.5, GLM, Cohere)
-    bool ropeOnSlidingOnly = false;       // rope on the sliding layers only, the full ones NoPE (Cohere 2)
+    // Rope on the sliding layers only, the full ones NoPE, and none without a sliding_window (Cohere 2); with
+    // ropeWithoutWindow every layer has rope when the config has no sliding_window (EXAONE 4).
+    bool ropeOnSlidingOnly = false;
+    bool ropeWithoutWindow = false;
     bool qkNormAfterRope = false;         // q_norm / k_norm on the rotated q and k (HunYuan), not before the rope
     bool normalizeTopK = false;           // the router's top-k weights sum to 1 (Granite MoE: a softmax over the top-k logits)
     double normEps = 0;                   // the layers' and the final norm's eps where the class hard-codes it (OLMo: 1e-5)
