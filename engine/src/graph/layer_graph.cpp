@@ -1021,6 +1021,8 @@ private:
                 s = gated(p + ":shared_gate", module(OpKind::Linear, sharedPath + "_gate", {x}, 1), s, Activation::Sigmoid, m_c.hiddenSize);
             out = add(p + ":shared_sum", out, s);
         }
+        if (m_c.layout.moeOutputNorm)
+            out = module(OpKind::Norm, p + ".post_mlp_layernorm", {out}, m_c.hiddenSize);
         return out;
     }
 
@@ -1045,8 +1047,8 @@ private:
         e.act = m_act;
         using R = LayerLayout::Routing;
         const R routing = m_c.layout.routing;
-        e.normalizeTopK = routing == R::Sigmoid
-                       || (routing == R::Family && (m_t.alwaysNormalizeTopK || m_c.layout.normalizeTopK || m_c.normTopkProb));
+        e.normalizeTopK = (routing == R::Family && m_t.alwaysNormalizeTopK)
+                       || ((routing == R::Family || routing == R::Sigmoid) && (m_c.layout.normalizeTopK || m_c.normTopkProb));
         e.weightInputs = m_t.routerScalesInputs;
         if (routing == R::Greedy || (routing == R::Family && m_t.sigmoidRouter)) {
             e.groups = m_c.nGroup;

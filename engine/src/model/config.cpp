@@ -183,13 +183,16 @@ const TemplateRow kTemplates[] = {
     {"exaone_moe", Family::DeepseekV3, true,
      {.ropeOnSlidingOnly = true, .ropeWithoutWindow = true, .qkNorm = L::QkNorm::PerHead, .gqaAttention = true}},
     {"hy_v3", Family::DeepseekV3, true,
-     {.qkNorm = L::QkNorm::PerHead, .gqaAttention = true, .scoreBias = L::ScoreBias::Block, .routing = L::Routing::Sigmoid}},
-    {"flint", Family::Qwen3Moe, false, {.qkNorm = L::QkNorm::PerHead, .sinks = true, .shared = "shared_expert"}},
+     {.normalizeTopK = true, .qkNorm = L::QkNorm::PerHead, .gqaAttention = true, .scoreBias = L::ScoreBias::Block,
+      .routing = L::Routing::Sigmoid}},
+    {"flint", Family::Qwen3Moe, true, // rope on the sliding layers only
+     {.ropeOnSlidingOnly = true, .qkNorm = L::QkNorm::PerHead, .sinks = true, .shared = "shared_expert", .routerF32 = true,
+      .routing = L::Routing::Sigmoid}},
     {"kolibri1", Family::Qwen3Moe, false, {.norms = L::Norms::Sandwich, .qkNorm = L::QkNorm::PerHead, .shared = "shared_experts",
                                                   .scoreBias = L::ScoreBias::Router}},
     {"cohere2_moe", Family::Qwen3Moe, false, {.norms = L::Norms::Parallel, .qkNorm = L::QkNorm::None}},
-    {"minicpm3", Family::DeepseekV3, false},
-    {"axk1", Family::DeepseekV3, false, {.extras = "sparse?mlp.post_mlp_layernorm:weight[H]"}}, // a norm on the MoE block's output
+    {"minicpm3", Family::DeepseekV3, true, {.miniCpmScales = true}},
+    {"axk1", Family::DeepseekV3, true, {.moeOutputNorm = true, .extras = "sparse?mlp.post_mlp_layernorm:weight[H]"}},
     {"youtu", Family::DeepseekV3, true},
     // DeepSeek sparse attention: MLA plus a lightning indexer that scores the keys each query attends to.
     {"deepseek_v32", Family::DeepseekV3, false, {.extras = kDsaIndexer}},
@@ -229,7 +232,8 @@ const TemplateRow kTemplates[] = {
                 "indexed_attention?self_attn.indexer.k_norm:weight[xd],bias[xd];"
                 "indexed_attention?self_attn.indexer.weights_proj:weight[xn,H]",
       .mlaPerLayer = true, .mlaRopeNorm = true, .mlaNormsConfigEps = true, .indexerKeysF32 = true}},
-    {"minimax_m2", Family::Qwen3Moe, true, {.qkNorm = L::QkNorm::Whole, .scoreBias = L::ScoreBias::Block, .routing = L::Routing::Sigmoid}},
+    {"minimax_m2", Family::Qwen3Moe, true,
+     {.normalizeTopK = true, .qkNorm = L::QkNorm::Whole, .scoreBias = L::ScoreBias::Block, .routing = L::Routing::Sigmoid}},
     // Sequence mixers in place of attention on some layers (LayerLayout::mixer): gated delta rule,
     // Mamba 2, short convolution.
     {"qwen3_next", Family::Qwen3Moe, false, kQwen3Next},
@@ -1687,6 +1691,16 @@ Status readFields(const FieldReader& r, ModelConfig& c)
                                  {"residual_multiplier", &c.residualMultiplier}, {"logits_scaling", &c.logitsScaling},
                                  {"logit_scale", &c.logitScale}})
         TP_RETURN_IF_ERROR(r.readOptDouble(key, *v));
+    if (c.layout.miniCpmScales) {
+        double scaleEmb = 1, scaleDepth = 1;
+        std::int64_t base = c.hiddenSize;
+        TP_RETURN_IF_ERROR(r.readDouble("scale_emb", scaleEmb));
+        TP_RETURN_IF_ERROR(r.readDouble("scale_depth", scaleDepth));
+        TP_RETURN_IF_ERROR(r.readInt("dim_model_base", base, 1, kMaxWidth));
+        c.embeddingMultiplier = scaleEmb;
+        c.residualMultiplier = scaleDepth / std::sqrt(static_cast<double>(std::max<std::int64_t>(c.numLayers, 1)));
+        c.logitsScaling = static_cast<double>(c.hiddenSize) / static_cast<double>(base);
+    }
     if (r.has("use_bidirectional_attention") && r.json().at("use_bidirectional_attention").is_string()) { // Gemma 4
         const std::string v = r.json().at("use_bidirectional_attention").get<std::string>();
         if (v != "all" && v != "vision")

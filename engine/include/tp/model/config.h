@@ -177,7 +177,7 @@ struct LayerLayout
     // mlp(post_attention_layernorm(h)) (GPT-NeoX).
     bool parallelResidualKey = false;
     // How the router's scores choose experts where the family's way is not the model's: Sigmoid, sigmoid scores with a
-    // top-k over score + bias, renormalised (MiniMax-M2); Greedy, DeepSeek-V2's softmax top-k (within the topk_group best
+    // top-k over score + bias (renormalised by normalizeTopK or norm_topk_prob; MiniMax-M2, Flint); Greedy, DeepSeek-V2's softmax top-k (within the topk_group best
     // of n_group groups, each scored by its best expert, when topk_method is group_limited_greedy), never renormalised,
     // times routed_scaling_factor; SparseMixer, PhiMoE's sparsemixer over the logits (ExpertsShape).
     enum class Routing { Family, Sigmoid, Greedy, SparseMixer } routing = Routing::Family;
@@ -186,6 +186,10 @@ struct LayerLayout
     // is_moe, is refused).
     bool dynamicMask = false;
     bool alwaysMlpBias = false;           // the MLP's projections have biases (GPT-J, Phi, GPT-NeoX)
+    // MiniCPM's scales as Granite's multipliers: embeddings × scale_emb, each residual branch × scale_depth /
+    // sqrt(num_hidden_layers), the head's input ÷ hidden_size / dim_model_base.
+    bool miniCpmScales = false;
+    bool moeOutputNorm = false;           // an RMSNorm on the MoE block's output, mlp.post_mlp_layernorm (A.X K1)
     bool lmHeadBias = false;              // lm_head has a bias (Phi, GPT-J, CodeGen)
     bool lmHeadScale = false;             // lm_head has a logit_scale [vocab] (Dory)
     // The model type's own names for the template's modules: "from=to" pairs, comma-separated; from
