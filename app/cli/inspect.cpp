@@ -193,8 +193,15 @@ std::function<int()> addFamilies(CLI::App& app)
                        tp::pinnedTransformersVersion(), all.size());
             fmt::print("- **Plans and runs on the engine** ({}): {}\n", runs.size(), fmt::join(runs, ", "));
             fmt::print("- **Plans** (tree, default plan, shards, collectives, memory, export; the engine refuses "
-                       "them) ({}): {}\n",
-                       plans.size(), fmt::join(plans, ", "));
+                       "them, naming what it lacks) ({}):\n",
+                       plans.size());
+            std::map<std::string, std::vector<std::string>> byLack; // the same lack, one line
+            for (const std::string& t : plans)
+                byLack[known.at(t)->engineLacks].push_back(t);
+            std::vector<std::pair<std::string, std::vector<std::string>>> lines(byLack.begin(), byLack.end());
+            std::stable_sort(lines.begin(), lines.end(), [](const auto& a, const auto& b) { return a.second.front() < b.second.front(); });
+            for (const auto& [lack, types] : lines)
+                fmt::print("  - {}: {}\n", fmt::join(types, ", "), lack);
             if (!neither.empty()) // a newer Transformers' types until the tables learn them
                 fmt::print("- **Not yet** ({}): opened from a checkpoint's tensor names with a plan you give: {}\n",
                            neither.size(), fmt::join(neither, ", "));
@@ -204,7 +211,7 @@ std::function<int()> addFamilies(CLI::App& app)
             auto it = known.find(t);
             const std::string what = it == known.end()        ? "not yet: tree from a checkpoint's tensor names, plan by hand"
                                      : it->second->engineLacks.empty() ? "plans and runs"
-                                                                      : "plans";
+                                                                      : "plans; the engine lacks " + it->second->engineLacks;
             const std::string tree = it == known.end() || tp::familyName(it->second->family) == t
                                          ? ""
                                          : fmt::format(" ({}'s tree)", tp::familyName(it->second->family));
