@@ -236,8 +236,6 @@ public:
                                           m_c.layout.mixerName);
         else if (m_c.layout.gatedQuery)
             m_g.unsupported = "the engine does not compute the sigmoid gate on the attention output (q_proj's second half); it is planned only";
-        else if (m_c.layout.softplusGate)
-            m_g.unsupported = "the engine does not compute the softplus gate on the attention output (g_proj); it is planned only";
         m_g.ropes.push_back(ropeTable(m_c.ropeTheta, m_c.ropeScaling, m_c.headDim, m_c.maxPositionEmbeddings));
         if (m_c.slidingRope) // rope 1: the sliding layers' own
             m_g.ropes.push_back(ropeTable(m_c.slidingRope->theta, m_c.slidingRope->scaling, m_c.headDim, m_c.maxPositionEmbeddings));

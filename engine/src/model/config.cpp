@@ -276,12 +276,10 @@ const TemplateRow kTemplates[] = {
     {"mimo_v2_flash", Family::Qwen3Moe,
      "MiMo-V2-Flash's values of their own head size (v_head_dim) and sliding layers with twice the key/value heads",
      {.qkNorm = L::QkNorm::None, .swaKvSinks = true, .ownValueHeadDim = true, .scoreBias = L::ScoreBias::Router}},
-    {"afmoe", Family::Qwen3Moe,
-     "AFMoE's forward as Transformers computes it: its sigmoid router times route_scale with the gated attention output is "
-     "built but measured 0.11 off",
-     {.norms = L::Norms::Gemma, .qkNorm = L::QkNorm::PerHead, .outputGate = "gate_proj", .router = "router", .shared = "shared_experts",
+    {"afmoe", Family::Qwen3Moe, kRuns, // rope on the sliding layers only
+     {.norms = L::Norms::Gemma, .ropeOnSlidingOnly = true, .normalizeTopK = true, .qkNorm = L::QkNorm::PerHead, .outputGate = "gate_proj", .router = "router", .shared = "shared_experts",
       .scoreBias = L::ScoreBias::Block, .sharedWidth = L::SharedWidth::MoePerShared, .routerLinear = "gate", .scoreBiasParam = true,
-      .renames = "pre_feedforward_layernorm=pre_mlp_layernorm,post_feedforward_layernorm=post_mlp_layernorm,"
+      .routing = L::Routing::Sigmoid, .renames = "pre_feedforward_layernorm=pre_mlp_layernorm,post_feedforward_layernorm=post_mlp_layernorm,"
                  ".e_score_correction_bias=expert_bias"}},
     {"beam", Family::Qwen3Moe, "Beam's NoPE full layers with position-dependent query scaling and its per-head gate bias",
      {.norms = L::Norms::Gemma, .qkNorm = L::QkNorm::PerHead, .outputGate = "gate_proj", .scoreBias = L::ScoreBias::Router,
@@ -358,9 +356,9 @@ const TemplateRow kTemplates[] = {
     {"lfm2_moe", Family::Qwen3Moe,
      "LFM2's gated short convolution (a causal conv1d with its cache)",
      [] { L l = kLfm2; l.scoreBias = L::ScoreBias::Block; return l; }()},
-    {"laguna", Family::Qwen3Moe, "the softplus gate on the attention output (g_proj)",
-     {.qkNorm = L::QkNorm::PerHead, .outputGate = "g_proj", .softplusGate = true, .shared = "shared_experts",
-      .scoreBias = L::ScoreBias::Router, .scoreBiasParam = true}},
+    {"laguna", Family::Qwen3Moe, kRuns,
+     {.normalizeTopK = true, .qkNorm = L::QkNorm::PerHead, .outputGate = "g_proj", .softplusGate = true, .shared = "shared_experts",
+      .scoreBias = L::ScoreBias::Router, .scoreBiasParam = true, .routing = L::Routing::Sigmoid}},
 };
 
 // resources/model_types.json, embedded (scripts/make-model-types.py writes it from Transformers).
@@ -1772,10 +1770,13 @@ Status readFields(const FieldReader& r, ModelConfig& c)
         const char* what;
     } kNotComputed[] = {{"cohere", "use_qk_norm", "Cohere's per-head q/k LayerNorms (use_qk_norm)"},
                         {"glm4_moe", "use_qk_norm", "GLM-4-MoE's q/k RMSNorms (use_qk_norm)"},
-                        {"olmo", "clip_qkv", "OLMo's clamp of q, k and v (clip_qkv)"}};
+                        {"olmo", "clip_qkv", "OLMo's clamp of q, k and v (clip_qkv)"},
+                        {"laguna", "moe_router_logit_softcapping", "Laguna's soft-capped router logits (moe_router_logit_softcapping)"},
+                        {"afmoe", "mup_enabled", "AFMoE's muP input scaling (mup_enabled)"}};
     for (const auto& o : kNotComputed)
-        if (c.modelType == o.modelType && r.has(o.key) && !r.json().at(o.key).is_null() && r.json().at(o.key) != false)
-            c.engineLacks = o.what;
+        if (c.modelType == o.modelType && r.has(o.key))
+            if (const auto& v = r.json().at(o.key); !(v.is_boolean() && !v.get<bool>()) && !(v.is_number() && v.get<double>() == 0))
+                c.engineLacks = o.what;
     if (c.modelType == "hunyuan_v1_dense") // its rotary embedding turns a dynamic rope with `alpha` into a static NTK-alpha one
         for (const char* key : {"rope_scaling", "rope_parameters"})
             if (r.has(key) && r.json().at(key).is_object() && r.json().at(key).contains("alpha") && !r.json().at(key).at("alpha").is_null())
@@ -1879,7 +1880,7 @@ Status readFields(const FieldReader& r, ModelConfig& c)
     // The routed weights' factor, under the key the config class declares (HY-V3's router_scaling_factor; MiniMax-M2's
     // class has none, and a stray key is not read).
     const nlohmann::json* declared = templateRow(c.modelType) ? transformersModelType(c.modelType) : nullptr;
-    for (const char* k : {"routed_scaling_factor", "router_scaling_factor"})
+    for (const char* k : {"routed_scaling_factor", "router_scaling_factor", "moe_routed_scaling_factor", "route_scale"}) // …, AFMoE's
         if (!declared || declared->at("defaults").contains(k))
             TP_RETURN_IF_ERROR(r.readDouble(k, c.routedScalingFactor));
     if (c.layout.routing == LayerLayout::Routing::Greedy) { // DeepseekV2TopkRouter: groups only for group_limited_greedy

@@ -1263,7 +1263,7 @@ private:
         return m_g.graph.nodes[static_cast<std::size_t>(producer)];
     }
     // DeepSeek's e_score_correction_bias of an Experts node's router: the router's, its child's (ERNIE 4.5's
-    // moe_statics) or its MoE block's (MiniMax-M2, HY-V3).
+    // moe_statics) or its MoE block's (MiniMax-M2, HY-V3, AFMoE).
     const Tensor* scoreBias(const Rank& k, const GraphNode& experts) const
     {
         const int router = routerOf(experts).module;
@@ -1272,10 +1272,12 @@ private:
         const ModuleSpec& r = m_spec.modules[static_cast<std::size_t>(router)];
         std::vector<int> holders = {router};
         holders.insert(holders.end(), r.children.begin(), r.children.end());
-        holders.push_back(r.parent);
+        for (int up = r.parent, i = 0; up >= 0 && i < 2; up = m_spec.modules[static_cast<std::size_t>(up)].parent, ++i)
+            holders.push_back(up); // the block, or above the router's own linear (AFMoE's router.gate)
         for (int m : holders)
-            if (const Tensor* b = weight(k, m, "e_score_correction_bias"))
-                return b;
+            for (const char* name : {"e_score_correction_bias", "expert_bias"}) // …, AFMoE's and LFM2-MoE's name
+                if (const Tensor* b = weight(k, m, name))
+                    return b;
         return nullptr;
     }
     Tensor scratch(const Rank& k, int ni) const
