@@ -274,7 +274,8 @@ std::vector<std::pair<std::int64_t, double>> refPicks(const float* row, const st
         return picks;
     }
     // The choice: score + bias (in fp32, as the backends add it), −∞ outside the chosen groups
-    // (DeepseekV3TopkRouter: a group scores its best two; DeepseekV2's group_limited_greedy: its best).
+    // (DeepseekV3TopkRouter: a group scores its best two; DeepseekV2's group_limited_greedy: its best); the weights the
+    // scores, or the sigmoid of the logits (Kolibri1TopKRouter).
     std::vector<float> choice(row, row + E);
     if (bias)
         for (std::int64_t e = 0; e < E; ++e)
@@ -294,12 +295,13 @@ std::vector<std::pair<std::int64_t, double>> refPicks(const float* row, const st
     std::vector<std::int64_t> order(static_cast<std::size_t>(E));
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](auto p, auto q) { return choice[p] > choice[q]; });
+    auto score = [&](std::int64_t e) { return s.logitChoice ? 1 / (1 + std::exp(-double(row[e]))) : double(row[e]); };
     double sum = 0;
     for (std::int64_t j = 0; j < s.topK; ++j)
-        sum += row[order[static_cast<std::size_t>(j)]];
+        sum += score(order[static_cast<std::size_t>(j)]);
     for (std::int64_t j = 0; j < s.topK; ++j) {
         const std::int64_t e = order[static_cast<std::size_t>(j)];
-        picks.push_back({e, (s.normalize ? row[e] / sum : row[e]) * s.routedScale});
+        picks.push_back({e, (s.normalize ? score(e) / sum : score(e)) * s.routedScale});
     }
     return picks;
 }
@@ -1035,10 +1037,11 @@ private slots:
             // renormalised, scaled.
             // Llama 4's: the weights on the experts' inputs (each rounded to the storage dtype).
             // DeepSeek-V2's: groups scored by their best, no bias, scaled. PhiMoE's sparsemixer on
-            // logits (two picks, each weighed among the logits near it).
-            for (int variant : {0, 1, 2, 3, 4, 5}) {
-                const bool normalize = variant == 1 || variant == 2, deepseek = variant == 2, llama4 = variant == 3;
-                const bool v2 = variant == 4, mixer = variant == 5;
+            // logits (two picks, each weighed among the logits near it). Kolibri's: logits + bias
+            // choose, sigmoid(logit) weighs, renormalised.
+            for (int variant : {0, 1, 2, 3, 4, 5, 6}) {
+                const bool normalize = variant == 1 || variant == 2 || variant == 6, deepseek = variant == 2, llama4 = variant == 3;
+                const bool v2 = variant == 4, mixer = variant == 5, kolibri = variant == 6;
                 if (mixer && d.experts < 2)
                     continue;
                 Bench b(be(dt));
@@ -1050,17 +1053,18 @@ private slots:
                 s.groupByMax = v2;
                 s.sparseMixer = mixer;
                 s.jitterEps = 0.3;
+                s.logitChoice = kolibri;
                 s.weightInputs = llama4;
                 const auto x = randomValues(N * H, dt);
-                const auto scores = mixer ? randomValues(N * E, DType::F32, 2.0f) : routerWeights(N * E);
+                const auto scores = mixer || kolibri ? randomValues(N * E, DType::F32, 2.0f) : routerWeights(N * E);
                 const auto bias = randomValues(E, dt, 0.3f);
                 const Tensor biasT = b.put(bias, 1, E);
                 const auto gu = randomValues(El * 2 * I * H, dt, 0.3f), dn = randomValues(El * H * I, dt, 0.3f);
                 const Tensor Y = b.poisoned(N, H);
                 Bench::check(be(dt).experts(b.put(x, N, H), b.put(scores, N, E, DType::F32), b.put(gu, El * 2 * I, H),
                                             b.put(dn, El * H, I), Y, s, b.scratch(be(dt).expertsScratchBytes(N, H, s)), nullptr,
-                                            nullptr, deepseek ? &biasT : nullptr));
-                const std::vector<double> ref = refExperts(x, scores, deepseek ? &bias : nullptr, gu, dn, s, N, H, dt);
+                                            nullptr, deepseek || kolibri ? &biasT : nullptr));
+                const std::vector<double> ref = refExperts(x, scores, deepseek || kolibri ? &bias : nullptr, gu, dn, s, N, H, dt);
                 worst = std::max(worst, nmse(b.get(Y), ref));
             }
             return worst;

@@ -1033,6 +1033,7 @@ private:
         using R = LayerLayout::Routing;
         r.sigmoid = m_c.layout.routing == R::Sigmoid || (m_c.layout.routing == R::Family && m_t.sigmoidRouter);
         r.sparseMixer = m_c.layout.routing == R::SparseMixer;
+        r.logitChoice = m_c.layout.routing == R::LogitChoice;
         return output(r, m_c.numExperts, "scores");
     }
 
@@ -1046,7 +1047,8 @@ private:
         using R = LayerLayout::Routing;
         const R routing = m_c.layout.routing;
         e.normalizeTopK = (routing == R::Family && m_t.alwaysNormalizeTopK)
-                       || ((routing == R::Family || routing == R::Sigmoid) && (m_c.layout.normalizeTopK || m_c.normTopkProb));
+                       || ((routing == R::Family || routing == R::Sigmoid || routing == R::LogitChoice)
+                           && (m_c.layout.normalizeTopK || m_c.normTopkProb));
         e.weightInputs = m_t.routerScalesInputs;
         if (routing == R::Greedy || (routing == R::Family && m_t.sigmoidRouter)) {
             e.groups = m_c.nGroup;
@@ -1056,6 +1058,7 @@ private:
         if (routing == R::Greedy || routing == R::Sigmoid || (routing == R::Family && m_t.sigmoidRouter))
             e.routedScale = m_c.routedScalingFactor;
         e.sparseMixer = routing == R::SparseMixer;
+        e.logitChoice = routing == R::LogitChoice;
         e.jitterEps = m_c.routerJitterNoise;
         if (m_t.clampedSwiglu) {
             e.swigluAlpha = m_c.swigluAlpha;

@@ -197,10 +197,9 @@ const TemplateRow kTemplates[] = {
     {"flint", Family::Qwen3Moe, kRuns, // rope on the sliding layers only
      {.ropeOnSlidingOnly = true, .qkNorm = L::QkNorm::PerHead, .sinks = true, .shared = "shared_expert", .routerF32 = true,
       .routing = L::Routing::Sigmoid}},
-    {"kolibri1", Family::Qwen3Moe,
-     "Kolibri's router (top-k over logits + bias, sigmoid weights) with NoPE full layers",
-     {.norms = L::Norms::Sandwich, .qkNorm = L::QkNorm::PerHead, .shared = "shared_experts",
-                                                  .scoreBias = L::ScoreBias::Router}},
+    {"kolibri1", Family::Qwen3Moe, kRuns, // NoPE full layers where the config has a sliding_window
+     {.norms = L::Norms::Sandwich, .ropeOnSlidingOnly = true, .ropeWithoutWindow = true, .qkNorm = L::QkNorm::PerHead,
+      .shared = "shared_experts", .scoreBias = L::ScoreBias::Router, .routerF32 = true, .routing = L::Routing::LogitChoice}},
     {"cohere2_moe", Family::Qwen3Moe,
      "Cohere 2 MoE's router (softmax or sigmoid over the top-k logits) and its dense-prefix sliding and rope rules",
      {.norms = L::Norms::Parallel, .qkNorm = L::QkNorm::None}},

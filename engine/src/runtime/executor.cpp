@@ -1337,7 +1337,7 @@ private:
             const int c = k.prog->collectiveOf[static_cast<std::size_t>(ni)];
             const bool biasAfter = c >= 0 && m_g.collectives[static_cast<std::size_t>(c)].bias >= 0;
             TP_RETURN_IF_ERROR(be.gemm(x, *weight(k, n, "weight"), biasAfter ? nullptr : weight(k, n, "bias"), y, scratch(k, ni)));
-            if (n.kind != OpKind::Router || n.sparseMixer) // the sparsemixer reads the logits
+            if (n.kind != OpKind::Router || n.sparseMixer || n.logitChoice) // these read the logits
                 return {};
             return n.sigmoid ? be.sigmoid(y, y) : be.softmax(y, y);
         }

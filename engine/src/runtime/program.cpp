@@ -520,6 +520,7 @@ private:
         s.groupByMax = n.groupByMax;
         s.sparseMixer = n.sparseMixer;
         s.jitterEps = n.jitterEps;
+        s.logitChoice = n.logitChoice;
         s.weightInputs = n.weightInputs;
         // Each expert's down bias belongs to the rank holding its whole output: with its rows split
         // the partial sums would each carry it.

@@ -114,6 +114,7 @@ struct GraphNode
     bool groupByMax = false;     // Experts: groups scored by their best expert (ExpertsShape)
     bool sparseMixer = false;    // Experts: PhiMoE's sparsemixer over the router's logits (ExpertsShape); Router: no softmax
     double jitterEps = 0;        // Experts: the sparsemixer's router_jitter_noise
+    bool logitChoice = false;    // Experts: chosen by logit + bias, weighed by sigmoid(logit) (ExpertsShape); Router: no softmax
     double swigluAlpha = 0, swigluLimit = 0; // Experts: gpt-oss's clamped SwiGLU (limit 0: `act`)
 };
 

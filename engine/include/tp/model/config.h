@@ -179,8 +179,9 @@ struct LayerLayout
     // How the router's scores choose experts where the family's way is not the model's: Sigmoid, sigmoid scores with a
     // top-k over score + bias (renormalised by normalizeTopK or norm_topk_prob; MiniMax-M2, Flint); Greedy, DeepSeek-V2's softmax top-k (within the topk_group best
     // of n_group groups, each scored by its best expert, when topk_method is group_limited_greedy), never renormalised,
-    // times routed_scaling_factor; SparseMixer, PhiMoE's sparsemixer over the logits (ExpertsShape).
-    enum class Routing { Family, Sigmoid, Greedy, SparseMixer } routing = Routing::Family;
+    // times routed_scaling_factor; SparseMixer, PhiMoE's sparsemixer over the logits; LogitChoice, Kolibri's top-k over
+    // logit + bias weighed by sigmoid(logit), renormalised like Sigmoid (ExpertsShape).
+    enum class Routing { Family, Sigmoid, Greedy, SparseMixer, LogitChoice } routing = Routing::Family;
     bool alwaysAttentionBias = false;     // q/k/v/o have biases whatever attention_bias says (Phi)
     // Doge's dynamic mask: dt_proj [kv heads, kv heads · head_dim] over the values and A [kv heads] (its CDMoE,
     // is_moe, is refused).

@@ -119,6 +119,7 @@ struct ExpertsShape
     // within 2·jitterEps of it, relatively (|best − s| / max(|s|, best)); then the same among the others.
     bool sparseMixer = false;
     double jitterEps = 0;
+    bool logitChoice = false; // the scores are logits: chosen by logit + bias, each weighed by sigmoid(logit) (Kolibri)
     // Llama 4: each pick's weight scales the expert's input (the expert computes on weight · x,
     // rounded to the storage dtype), and the outputs add up unweighted.
     bool weightInputs = false;

@@ -962,11 +962,13 @@ protected:
         }
         std::iota(order, order + E, std::int64_t(0));
         std::partial_sort(order, order + s.topK, order + E, byValue(pick));
+        // The picks' weights: their scores, or (logitChoice) the sigmoid of their logits.
+        auto score = [&](std::int64_t e) { return s.logitChoice ? 1 / (1 + std::exp(-static_cast<double>(row[e]))) : row[e]; };
         double sum = 0;
         for (std::int64_t j = 0; j < s.topK; ++j)
-            sum += row[order[j]];
+            sum += score(order[j]);
         for (std::int64_t j = 0; j < s.topK; ++j) {
-            const double w = s.normalize ? row[order[j]] / sum : row[order[j]];
+            const double w = s.normalize ? score(order[j]) / sum : score(order[j]);
             visit(order[j], static_cast<float>(w * s.routedScale));
         }
     }

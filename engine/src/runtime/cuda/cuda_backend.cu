@@ -791,7 +791,7 @@ protected:
                         scores.as<float>() + t0 * E, nt, static_cast<int>(E), static_cast<int>(K), static_cast<int>(s.firstExpert),
                         static_cast<int>(El), s.normalize, scoreBias ? scoreBias->as<T>() : nullptr, static_cast<int>(s.groups),
                         static_cast<int>(s.topkGroup), static_cast<float>(s.routedScale), s.groupByMax, s.sparseMixer,
-                        static_cast<float>(s.jitterEps), expertOf, weightOf, counts);
+                        static_cast<float>(s.jitterEps), s.logitChoice, expertOf, weightOf, counts);
                 TP_CUDA_LAUNCHED();
                 bucketOffsetsKernel<<<1, 1, 0, st>>>(counts, offsets, cursor, static_cast<int>(El));
                 TP_CUDA_LAUNCHED();
@@ -886,7 +886,7 @@ protected:
                 scores.as<float>(), scores.rows, static_cast<int>(s.experts), static_cast<int>(s.topK), 0,
                 static_cast<int>(s.experts), s.normalize, scoreBias ? scoreBias->as<T>() : nullptr, static_cast<int>(s.groups),
                 static_cast<int>(s.topkGroup), static_cast<float>(s.routedScale), s.groupByMax, s.sparseMixer,
-                static_cast<float>(s.jitterEps), ids.as<std::int32_t>(), weights.as<float>(),
+                static_cast<float>(s.jitterEps), s.logitChoice, ids.as<std::int32_t>(), weights.as<float>(),
                 nullptr);
             TP_CUDA_LAUNCHED();
             return {};

@@ -468,7 +468,7 @@ __global__ void argmaxRowsKernel(const T* x, std::int64_t stride, std::int64_t r
 template<typename T>
 __global__ void routeTopKKernel(const float* scores, std::int64_t tokens, int experts, int topK, int firstExpert,
                                 int localExperts, bool normalize, const T* bias, int groups, int topkGroup,
-                                float routedScale, bool groupByMax, bool sparseMixer, float jitterEps,
+                                float routedScale, bool groupByMax, bool sparseMixer, float jitterEps, bool logitChoice,
                                 std::int32_t* expertOf, float* weightOf, std::int32_t* counts)
 {
     const std::int64_t t = std::int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
@@ -567,7 +567,7 @@ __global__ void routeTopKKernel(const float* scores, std::int64_t tokens, int ex
         }
         prevS = bestS;
         prevE = bestE;
-        const float w = row[bestE];
+        const float w = logitChoice ? float(1.0 / (1.0 + exp(-double(row[bestE])))) : row[bestE]; // Kolibri: sigmoid(logit)
         sum += double(w);
         if (lane == 0)
             emit(j, bestE, w);
