@@ -78,11 +78,11 @@ std::vector<float> RopeTable::cosSin(std::int64_t positions, std::int64_t prefil
         const bool own = kind != Kind::Fixed && p >= prefill; // a later position: its own length p + 1
         const std::vector<double> freq = own ? frequencies(p + 1) : std::vector<double>{};
         const std::vector<double>& f = own ? freq : prefillFreq;
-        const double scale = scaling(own ? p + 1 : prefill);
+        const double scale = scaling(own ? p + 1 : prefill), sinScale = reversed ? -scale : scale;
         for (std::int64_t j = 0; j < half; ++j) {
             const double a = static_cast<double>(p) * f[static_cast<std::size_t>(j)];
             t[static_cast<std::size_t>(p * headDim + j)] = static_cast<float>(scale * std::cos(a));
-            t[static_cast<std::size_t>(p * headDim + half + j)] = static_cast<float>(scale * std::sin(a));
+            t[static_cast<std::size_t>(p * headDim + half + j)] = static_cast<float>(sinScale * std::sin(a));
         }
     }
     return t;
@@ -239,6 +239,8 @@ public:
         m_g.ropes.push_back(ropeTable(m_c.ropeTheta, m_c.ropeScaling, m_c.headDim, m_c.maxPositionEmbeddings));
         if (m_c.slidingRope) // rope 1: the sliding layers' own
             m_g.ropes.push_back(ropeTable(m_c.slidingRope->theta, m_c.slidingRope->scaling, m_c.headDim, m_c.maxPositionEmbeddings));
+        for (RopeTable& t : m_g.ropes)
+            t.reversed = m_c.layout.ropeReversed;
         const int ids = tensor("input_ids", 1, -1);
         int h = module(OpKind::Embedding, "model.embed_tokens", {ids}, m_c.hiddenSize);
         if (m_t.scaledEmbeddings || m_c.layout.scaledEmbeddings)
@@ -249,6 +251,8 @@ public:
             perLayerInputs(ids, h);
         if (m_c.layout.inkling || m_c.layout.inkling2) // InklingNormedEmbedding: the lookup's rows normed inside the embedding's forward
             h = module(OpKind::Norm, "model.embed_tokens.embed_norm", {h}, m_c.hiddenSize);
+        if (m_c.layout.normedEmbeddings) // nanochat: model.norm before the layers too
+            h = module(OpKind::Norm, "model.norm", {h}, m_c.hiddenSize, "model.norm:embeddings");
         if (m_c.layout.altUp) // Gemma 3n: the other streams, projections of the embedding
             for (std::int64_t i = 0; i + 1 < m_c.altUpInputs; ++i)
                 h = op(OpKind::Add, fmt::format("model:altup_stream_{}", i + 1), {h, module(OpKind::Linear, fmt::format("model.altup_projections.{}", i), {h}, m_c.hiddenSize)},
@@ -310,9 +314,10 @@ private:
     }
 
     // A node for the module at `path`; its single output has `features`.
-    int module(OpKind kind, const std::string& path, std::vector<int> inputs, std::int64_t features)
+    // A node of the module at `path` (named `name` where the module runs twice: nanochat's model.norm).
+    int module(OpKind kind, const std::string& path, std::vector<int> inputs, std::int64_t features, const std::string& name = {})
     {
-        GraphNode& n = node(kind, path, indexOf(path), std::move(inputs));
+        GraphNode& n = node(kind, name.empty() ? path : name, indexOf(path), std::move(inputs));
         if (kind == OpKind::Norm) {
             n.eps = m_c.layout.normEps > 0 ? m_c.layout.normEps : m_c.rmsNormEps;
             n.normOffset = m_t.unitOffsetNorms ? 1 : m_c.layout.normOffset;

@@ -514,15 +514,17 @@ void buildAttention(TreeBuilder& b, const ModelConfig& c, const Names& n, int la
         b.linear(a, "dt_proj", c.kvHeadsAt(layer), v, qkvBias, layer);
     }
     using Q = LayerLayout::QkNorm;
+    using P = LayerLayout::NormParams; // norms without parameters have q/k norms without them (nanochat)
+    const P qkParams = c.layout.normParams == P::None ? P::None : P::Weight;
     if (c.layout.qkNorm == Q::Whole) {
-        b.norm(a, "q_norm", q, norm, layer);
-        b.norm(a, "k_norm", kv, norm, layer);
+        b.layerNorm(a, "q_norm", q, norm, layer, qkParams);
+        b.layerNorm(a, "k_norm", kv, norm, layer, qkParams);
     } else if (c.layout.qkNorm == Q::PerHead
                || (c.layout.qkNorm == Q::Family
                    && (c.family == Family::Qwen3 || c.family == Family::Qwen3Moe || c.family == Family::Gemma3))) {
-        b.norm(a, "q_norm", hd, norm, layer);
+        b.layerNorm(a, "q_norm", hd, norm, layer, qkParams);
         if (!shared)
-            b.norm(a, "k_norm", hd, norm, layer);
+            b.layerNorm(a, "k_norm", hd, norm, layer, qkParams);
     }
     if (c.layout.altUp && !shared) // Gemma 3n: an RMSNorm of the values without a weight
         b.add(a, "v_norm", norm, ModuleKind::RmsNorm, layer);

@@ -44,6 +44,7 @@ struct RopeTable
     std::int64_t headDim = 0;    // the rotated dims of a head (partial rotary: fewer than the head's)
     std::vector<double> invFreq;
     double attentionScaling = 1;
+    bool reversed = false;       // the sines negated: a turn by −angle (LayerLayout::ropeReversed)
     double longAttentionScaling = 0; // LongRope past switchAt, where not attentionScaling (PhiMoE's long_mscale)
     // Frequencies that depend on the forward's length L (its last position + 1), as Transformers'
     // dynamic_rope_update recomputes them: longrope takes longInvFreq once L passes switchAt; dynamic

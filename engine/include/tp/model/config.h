@@ -119,6 +119,8 @@ struct LayerLayout
     // The layers' and the final norm are LayerNorms (mean-centred; their eps is rms_norm_eps's reading), not RMSNorms.
     bool layerNorms = false;
     bool interleavedRope = false;         // rotary pairs (2j, 2j + 1), as rope_interleave (Helium, ERNIE 4.5, GLM, Cohere)
+    bool ropeReversed = false;            // rotate_half is cat(x2, −x1): the rope turns by −angle (nanochat)
+    bool normedEmbeddings = false;        // the final norm also norms the embeddings before the layers (nanochat)
     // Rope on the sliding layers only, the full ones NoPE, and none without a sliding_window (Cohere 2); with
     // ropeWithoutWindow every layer has rope when the config has no sliding_window (EXAONE 4).
     bool ropeOnSlidingOnly = false;
