@@ -149,9 +149,7 @@ const TemplateRow kTemplates[] = {
     {"hyperclovax", Family::Llama, kRuns, {.norms = L::Norms::Peri}},
     {"granite_swa", Family::Llama, kRuns, {.sinks = true}},
     {"nemotron", Family::Llama, kRuns, {.normParams = L::NormParams::WeightAndBias, .layerNorms = true, .normOffset = 1, .gatedMlp = false}},
-    {"cohere_compass_text", Family::Llama,
-     "Cohere Compass's forward as Transformers computes it: per-layer-type rotary tables and logit_scale, measured 0.07 off",
-     {.norms = L::Norms::Parallel}},
+    {"cohere_compass_text", Family::Llama, kRuns, {.norms = L::Norms::Parallel, .layerNorms = true}}, // its M-RoPE is plain rope on text
     {"glm", Family::Llama, kRuns, {.interleavedRope = true, .fusedGateUp = true, .attentionBiasOnO = false}},
     {"glm4", Family::Llama, kRuns, {.norms = L::Norms::Sandwich, .interleavedRope = true, .fusedGateUp = true, .attentionBiasOnO = false}},
     {"apertus", Family::Llama, "the xIELU activation (hidden_act 'xielu')", kApertus},
