@@ -197,6 +197,12 @@ private slots:
         QVERIFY(!parseOk(R"({"model_type": "doge"})").engineLacks.empty()); // not yet
         // An option of a runnable type that the engine does not compute makes it refuse the model.
         QVERIFY(parseOk(R"({"model_type": "cohere"})").engineLacks.empty());
+        // The routed experts' scale under the key the class declares, bounded there (HY-V3's router_scaling_factor);
+        // a class without one (MiniMax-M2) ignores a stray key, as Transformers does.
+        const auto zeroScale = parseConfig(R"({"model_type": "hy_v3", "router_scaling_factor": 0})", "config.json", nullptr);
+        QVERIFY(!zeroScale.ok() && zeroScale.status().message().find("'router_scaling_factor' must be above 0") != std::string::npos);
+        QCOMPARE(parseOk(R"({"model_type": "hy_v3", "router_scaling_factor": 2.5})").routedScalingFactor, 2.5);
+        QCOMPARE(parseOk(R"({"model_type": "minimax_m2", "routed_scaling_factor": 3.0})").routedScalingFactor, 1.0);
         QVERIFY(parseOk(R"({"model_type": "cohere", "use_qk_norm": true})").engineLacks.find("use_qk_norm") != std::string::npos);
         QVERIFY(parseOk(R"({"model_type": "olmo", "clip_qkv": 8.0})").engineLacks.find("clip_qkv") != std::string::npos);
         QVERIFY(parseOk(R"({"model_type": "olmo", "clip_qkv": null})").engineLacks.empty());
@@ -348,7 +354,7 @@ private slots:
             << R"({"model_type": "deepseek_v3", "n_routed_experts": 16, "n_group": 8, "topk_group": 1, "num_experts_per_tok": 3})"
             << "config.json: topk_group (1) must be at most n_group (8) and leave num_experts_per_tok (3) experts";
         QTest::addRow("routed_scaling_factor zero") << R"({"model_type": "deepseek_v3", "routed_scaling_factor": 0})"
-                                                    << "config.json: routed_scaling_factor must be above 0 and at most 1e6, found 0";
+                                                    << "config.json: key 'routed_scaling_factor' must be above 0 and at most 1e6, found 0";
         QTest::addRow("odd rope head dim") << R"({"model_type": "deepseek_v3", "qk_rope_head_dim": 7})"
                                            << "config.json: qk_rope_head_dim must be even (rotary pairs), found 7";
         QTest::addRow("no_rope_layers length") << R"({"model_type": "llama4_text", "num_hidden_layers": 3, "no_rope_layers": [1, 0]})"
@@ -358,7 +364,7 @@ private slots:
         QTest::addRow("attn_scale huge") << R"({"model_type": "llama4_text", "attn_scale": 1e300})"
                                          << "config.json: floor_scale must be in 0.001..1e12 and attn_scale in -1000..1000";
         QTest::addRow("routed_scaling_factor huge") << R"({"model_type": "deepseek_v3", "routed_scaling_factor": 1e300})"
-                                                    << "config.json: routed_scaling_factor must be above 0 and at most 1e6";
+                                                    << "config.json: key 'routed_scaling_factor' must be above 0 and at most 1e6";
         QTest::addRow("chunked layers without a chunk size")
             << R"({"model_type": "llama4_text", "num_hidden_layers": 1, "attention_chunk_size": null, "layer_types": ["chunked_attention"]})"
             << "config.json: layer_types has chunked_attention layers but attention_chunk_size is null";

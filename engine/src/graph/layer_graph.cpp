@@ -313,8 +313,8 @@ private:
         return t;
     }
 
-    // A node for the module at `path`; its single output has `features`.
-    // A node of the module at `path` (named `name` where the module runs twice: nanochat's model.norm).
+    // A node for the module at `path` (named `name` where the module runs twice: nanochat's model.norm); its single
+    // output has `features`.
     int module(OpKind kind, const std::string& path, std::vector<int> inputs, std::int64_t features, const std::string& name = {})
     {
         GraphNode& n = node(kind, name.empty() ? path : name, indexOf(path), std::move(inputs));

@@ -136,7 +136,7 @@ const TemplateRow kTemplates[] = {
     {"starcoder2", Family::Llama, kRuns,
      {.normParams = L::NormParams::WeightAndBias, .layerNorms = true, .gatedMlp = false, .upName = "c_fc", .downName = "c_proj"}, "use_bias"},
     {"nanochat", Family::Llama, kRuns,
-     {.normParams = L::NormParams::None, .interleavedRope = false, .ropeReversed = true, .normedEmbeddings = true, .qkNormAfterRope = true,
+     {.normParams = L::NormParams::None, .ropeReversed = true, .normedEmbeddings = true, .qkNormAfterRope = true,
       .qkNorm = L::QkNorm::PerHead, .gatedMlp = false, .upName = "fc1", .downName = "fc2"}},
     {"olmo", Family::Llama, kRuns, {.normParams = L::NormParams::None, .layerNorms = true, .normEps = 1e-5}},
     {"olmo2", Family::Llama, kRuns, {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole}},
@@ -275,9 +275,10 @@ const TemplateRow kTemplates[] = {
      "MiMo-V2-Flash's values of their own head size (v_head_dim) and sliding layers with twice the key/value heads",
      {.qkNorm = L::QkNorm::None, .swaKvSinks = true, .ownValueHeadDim = true, .scoreBias = L::ScoreBias::Router}},
     {"afmoe", Family::Qwen3Moe, kRuns, // rope on the sliding layers only
-     {.norms = L::Norms::Gemma, .ropeOnSlidingOnly = true, .normalizeTopK = true, .qkNorm = L::QkNorm::PerHead, .outputGate = "gate_proj", .router = "router", .shared = "shared_experts",
-      .scoreBias = L::ScoreBias::Block, .sharedWidth = L::SharedWidth::MoePerShared, .routerLinear = "gate", .scoreBiasParam = true,
-      .routing = L::Routing::Sigmoid, .renames = "pre_feedforward_layernorm=pre_mlp_layernorm,post_feedforward_layernorm=post_mlp_layernorm,"
+     {.norms = L::Norms::Gemma, .ropeOnSlidingOnly = true, .normalizeTopK = true, .qkNorm = L::QkNorm::PerHead, .outputGate = "gate_proj",
+      .router = "router", .shared = "shared_experts", .scoreBias = L::ScoreBias::Block, .sharedWidth = L::SharedWidth::MoePerShared,
+      .routerLinear = "gate", .scoreBiasParam = true, .routing = L::Routing::Sigmoid,
+      .renames = "pre_feedforward_layernorm=pre_mlp_layernorm,post_feedforward_layernorm=post_mlp_layernorm,"
                  ".e_score_correction_bias=expert_bias"}},
     {"beam", Family::Qwen3Moe, "Beam's NoPE full layers with position-dependent query scaling and its per-head gate bias",
      {.norms = L::Norms::Gemma, .qkNorm = L::QkNorm::PerHead, .outputGate = "gate_proj", .scoreBias = L::ScoreBias::Router,
@@ -1879,8 +1880,11 @@ Status readFields(const FieldReader& r, ModelConfig& c)
     // class has none, and a stray key is not read).
     const nlohmann::json* declared = templateRow(c.modelType) ? transformersModelType(c.modelType) : nullptr;
     for (const char* k : {"routed_scaling_factor", "router_scaling_factor", "moe_routed_scaling_factor", "route_scale"}) // …, AFMoE's
-        if (!declared || declared->at("defaults").contains(k))
+        if ((!declared || declared->at("defaults").contains(k)) && r.has(k)) {
             TP_RETURN_IF_ERROR(r.readDouble(k, c.routedScalingFactor));
+            if (!(c.routedScalingFactor > 0 && c.routedScalingFactor <= 1e6))
+                return r.error(k, fmt::format("must be above 0 and at most 1e6, found {}", c.routedScalingFactor));
+        }
     if (c.layout.routing == LayerLayout::Routing::Greedy) { // DeepseekV2TopkRouter: groups only for group_limited_greedy
         std::string method = "greedy";
         TP_RETURN_IF_ERROR(r.readString("topk_method", method));
@@ -1971,8 +1975,6 @@ Status validate(const ModelConfig& c, const std::string& source)
             return bad(fmt::format("topk_group ({}) must be at most n_group ({}) and leave num_experts_per_tok ({}) "
                                    "experts to choose from",
                                    c.topkGroup, c.nGroup, c.expertsPerToken));
-        if (!(c.routedScalingFactor > 0 && c.routedScalingFactor <= 1e6))
-            return bad(fmt::format("routed_scaling_factor must be above 0 and at most 1e6, found {}", c.routedScalingFactor));
     }
     if (c.family == Family::Llama4) {
         if (static_cast<std::int64_t>(c.noRopeLayers.size()) != c.numLayers)
