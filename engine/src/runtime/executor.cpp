@@ -1341,16 +1341,23 @@ private:
                 return {};
             return n.sigmoid ? be.sigmoid(y, y) : be.softmax(y, y);
         }
-        case OpKind::Split: { // each of this rank's groups [part 0 | part 1 | …] (one group when not grouped)
+        case OpKind::Split: {
+            // This rank's groups [part 0 | part 1 | …] (one when not grouped): [rows, local · group] seen as
+            // [rows · local, group], a group a row, so that each part is one strided copy.
             const Tensor x = in(k, n, 0);
             const std::int64_t groups = std::max<std::int64_t>(n.splitGroups, 1);
             const std::int64_t group = std::accumulate(n.parts.begin(), n.parts.end(), std::int64_t(0)) / groups;
-            for (std::int64_t g = 0, off = 0; g < x.cols / group; ++g)
-                for (std::size_t i = 0; i < n.outputs.size(); ++i) {
-                    const std::int64_t w = n.parts[i] / groups;
-                    TP_RETURN_IF_ERROR(be.copy(x.columns(off, w), out(k, n, i).columns(g * w, w)));
-                    off += w;
-                }
+            const std::int64_t local = x.cols / group, rows = x.rows * local;
+            const Tensor xg = local > 1 ? x.reshaped(rows, group) : x;
+            std::int64_t off = 0;
+            for (std::size_t i = 0; i < n.outputs.size(); ++i) {
+                const std::int64_t w = n.parts[i] / groups;
+                const Tensor& y = out(k, n, i);
+                if (local > 1 && (!x.isContiguous() || !y.isContiguous()))
+                    return internalError(fmt::format("{}: a grouped split's tensors are not single blocks", n.name));
+                TP_RETURN_IF_ERROR(be.copy(xg.columns(off, w), local > 1 ? y.reshaped(rows, w) : y));
+                off += w;
+            }
             return {};
         }
         case OpKind::Rope:
