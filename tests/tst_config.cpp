@@ -333,9 +333,15 @@ private slots:
         QTest::addRow("layer_types length") << R"({"model_type": "gpt_oss", "num_hidden_layers": 2, "layer_types": ["full_attention"]})"
                                             << "config.json: layer_types has 1 entries but num_hidden_layers is 2";
         QTest::addRow("softcap not positive") << R"({"model_type": "gemma2", "attn_logit_softcapping": -1})"
-                                              << "config.json: attn_logit_softcapping must be above 0 (or null), found -1";
+                                              << "config.json: attn_logit_softcapping must be above 0 and at most 1e6 (or null), found -1";
         QTest::addRow("query_pre_attn_scalar zero") << R"({"model_type": "gemma2", "query_pre_attn_scalar": 0})"
-                                                    << "config.json: query_pre_attn_scalar must be above 0 (or null), found 0";
+                                                    << "config.json: query_pre_attn_scalar must be above 0 and at most 1e6 (or null), found 0";
+        QTest::addRow("embedding_multiplier huge") << R"({"model_type": "granite", "embedding_multiplier": 1e300})"
+                                                   << "config.json: embedding_multiplier must be above 0 and at most 1e6 (or null), found 1e+300";
+        QTest::addRow("scale_emb huge") << R"({"model_type": "minicpm3", "scale_emb": 1e300})"
+                                        << "config.json: key 'scale_emb' must be above 0 and at most 1e6, found 1e+300";
+        QTest::addRow("scale_depth negative") << R"({"model_type": "minicpm3", "scale_depth": -5})"
+                                              << "config.json: key 'scale_depth' must be above 0 and at most 1e6, found -5";
         QTest::addRow("per-layer rope not object") << R"({"model_type": "gemma3_text", "rope_parameters": {"sliding_attention": 7}})"
                                                    << "config.json: key 'rope_parameters.sliding_attention' must be an object or null";
         QTest::addRow("per-layer rope key named") << R"({"model_type": "gemma3_text", "rope_parameters": {"full_attention": {"rope_theta": "x"}}})"

@@ -1728,8 +1728,11 @@ Status readFields(const FieldReader& r, ModelConfig& c)
     if (c.layout.miniCpmScales) {
         double scaleEmb = 1, scaleDepth = 1;
         std::int64_t base = c.hiddenSize;
-        TP_RETURN_IF_ERROR(r.readDouble("scale_emb", scaleEmb));
-        TP_RETURN_IF_ERROR(r.readDouble("scale_depth", scaleDepth));
+        for (const auto& [key, v] : {std::pair{"scale_emb", &scaleEmb}, {"scale_depth", &scaleDepth}}) {
+            TP_RETURN_IF_ERROR(r.readDouble(key, *v));
+            if (!(*v > 0 && *v <= 1e6))
+                return r.error(key, fmt::format("must be above 0 and at most 1e6, found {}", *v));
+        }
         TP_RETURN_IF_ERROR(r.readInt("dim_model_base", base, 1, kMaxWidth));
         c.embeddingMultiplier = scaleEmb;
         c.residualMultiplier = scaleDepth / std::sqrt(static_cast<double>(std::max<std::int64_t>(c.numLayers, 1)));
@@ -2017,8 +2020,8 @@ Status validate(const ModelConfig& c, const std::string& source)
                                  {"final_logit_softcapping", c.finalLogitSoftcap}, {"embedding_multiplier", c.embeddingMultiplier},
                                  {"attention_multiplier", c.attentionMultiplier}, {"residual_multiplier", c.residualMultiplier},
                                  {"logits_scaling", c.logitsScaling}, {"logit_scale", c.logitScale}})
-        if (v && !(*v > 0))
-            return bad(fmt::format("{} must be above 0 (or null), found {}", key, *v));
+        if (v && !(*v > 0 && *v <= 1e6))
+            return bad(fmt::format("{} must be above 0 and at most 1e6 (or null), found {}", key, *v));
     if (c.family == Family::GptOss && !(c.swigluLimit > 0))
         return bad(fmt::format("swiglu_limit must be above 0, found {}", c.swigluLimit));
     if (c.slidingRope && !(c.slidingRope->theta > 0))
