@@ -57,6 +57,7 @@ private slots:
         const tptest::Reference ref = tptest::referenceIn(folder);
         const HardwareProfile hw = findHardware("local-cpu").value();
         std::set<int> ranAt;
+        double worst = 0;
         for (int tp : {1, 2, 4}) {
             const ShardedGraph g = shardModel(om->spec, defaultPlan(om->spec, tp), {.batch = ref.batch, .seq = ref.seq});
             if (!g.valid())
@@ -66,11 +67,16 @@ private slots:
             QVERIFY2(r.ok(), qPrintable(at + ": " + r.status().message().c_str()));
             const double err = tptest::relError(r->logits, ref.logits);
             QVERIFY2(err < 1e-4, qPrintable(at + QString(": relative error %1").arg(err)));
+            worst = std::max(worst, err);
             QVERIFY2(tptest::issuedCollectives(g, r->spans) == tptest::previewedCollectives(om->spec, g, hw),
                      qPrintable(at + ": the collectives issued are not the preview's"));
             ranAt.insert(tp);
         }
         QVERIFY2(ranAt.contains(1), "runs at T = 1");
+        QStringList sizes;
+        for (int tp : ranAt)
+            sizes << QString::number(tp);
+        qInfo("worst prefill relative error %.1e (T = %s)", worst, qPrintable(sizes.join(", ")));
     }
 
     void decodeMatchesTransformersGenerate_data() { addTypes(); }
@@ -82,6 +88,7 @@ private slots:
         QVERIFY2(om.ok(), om.status().message().c_str());
         const tptest::Generation gen = tptest::generationIn(folder);
         const auto V = static_cast<std::size_t>(gen.vocab), B = static_cast<std::size_t>(gen.batch);
+        double worst = 0;
         for (int tp : {1, 2, 4}) {
             const ShardedGraph g = shardModel(om->spec, defaultPlan(om->spec, tp), {.batch = gen.batch, .seq = gen.prompt});
             if (!g.valid())
@@ -97,8 +104,10 @@ private slots:
                 const double err = tptest::relError(std::vector<float>(got.begin() + from, got.begin() + from + n),
                                                     std::vector<float>(gen.stepLogits.begin() + from, gen.stepLogits.begin() + from + n));
                 QVERIFY2(err < 1e-4, qPrintable(at + QString(", step %1: relative error %2").arg(j).arg(err)));
+                worst = std::max(worst, err);
             }
         }
+        qInfo("worst decode step relative error %.1e", worst);
     }
 };
 
