@@ -456,24 +456,29 @@ private slots:
         forShapes(dt, [&](const Dims& d) {
             double worst = 0;
             // The whole vector, or per head (q_norm); weights w, or (1 + w) (Gemma), or none (Llama 4's
-            // L2 norm: offset 2 is ignored without a weight).
+            // L2 norm: offset 2 is ignored without a weight); or per head with a weight across the row (Mamba 2's
+            // grouped norm: offset 3 here).
             for (std::int64_t group : {d.hidden, d.headDim})
-            for (const double offset : {0.0, 1.0, 2.0}) {
-                const bool weighted = offset < 2;
+            for (const double offset : {0.0, 1.0, 2.0, 3.0}) {
+                const bool weighted = offset != 2, acrossRow = offset == 3;
                 const std::int64_t W = group == d.hidden ? d.hidden : std::max<std::int64_t>(d.heads, 1) * d.headDim;
+                const std::int64_t wCols = acrossRow ? W : group;
                 Bench b(be(dt));
-                const auto x = randomValues(d.tokens * W, dt, 3.0f), w = randomValues(group, dt);
-                const Tensor Y = b.poisoned(d.tokens, W), wT = b.put(w, 1, group);
-                Bench::check(be(dt).rmsNorm(b.put(x, d.tokens, W), weighted ? &wT : nullptr, Y, group, 1e-5, offset));
+                const auto x = randomValues(d.tokens * W, dt, 3.0f), w = randomValues(wCols, dt);
+                const Tensor Y = b.poisoned(d.tokens, W), wT = b.put(w, 1, wCols);
+                const double off = acrossRow ? 0 : offset;
+                Bench::check(be(dt).rmsNorm(b.put(x, d.tokens, W), weighted ? &wT : nullptr, Y, group, 1e-5, off));
                 std::vector<double> ref(x.size());
                 for (std::int64_t g = 0; g < d.tokens * W / group; ++g) {
                     double ss = 0;
                     for (std::int64_t j = 0; j < group; ++j)
                         ss += double(x[static_cast<std::size_t>(g * group + j)]) * x[static_cast<std::size_t>(g * group + j)];
                     const double inv = 1 / std::sqrt(ss / double(group) + 1e-5);
-                    for (std::int64_t j = 0; j < group; ++j)
-                        ref[static_cast<std::size_t>(g * group + j)] = (weighted ? offset + w[static_cast<std::size_t>(j)] : 1.0)
+                    for (std::int64_t j = 0; j < group; ++j) {
+                        const std::int64_t wj = acrossRow ? (g * group + j) % W : j;
+                        ref[static_cast<std::size_t>(g * group + j)] = (weighted ? off + w[static_cast<std::size_t>(wj)] : 1.0)
                             * x[static_cast<std::size_t>(g * group + j)] * inv;
+                    }
                 }
                 worst = std::max(worst, nmse(b.get(Y), ref));
             }
@@ -1178,6 +1183,120 @@ private slots:
         });
     }
 
+    // Mamba 2's convolution: a prefill from a fresh state, then decode steps that continue it, each against the stream
+    // written out in double; x a column view (the mixer's [z | x B C | dt]), prompts shorter and longer than the kernel.
+    void causalConv_data() { rows(); }
+    void causalConv()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            double worst = 0;
+            const std::int64_t C = d.hidden + 3;
+            for (const std::int64_t K : {4, 1})
+                for (const std::int64_t S : {d.tokens, std::int64_t(2)})
+                    for (const bool silu : {true, false}) {
+                        const std::int64_t batch = 2, steps = 2, wide = C + 5;
+                        Bench b(be(dt));
+                        const auto w = randomValues(C * K, dt), bias = randomValues(C, dt);
+                        const Tensor W = b.put(w, C, K), Bias = b.put(bias, 1, C), state = b.poisoned(batch * K, C);
+                        std::vector<std::vector<float>> inputs; // each sequence's rows, over every call
+                        std::vector<std::vector<double>> streams(static_cast<std::size_t>(batch), std::vector<double>(
+                                                                     static_cast<std::size_t>(K * C), 0.0)); // K zero rows first
+                        for (std::int64_t call = 0; call <= steps; ++call) {
+                            const std::int64_t rows = call == 0 ? S : 1;
+                            const auto xw = randomValues(batch * rows * wide, dt);
+                            const Tensor Y = b.poisoned(batch * rows, C);
+                            Bench::check(be(dt).causalConv(b.put(xw, batch * rows, wide).columns(2, C), W, &Bias, state, Y,
+                                                           silu ? std::optional(Activation::Silu) : std::nullopt, call == 0));
+                            std::vector<double> ref;
+                            for (std::int64_t q = 0; q < batch; ++q) {
+                                auto& st = streams[static_cast<std::size_t>(q)];
+                                for (std::int64_t t = 0; t < rows; ++t) {
+                                    for (std::int64_t c = 0; c < C; ++c)
+                                        st.push_back(xw[static_cast<std::size_t>((q * rows + t) * wide + 2 + c)]);
+                                    const std::int64_t last = static_cast<std::int64_t>(st.size()) / C - 1; // this row's place
+                                    for (std::int64_t c = 0; c < C; ++c) {
+                                        double v = bias[static_cast<std::size_t>(c)];
+                                        for (std::int64_t k = 0; k < K; ++k)
+                                            v += w[static_cast<std::size_t>(c * K + k)] * st[static_cast<std::size_t>((last - K + 1 + k) * C + c)];
+                                        ref.push_back(silu ? act(Activation::Silu, v) : v);
+                                    }
+                                }
+                            }
+                            worst = std::max(worst, nmse(b.get(Y), ref));
+                        }
+                        std::vector<double> stateRef; // each sequence's last K rows
+                        for (const auto& st : streams)
+                            stateRef.insert(stateRef.end(), st.end() - K * C, st.end());
+                        worst = std::max(worst, nmse(b.get(state), stateRef));
+                    }
+            return worst;
+        });
+    }
+
+    // Mamba 2's selective scan: a prefill (time step clamped where the limits bite) from a fresh state, then decode
+    // steps that continue it, against the recurrence in double; the final state too.
+    void ssmScan_data() { rows(); }
+    void ssmScan()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            double worst = 0;
+            const std::int64_t batch = 2, heads = 4, P = 3, N = std::max<std::int64_t>(d.headDim / 4, 2), steps = 2;
+            for (const std::int64_t groups : {1, 2})
+                for (const auto& [dtMin, dtMax] : {std::pair{0.0, 0.0}, {0.2, 1.5}}) {
+                    Bench b(be(dt));
+                    const std::int64_t width = heads * P, gs = groups * N, wide = width + heads + 2 * gs; // [x | dt | B | C]
+                    const auto aLog = randomValues(heads, dt), D = randomValues(heads, dt), dtBias = randomValues(heads, dt);
+                    const Tensor ALog = b.put(aLog, 1, heads), Dt = b.put(D, 1, heads), DtBias = b.put(dtBias, 1, heads);
+                    const Tensor state = b.poisoned(batch, width * N, DType::F32);
+                    std::vector<double> s(static_cast<std::size_t>(batch * width * N), 0.0);
+                    for (std::int64_t call = 0; call <= steps; ++call) {
+                        const std::int64_t rows = call == 0 ? d.tokens : 1;
+                        const auto in = randomValues(batch * rows * wide, dt, 3.0f);
+                        const Tensor In = b.put(in, batch * rows, wide), Y = b.poisoned(batch * rows, width);
+                        ScanShape sh{.batch = batch, .heads = heads, .headDim = P, .groups = groups, .state = N, .fresh = call == 0};
+                        if (call == 0) {
+                            sh.dtMin = dtMin;
+                            sh.dtMax = dtMax;
+                        }
+                        Bench::check(be(dt).ssmScan(In.columns(0, width), In.columns(width, heads), In.columns(width + heads, gs),
+                                                    In.columns(width + heads + gs, gs), ALog, Dt, DtBias, state, Y, sh));
+                        std::vector<double> ref(static_cast<std::size_t>(batch * rows * width));
+                        auto at = [&](std::int64_t r, std::int64_t c) { return double(in[static_cast<std::size_t>(r * wide + c)]); };
+                        for (std::int64_t q = 0; q < batch; ++q)
+                            for (std::int64_t t = 0; t < rows; ++t) {
+                                const std::int64_t r = q * rows + t;
+                                for (std::int64_t h = 0; h < heads; ++h) {
+                                    const std::int64_t g = h / (heads / groups);
+                                    double step = at(r, width + h) + dtBias[static_cast<std::size_t>(h)];
+                                    step = step > 20 ? step : std::log1p(std::exp(step));
+                                    step = std::max(step, sh.dtMin);
+                                    if (sh.dtMax > 0)
+                                        step = std::min(step, sh.dtMax);
+                                    const double decay = std::exp(-std::exp(double(aLog[static_cast<std::size_t>(h)])) * step);
+                                    for (std::int64_t p = 0; p < P; ++p) {
+                                        const double x = at(r, h * P + p);
+                                        double out = 0;
+                                        for (std::int64_t n = 0; n < N; ++n) {
+                                            double& v = s[static_cast<std::size_t>(((q * heads + h) * P + p) * N + n)];
+                                            v = decay * v + step * at(r, width + heads + g * N + n) * x;
+                                            out += at(r, width + heads + gs + g * N + n) * v;
+                                        }
+                                        ref[static_cast<std::size_t>(r * width + h * P + p)] = out + D[static_cast<std::size_t>(h)] * x;
+                                    }
+                                }
+                            }
+                        worst = std::max(worst, nmse(b.get(Y), ref));
+                    }
+                    worst = std::max(worst, nmse(b.get(state), s));
+                }
+            return worst;
+        });
+    }
+
     void fillUniform_data() { rows(); }
     void fillUniform()
     {
@@ -1234,6 +1353,19 @@ private slots:
                                            given, b.scratch(b32.expertsScratchBytes(4, 8, given)));
         QVERIFY2(experts.code() == StatusCode::InvalidArgument && experts.message().find("given experts with top-2") != std::string::npos,
                  experts.message().c_str());
+        // Mamba 2: 7 rows are not two sequences; a scan state that is not F32; a lower time-step limit above the upper.
+        const Status conv = b32.causalConv(b.make(7, 8, DType::F32), b.make(8, 4, DType::F32), nullptr, b.make(2 * 4, 8, DType::F32),
+                                           b.make(7, 8, DType::F32), Activation::Silu, true);
+        QVERIFY2(conv.code() == StatusCode::InvalidArgument && conv.message().find("2 sequences") != std::string::npos, conv.message().c_str());
+        const Tensor h = b.make(1, 2, DType::F32), xs = b.make(4, 6, DType::F32), g = b.make(4, 2, DType::F32);
+        ScanShape scan{.batch = 2, .heads = 2, .headDim = 3, .groups = 1, .state = 2};
+        const Status state = b32.ssmScan(xs, g, g, g, h, h, h, b.make(2, 12, DType::BF16), xs, scan);
+        QVERIFY2(state.code() == StatusCode::InvalidArgument && state.message().starts_with("ssm_scan: state"), state.message().c_str());
+        scan.dtMin = 2;
+        scan.dtMax = 1;
+        const Status limits = b32.ssmScan(xs, g, g, g, h, h, h, b.make(2, 12, DType::F32), xs, scan);
+        QVERIFY2(limits.code() == StatusCode::InvalidArgument && limits.message().find("time step limits") != std::string::npos,
+                 limits.message().c_str());
     }
 };
 

@@ -99,6 +99,16 @@ protected:
         return m_in->gatedAct(gate, up, y, act, span);
     }
     Status doActivation(const Tensor& x, const Tensor& y, Activation act) override { return m_in->activation(x, y, act); }
+    Status doCausalConv(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& state, const Tensor& y,
+                        std::optional<Activation> act, bool fresh) override
+    {
+        return m_in->causalConv(x, w, bias, state, y, act, fresh);
+    }
+    Status doSsmScan(const Tensor& x, const Tensor& dt, const Tensor& B, const Tensor& C, const Tensor& aLog, const Tensor& D,
+                     const Tensor& dtBias, const Tensor& state, const Tensor& y, const ScanShape& s) override
+    {
+        return m_in->ssmScan(x, dt, B, C, aLog, D, dtBias, state, y, s);
+    }
     Status doEmbedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow) override
     {
         return m_in->embedding(ids, w, y, firstRow);

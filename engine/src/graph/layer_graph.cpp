@@ -231,9 +231,9 @@ public:
         }
         if (m_c.bidirectionalAttention)
             m_g.unsupported = "use_bidirectional_attention: the engine computes causal language models only";
-        if (m_c.layout.mixer != LayerLayout::Mixer::None)
-            m_g.unsupported = fmt::format("the engine does not compute {} layers ('{}'); they are planned only", mixerTitle(m_c.layout.mixer),
-                                          m_c.layout.mixerName);
+        if (m_c.layout.mixer != LayerLayout::Mixer::None && (m_c.layout.mixer != LayerLayout::Mixer::Mamba2 || !m_c.mixer.norm))
+            m_g.unsupported = fmt::format("the engine does not compute {} layers ('{}'{}); they are planned only", mixerTitle(m_c.layout.mixer),
+                                          m_c.layout.mixerName, m_c.mixer.norm ? "" : " without their gated norm");
         else if (m_c.layout.gatedQuery)
             m_g.unsupported = "the engine does not compute the sigmoid gate on the attention output (q_proj's second half); it is planned only";
         m_g.ropes.push_back(ropeTable(m_c.ropeTheta, m_c.ropeScaling, m_c.headDim, m_c.maxPositionEmbeddings));
@@ -824,6 +824,16 @@ private:
         }
         GraphNode& n = node(OpKind::Mixer, p, indexOf(p), std::move(in));
         n.heads = m.heads;
+        if (m_c.layout.mixer == M::Mamba2) {
+            n.headDim = m.inner / m.heads;
+            n.groups = m.groups;
+            n.ssmState = m.state;
+            n.convKernel = m.kernel;
+            n.dtMin = m.dtMin;
+            n.dtMax = m.dtMax;
+            n.eps = m_c.rmsNormEps;
+            n.ownerModule = m.norm ? indexOf(p + ".norm") : -1;
+        }
         const int y = output(n, inner);
         return module(OpKind::Linear, p + "." + mixerOutName(m_c.layout.mixer), {y}, H);
     }

@@ -268,7 +268,7 @@ const TemplateRow kTemplates[] = {
     {"olmo_hybrid", Family::Llama, "the gated delta rule (Gated DeltaNet: causal conv1d and recurrent state)",
      {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole, .mixer = L::Mixer::GatedDeltaNetOwn, .mixerName = "linear_attn",
       .mixerLayer = "linear_attention", .mixerPreNorms = true}},
-    {"bamba", Family::Llama, "Mamba 2's selective state-space scan (its causal conv1d, recurrent state and gated RMSNorm)",
+    {"bamba", Family::Llama, kRuns,
      {.renames = "mlp=feed_forward,post_attention_layernorm=pre_ff_layernorm,model.norm=final_layernorm",
       .mixer = L::Mixer::Mamba2, .mixerName = "mamba", .mixerLayer = "linear_attention"}},
     {"mimo_v2_flash", Family::Qwen3Moe,
@@ -288,16 +288,16 @@ const TemplateRow kTemplates[] = {
       .renames = "mlp=feed_forward,post_attention_layernorm=pre_ff_layernorm,model.norm=final_layernorm", .mixer = L::Mixer::Mamba1,
       .mixerName = "mamba", .mixerLayer = "mamba"}},
     {"falcon_h1", Family::Llama,
-     "Mamba 2's selective state-space scan beside attention (conv1d, recurrent state) and Falcon-H1's multipliers",
+     "Falcon-H1's muP multipliers (the mup_vector over in_proj's output, the ssm, attention, key and MLP multipliers), its "
+     "Mamba 2 beside attention and its norm before the gate",
      {.renames = "mlp=feed_forward,post_attention_layernorm=pre_ff_layernorm,model.norm=final_layernorm",
       .mixer = L::Mixer::Mamba2, .mixerName = "mamba", .parallelMixer = true}},
-    {"granitemoehybrid", Family::Qwen3Moe,
-     "Mamba 2's selective state-space scan (its causal conv1d, recurrent state and gated RMSNorm)",
+    {"granitemoehybrid", Family::Qwen3Moe, kRuns,
      [] { L l = kGraniteMoe; l.extras = kGraniteSharedMlp; l.mixer = L::Mixer::Mamba2; l.mixerName = "mamba";
           l.mixerLayer = "linear_attention"; l.noDenseMlp = true; return l; }()},
     // Nemotron-H: one block per layer (Mamba 2, attention without rope, a ReLU² MLP or DeepSeek-V3's router over
     // ungated experts) under a single norm.
-    {"nemotron_h", Family::DeepseekV3, "Mamba 2's selective state-space scan (its causal conv1d, recurrent state and gated RMSNorm)",
+    {"nemotron_h", Family::DeepseekV3, "ungated routed experts (up_proj and down_proj, no gate)",
      {.gatedMlp = false, .gqaAttention = true, .scoreBias = L::ScoreBias::Router, .sharedWidth = L::SharedWidth::MoeSharedKey,
       .routerF32 = true, .renames = "embed_tokens=embeddings,model.norm=norm_f,input_layernorm=norm,self_attn=mixer,mlp=mixer",
       .mixer = L::Mixer::Mamba2, .mixerName = "mixer", .mixerLayer = "linear_attention", .blockPerLayer = true}},
@@ -848,6 +848,11 @@ Status readNemotronH(const FieldReader& r, ModelConfig& c)
     for (const char* k : {"use_conv_bias", "mamba_conv_bias"})
         TP_RETURN_IF_ERROR(r.readBool(k, m.convBias));
     TP_RETURN_IF_ERROR(r.readBool("use_bias", m.projBias));
+    m.dtMin = 0.001; // its mixer's time_step_limit: (time_step_min, ∞), the legacy mamba_dt_min above it
+    for (const char* k : {"time_step_min", "mamba_dt_min"})
+        TP_RETURN_IF_ERROR(r.readDouble(k, m.dtMin));
+    if (m.dtMin < 0)
+        return r.error("time_step_min", fmt::format("must be 0 or more, found {}", m.dtMin));
     TP_RETURN_IF_ERROR(r.readString("mlp_hidden_act", c.hiddenAct));
     m.outBias = m.projBias;
     m.inner = m.heads * headDim;
@@ -1433,10 +1438,30 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
             TP_RETURN_IF_ERROR(r.readBool("mamba_rms_norm", m.norm));
             TP_RETURN_IF_ERROR(r.readBool("projectors_bias", m.outBias));
         }
+        // [low, high]: numbers, high possibly infinite: Python's bare Infinity (read as a string) or Transformers' own
+        // {"__float__": "Infinity"} (save_pretrained's encoding).
+        if (r.has("time_step_limit")) {
+            const nlohmann::json& v = r.json().at("time_step_limit");
+            auto limit = [&](const nlohmann::json& e, double& out) {
+                if (e == "Infinity" || e == nlohmann::json{{"__float__", "Infinity"}})
+                    return true;
+                out = e.is_number() ? e.get<double>() : -1;
+                return std::isfinite(out) && out >= 0;
+            };
+            if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !limit(v[0], m.dtMin) || !limit(v[1], m.dtMax) || (m.dtMax > 0 && m.dtMax < m.dtMin))
+                return r.error("time_step_limit", fmt::format("must be [low, high] with 0 <= low <= high (high may be Infinity), found {}",
+                                                              jsonExcerpt(v)));
+        }
         if (m.inner % m.heads || m.inner % m.groups)
             return bad(fmt::format("mamba_n_heads ({}) and mamba_n_groups ({}) must divide the Mamba width ({}: mamba_expand · "
                                    "hidden_size, or mamba_d_ssm)",
                                    m.heads, m.groups, m.inner));
+        if (c.modelType == "granitemoehybrid") { // GraniteMoeHybridConfig: rope only where position_embedding_type is "rope"
+            std::string pe;
+            TP_RETURN_IF_ERROR(r.readString("position_embedding_type", pe));
+            if (pe != "rope")
+                c.noRopeLayers.assign(static_cast<std::size_t>(c.numLayers), 0);
+        }
         if (!layerTypesGiven && !c.layout.parallelMixer) { // Bamba: attn_layer_indices; Granite 4: every layer Mamba
             std::vector<std::int64_t> attention;
             TP_RETURN_IF_ERROR(r.readIntList("attn_layer_indices", attention));

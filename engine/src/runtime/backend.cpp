@@ -94,8 +94,8 @@ Status Backend::rmsNorm(const Tensor& x, const Tensor* w, const Tensor& y, std::
     OpCheck c("rms_norm", *this);
     c.on("x", x).dense("x", x).on("y", y).dense("y", y);
     if (w)
-        c.on("w", *w).require(w->rows == 1 && w->cols == group,
-                              [&] { return fmt::format("w {} for groups of {}", shape(*w), group); });
+        c.on("w", *w).require(w->rows == 1 && (w->cols == group || w->cols == x.cols),
+                              [&] { return fmt::format("w {} for groups of {} in rows of {}", shape(*w), group, x.cols); });
     c.require(group > 0 && x.cols % group == 0 && y.rows == x.rows && y.cols == x.cols,
               [&] { return fmt::format("x {} in groups of {} into y {}", shape(x), group, shape(y)); });
     c.require(std::isfinite(eps) && eps >= 0 && std::isfinite(offset), [&] { return fmt::format("eps {}, offset {}", eps, offset); });
@@ -203,6 +203,49 @@ Status Backend::activation(const Tensor& x, const Tensor& y, Activation act)
     c.require(y.rows == x.rows && y.cols == x.cols, [&] { return fmt::format("x {}, y {}", shape(x), shape(y)); });
     TP_RETURN_IF_ERROR(c.status());
     return y.empty() ? Status() : doActivation(x, y, act);
+}
+
+Status Backend::causalConv(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& state, const Tensor& y,
+                           std::optional<Activation> act, bool fresh)
+{
+    OpCheck c("causal_conv", *this);
+    c.on("x", x).on("w", w).dense("w", w).on("state", state).dense("state", state).on("y", y).dense("y", y);
+    const std::int64_t K = w.cols, C = x.cols;
+    c.require(K > 0 && w.rows == C && state.cols == C && state.rows % K == 0 && y.rows == x.rows && y.cols == C,
+              [&] { return fmt::format("x {}, w {}, state {}, y {}", shape(x), shape(w), shape(state), shape(y)); });
+    const std::int64_t batch = K > 0 ? state.rows / K : 0;
+    c.require(batch > 0 ? x.rows % batch == 0 : x.rows == 0,
+              [&] { return fmt::format("x {} is not {} sequences of equal length", shape(x), batch); });
+    if (bias)
+        c.on("bias", *bias).require(bias->rows == 1 && bias->cols == C, [&] { return fmt::format("bias {} for {} channels", shape(*bias), C); });
+    c.require(!act || *act == Activation::Silu, [&] { return fmt::format("activation {}", activationName(*act)); });
+    TP_RETURN_IF_ERROR(c.status());
+    return state.empty() ? Status() : doCausalConv(x, w, bias, state, y, act, fresh);
+}
+
+Status Backend::ssmScan(const Tensor& x, const Tensor& dt, const Tensor& B, const Tensor& C, const Tensor& aLog, const Tensor& D,
+                        const Tensor& dtBias, const Tensor& state, const Tensor& y, const ScanShape& s)
+{
+    OpCheck c("ssm_scan", *this);
+    c.on("x", x).on("dt", dt).on("B", B).on("C", C).on("a_log", aLog).on("D", D).on("dt_bias", dtBias);
+    c.on("state", state, DType::F32).dense("state", state).on("y", y).dense("y", y);
+    const std::int64_t n = s.batch * std::max<std::int64_t>(y.rows / std::max<std::int64_t>(s.batch, 1), 0);
+    c.require(s.batch > 0 && s.heads > 0 && s.headDim > 0 && s.state > 0 && s.groups > 0 && s.heads % s.groups == 0,
+              [&] { return fmt::format("{} heads of {} in {} groups, state {}, batch {}", s.heads, s.headDim, s.groups, s.state, s.batch); });
+    TP_RETURN_IF_ERROR(c.status());
+    const std::int64_t width = s.heads * s.headDim, gs = s.groups * s.state;
+    c.require(y.rows == n && x.rows == n && dt.rows == n && B.rows == n && C.rows == n && x.cols == width && y.cols == width
+                  && dt.cols == s.heads && B.cols == gs && C.cols == gs,
+              [&] { return fmt::format("x {}, dt {}, B {}, C {}, y {} for {} sequences of {} heads of {}, {} groups of state {}", shape(x),
+                                       shape(dt), shape(B), shape(C), shape(y), s.batch, s.heads, s.headDim, s.groups, s.state); });
+    for (const auto& [name, t] : {std::pair{"a_log", &aLog}, {"D", &D}, {"dt_bias", &dtBias}})
+        c.require(t->rows == 1 && t->cols == s.heads, [&] { return fmt::format("{} {} for {} heads", name, shape(*t), s.heads); });
+    c.require(state.rows == s.batch && state.cols == width * s.state,
+              [&] { return fmt::format("state {} for {} sequences of {} × {}", shape(state), s.batch, width, s.state); });
+    c.require(std::isfinite(s.dtMin) && std::isfinite(s.dtMax) && s.dtMin >= 0 && (s.dtMax == 0 || s.dtMax >= s.dtMin),
+              [&] { return fmt::format("time step limits [{}, {}]", s.dtMin, s.dtMax); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doSsmScan(x, dt, B, C, aLog, D, dtBias, state, y, s);
 }
 
 Status Backend::embedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow)

@@ -1410,9 +1410,49 @@ private:
             return be.add(in(k, n, 0), in(k, n, 1), y);
         case OpKind::Logits: // whole on every rank here; scaled (Granite, Cohere) and soft-capped (Gemma 2) in place
             return n.softcap > 0 || n.scale != 0 ? be.scale(in(k, n, 0), in(k, n, 0), n.scale != 0 ? n.scale : 1, n.softcap) : Status();
-        case OpKind::Mixer: return unimplemented(fmt::format("{}: a sequence mixer is planned only", n.name));
+        case OpKind::Mixer: return mamba2(k, n, ni, y);
         }
         return {};
+    }
+
+    // Mamba 2 (Transformers' BambaMixer after in_proj): [z | x B C | dt] → causal conv1d + SiLU over x B C, the
+    // selective scan over x, B, C and dt, then the gated norm rms_norm(y · silu(z)) · w over groups of inner / groups.
+    Status mamba2(Rank& k, const GraphNode& n, int ni, const Tensor& y)
+    {
+        Backend& be = *k.be;
+        const auto [convState, scanState] = k.prog->mixerState[static_cast<std::size_t>(ni)];
+        if (convState < 0)
+            return unimplemented(fmt::format("{}: a sequence mixer the engine does not compute", n.name));
+        const std::int64_t inner = n.heads * n.headDim, gs = n.groups * n.ssmState, conv = inner + 2 * gs;
+        const Tensor& in0 = in(k, n, 0);
+        const Tensor xbc = scratch(k, ni);
+        const bool prefill = k.past == 0;
+        const Tensor* convW = weight(k, child(n.module, "conv1d"), "weight");
+        if (!convW)
+            return internalError(fmt::format("{}: no conv1d.weight", n.name));
+        TP_RETURN_IF_ERROR(be.causalConv(in0.columns(inner, conv), *convW, weight(k, child(n.module, "conv1d"), "bias"),
+                                         k.cache[static_cast<std::size_t>(convState)], xbc, Activation::Silu, prefill));
+        const Tensor *aLog = weight(k, n, "A_log"), *d = weight(k, n, "D"), *dtBias = weight(k, n, "dt_bias");
+        if (!aLog || !d || !dtBias)
+            return internalError(fmt::format("{}: A_log, D or dt_bias missing", n.name));
+        ScanShape s{.batch = k.pp().tokens / k.pp().seq, .heads = n.heads, .headDim = n.headDim, .groups = n.groups, .state = n.ssmState, .fresh = prefill};
+        if (prefill) { // Transformers' decode step (selective_state_update) does not clamp the time step
+            s.dtMin = n.dtMin;
+            s.dtMax = n.dtMax;
+        }
+        TP_RETURN_IF_ERROR(be.ssmScan(xbc.columns(0, inner), in0.columns(inner + conv, n.heads), xbc.columns(inner, gs),
+                                      xbc.columns(inner + gs, gs), *aLog, *d, *dtBias, k.cache[static_cast<std::size_t>(scanState)], y, s));
+        TP_RETURN_IF_ERROR(be.gatedAct(in0.columns(0, inner), y, y, Activation::Silu));
+        return be.rmsNorm(y, weight(k, n.ownerModule, "weight"), y, inner / n.groups, n.eps);
+    }
+    // The child of `module` named `name`, -1: none.
+    int child(int module, std::string_view name) const
+    {
+        if (module >= 0)
+            for (int c : m_spec.modules[static_cast<std::size_t>(module)].children)
+                if (m_spec.modules[static_cast<std::size_t>(c)].name == name)
+                    return c;
+        return -1;
     }
 
     Status collective(Rank& k, int ci)

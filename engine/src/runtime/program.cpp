@@ -53,7 +53,7 @@ public:
         }
         // Steps of the arena's timeline: prefill's nodes, then a decode step's; the KV caches span both.
         const int steps = static_cast<int>(nodes.size()) + 1;
-        kvCaches(m_decode > 0 ? 2 * steps : steps);
+        caches(m_decode > 0 ? 2 * steps : steps);
         if (m_lastPositionLogits != m_g.options.lastPositionLogits)
             return Status(StatusCode::FailedPrecondition,
                           fmt::format("rank {}: the run keeps the logits at {} but the graph was sharded for {}", m_r,
@@ -124,8 +124,8 @@ private:
     bool atLast(int ni) const { return ni >= 0 && m_ph->lastPositions[static_cast<std::size_t>(ni)]; }
     std::int64_t rowsOf(int ni) const { return atLast(ni) ? m_batch : m_n; }
 
-    // Keys and values of every position of the run, per attention node: [B · context, kv width].
-    void kvCaches(int steps)
+    // Keys and values of every position of the run, per attention node: [B · context, kv width]; the mixers' states.
+    void caches(int steps)
     {
         m_p.kvCache.assign(m_g.graph.nodes.size(), {-1, -1});
         for (std::size_t i = 0; i < m_g.graph.nodes.size(); ++i) {
@@ -146,6 +146,26 @@ private:
                 kv[j] = static_cast<int>(m_p.cache.size()) - 1;
             }
             m_p.kvCache[i] = {kv[0], kv[1]};
+        }
+        // Mamba 2's recurrent state (a sequence mixer runs whole on every rank).
+        m_p.mixerState.assign(m_g.graph.nodes.size(), {-1, -1});
+        for (std::size_t i = 0; i < m_g.graph.nodes.size(); ++i) {
+            const GraphNode& n = m_g.graph.nodes[i];
+            if (n.kind != OpKind::Mixer || n.convKernel < 1)
+                continue;
+            const std::int64_t inner = n.heads * n.headDim;
+            int st[2];
+            for (int j = 0; j < 2; ++j) {
+                const std::int64_t rows = j == 0 ? m_batch * n.convKernel : m_batch;
+                const std::int64_t cols = j == 0 ? inner + 2 * n.groups * n.ssmState : inner * n.ssmState;
+                const DType t = j == 0 ? m_be.storage() : DType::F32;
+                const std::int64_t bytes = dtypeBytes(t, rows * cols);
+                m_p.blocks.push_back({bytes, 0, steps - 1, -1});
+                m_p.cache.push_back({static_cast<int>(m_p.blocks.size()) - 1, 0, rows, cols, t, 0});
+                m_p.cacheBytes += align(bytes);
+                st[j] = static_cast<int>(m_p.cache.size()) - 1;
+            }
+            m_p.mixerState[i] = {st[0], st[1]};
         }
     }
 
@@ -322,9 +342,15 @@ private:
             TP_RETURN_IF_ERROR(need(n, in(0) == in(1), [&] { return fmt::format("adds {} to {} features", in(1), in(0)); }));
             return in(0);
         case OpKind::Logits: return in(0);
-        case OpKind::Mixer: // the graph says unsupported first
-            TP_RETURN_IF_ERROR(need(n, false, [] { return std::string("a sequence mixer: planned only"); }));
-            return 0;
+        case OpKind::Mixer: { // Mamba 2: [z | x B C | dt] in, its convolution's output in the scratch, the gated norm's out
+            const std::int64_t inner = n.heads * n.headDim, conv = inner + 2 * n.groups * n.ssmState;
+            TP_RETURN_IF_ERROR(need(n, n.convKernel > 0 && in(0) == inner + conv + n.heads, [&] {
+                return n.convKernel > 0 ? fmt::format("input of {} features, not z, x, B, C and dt: {}", in(0), inner + conv + n.heads)
+                                        : std::string("a sequence mixer the engine does not compute");
+            }));
+            m_ph->scratch[static_cast<std::size_t>(ni)] = tensor(block(dtypeBytes(m_be.storage(), m_n * conv), ni, ni), m_n, conv, m_be.storage());
+            return inner;
+        }
         }
         return 0;
     }

@@ -68,7 +68,7 @@ struct PhaseProgram
     std::vector<int> gathered;
     std::vector<ProgramTensor> tensors;      // the graph's tensors first, then the buffers lowering adds
     std::vector<int> opOutput;               // per node: the tensor its op writes (its output, or a pre-collective buffer)
-    std::vector<int> scratch;                // per node: its scratch tensor, -1: none
+    std::vector<int> scratch;                // per node: its scratch tensor, -1: none (a Mixer's: its convolution's output)
     std::vector<CollectivePlan> collectives; // per ShardedGraph collective
     std::vector<AttentionShape> attention;   // per node (Attention nodes): this rank's heads over the KV cache
                                              // (past = 0; a decode step sets it)
@@ -84,6 +84,9 @@ struct RankProgram
     // Per node (Attention nodes): this rank's key and value cache, [B · context, kv width], live for
     // the whole run; indices into `cache`.
     std::vector<std::pair<int, int>> kvCache;
+    // Per node (Mamba 2's Mixer nodes): this rank's convolution state [B · kernel, conv channels] in the storage dtype and
+    // scan state F32 [B, heads · head_dim · state], live for the whole run beside the KV caches; indices into `cache`.
+    std::vector<std::pair<int, int>> mixerState;
     std::vector<ProgramTensor> cache;
     std::int64_t cacheBytes = 0;
     std::vector<ArenaBlock> blocks;          // both phases' tensors and the caches, in one arena

@@ -30,7 +30,7 @@ enum class OpKind {
     Router,       // top-k routing scores
     Experts,      // fused routed experts
     Mixer,        // a sequence mixer in place of attention (Mamba 2, gated delta rule, short convolution): its
-                  // input projections in, the input of out_proj out; planned on whole tensors, not computed
+                  // input projections in, the input of out_proj out; whole on every rank (computed: Mamba 2)
     Add,          // residual or shared-expert sum
     Logits,       // the model output: must be whole on every rank
 };
@@ -86,7 +86,7 @@ struct GraphNode
     std::int64_t experts = 0, topK = 0;
     bool packed = false;         // GatedAct on one packed [gate; up] input
     std::int64_t gateSpan = 1;   // GatedAct: each gate value scales that many up values (Laguna's per-head gate: head_dim)
-    int ownerModule = -1;        // Attention: the attention module (owner of sinks)
+    int ownerModule = -1;        // Attention: the attention module (owner of sinks); Mixer: its gated norm (-1: none)
     // Op attributes, so that whoever executes the node needs nothing but the node.
     double eps = 0;              // Norm, HeadNorm: RMSNorm epsilon
     double normOffset = 0;       // Norm, HeadNorm: the weight is (normOffset + w) (Gemma: 1)
@@ -117,6 +117,10 @@ struct GraphNode
     double jitterEps = 0;        // Experts: the sparsemixer's router_jitter_noise
     bool logitChoice = false;    // Experts: chosen by logit + bias, weighed by sigmoid(logit) (ExpertsShape); Router: no softmax
     double swigluAlpha = 0, swigluLimit = 0; // Experts: gpt-oss's clamped SwiGLU (limit 0: `act`)
+    // Mixer (Mamba 2): `heads` heads of headDim channels in `groups` B/C groups, ssmState values a channel, a causal
+    // convolution of convKernel taps, its prefill's time-step limits (ScanShape) and its gated norm's `eps`.
+    std::int64_t ssmState = 0, convKernel = 0;
+    double dtMin = 0, dtMax = 0;
 };
 
 struct LayerGraph

@@ -212,7 +212,8 @@ struct LayerLayout
     // Mamba (Jamba), Mamba 2 (Bamba, Granite 4), the gated delta rule with fused (Qwen3-Next) or separate (Qwen3.5)
     // input projections or with q/k/v/a/b/g_proj and o_proj of their own (OLMo-Hybrid), LFM2's short convolution,
     // MiniMax's lightning attention, or Kimi delta attention with low-rank (Kimi Linear) or full (Bailing) gate
-    // projections. Planned (shards, collectives, memory), not computed by the engine.
+    // projections. All are planned (shards, collectives, memory); the engine computes Mamba 2 (its convolution and scan
+    // states beside the KV cache), the others not yet.
     enum class Mixer {
         None, Mamba1, Mamba2, GatedDeltaNet, GatedDeltaNetSplit, GatedDeltaNetOwn, ShortConv, Lightning, KimiDelta, KimiDeltaFull
     } mixer = Mixer::None;
@@ -302,6 +303,9 @@ struct MixerSizes
     std::int64_t block = 0;      // lightning attention's block (block_size): its decay buffers are per block position
     bool convBias = false, projBias = false, outBias = false; // out_proj's bias: projBias, Falcon-H1's projectors_bias
     bool norm = true;            // Mamba's gated RMSNorm (Falcon-H1: mamba_rms_norm)
+    // Mamba 2's time step clamped to [dtMin, dtMax] in a prefill (time_step_limit; Nemotron-H: [time_step_min, ∞)); 0: no
+    // upper limit. Transformers' decode step does not clamp it.
+    double dtMin = 0, dtMax = 0;
 };
 
 struct ModelConfig

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -134,6 +135,16 @@ struct ExpertsShape
     bool perExpertRows = false;
 };
 
+// Mamba 2's selective state-space scan over `batch` sequences of equal length (Backend::ssmScan): `heads` heads of
+// `headDim` channels, each reading the B and C of group h / (heads / groups), `state` values per channel.
+struct ScanShape
+{
+    std::int64_t batch = 1;
+    std::int64_t heads = 0, headDim = 0, groups = 1, state = 0;
+    double dtMin = 0, dtMax = 0;         // the time step clamped to [dtMin, dtMax]; dtMax 0: no upper limit
+    bool fresh = true;                   // a prefill: the state starts at zeros (else: a decode step continues it)
+};
+
 // Seeded random weights that do not depend on the device or the tp size: local element
 // `local + i` of run r takes the value of global element `global + i`,
 //   base + scale · (2u − 1),  u = (splitmix64(key ^ splitmix64(global + i)) >> 11) · 2⁻⁵³.
@@ -195,8 +206,9 @@ public:
     Status gemm(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y, const Tensor& scratch);
     virtual std::int64_t gemmScratchBytes(std::int64_t n, std::int64_t in, std::int64_t out) const = 0;
     // RMSNorm of every group of `group` features (group = cols: the whole row; = head_dim: per head):
-    // y = (offset + w) · x / sqrt(mean(x²) + eps), w [1, group] (offset 1: Gemma's norms), or without
-    // a weight (w null: Llama 4's L2 norm of q and k) y = x / sqrt(mean(x²) + eps). y may be x.
+    // y = (offset + w) · x / sqrt(mean(x²) + eps), w [1, group] (offset 1: Gemma's norms) or [1, cols] (a weight
+    // across the row, the mean over each group: Mamba 2's grouped norm), or without a weight (w null: Llama 4's
+    // L2 norm of q and k) y = x / sqrt(mean(x²) + eps). y may be x.
     Status rmsNorm(const Tensor& x, const Tensor* w, const Tensor& y, std::int64_t group, double eps, double offset = 0);
     // LayerNorm of every row: y = (x − mean) / sqrt(var + eps) · (offset + w) + b, the variance biased; w and b
     // [1, cols] or null (OLMo's parameterless norm, Cohere's without bias; offset 1: Nemotron's LayerNorm1P).
@@ -226,6 +238,22 @@ public:
     Status gatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act, std::int64_t span = 1);
     // y = act(x), elementwise (an ungated MLP's activation). y may be x.
     Status activation(const Tensor& x, const Tensor& y, Activation act);
+    // Depthwise causal convolution of each sequence (Mamba 2's and LFM2's conv1d): sequence b's stream is its K
+    // rows of `state` (the inputs before it; zeros when `fresh`) followed by its S rows of x, and y's row t of it
+    // is act(bias[c] + Σ_k w[c, k] · stream[t + 1 + k]) per channel c (K = w.cols; no act: the sum itself); then
+    // `state` holds the stream's last K rows. x [B·S, C] (may be a column view), w [C, K], bias [1, C] or null,
+    // state [B·K, C], y [B·S, C] (B = state.rows / K), all in the storage dtype, summed in fp32.
+    Status causalConv(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& state, const Tensor& y,
+                      std::optional<Activation> act, bool fresh);
+    // Mamba 2's selective scan (ScanShape), per sequence b, token t, head h of group g, channel p and state n, in fp32:
+    //   dt = clamp(softplus(dt[t, h] + dtBias[h]), dtMin, dtMax)    (softplus(v) = v above 20, as torch's)
+    //   s[h, p, n] ← exp(−exp(aLog[h]) · dt) · s[h, p, n] + dt · B[t, g, n] · x[t, h, p]
+    //   y[t, h, p] = Σ_n C[t, g, n] · s[h, p, n] + D[h] · x[t, h, p]
+    // x [B·S, heads·headDim], dt [B·S, heads], B and C [B·S, groups·state] (each may be a column view), aLog, D
+    // and dtBias [1, heads], y [B·S, heads·headDim] in the storage dtype; state F32 [B, heads·headDim·state],
+    // zeros first when s.fresh, and left as the last token made it.
+    Status ssmScan(const Tensor& x, const Tensor& dt, const Tensor& B, const Tensor& C, const Tensor& aLog, const Tensor& D,
+                   const Tensor& dtBias, const Tensor& state, const Tensor& y, const ScanShape& s);
     // y[t] = w[ids[0, t] − firstRow] where that row is in w, else zeros (a vocab shard); ids I32 [1, n];
     // y may be a column view.
     Status embedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow);
@@ -295,6 +323,10 @@ protected:
                            std::int64_t nope) = 0;
     virtual Status doGatedAct(const Tensor& gate, const Tensor& up, const Tensor& y, Activation act, std::int64_t span) = 0;
     virtual Status doActivation(const Tensor& x, const Tensor& y, Activation act) = 0;
+    virtual Status doCausalConv(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& state, const Tensor& y,
+                                std::optional<Activation> act, bool fresh) = 0;
+    virtual Status doSsmScan(const Tensor& x, const Tensor& dt, const Tensor& B, const Tensor& C, const Tensor& aLog,
+                             const Tensor& D, const Tensor& dtBias, const Tensor& state, const Tensor& y, const ScanShape& s) = 0;
     virtual Status doEmbedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow) = 0;
     virtual Status doAdd(const Tensor& a, const Tensor& b, const Tensor& y) = 0;
     virtual Status doCopy(const Tensor& src, const Tensor& dst) = 0;

@@ -383,18 +383,21 @@ protected:
 
     Status doRmsNorm(const Tensor& x, const Tensor* w, const Tensor& y, std::int64_t d, float eps, float offset) override
     {
+        // A weight across the row (w [1, cols] wider than a group): group g's part of it.
+        const std::int64_t perRow = w ? w->cols / d : 1;
+        auto weightAt = [&](std::int64_t g) { return (g % perRow) * d; };
         if (storage() == DType::F32 && w) {
             for (std::int64_t g = 0, groups = x.numel() / d; g < groups; ++g)
-                m_vk.rmsNorm(x.as<float>() + g * d, w->as<float>(), y.as<float>() + g * d, d, eps, offset);
+                m_vk.rmsNorm(x.as<float>() + g * d, w->as<float>() + weightAt(g), y.as<float>() + g * d, d, eps, offset);
             return {};
         }
         return withStorage(storage(), [&](auto s) {
             using S = decltype(s);
             const auto* X = x.as<typename S::T>();
-            const auto* Wt = w ? w->as<typename S::T>() : nullptr; // none: a weight of 1
             auto* Y = y.as<typename S::T>();
             const std::int64_t groups = x.numel() / d;
             for (std::int64_t g = 0; g < groups; ++g) {
+                const auto* Wt = w ? w->as<typename S::T>() + weightAt(g) : nullptr; // none: a weight of 1
                 double ss = 0;
                 for (std::int64_t j = 0; j < d; ++j) {
                     const float v = S::get(X, g * d + j);
@@ -675,6 +678,74 @@ protected:
                 for (std::int64_t c = 0; c < y.cols; ++c)
                     S::put(Y, r * y.cols + c, activate(act, S::get(g, c / span)) * S::get(u, c));
             }
+        });
+    }
+
+    Status doCausalConv(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& state, const Tensor& y,
+                        std::optional<Activation> act, bool fresh) override
+    {
+        const std::int64_t K = w.cols, C = x.cols, batch = state.rows / K, S = x.rows / batch;
+        return withStorage(storage(), [&](auto s) {
+            using St = decltype(s);
+            auto* st = state.as<typename St::T>();
+            auto* Y = y.as<typename St::T>();
+            for (std::int64_t b = 0; b < batch; ++b)
+                for (std::int64_t c = 0; c < C; ++c) {
+                    // Element i of the channel's stream: its K cached inputs, then this forward's S.
+                    auto stream = [&](std::int64_t i) {
+                        return i >= K ? St::get(rowOf<St>(x, b * S + i - K), c) : fresh ? 0.0f : St::get(st, (b * K + i) * C + c);
+                    };
+                    const auto* wc = w.as<typename St::T>() + c * K;
+                    const float b0 = bias ? St::get(bias->as<typename St::T>(), c) : 0.0f;
+                    for (std::int64_t t = 0; t < S; ++t) {
+                        float v = b0;
+                        for (std::int64_t k = 0; k < K; ++k)
+                            v += St::get(wc, k) * stream(t + 1 + k);
+                        St::put(Y, (b * S + t) * C + c, act ? activate(*act, v) : v);
+                    }
+                    for (std::int64_t i = 0; i < K; ++i) // row i takes stream[S + i]: a row not yet overwritten
+                        St::put(st, (b * K + i) * C + c, stream(S + i));
+                }
+        });
+    }
+
+    Status doSsmScan(const Tensor& x, const Tensor& dt, const Tensor& B, const Tensor& C, const Tensor& aLog, const Tensor& D,
+                     const Tensor& dtBias, const Tensor& state, const Tensor& y, const ScanShape& sh) override
+    {
+        const std::int64_t S = y.rows / sh.batch, P = sh.headDim, N = sh.state, perGroup = sh.heads / sh.groups;
+        const float dtMax = sh.dtMax > 0 ? static_cast<float>(sh.dtMax) : std::numeric_limits<float>::infinity();
+        float* st = state.as<float>();
+        if (sh.fresh)
+            std::fill(st, st + state.numel(), 0.0f);
+        return withStorage(storage(), [&](auto s) {
+            using St = decltype(s);
+            auto* Y = y.as<typename St::T>();
+            for (std::int64_t b = 0; b < sh.batch; ++b)
+                for (std::int64_t h = 0; h < sh.heads; ++h) {
+                    const std::int64_t g = h / perGroup;
+                    const float a = -std::exp(St::get(aLog.as<typename St::T>(), h)), d = St::get(D.as<typename St::T>(), h);
+                    const float bias = St::get(dtBias.as<typename St::T>(), h);
+                    float* sh0 = st + (b * sh.heads + h) * P * N;
+                    for (std::int64_t t = 0; t < S; ++t) {
+                        const std::int64_t r = b * S + t;
+                        const float step = std::clamp(activate(Activation::Softplus, St::get(rowOf<St>(dt, r), h) + bias),
+                                                      static_cast<float>(sh.dtMin), dtMax);
+                        const float decay = std::exp(a * step);
+                        const auto* Br = rowOf<St>(B, r) + g * N;
+                        const auto* Cr = rowOf<St>(C, r) + g * N;
+                        const auto* Xr = rowOf<St>(x, r) + h * P;
+                        for (std::int64_t p = 0; p < P; ++p) {
+                            const float xp = St::get(Xr, p), dx = step * xp;
+                            float* sp = sh0 + p * N;
+                            float out = 0;
+                            for (std::int64_t n = 0; n < N; ++n) {
+                                sp[n] = decay * sp[n] + dx * St::get(Br, n);
+                                out += St::get(Cr, n) * sp[n];
+                            }
+                            St::put(Y, r * y.cols + h * P + p, out + d * xp);
+                        }
+                    }
+                }
         });
     }
 

@@ -52,6 +52,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -460,12 +462,13 @@ protected:
         cudaStream_t st = m_compute.get();
         return withStorage(storage(), "rms_norm", [&](auto tag) -> Status {
             using T = typename decltype(tag)::type;
+            const std::int64_t wGroups = w ? w->cols / group : 1; // a weight across the row: wGroups groups' parts
             if (group <= kWarp * kWarp) // up to 32 elements per lane: a warp per group
-                rmsNormWarpKernel<T><<<warpRowBlocks(groups), kThreads, 0, st>>>(x.as<T>(), w ? w->as<T>() : nullptr, y.as<T>(), groups,
-                                                                                 static_cast<int>(group), eps, offset);
+                rmsNormWarpKernel<T><<<warpRowBlocks(groups), kThreads, 0, st>>>(x.as<T>(), w ? w->as<T>() : nullptr, wGroups, y.as<T>(),
+                                                                                 groups, static_cast<int>(group), eps, offset);
             else
-                rmsNormBlockKernel<T><<<static_cast<unsigned>(groups), kThreads, 0, st>>>(x.as<T>(), w ? w->as<T>() : nullptr, y.as<T>(),
-                                                                                         group, eps, offset);
+                rmsNormBlockKernel<T><<<static_cast<unsigned>(groups), kThreads, 0, st>>>(x.as<T>(), w ? w->as<T>() : nullptr, wGroups,
+                                                                                         y.as<T>(), group, eps, offset);
             TP_CUDA_LAUNCHED();
             return {};
         });
@@ -637,6 +640,44 @@ protected:
             using T = typename decltype(tag)::type;
             const Launch l = rowLaunch(y.rows, y.cols);
             activationKernel<T><<<l.grid, l.block, 0, st>>>(x.as<T>(), x.stride, y.as<T>(), y.rows, y.cols, act);
+            TP_CUDA_LAUNCHED();
+            return {};
+        });
+    }
+
+    Status doCausalConv(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& state, const Tensor& y,
+                        std::optional<Activation> act, bool fresh) override
+    {
+        TP_RETURN_IF_ERROR(useDevice(m_device));
+        const std::int64_t K = w.cols, C = x.cols, batch = state.rows / K, threads = batch * C;
+        if (K > INT_MAX || (threads + kThreads - 1) / kThreads > INT_MAX)
+            return invalidArgument(cat("causal_conv: ", batch, " × ", C, " channels of ", K, " taps is beyond the CUDA backend's launch shapes"));
+        cudaStream_t st = m_compute.get();
+        return withStorage(storage(), "causal_conv", [&](auto tag) -> Status {
+            using T = typename decltype(tag)::type;
+            causalConvKernel<T><<<static_cast<unsigned>((threads + kThreads - 1) / kThreads), kThreads, 0, st>>>(
+                x.as<T>(), x.stride, w.as<T>(), bias ? bias->as<T>() : nullptr, state.as<T>(), y.as<T>(), batch, x.rows / batch, C,
+                static_cast<int>(K), act.has_value(), fresh);
+            TP_CUDA_LAUNCHED();
+            return {};
+        });
+    }
+
+    Status doSsmScan(const Tensor& x, const Tensor& dt, const Tensor& B, const Tensor& C, const Tensor& aLog, const Tensor& D,
+                     const Tensor& dtBias, const Tensor& state, const Tensor& y, const ScanShape& s) override
+    {
+        TP_RETURN_IF_ERROR(useDevice(m_device));
+        const std::int64_t threads = s.batch * s.heads * s.headDim;
+        if ((threads + kThreads - 1) / kThreads > INT_MAX)
+            return invalidArgument(cat("ssm_scan: ", threads, " channels is beyond the CUDA backend's launch shapes"));
+        const float dtMax = s.dtMax > 0 ? static_cast<float>(s.dtMax) : std::numeric_limits<float>::infinity();
+        cudaStream_t st = m_compute.get();
+        return withStorage(storage(), "ssm_scan", [&](auto tag) -> Status {
+            using T = typename decltype(tag)::type;
+            ssmScanKernel<T><<<static_cast<unsigned>((threads + kThreads - 1) / kThreads), kThreads, 0, st>>>(
+                x.as<T>(), x.stride, dt.as<T>(), dt.stride, B.as<T>(), B.stride, C.as<T>(), C.stride, aLog.as<T>(), D.as<T>(),
+                dtBias.as<T>(), state.as<float>(), y.as<T>(), s.batch, y.rows / s.batch, s.heads, s.headDim, s.heads / s.groups, s.state,
+                static_cast<float>(s.dtMin), dtMax, s.fresh);
             TP_CUDA_LAUNCHED();
             return {};
         });

@@ -107,12 +107,15 @@ __global__ void broadcastRowKernel(const Tb* bias, Ty* y, std::int64_t rows, std
 
 // One warp per group of `group` features (per-head norms and rows up to 1024 wide).
 template<typename T>
-__global__ void rmsNormWarpKernel(const T* x, const T* w, T* y, std::int64_t groups, int group, float eps, float offset)
+__global__ void rmsNormWarpKernel(const T* x, const T* w, std::int64_t wGroups, T* y, std::int64_t groups, int group, float eps,
+                                  float offset)
 {
     const std::int64_t g = std::int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
     const int lane = int(threadIdx.x % kWarp);
     if (g >= groups)
         return;
+    if (w) // a weight across the row: this group's part of it
+        w += g % wGroups * group;
     const T* xg = x + g * group;
     T* yg = y + g * group;
     float ss = 0;
@@ -149,9 +152,11 @@ __device__ inline float blockSum(float v, float* partial)
 
 // One block per group (rows wider than 1024).
 template<typename T>
-__global__ void rmsNormBlockKernel(const T* x, const T* w, T* y, std::int64_t group, float eps, float offset)
+__global__ void rmsNormBlockKernel(const T* x, const T* w, std::int64_t wGroups, T* y, std::int64_t group, float eps, float offset)
 {
     __shared__ float partial[kThreads / kWarp];
+    if (w)
+        w += std::int64_t(blockIdx.x) % wGroups * group;
     const T* xg = x + std::int64_t(blockIdx.x) * group;
     T* yg = y + std::int64_t(blockIdx.x) * group;
     float ss = 0;
@@ -332,6 +337,61 @@ __global__ void gatedActKernel(const T* gate, std::int64_t gateStride, const T* 
         return;
     for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y)
         y[r * cols + c] = store<T>(activate(act, load(gate[r * gateStride + c / span])) * load(up[r * upStride + c]));
+}
+
+// --- causal convolution and the selective scan (Mamba 2) ---------------------------------------------
+
+// A thread per (sequence, channel): its stream is the channel's K cached inputs (zeros when fresh), then its S rows
+// of x; the thread alone reads and then rewrites its channel of the state.
+template<typename T>
+__global__ void causalConvKernel(const T* x, std::int64_t xStride, const T* w, const T* bias, T* state, T* y, std::int64_t batch,
+                                 std::int64_t S, std::int64_t C, int K, bool silu, bool fresh)
+{
+    const std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (i >= batch * C)
+        return;
+    const std::int64_t b = i / C, c = i % C;
+    auto stream = [&](std::int64_t j) {
+        return j >= K ? load(x[(b * S + j - K) * xStride + c]) : fresh ? 0.0f : load(state[(b * K + j) * C + c]);
+    };
+    const float b0 = bias ? load(bias[c]) : 0.0f;
+    for (std::int64_t t = 0; t < S; ++t) {
+        float v = b0;
+        for (int k = 0; k < K; ++k)
+            v += load(w[c * K + k]) * stream(t + 1 + k);
+        y[(b * S + t) * C + c] = store<T>(silu ? activate(Activation::Silu, v) : v);
+    }
+    for (int j = 0; j < K; ++j) // row j takes stream[S + j]: a row not yet overwritten
+        state[(b * K + j) * C + c] = store<T>(stream(S + j));
+}
+
+// A thread per (sequence, head, channel p): its `state` values (F32, in the state tensor) through the S tokens.
+template<typename T>
+__global__ void ssmScanKernel(const T* x, std::int64_t xStride, const T* dt, std::int64_t dtStride, const T* B, std::int64_t bStride,
+                              const T* C, std::int64_t cStride, const T* aLog, const T* D, const T* dtBias, float* state, T* y,
+                              std::int64_t batch, std::int64_t S, std::int64_t heads, std::int64_t P, std::int64_t perGroup,
+                              std::int64_t N, float dtMin, float dtMax, bool fresh)
+{
+    const std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (i >= batch * heads * P)
+        return;
+    const std::int64_t b = i / (heads * P), h = i / P % heads, p = i % P, g = h / perGroup;
+    float* s = state + i * N; // [b][h][p][n]
+    if (fresh)
+        for (std::int64_t n = 0; n < N; ++n)
+            s[n] = 0.0f;
+    const float a = -expf(load(aLog[h])), d = load(D[h]), bias = load(dtBias[h]);
+    for (std::int64_t t = 0; t < S; ++t) {
+        const std::int64_t r = b * S + t;
+        const float step = fminf(fmaxf(activate(Activation::Softplus, load(dt[r * dtStride + h]) + bias), dtMin), dtMax);
+        const float decay = expf(a * step), xp = load(x[r * xStride + h * P + p]), dx = step * xp;
+        float out = 0;
+        for (std::int64_t n = 0; n < N; ++n) {
+            s[n] = decay * s[n] + dx * load(B[r * bStride + g * N + n]);
+            out += load(C[r * cStride + g * N + n]) * s[n];
+        }
+        y[r * heads * P + h * P + p] = store<T>(out + d * xp);
+    }
 }
 
 template<typename T>
