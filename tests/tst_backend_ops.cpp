@@ -1193,22 +1193,38 @@ private slots:
         forShapes(dt, [&](const Dims& d) {
             double worst = 0;
             const std::int64_t C = d.hidden + 3;
+            // The state and y whole, or column views of wider tensors (the gated delta rule's q, k and v apart), whose
+            // other columns must stay untouched.
+            auto inside = [](const std::vector<float>& all, std::int64_t cols, std::int64_t from, std::int64_t count) {
+                std::vector<float> in;
+                for (std::size_t r = 0; r < all.size() / static_cast<std::size_t>(cols); ++r)
+                    for (std::int64_t c = 0; c < cols; ++c) {
+                        const float v = all[r * static_cast<std::size_t>(cols) + static_cast<std::size_t>(c)];
+                        if (c >= from && c < from + count)
+                            in.push_back(v);
+                        else if (!std::isnan(v))
+                            in.push_back(std::nanf("")); // written outside its columns: fails the comparison
+                    }
+                return in;
+            };
             for (const std::int64_t K : {4, 1})
                 for (const std::int64_t S : {d.tokens, std::int64_t(2)})
                     for (const bool silu : {true, false}) {
-                        const std::int64_t batch = 2, steps = 2, wide = C + 5;
+                        const std::int64_t batch = 2, steps = 2, wide = C + 5, pad = silu ? 0 : 3; // views: 3 columns either side
                         Bench b(be(dt));
                         const auto w = randomValues(C * K, dt), bias = randomValues(C, dt);
-                        const Tensor W = b.put(w, C, K), Bias = b.put(bias, 1, C), state = b.poisoned(batch * K, C);
+                        const Tensor W = b.put(w, C, K), Bias = b.put(bias, 1, C);
+                        const Tensor stateAll = b.poisoned(batch * K, C + 2 * pad), state = stateAll.columns(pad, C);
                         std::vector<std::vector<float>> inputs; // each sequence's rows, over every call
                         std::vector<std::vector<double>> streams(static_cast<std::size_t>(batch), std::vector<double>(
                                                                      static_cast<std::size_t>(K * C), 0.0)); // K zero rows first
                         for (std::int64_t call = 0; call <= steps; ++call) {
                             const std::int64_t rows = call == 0 ? S : 1;
                             const auto xw = randomValues(batch * rows * wide, dt);
-                            const Tensor Y = b.poisoned(batch * rows, C);
-                            Bench::check(be(dt).causalConv(b.put(xw, batch * rows, wide).columns(2, C), W, &Bias, state, Y,
-                                                           silu ? std::optional(Activation::Silu) : std::nullopt, call == 0));
+                            const Tensor Yall = b.poisoned(batch * rows, C + 2 * pad);
+                            Bench::check(be(dt).causalConv(b.put(xw, batch * rows, wide).columns(2, C), W, &Bias, state,
+                                                           Yall.columns(pad, C), silu ? std::optional(Activation::Silu) : std::nullopt,
+                                                           call == 0));
                             std::vector<double> ref;
                             for (std::int64_t q = 0; q < batch; ++q) {
                                 auto& st = streams[static_cast<std::size_t>(q)];
@@ -1224,12 +1240,12 @@ private slots:
                                     }
                                 }
                             }
-                            worst = std::max(worst, nmse(b.get(Y), ref));
+                            worst = std::max(worst, nmse(inside(b.get(Yall), C + 2 * pad, pad, C), ref));
                         }
                         std::vector<double> stateRef; // each sequence's last K rows
                         for (const auto& st : streams)
                             stateRef.insert(stateRef.end(), st.end() - K * C, st.end());
-                        worst = std::max(worst, nmse(b.get(state), stateRef));
+                        worst = std::max(worst, nmse(inside(b.get(stateAll), C + 2 * pad, pad, C), stateRef));
                     }
             return worst;
         });
@@ -1293,6 +1309,79 @@ private slots:
                     }
                     worst = std::max(worst, nmse(b.get(state), s));
                 }
+            return worst;
+        });
+    }
+
+    // The gated delta rule: a prefill from a fresh state, then decode steps that continue it, against the recurrence in
+    // double (value heads sharing key heads, q, k and v as column views of one tensor, as the executor hands them).
+    void deltaRule_data() { rows(); }
+    void deltaRule()
+    {
+        QFETCH(int, dtype);
+        const DType dt = DType(dtype);
+        forShapes(dt, [&](const Dims& d) {
+            double worst = 0;
+            const std::int64_t batch = 2, steps = 2, dk = std::max<std::int64_t>(d.headDim / 2, 2), dv = 3;
+            for (const auto& [keyHeads, valueHeads] : {std::pair<std::int64_t, std::int64_t>{2, 2}, {1, 3}}) {
+                Bench b(be(dt));
+                const std::int64_t keys = keyHeads * dk, values = valueHeads * dv, wide = 2 * keys + values + 2 * valueHeads;
+                const auto aLog = randomValues(valueHeads, dt), dtBias = randomValues(valueHeads, dt);
+                const Tensor ALog = b.put(aLog, 1, valueHeads), DtBias = b.put(dtBias, 1, valueHeads);
+                const Tensor state = b.poisoned(batch, values * dk, DType::F32);
+                std::vector<double> S(static_cast<std::size_t>(batch * valueHeads * dk * dv), 0.0); // [b][h][i][j]
+                for (std::int64_t call = 0; call <= steps; ++call) {
+                    const std::int64_t rows = call == 0 ? d.tokens : 1;
+                    const auto in = randomValues(batch * rows * wide, dt, 2.0f); // [q | k | v | b | a]
+                    const Tensor In = b.put(in, batch * rows, wide), Y = b.poisoned(batch * rows, values);
+                    const DeltaShape sh{.batch = batch, .keyHeads = keyHeads, .valueHeads = valueHeads, .keyDim = dk, .valueDim = dv,
+                                        .fresh = call == 0};
+                    Bench::check(be(dt).deltaRule(In.columns(0, keys), In.columns(keys, keys), In.columns(2 * keys, values),
+                                                  In.columns(2 * keys + values, valueHeads),
+                                                  In.columns(2 * keys + values + valueHeads, valueHeads), ALog, DtBias, state, Y, sh));
+                    auto at = [&](std::int64_t r, std::int64_t c) { return double(in[static_cast<std::size_t>(r * wide + c)]); };
+                    std::vector<double> ref(static_cast<std::size_t>(batch * rows * values));
+                    for (std::int64_t q = 0; q < batch; ++q)
+                        for (std::int64_t t = 0; t < rows; ++t) {
+                            const std::int64_t r = q * rows + t;
+                            for (std::int64_t h = 0; h < valueHeads; ++h) {
+                                const std::int64_t kh = h / (valueHeads / keyHeads);
+                                double qq = 0, kk = 0;
+                                for (std::int64_t i = 0; i < dk; ++i) {
+                                    qq += at(r, kh * dk + i) * at(r, kh * dk + i);
+                                    kk += at(r, keys + kh * dk + i) * at(r, keys + kh * dk + i);
+                                }
+                                const double qn = 1 / std::sqrt(qq + 1e-6) / std::sqrt(double(dk)), kn = 1 / std::sqrt(kk + 1e-6);
+                                const double beta = 1 / (1 + std::exp(-at(r, 2 * keys + values + h)));
+                                const double av = at(r, 2 * keys + values + valueHeads + h) + dtBias[static_cast<std::size_t>(h)];
+                                const double g = -std::exp(double(aLog[static_cast<std::size_t>(h)])) * (av > 20 ? av : std::log1p(std::exp(av)));
+                                double* Sh = S.data() + (q * valueHeads + h) * dk * dv;
+                                for (std::int64_t e = 0; e < dk * dv; ++e)
+                                    Sh[e] *= std::exp(g);
+                                for (std::int64_t j = 0; j < dv; ++j) {
+                                    double mem = 0;
+                                    for (std::int64_t i = 0; i < dk; ++i)
+                                        mem += Sh[i * dv + j] * at(r, keys + kh * dk + i) * kn;
+                                    const double delta = (at(r, 2 * keys + h * dv + j) - mem) * beta;
+                                    double out = 0;
+                                    for (std::int64_t i = 0; i < dk; ++i) {
+                                        Sh[i * dv + j] += at(r, keys + kh * dk + i) * kn * delta;
+                                        out += Sh[i * dv + j] * at(r, kh * dk + i) * qn;
+                                    }
+                                    ref[static_cast<std::size_t>(r * values + h * dv + j)] = out;
+                                }
+                            }
+                        }
+                    worst = std::max(worst, nmse(b.get(Y), ref));
+                }
+                std::vector<double> stateRef; // the op's layout: [b][h][j][i]
+                for (std::int64_t q = 0; q < batch; ++q)
+                    for (std::int64_t h = 0; h < valueHeads; ++h)
+                        for (std::int64_t j = 0; j < dv; ++j)
+                            for (std::int64_t i = 0; i < dk; ++i)
+                                stateRef.push_back(S[static_cast<std::size_t>(((q * valueHeads + h) * dk + i) * dv + j)]);
+                worst = std::max(worst, nmse(b.get(state), stateRef));
+            }
             return worst;
         });
     }

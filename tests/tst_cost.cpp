@@ -109,6 +109,11 @@ protected:
     {
         return m_in->ssmScan(x, dt, B, C, aLog, D, dtBias, state, y, s);
     }
+    Status doDeltaRule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& b, const Tensor& a, const Tensor& aLog,
+                       const Tensor& dtBias, const Tensor& state, const Tensor& y, const DeltaShape& s) override
+    {
+        return m_in->deltaRule(q, k, v, b, a, aLog, dtBias, state, y, s);
+    }
     Status doEmbedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow) override
     {
         return m_in->embedding(ids, w, y, firstRow);

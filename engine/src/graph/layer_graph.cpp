@@ -231,11 +231,11 @@ public:
         }
         if (m_c.bidirectionalAttention)
             m_g.unsupported = "use_bidirectional_attention: the engine computes causal language models only";
-        if (m_c.layout.mixer != LayerLayout::Mixer::None && (m_c.layout.mixer != LayerLayout::Mixer::Mamba2 || !m_c.mixer.norm))
-            m_g.unsupported = fmt::format("the engine does not compute {} layers ('{}'{}); they are planned only", mixerTitle(m_c.layout.mixer),
+        using M = LayerLayout::Mixer;
+        const M mx = m_c.layout.mixer;
+        if (mx != M::None && !((mx == M::Mamba2 && m_c.mixer.norm) || mx == M::GatedDeltaNet || mx == M::GatedDeltaNetSplit))
+            m_g.unsupported = fmt::format("the engine does not compute {} layers ('{}'{}); they are planned only", mixerTitle(mx),
                                           m_c.layout.mixerName, m_c.mixer.norm ? "" : " without their gated norm");
-        else if (m_c.layout.gatedQuery)
-            m_g.unsupported = "the engine does not compute the sigmoid gate on the attention output (q_proj's second half); it is planned only";
         m_g.ropes.push_back(ropeTable(m_c.ropeTheta, m_c.ropeScaling, m_c.headDim, m_c.maxPositionEmbeddings));
         if (m_c.slidingRope) // rope 1: the sliding layers' own
             m_g.ropes.push_back(ropeTable(m_c.slidingRope->theta, m_c.slidingRope->scaling, m_c.headDim, m_c.maxPositionEmbeddings));
@@ -775,18 +775,29 @@ private:
         case M::GatedDeltaNetOwn: {
             const std::int64_t key = m.keyHeads * m.keyDim;
             inner = m.heads * m.valueDim;
+            // Cut into q, k, v, z, b and a: Qwen3-Next's fused projections hold them per key head.
+            // `parts` the part names, one letter each ("qkvz": the outputs q, k, v and z).
+            auto split = [&](const std::string& parts, int fused, std::vector<std::int64_t> sizes, std::int64_t groups) {
+                GraphNode& s = node(OpKind::Split, p + ":split_" + parts, -1, {fused});
+                s.parts = sizes;
+                s.splitGroups = groups;
+                for (std::size_t i = 0; i < sizes.size(); ++i)
+                    in.push_back(output(m_g.nodes.back(), sizes[i], parts.substr(i, 1)));
+            };
             if (m_c.layout.mixer == M::GatedDeltaNet) {
-                proj("in_proj_qkvz", 2 * key + 2 * inner);
-                proj("in_proj_ba", 2 * m.heads);
-            } else if (m_c.layout.mixer == M::GatedDeltaNetOwn) {
-                for (auto [name, features] : {std::pair{"q_proj", key}, {"k_proj", key}, {"v_proj", inner}, {"a_proj", m.heads},
-                                              {"b_proj", m.heads}, {"g_proj", inner}})
-                    proj(name, features);
-            } else {
-                proj("in_proj_qkv", 2 * key + inner);
+                const int qkvz = module(OpKind::Linear, p + ".in_proj_qkvz", {x}, 2 * key + 2 * inner);
+                const int ba = module(OpKind::Linear, p + ".in_proj_ba", {x}, 2 * m.heads);
+                split("qkvz", qkvz, {key, key, inner, inner}, m.keyHeads);
+                split("ba", ba, {m.heads, m.heads}, m.keyHeads);
+            } else if (m_c.layout.mixer == M::GatedDeltaNetSplit) {
+                split("qkv", module(OpKind::Linear, p + ".in_proj_qkv", {x}, 2 * key + inner), {key, key, inner}, 1);
                 proj("in_proj_z", inner);
                 proj("in_proj_b", m.heads);
                 proj("in_proj_a", m.heads);
+            } else {
+                for (auto [name, features] : {std::pair{"q_proj", key}, {"k_proj", key}, {"v_proj", inner}, {"a_proj", m.heads},
+                                              {"b_proj", m.heads}, {"g_proj", inner}})
+                    proj(name, features);
             }
             break;
         }
@@ -824,6 +835,15 @@ private:
         }
         GraphNode& n = node(OpKind::Mixer, p, indexOf(p), std::move(in));
         n.heads = m.heads;
+        n.mixer = m_c.layout.mixer;
+        if (m_c.layout.mixer == M::GatedDeltaNet || m_c.layout.mixer == M::GatedDeltaNetSplit) { // inputs q, k, v, z, b, a
+            n.kvHeads = m.keyHeads;
+            n.headDim = m.keyDim;
+            n.vHeadDim = m.valueDim;
+            n.convKernel = m.kernel;
+            n.eps = m_c.rmsNormEps;
+            n.ownerModule = indexOf(p + ".norm");
+        }
         if (m_c.layout.mixer == M::Mamba2) {
             n.headDim = m.inner / m.heads;
             n.groups = m.groups;
@@ -852,7 +872,7 @@ private:
         GraphNode& n = node(OpKind::HeadNorm, path, indexOf(path), {in});
         n.headDim = hd;
         n.eps = m_c.rmsNormEps;
-        n.normOffset = m_t.unitOffsetNorms ? 1 : 0;
+        n.normOffset = m_t.unitOffsetNorms ? 1 : m_c.layout.normOffset;
         return output(n, m_g.tensors[static_cast<std::size_t>(in)].features);
     }
 

@@ -93,8 +93,8 @@ constexpr L kPostNorms{.norms = L::Norms::Post};
 constexpr L kGraniteMoe{.normalizeTopK = true, .qkNorm = L::QkNorm::None, .ffnBlock = "block_sparse_moe", .router = "router"};
 constexpr L kInkling2{.scoreBias = L::ScoreBias::Router, .routerF32 = true, .inkling2 = true};
 constexpr const char* kGraniteSharedMlp = "shared_mlp.input_linear:weight[2S,H];shared_mlp.output_linear:weight[H,S]";
-constexpr L kQwen3Next{.qkNorm = L::QkNorm::PerHead, .shared = "shared_expert", .sharedGate = true, .mixer = L::Mixer::GatedDeltaNet,
-                       .mixerName = "linear_attn", .mixerLayer = "linear_attention", .gatedQuery = true};
+constexpr L kQwen3Next{.normOffset = 1, .qkNorm = L::QkNorm::PerHead, .shared = "shared_expert", .sharedGate = true,
+                       .mixer = L::Mixer::GatedDeltaNet, .mixerName = "linear_attn", .mixerLayer = "linear_attention", .gatedQuery = true};
 constexpr L kLfm2{.qkNorm = L::QkNorm::PerHead,
                   .renames = "input_layernorm=operator_norm,post_attention_layernorm=ffn_norm,o_proj=out_proj,q_norm=q_layernorm,"
                              "k_norm=k_layernorm,mlp=feed_forward,mlp.gate_proj=w1,mlp.up_proj=w3,mlp.down_proj=w2,"
@@ -256,16 +256,23 @@ const TemplateRow kTemplates[] = {
      {.normalizeTopK = true, .qkNorm = L::QkNorm::Whole, .scoreBias = L::ScoreBias::Block, .routing = L::Routing::Sigmoid}},
     // Sequence mixers in place of attention on some layers (LayerLayout::mixer): gated delta rule,
     // Mamba 2, short convolution.
-    {"qwen3_next", Family::Qwen3Moe, "the gated delta rule (Gated DeltaNet: causal conv1d and recurrent state)", kQwen3Next},
-    {"qwen3_5_moe_text", Family::Qwen3Moe,
-     "the gated delta rule (Gated DeltaNet: causal conv1d and recurrent state)",
-     [] { L l = kQwen3Next; l.mixer = L::Mixer::GatedDeltaNetSplit; return l; }()},
-    {"lara_mini", Family::Qwen3Moe, "the gated delta rule (Gated DeltaNet: causal conv1d and recurrent state)",
+    {"qwen3_next", Family::Qwen3Moe, kRuns, kQwen3Next},
+    {"qwen3_5_moe_text", Family::Qwen3Moe, kRuns, [] { // its router always renormalises the top-k
+         L l = kQwen3Next;
+         l.mixer = L::Mixer::GatedDeltaNetSplit;
+         l.normalizeTopK = true;
+         return l;
+     }()},
+    {"lara_mini", Family::Qwen3Moe,
+     "reading its checkpoint: save_pretrained writes linear_attn.in_proj (q, k, v, z, b and a in one tensor) and out_norm, which "
+     "Transformers' conversion splits and renames at load",
      [] { L l = kQwen3Next; l.mixer = L::Mixer::GatedDeltaNetSplit; l.sharedGate = l.gatedQuery = false; return l; }()},
-    {"qwen3_5_text", Family::Llama, "the gated delta rule (Gated DeltaNet: causal conv1d and recurrent state)",
-     {.qkNorm = L::QkNorm::PerHead, .mixer = L::Mixer::GatedDeltaNetSplit, .mixerName = "linear_attn", .mixerLayer = "linear_attention",
-      .gatedQuery = true}},
-    {"olmo_hybrid", Family::Llama, "the gated delta rule (Gated DeltaNet: causal conv1d and recurrent state)",
+    {"qwen3_5_text", Family::Llama, kRuns,
+     {.normOffset = 1, .qkNorm = L::QkNorm::PerHead, .mixer = L::Mixer::GatedDeltaNetSplit, .mixerName = "linear_attn",
+      .mixerLayer = "linear_attention", .gatedQuery = true}},
+    {"olmo_hybrid", Family::Llama,
+     "OLMo-Hybrid's gated delta rule layout (its own q/k/v/a/b/g projections, o_norm, beta doubled under "
+     "linear_allow_neg_eigval)",
      {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole, .mixer = L::Mixer::GatedDeltaNetOwn, .mixerName = "linear_attn",
       .mixerLayer = "linear_attention", .mixerPreNorms = true}},
     {"bamba", Family::Llama, kRuns,

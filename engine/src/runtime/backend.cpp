@@ -209,7 +209,7 @@ Status Backend::causalConv(const Tensor& x, const Tensor& w, const Tensor* bias,
                            std::optional<Activation> act, bool fresh)
 {
     OpCheck c("causal_conv", *this);
-    c.on("x", x).on("w", w).dense("w", w).on("state", state).dense("state", state).on("y", y).dense("y", y);
+    c.on("x", x).on("w", w).dense("w", w).on("state", state).on("y", y);
     const std::int64_t K = w.cols, C = x.cols;
     c.require(K > 0 && w.rows == C && state.cols == C && state.rows % K == 0 && y.rows == x.rows && y.cols == C,
               [&] { return fmt::format("x {}, w {}, state {}, y {}", shape(x), shape(w), shape(state), shape(y)); });
@@ -246,6 +246,30 @@ Status Backend::ssmScan(const Tensor& x, const Tensor& dt, const Tensor& B, cons
               [&] { return fmt::format("time step limits [{}, {}]", s.dtMin, s.dtMax); });
     TP_RETURN_IF_ERROR(c.status());
     return y.empty() ? Status() : doSsmScan(x, dt, B, C, aLog, D, dtBias, state, y, s);
+}
+
+Status Backend::deltaRule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& b, const Tensor& a, const Tensor& aLog,
+                          const Tensor& dtBias, const Tensor& state, const Tensor& y, const DeltaShape& s)
+{
+    OpCheck c("delta_rule", *this);
+    c.on("q", q).on("k", k).on("v", v).on("b", b).on("a", a).on("a_log", aLog).on("dt_bias", dtBias);
+    c.on("state", state, DType::F32).dense("state", state).on("y", y).dense("y", y);
+    c.require(s.batch > 0 && s.keyHeads > 0 && s.valueHeads > 0 && s.keyDim > 0 && s.valueDim > 0 && s.valueHeads % s.keyHeads == 0,
+              [&] { return fmt::format("{} value heads of {} over {} key heads of {}, batch {}", s.valueHeads, s.valueDim, s.keyHeads,
+                                       s.keyDim, s.batch); });
+    TP_RETURN_IF_ERROR(c.status());
+    const std::int64_t n = y.rows, keys = s.keyHeads * s.keyDim, values = s.valueHeads * s.valueDim;
+    c.require(n % s.batch == 0 && q.rows == n && k.rows == n && v.rows == n && b.rows == n && a.rows == n && q.cols == keys
+                  && k.cols == keys && v.cols == values && y.cols == values && b.cols == s.valueHeads && a.cols == s.valueHeads,
+              [&] { return fmt::format("q {}, k {}, v {}, b {}, a {}, y {} for {} sequences of {} value heads of {} over {} key "
+                                       "heads of {}", shape(q), shape(k), shape(v), shape(b), shape(a), shape(y), s.batch,
+                                       s.valueHeads, s.valueDim, s.keyHeads, s.keyDim); });
+    for (const auto& [name, t] : {std::pair{"a_log", &aLog}, {"dt_bias", &dtBias}})
+        c.require(t->rows == 1 && t->cols == s.valueHeads, [&] { return fmt::format("{} {} for {} heads", name, shape(*t), s.valueHeads); });
+    c.require(state.rows == s.batch && state.cols == values * s.keyDim,
+              [&] { return fmt::format("state {} for {} sequences of {} × {}", shape(state), s.batch, values, s.keyDim); });
+    TP_RETURN_IF_ERROR(c.status());
+    return y.empty() ? Status() : doDeltaRule(q, k, v, b, a, aLog, dtBias, state, y, s);
 }
 
 Status Backend::embedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow)

@@ -1410,7 +1410,7 @@ private:
             return be.add(in(k, n, 0), in(k, n, 1), y);
         case OpKind::Logits: // whole on every rank here; scaled (Granite, Cohere) and soft-capped (Gemma 2) in place
             return n.softcap > 0 || n.scale != 0 ? be.scale(in(k, n, 0), in(k, n, 0), n.scale != 0 ? n.scale : 1, n.softcap) : Status();
-        case OpKind::Mixer: return mamba2(k, n, ni, y);
+        case OpKind::Mixer: return n.mixer == LayerLayout::Mixer::Mamba2 ? mamba2(k, n, ni, y) : gatedDeltaNet(k, n, ni, y);
         }
         return {};
     }
@@ -1444,6 +1444,34 @@ private:
                                       xbc.columns(inner + gs, gs), *aLog, *d, *dtBias, k.cache[static_cast<std::size_t>(scanState)], y, s));
         TP_RETURN_IF_ERROR(be.gatedAct(in0.columns(0, inner), y, y, Activation::Silu));
         return be.rmsNorm(y, weight(k, n.ownerModule, "weight"), y, inner / n.groups, n.eps);
+    }
+    // Gated DeltaNet (Transformers' Qwen3NextGatedDeltaNet after its projections): q, k and v each through the causal
+    // conv1d + SiLU (their parts of its weight and state), the gated delta rule, then the norm per value head times
+    // silu(z).
+    Status gatedDeltaNet(Rank& k, const GraphNode& n, int ni, const Tensor& y)
+    {
+        Backend& be = *k.be;
+        const auto [convState, ruleState] = k.prog->mixerState[static_cast<std::size_t>(ni)];
+        const Tensor* convW = weight(k, child(n.module, "conv1d"), "weight");
+        const Tensor *aLog = weight(k, n, "A_log"), *dtBias = weight(k, n, "dt_bias");
+        if (convState < 0 || !convW || !aLog || !dtBias)
+            return internalError(fmt::format("{}: no state, conv1d.weight, A_log or dt_bias", n.name));
+        const bool prefill = k.past == 0;
+        const Tensor qkv = scratch(k, ni), &state = k.cache[static_cast<std::size_t>(convState)];
+        std::int64_t at = 0;
+        for (std::size_t i = 0; i < 3; ++i) { // q, k, v: channels [at, at + width) of the convolution
+            const std::int64_t w = in(k, n, i).cols;
+            TP_RETURN_IF_ERROR(be.causalConv(in(k, n, i), convW->rowRange(at, w), nullptr, state.columns(at, w), qkv.columns(at, w),
+                                             Activation::Silu, prefill));
+            at += w;
+        }
+        const std::int64_t keys = in(k, n, 0).cols;
+        const DeltaShape s{.batch = k.pp().tokens / k.pp().seq, .keyHeads = n.kvHeads, .valueHeads = n.heads, .keyDim = n.headDim,
+                           .valueDim = n.vHeadDim, .fresh = prefill};
+        TP_RETURN_IF_ERROR(be.deltaRule(qkv.columns(0, keys), qkv.columns(keys, keys), qkv.columns(2 * keys, y.cols), in(k, n, 4),
+                                        in(k, n, 5), *aLog, *dtBias, k.cache[static_cast<std::size_t>(ruleState)], y, s));
+        TP_RETURN_IF_ERROR(be.rmsNorm(y, weight(k, n.ownerModule, "weight"), y, n.vHeadDim, n.eps));
+        return be.gatedAct(in(k, n, 3), y, y, Activation::Silu);
     }
     // The child of `module` named `name`, -1: none.
     int child(int module, std::string_view name) const

@@ -147,17 +147,16 @@ private:
             }
             m_p.kvCache[i] = {kv[0], kv[1]};
         }
-        // Mamba 2's recurrent state (a sequence mixer runs whole on every rank).
+        // The mixers' recurrent states (a sequence mixer runs whole on every rank).
         m_p.mixerState.assign(m_g.graph.nodes.size(), {-1, -1});
         for (std::size_t i = 0; i < m_g.graph.nodes.size(); ++i) {
             const GraphNode& n = m_g.graph.nodes[i];
             if (n.kind != OpKind::Mixer || n.convKernel < 1)
                 continue;
-            const std::int64_t inner = n.heads * n.headDim;
             int st[2];
             for (int j = 0; j < 2; ++j) {
                 const std::int64_t rows = j == 0 ? m_batch * n.convKernel : m_batch;
-                const std::int64_t cols = j == 0 ? inner + 2 * n.groups * n.ssmState : inner * n.ssmState;
+                const std::int64_t cols = j == 0 ? convChannels(n) : scanStateWidth(n);
                 const DType t = j == 0 ? m_be.storage() : DType::F32;
                 const std::int64_t bytes = dtypeBytes(t, rows * cols);
                 m_p.blocks.push_back({bytes, 0, steps - 1, -1});
@@ -167,6 +166,21 @@ private:
             }
             m_p.mixerState[i] = {st[0], st[1]};
         }
+    }
+
+    // A mixer's convolved channels (Mamba 2: x, B and C; the gated delta rule: q, k and v) and the width of a sequence's
+    // F32 recurrent state (Mamba 2: [channel, state]; the gated delta rule: [value channel, key dim] per value head).
+    static bool isDeltaRule(const GraphNode& n)
+    {
+        return n.mixer == LayerLayout::Mixer::GatedDeltaNet || n.mixer == LayerLayout::Mixer::GatedDeltaNetSplit;
+    }
+    static std::int64_t convChannels(const GraphNode& n)
+    {
+        return isDeltaRule(n) ? 2 * n.kvHeads * n.headDim + n.heads * n.vHeadDim : n.heads * n.headDim + 2 * n.groups * n.ssmState;
+    }
+    static std::int64_t scanStateWidth(const GraphNode& n)
+    {
+        return isDeltaRule(n) ? n.heads * n.vHeadDim * n.headDim : n.heads * n.headDim * n.ssmState;
     }
 
     // --- tensors ------------------------------------------------------------------------------
@@ -342,14 +356,22 @@ private:
             TP_RETURN_IF_ERROR(need(n, in(0) == in(1), [&] { return fmt::format("adds {} to {} features", in(1), in(0)); }));
             return in(0);
         case OpKind::Logits: return in(0);
-        case OpKind::Mixer: { // Mamba 2: [z | x B C | dt] in, its convolution's output in the scratch, the gated norm's out
-            const std::int64_t inner = n.heads * n.headDim, conv = inner + 2 * n.groups * n.ssmState;
-            TP_RETURN_IF_ERROR(need(n, n.convKernel > 0 && in(0) == inner + conv + n.heads, [&] {
-                return n.convKernel > 0 ? fmt::format("input of {} features, not z, x, B, C and dt: {}", in(0), inner + conv + n.heads)
-                                        : std::string("a sequence mixer the engine does not compute");
-            }));
+        case OpKind::Mixer: { // its convolution's output in the scratch, the gated norm's out
+            TP_RETURN_IF_ERROR(need(n, n.convKernel > 0, [] { return std::string("a sequence mixer the engine does not compute"); }));
+            const std::int64_t conv = convChannels(n);
+            if (isDeltaRule(n)) { // q, k, v, z, b, a
+                const std::int64_t keys = n.kvHeads * n.headDim, values = n.heads * n.vHeadDim;
+                const std::vector<std::int64_t> want = {keys, keys, values, values, n.heads, n.heads};
+                TP_RETURN_IF_ERROR(need(n, n.inputs.size() == want.size() && std::ranges::equal(n.inputs, want, {}, [&](int t) { return width(t); }),
+                                        [&] { return fmt::format("inputs are not q, k, v, z, b and a of {}", fmt::join(want, ", ")); }));
+            } else { // Mamba 2: [z | x B C | dt]
+                const std::int64_t inner = n.heads * n.headDim;
+                TP_RETURN_IF_ERROR(need(n, in(0) == inner + conv + n.heads, [&] {
+                    return fmt::format("input of {} features, not z, x, B, C and dt: {}", in(0), inner + conv + n.heads);
+                }));
+            }
             m_ph->scratch[static_cast<std::size_t>(ni)] = tensor(block(dtypeBytes(m_be.storage(), m_n * conv), ni, ni), m_n, conv, m_be.storage());
-            return inner;
+            return isDeltaRule(n) ? n.heads * n.vHeadDim : n.heads * n.headDim;
         }
         }
         return 0;

@@ -117,8 +117,10 @@ struct GraphNode
     double jitterEps = 0;        // Experts: the sparsemixer's router_jitter_noise
     bool logitChoice = false;    // Experts: chosen by logit + bias, weighed by sigmoid(logit) (ExpertsShape); Router: no softmax
     double swigluAlpha = 0, swigluLimit = 0; // Experts: gpt-oss's clamped SwiGLU (limit 0: `act`)
-    // Mixer (Mamba 2): `heads` heads of headDim channels in `groups` B/C groups, ssmState values a channel, a causal
-    // convolution of convKernel taps, its prefill's time-step limits (ScanShape) and its gated norm's `eps`.
+    // Mixer: which one. Mamba 2: `heads` heads of headDim channels in `groups` B/C groups, ssmState values a channel,
+    // its prefill's time-step limits (ScanShape). The gated delta rule (inputs q, k, v, z, b, a): `heads` value heads of
+    // vHeadDim over kvHeads key heads of headDim. Both: a causal convolution of convKernel taps, a gated norm of `eps`.
+    LayerLayout::Mixer mixer = LayerLayout::Mixer::None;
     std::int64_t ssmState = 0, convKernel = 0;
     double dtMin = 0, dtMax = 0;
 };

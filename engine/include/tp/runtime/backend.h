@@ -145,6 +145,15 @@ struct ScanShape
     bool fresh = true;                   // a prefill: the state starts at zeros (else: a decode step continues it)
 };
 
+// The gated delta rule over `batch` sequences of equal length (Backend::deltaRule): valueHeads heads of valueDim, each
+// reading key head h / (valueHeads / keyHeads) of keyDim.
+struct DeltaShape
+{
+    std::int64_t batch = 1;
+    std::int64_t keyHeads = 0, valueHeads = 0, keyDim = 0, valueDim = 0;
+    bool fresh = true;                   // a prefill: the state starts at zeros (else: a decode step continues it)
+};
+
 // Seeded random weights that do not depend on the device or the tp size: local element
 // `local + i` of run r takes the value of global element `global + i`,
 //   base + scale · (2u − 1),  u = (splitmix64(key ^ splitmix64(global + i)) >> 11) · 2⁻⁵³.
@@ -241,8 +250,9 @@ public:
     // Depthwise causal convolution of each sequence (Mamba 2's and LFM2's conv1d): sequence b's stream is its K
     // rows of `state` (the inputs before it; zeros when `fresh`) followed by its S rows of x, and y's row t of it
     // is act(bias[c] + Σ_k w[c, k] · stream[t + 1 + k]) per channel c (K = w.cols; no act: the sum itself); then
-    // `state` holds the stream's last K rows. x [B·S, C] (may be a column view), w [C, K], bias [1, C] or null,
-    // state [B·K, C], y [B·S, C] (B = state.rows / K), all in the storage dtype, summed in fp32.
+    // `state` holds the stream's last K rows. x [B·S, C], w [C, K], bias [1, C] or null, state [B·K, C], y [B·S, C]
+    // (B = state.rows / K), all in the storage dtype, summed in fp32; x, state and y may be column views (a part of
+    // the channels: the gated delta rule convolves q, k and v apart).
     Status causalConv(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& state, const Tensor& y,
                       std::optional<Activation> act, bool fresh);
     // Mamba 2's selective scan (ScanShape), per sequence b, token t, head h of group g, channel p and state n, in fp32:
@@ -254,6 +264,17 @@ public:
     // zeros first when s.fresh, and left as the last token made it.
     Status ssmScan(const Tensor& x, const Tensor& dt, const Tensor& B, const Tensor& C, const Tensor& aLog, const Tensor& D,
                    const Tensor& dtBias, const Tensor& state, const Tensor& y, const ScanShape& s);
+    // The gated delta rule (Qwen3-Next's Gated DeltaNet, Transformers' torch_recurrent_gated_delta_rule with its q/k
+    // L2 norm), per sequence, token t and value head h reading key head h / (valueHeads / keyHeads), in fp32:
+    //   q̂ = q / sqrt(Σq² + 1e-6) / sqrt(keyDim),  k̂ = k / sqrt(Σk² + 1e-6),  β = sigmoid(b[t, h]),
+    //   g = −exp(aLog[h]) · softplus(a[t, h] + dtBias[h])
+    //   S ← exp(g) · S;  S[i, j] += k̂[i] · β · (v[j] − Σ_i' S[i', j] · k̂[i']);  y[t, h, j] = Σ_i S[i, j] · q̂[i]
+    // q, k [B·S, keyHeads·keyDim], v [B·S, valueHeads·valueDim], b, a [B·S, valueHeads] (each may be a column view),
+    // aLog, dtBias [1, valueHeads], y [B·S, valueHeads·valueDim] in the storage dtype; state F32 [B, valueHeads ·
+    // valueDim · keyDim] (S transposed: each j's keyDim values together), zeros first when s.fresh, left as the last
+    // token made it.
+    Status deltaRule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& b, const Tensor& a, const Tensor& aLog,
+                     const Tensor& dtBias, const Tensor& state, const Tensor& y, const DeltaShape& s);
     // y[t] = w[ids[0, t] − firstRow] where that row is in w, else zeros (a vocab shard); ids I32 [1, n];
     // y may be a column view.
     Status embedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow);
@@ -327,6 +348,8 @@ protected:
                                 std::optional<Activation> act, bool fresh) = 0;
     virtual Status doSsmScan(const Tensor& x, const Tensor& dt, const Tensor& B, const Tensor& C, const Tensor& aLog,
                              const Tensor& D, const Tensor& dtBias, const Tensor& state, const Tensor& y, const ScanShape& s) = 0;
+    virtual Status doDeltaRule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& b, const Tensor& a,
+                               const Tensor& aLog, const Tensor& dtBias, const Tensor& state, const Tensor& y, const DeltaShape& s) = 0;
     virtual Status doEmbedding(const Tensor& ids, const Tensor& w, const Tensor& y, std::int64_t firstRow) = 0;
     virtual Status doAdd(const Tensor& a, const Tensor& b, const Tensor& y) = 0;
     virtual Status doCopy(const Tensor& src, const Tensor& dst) = 0;

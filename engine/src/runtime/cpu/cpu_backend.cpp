@@ -687,13 +687,11 @@ protected:
         const std::int64_t K = w.cols, C = x.cols, batch = state.rows / K, S = x.rows / batch;
         return withStorage(storage(), [&](auto s) {
             using St = decltype(s);
-            auto* st = state.as<typename St::T>();
-            auto* Y = y.as<typename St::T>();
             for (std::int64_t b = 0; b < batch; ++b)
                 for (std::int64_t c = 0; c < C; ++c) {
                     // Element i of the channel's stream: its K cached inputs, then this forward's S.
                     auto stream = [&](std::int64_t i) {
-                        return i >= K ? St::get(rowOf<St>(x, b * S + i - K), c) : fresh ? 0.0f : St::get(st, (b * K + i) * C + c);
+                        return i >= K ? St::get(rowOf<St>(x, b * S + i - K), c) : fresh ? 0.0f : St::get(rowOf<St>(state, b * K + i), c);
                     };
                     const auto* wc = w.as<typename St::T>() + c * K;
                     const float b0 = bias ? St::get(bias->as<typename St::T>(), c) : 0.0f;
@@ -701,10 +699,10 @@ protected:
                         float v = b0;
                         for (std::int64_t k = 0; k < K; ++k)
                             v += St::get(wc, k) * stream(t + 1 + k);
-                        St::put(Y, (b * S + t) * C + c, act ? activate(*act, v) : v);
+                        St::put(rowOf<St>(y, b * S + t), c, act ? activate(*act, v) : v);
                     }
                     for (std::int64_t i = 0; i < K; ++i) // row i takes stream[S + i]: a row not yet overwritten
-                        St::put(st, (b * K + i) * C + c, stream(S + i));
+                        St::put(rowOf<St>(state, b * K + i), c, stream(S + i));
                 }
         });
     }
@@ -743,6 +741,56 @@ protected:
                                 out += St::get(Cr, n) * sp[n];
                             }
                             St::put(Y, r * y.cols + h * P + p, out + d * xp);
+                        }
+                    }
+                }
+        });
+    }
+
+    Status doDeltaRule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& b, const Tensor& a, const Tensor& aLog,
+                       const Tensor& dtBias, const Tensor& state, const Tensor& y, const DeltaShape& sh) override
+    {
+        const std::int64_t S = y.rows / sh.batch, dk = sh.keyDim, dv = sh.valueDim, perKey = sh.valueHeads / sh.keyHeads;
+        const float qScale = 1.0f / std::sqrt(static_cast<float>(dk));
+        float* st = state.as<float>();
+        if (sh.fresh)
+            std::fill(st, st + state.numel(), 0.0f);
+        return withStorage(storage(), [&](auto s) {
+            using St = decltype(s);
+            auto* Y = y.as<typename St::T>();
+            for (std::int64_t sq = 0; sq < sh.batch; ++sq)
+                for (std::int64_t h = 0; h < sh.valueHeads; ++h) {
+                    const std::int64_t kh = h / perKey;
+                    const float decayRate = -std::exp(St::get(aLog.as<typename St::T>(), h));
+                    const float bias = St::get(dtBias.as<typename St::T>(), h);
+                    float* Sh = st + (sq * sh.valueHeads + h) * dv * dk; // [dv][dk]
+                    for (std::int64_t t = 0; t < S; ++t) {
+                        const std::int64_t r = sq * S + t;
+                        const auto* Q = rowOf<St>(q, r) + kh * dk;
+                        const auto* Kr = rowOf<St>(k, r) + kh * dk;
+                        const auto* V = rowOf<St>(v, r) + h * dv;
+                        float qq = 0, kk = 0;
+                        for (std::int64_t i = 0; i < dk; ++i) {
+                            qq += St::get(Q, i) * St::get(Q, i);
+                            kk += St::get(Kr, i) * St::get(Kr, i);
+                        }
+                        const float qn = qScale / std::sqrt(qq + 1e-6f), kn = 1.0f / std::sqrt(kk + 1e-6f);
+                        const float beta = activate(Activation::Sigmoid, St::get(rowOf<St>(b, r), h));
+                        const float decay = std::exp(decayRate * activate(Activation::Softplus, St::get(rowOf<St>(a, r), h) + bias));
+                        for (std::int64_t j = 0; j < dv; ++j) { // column j of S alone: its decay, delta, update and read
+                            float* col = Sh + j * dk;
+                            float mem = 0;
+                            for (std::int64_t i = 0; i < dk; ++i) {
+                                col[i] *= decay;
+                                mem += col[i] * St::get(Kr, i) * kn;
+                            }
+                            const float delta = (St::get(V, j) - mem) * beta;
+                            float out = 0;
+                            for (std::int64_t i = 0; i < dk; ++i) {
+                                col[i] += St::get(Kr, i) * kn * delta;
+                                out += col[i] * St::get(Q, i) * qn;
+                            }
+                            St::put(Y, r * y.cols + h * dv + j, out);
                         }
                     }
                 }

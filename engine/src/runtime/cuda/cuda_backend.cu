@@ -656,8 +656,8 @@ protected:
         return withStorage(storage(), "causal_conv", [&](auto tag) -> Status {
             using T = typename decltype(tag)::type;
             causalConvKernel<T><<<static_cast<unsigned>((threads + kThreads - 1) / kThreads), kThreads, 0, st>>>(
-                x.as<T>(), x.stride, w.as<T>(), bias ? bias->as<T>() : nullptr, state.as<T>(), y.as<T>(), batch, x.rows / batch, C,
-                static_cast<int>(K), act.has_value(), fresh);
+                x.as<T>(), x.stride, w.as<T>(), bias ? bias->as<T>() : nullptr, state.as<T>(), state.stride, y.as<T>(), y.stride, batch,
+                x.rows / batch, C, static_cast<int>(K), act.has_value(), fresh);
             TP_CUDA_LAUNCHED();
             return {};
         });
@@ -678,6 +678,25 @@ protected:
                 x.as<T>(), x.stride, dt.as<T>(), dt.stride, B.as<T>(), B.stride, C.as<T>(), C.stride, aLog.as<T>(), D.as<T>(),
                 dtBias.as<T>(), state.as<float>(), y.as<T>(), s.batch, y.rows / s.batch, s.heads, s.headDim, s.heads / s.groups, s.state,
                 static_cast<float>(s.dtMin), dtMax, s.fresh);
+            TP_CUDA_LAUNCHED();
+            return {};
+        });
+    }
+
+    Status doDeltaRule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& b, const Tensor& a, const Tensor& aLog,
+                       const Tensor& dtBias, const Tensor& state, const Tensor& y, const DeltaShape& s) override
+    {
+        TP_RETURN_IF_ERROR(useDevice(m_device));
+        const std::int64_t threads = s.batch * s.valueHeads * s.valueDim;
+        if ((threads + kThreads - 1) / kThreads > INT_MAX)
+            return invalidArgument(cat("delta_rule: ", threads, " channels is beyond the CUDA backend's launch shapes"));
+        cudaStream_t st = m_compute.get();
+        return withStorage(storage(), "delta_rule", [&](auto tag) -> Status {
+            using T = typename decltype(tag)::type;
+            deltaRuleKernel<T><<<static_cast<unsigned>((threads + kThreads - 1) / kThreads), kThreads, 0, st>>>(
+                q.as<T>(), q.stride, k.as<T>(), k.stride, v.as<T>(), v.stride, b.as<T>(), b.stride, a.as<T>(), a.stride, aLog.as<T>(),
+                dtBias.as<T>(), state.as<float>(), y.as<T>(), s.batch, y.rows / s.batch, s.valueHeads, s.valueHeads / s.keyHeads,
+                s.keyDim, s.valueDim, s.fresh);
             TP_CUDA_LAUNCHED();
             return {};
         });

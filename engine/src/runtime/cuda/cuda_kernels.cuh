@@ -344,25 +344,25 @@ __global__ void gatedActKernel(const T* gate, std::int64_t gateStride, const T* 
 // A thread per (sequence, channel): its stream is the channel's K cached inputs (zeros when fresh), then its S rows
 // of x; the thread alone reads and then rewrites its channel of the state.
 template<typename T>
-__global__ void causalConvKernel(const T* x, std::int64_t xStride, const T* w, const T* bias, T* state, T* y, std::int64_t batch,
-                                 std::int64_t S, std::int64_t C, int K, bool silu, bool fresh)
+__global__ void causalConvKernel(const T* x, std::int64_t xStride, const T* w, const T* bias, T* state, std::int64_t stateStride, T* y,
+                                 std::int64_t yStride, std::int64_t batch, std::int64_t S, std::int64_t C, int K, bool silu, bool fresh)
 {
     const std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
     if (i >= batch * C)
         return;
     const std::int64_t b = i / C, c = i % C;
     auto stream = [&](std::int64_t j) {
-        return j >= K ? load(x[(b * S + j - K) * xStride + c]) : fresh ? 0.0f : load(state[(b * K + j) * C + c]);
+        return j >= K ? load(x[(b * S + j - K) * xStride + c]) : fresh ? 0.0f : load(state[(b * K + j) * stateStride + c]);
     };
     const float b0 = bias ? load(bias[c]) : 0.0f;
     for (std::int64_t t = 0; t < S; ++t) {
         float v = b0;
         for (int k = 0; k < K; ++k)
             v += load(w[c * K + k]) * stream(t + 1 + k);
-        y[(b * S + t) * C + c] = store<T>(silu ? activate(Activation::Silu, v) : v);
+        y[(b * S + t) * yStride + c] = store<T>(silu ? activate(Activation::Silu, v) : v);
     }
     for (int j = 0; j < K; ++j) // row j takes stream[S + j]: a row not yet overwritten
-        state[(b * K + j) * C + c] = store<T>(stream(S + j));
+        state[(b * K + j) * stateStride + c] = store<T>(stream(S + j));
 }
 
 // A thread per (sequence, head, channel p): its `state` values (F32, in the state tensor) through the S tokens.
@@ -391,6 +391,50 @@ __global__ void ssmScanKernel(const T* x, std::int64_t xStride, const T* dt, std
             out += load(C[r * cStride + g * N + n]) * s[n];
         }
         y[r * heads * P + h * P + p] = store<T>(out + d * xp);
+    }
+}
+
+// The gated delta rule: a thread per (sequence, value head, value channel j), owning column j of its head's state (dk
+// F32 values, contiguous); each recomputes its token's q and k norms.
+template<typename T>
+__global__ void deltaRuleKernel(const T* q, std::int64_t qStride, const T* k, std::int64_t kStride, const T* v, std::int64_t vStride,
+                                const T* b, std::int64_t bStride, const T* a, std::int64_t aStride, const T* aLog, const T* dtBias,
+                                float* state, T* y, std::int64_t batch, std::int64_t S, std::int64_t valueHeads, std::int64_t perKey,
+                                std::int64_t dk, std::int64_t dv, bool fresh)
+{
+    const std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+    if (i >= batch * valueHeads * dv)
+        return;
+    const std::int64_t sq = i / (valueHeads * dv), h = i / dv % valueHeads, j = i % dv, kh = h / perKey;
+    float* col = state + i * dk; // [b][h][j][dk]
+    if (fresh)
+        for (std::int64_t e = 0; e < dk; ++e)
+            col[e] = 0.0f;
+    const float decayRate = -expf(load(aLog[h])), bias = load(dtBias[h]), qScale = rsqrtf(float(dk));
+    for (std::int64_t t = 0; t < S; ++t) {
+        const std::int64_t r = sq * S + t;
+        const T* Q = q + r * qStride + kh * dk;
+        const T* K = k + r * kStride + kh * dk;
+        float qq = 0, kk = 0;
+        for (std::int64_t e = 0; e < dk; ++e) {
+            qq += load(Q[e]) * load(Q[e]);
+            kk += load(K[e]) * load(K[e]);
+        }
+        const float qn = qScale / sqrtf(qq + 1e-6f), kn = 1.0f / sqrtf(kk + 1e-6f);
+        const float beta = activate(Activation::Sigmoid, load(b[r * bStride + h]));
+        const float decay = expf(decayRate * activate(Activation::Softplus, load(a[r * aStride + h]) + bias));
+        float mem = 0;
+        for (std::int64_t e = 0; e < dk; ++e) {
+            col[e] *= decay;
+            mem += col[e] * load(K[e]) * kn;
+        }
+        const float delta = (load(v[r * vStride + h * dv + j]) - mem) * beta;
+        float out = 0;
+        for (std::int64_t e = 0; e < dk; ++e) {
+            col[e] += load(K[e]) * kn * delta;
+            out += col[e] * load(Q[e]) * qn;
+        }
+        y[r * valueHeads * dv + h * dv + j] = store<T>(out);
     }
 }
 
