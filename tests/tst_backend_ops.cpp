@@ -232,12 +232,13 @@ double act(Activation a, double v)
     case Activation::Sigmoid: return 1 / (1 + std::exp(-v));
     case Activation::Softplus: return std::log1p(std::exp(v));
     case Activation::Tanh: return std::tanh(v);
+    case Activation::Identity: return v;
     case Activation::GeluTanh: break;
     }
     return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
 }
 constexpr Activation kComputed[] = {Activation::Silu, Activation::GeluTanh, Activation::Gelu, Activation::Relu2,
-                                    Activation::Sigmoid, Activation::Softplus, Activation::Tanh};
+                                    Activation::Sigmoid, Activation::Softplus, Activation::Tanh, Activation::Identity};
 
 // DeepSeek's routing on a shape: the top-k among the best half of the groups (when E splits into
 // groups of 2 or more), scaled.

@@ -45,6 +45,7 @@ const char* activationName(Activation a)
     case Activation::Sigmoid: return "sigmoid";
     case Activation::Softplus: return "softplus";
     case Activation::Tanh: return "tanh";
+    case Activation::Identity: return "identity";
     }
     return "?";
 }
@@ -233,7 +234,7 @@ public:
             m_g.unsupported = "use_bidirectional_attention: the engine computes causal language models only";
         using M = LayerLayout::Mixer;
         const M mx = m_c.layout.mixer;
-        if (mx != M::None && !((mx == M::Mamba2 && m_c.mixer.norm) || mx == M::GatedDeltaNet || mx == M::GatedDeltaNetSplit))
+        if (mx != M::None && !((mx == M::Mamba2 && m_c.mixer.norm) || mx == M::GatedDeltaNet || mx == M::GatedDeltaNetSplit || mx == M::ShortConv))
             m_g.unsupported = fmt::format("the engine does not compute {} layers ('{}'{}); they are planned only", mixerTitle(mx),
                                           m_c.layout.mixerName, m_c.mixer.norm ? "" : " without their gated norm");
         m_g.ropes.push_back(ropeTable(m_c.ropeTheta, m_c.ropeScaling, m_c.headDim, m_c.maxPositionEmbeddings));
@@ -843,6 +844,11 @@ private:
             n.convKernel = m.kernel;
             n.eps = m_c.rmsNormEps;
             n.ownerModule = indexOf(p + ".norm");
+        }
+        if (m_c.layout.mixer == M::ShortConv) { // input [B | C | x]: one "head" of the hidden channels
+            n.heads = 1;
+            n.headDim = H;
+            n.convKernel = m.kernel;
         }
         if (m_c.layout.mixer == M::Mamba2) {
             n.headDim = m.inner / m.heads;

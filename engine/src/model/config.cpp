@@ -317,8 +317,8 @@ const TemplateRow kTemplates[] = {
     {"minimax", Family::Mixtral,
      "lightning attention (linear attention with a per-head decay)",
      {.mixer = L::Mixer::Lightning, .mixerName = "self_attn", .mixerLayer = "linear_attention"}},
-    {"lfm2", Family::Llama, "LFM2's gated short convolution (a causal conv1d with its cache)", kLfm2},
-    {"lfm3", Family::Llama, "LFM2's gated short convolution and LFM3's per-head attention output gate",
+    {"lfm2", Family::Llama, kRuns, kLfm2},
+    {"lfm3", Family::Llama, kRuns,
      {.norms = L::Norms::Sandwich, .qkNorm = L::QkNorm::PerHead, .outputGate = "g_proj", .headGate = true,
       .renames = "input_layernorm=operator_norm,post_attention_layernorm=ffn_norm,post_self_attn_layernorm=post_operator_norm,"
                  "post_mlp_layernorm=post_ffn_norm,mlp=feed_forward,mlp.gate_proj=w1,mlp.up_proj=w3,mlp.down_proj=w2,"
@@ -359,9 +359,12 @@ const TemplateRow kTemplates[] = {
      {.interleavedRope = true, .normalizeTopK = true, .qkNorm = L::QkNorm::None, .shared = "shared_experts", .scoreBias = L::ScoreBias::Statics,
       .sharedWidth = L::SharedWidth::MoePerShared},
      "use_bias"},
-    {"lfm2_moe", Family::Qwen3Moe,
-     "LFM2's gated short convolution (a causal conv1d with its cache)",
-     [] { L l = kLfm2; l.scoreBias = L::ScoreBias::Block; return l; }()},
+    {"lfm2_moe", Family::Qwen3Moe, kRuns, [] { // a sigmoid router, its expert_bias on the block
+         L l = kLfm2;
+         l.scoreBias = L::ScoreBias::Block;
+         l.routing = L::Routing::Sigmoid;
+         return l;
+     }()},
     {"laguna", Family::Qwen3Moe, kRuns,
      {.normalizeTopK = true, .qkNorm = L::QkNorm::PerHead, .outputGate = "g_proj", .softplusGate = true, .shared = "shared_experts",
       .scoreBias = L::ScoreBias::Router, .scoreBiasParam = true, .routing = L::Routing::Sigmoid}},

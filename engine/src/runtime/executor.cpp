@@ -1410,7 +1410,10 @@ private:
             return be.add(in(k, n, 0), in(k, n, 1), y);
         case OpKind::Logits: // whole on every rank here; scaled (Granite, Cohere) and soft-capped (Gemma 2) in place
             return n.softcap > 0 || n.scale != 0 ? be.scale(in(k, n, 0), in(k, n, 0), n.scale != 0 ? n.scale : 1, n.softcap) : Status();
-        case OpKind::Mixer: return n.mixer == LayerLayout::Mixer::Mamba2 ? mamba2(k, n, ni, y) : gatedDeltaNet(k, n, ni, y);
+        case OpKind::Mixer:
+            return n.mixer == LayerLayout::Mixer::Mamba2      ? mamba2(k, n, ni, y)
+                 : n.mixer == LayerLayout::Mixer::ShortConv ? shortConv(k, n, ni, y)
+                                                            : gatedDeltaNet(k, n, ni, y);
         }
         return {};
     }
@@ -1472,6 +1475,24 @@ private:
                                         in(k, n, 5), *aLog, *dtBias, k.cache[static_cast<std::size_t>(ruleState)], y, s));
         TP_RETURN_IF_ERROR(be.rmsNorm(y, weight(k, n.ownerModule, "weight"), y, n.vHeadDim, n.eps));
         return be.gatedAct(in(k, n, 3), y, y, Activation::Silu);
+    }
+    // LFM2's gated short convolution (Transformers' Lfm2ShortConv after in_proj): [B | C | x] → C · conv(B · x), the
+    // convolution without an activation.
+    Status shortConv(Rank& k, const GraphNode& n, int ni, const Tensor& y)
+    {
+        Backend& be = *k.be;
+        const int convState = k.prog->mixerState[static_cast<std::size_t>(ni)].first;
+        const int conv = child(n.module, "conv");
+        const Tensor* w = weight(k, conv, "weight");
+        if (convState < 0 || !w)
+            return internalError(fmt::format("{}: no state or conv.weight", n.name));
+        const Tensor& bcx = in(k, n, 0);
+        const std::int64_t H = y.cols;
+        const Tensor work = scratch(k, ni).reshaped(2 * y.rows, H), bx = work.rowRange(0, y.rows), conved = work.rowRange(y.rows, y.rows);
+        TP_RETURN_IF_ERROR(be.gatedAct(bcx.columns(0, H), bcx.columns(2 * H, H), bx, Activation::Identity));
+        TP_RETURN_IF_ERROR(be.causalConv(bx, *w, weight(k, conv, "bias"), k.cache[static_cast<std::size_t>(convState)], conved, std::nullopt,
+                                         k.past == 0));
+        return be.gatedAct(bcx.columns(H, H), conved, y, Activation::Identity);
     }
     // The child of `module` named `name`, -1: none.
     int child(int module, std::string_view name) const

@@ -153,8 +153,8 @@ private:
             const GraphNode& n = m_g.graph.nodes[i];
             if (n.kind != OpKind::Mixer || n.convKernel < 1)
                 continue;
-            int st[2];
-            for (int j = 0; j < 2; ++j) {
+            int st[2] = {-1, -1};
+            for (int j = 0; j < (scanStateWidth(n) > 0 ? 2 : 1); ++j) {
                 const std::int64_t rows = j == 0 ? m_batch * n.convKernel : m_batch;
                 const std::int64_t cols = j == 0 ? convChannels(n) : scanStateWidth(n);
                 const DType t = j == 0 ? m_be.storage() : DType::F32;
@@ -178,7 +178,7 @@ private:
     {
         return isDeltaRule(n) ? 2 * n.kvHeads * n.headDim + n.heads * n.vHeadDim : n.heads * n.headDim + 2 * n.groups * n.ssmState;
     }
-    static std::int64_t scanStateWidth(const GraphNode& n)
+    static std::int64_t scanStateWidth(const GraphNode& n) // 0: none (LFM2's short convolution)
     {
         return isDeltaRule(n) ? n.heads * n.vHeadDim * n.headDim : n.heads * n.headDim * n.ssmState;
     }
@@ -364,6 +364,10 @@ private:
                 const std::vector<std::int64_t> want = {keys, keys, values, values, n.heads, n.heads};
                 TP_RETURN_IF_ERROR(need(n, n.inputs.size() == want.size() && std::ranges::equal(n.inputs, want, {}, [&](int t) { return width(t); }),
                                         [&] { return fmt::format("inputs are not q, k, v, z, b and a of {}", fmt::join(want, ", ")); }));
+            } else if (n.mixer == LayerLayout::Mixer::ShortConv) { // [B | C | x]; the scratch holds B·x and its convolution
+                TP_RETURN_IF_ERROR(need(n, in(0) == 3 * conv, [&] { return fmt::format("input of {} features, not B, C and x: {}", in(0), 3 * conv); }));
+                m_ph->scratch[static_cast<std::size_t>(ni)] = tensor(block(dtypeBytes(m_be.storage(), m_n * 2 * conv), ni, ni), m_n, 2 * conv, m_be.storage());
+                return conv;
             } else { // Mamba 2: [z | x B C | dt]
                 const std::int64_t inner = n.heads * n.headDim;
                 TP_RETURN_IF_ERROR(need(n, in(0) == inner + conv + n.heads, [&] {

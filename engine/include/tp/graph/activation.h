@@ -12,6 +12,7 @@ enum class Activation {
     Sigmoid,      // sigmoid(x): gates (Qwen2-MoE's shared expert, Qwen3-Next's attention output)
     Softplus,     // log(1 + exp(x)): Laguna's gate on the attention output
     Tanh,         // tanh(x): Inkling 2 Loop's message gates
+    Identity,     // x: a plain product act(gate) · up = gate · up (LFM2's short convolution gates)
 };
 const char* activationName(Activation a);
 

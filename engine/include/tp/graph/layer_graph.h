@@ -120,6 +120,7 @@ struct GraphNode
     // Mixer: which one. Mamba 2: `heads` heads of headDim channels in `groups` B/C groups, ssmState values a channel,
     // its prefill's time-step limits (ScanShape). The gated delta rule (inputs q, k, v, z, b, a): `heads` value heads of
     // vHeadDim over kvHeads key heads of headDim. Both: a causal convolution of convKernel taps, a gated norm of `eps`.
+    // LFM2's short convolution (input [B | C | x]): one head of headDim = hidden channels, convKernel taps.
     LayerLayout::Mixer mixer = LayerLayout::Mixer::None;
     std::int64_t ssmState = 0, convKernel = 0;
     double dtMin = 0, dtMax = 0;

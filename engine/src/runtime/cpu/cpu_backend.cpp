@@ -169,6 +169,7 @@ float activate(Activation a, float v)
     case Activation::Sigmoid: return 1.0f / (1.0f + std::exp(-v));
     case Activation::Softplus: return v > 20.0f ? v : std::log1p(std::exp(v)); // torch's threshold
     case Activation::Tanh: return std::tanh(v);
+    case Activation::Identity: return v;
     case Activation::GeluTanh: break;
     }
     return geluTanh(v);

@@ -83,6 +83,8 @@ __device__ __forceinline__ float activate(Activation a, float v)
         return 1.0f / (1.0f + expf(-v));
     if (a == Activation::Softplus)
         return v > 20.0f ? v : log1pf(expf(v)); // torch's threshold
+    if (a == Activation::Identity)
+        return v;
     if (a == Activation::Tanh)
         return tanhf(v);
     const float k = 0.7978845608028654f; // sqrt(2/pi)
