@@ -329,6 +329,12 @@ std::vector<double> refExperts(const std::vector<float>& x, const std::vector<fl
             std::vector<double> a(static_cast<std::size_t>(I));
             for (std::int64_t i = 0; i < I; ++i) {
                 double g = 0, u = 0;
+                if (!s.gated) { // up alone: act(up)
+                    for (std::int64_t k = 0; k < H; ++k)
+                        u += xin(k) * gu[static_cast<std::size_t>((e * I + i) * H + k)];
+                    a[static_cast<std::size_t>(i)] = act(s.act, u);
+                    continue;
+                }
                 for (std::int64_t k = 0; k < H; ++k) {
                     g += xin(k) * gu[static_cast<std::size_t>((e * 2 * I + i) * H + k)];
                     u += xin(k) * gu[static_cast<std::size_t>((e * 2 * I + I + i) * H + k)];
@@ -1044,16 +1050,19 @@ private slots:
             // Llama 4's: the weights on the experts' inputs (each rounded to the storage dtype).
             // DeepSeek-V2's: groups scored by their best, no bias, scaled. PhiMoE's sparsemixer on
             // logits (two picks, each weighed among the logits near it). Kolibri's: logits + bias
-            // choose, sigmoid(logit) weighs, renormalised.
-            for (int variant : {0, 1, 2, 3, 4, 5, 6}) {
-                const bool normalize = variant == 1 || variant == 2 || variant == 6, deepseek = variant == 2, llama4 = variant == 3;
-                const bool v2 = variant == 4, mixer = variant == 5, kolibri = variant == 6;
+            // choose, sigmoid(logit) weighs, renormalised. Nemotron-H's: DeepSeek's routing over ungated ReLU² experts.
+            for (int variant : {0, 1, 2, 3, 4, 5, 6, 7}) {
+                const bool ungated = variant == 7;
+                const bool normalize = variant == 1 || variant == 2 || variant == 6 || ungated, deepseek = variant == 2 || ungated;
+                const bool llama4 = variant == 3, v2 = variant == 4, mixer = variant == 5, kolibri = variant == 6;
                 if (mixer && d.experts < 2)
                     continue;
                 Bench b(be(dt));
                 const std::int64_t N = d.tokens, H = d.hidden, E = d.experts, El = d.localExperts, I = d.expertInter;
                 const std::int64_t first = E - El;
-                ExpertsShape s{E, mixer ? 2 : d.topK, first, El, I, normalize, Activation::Silu};
+                ExpertsShape s{E, mixer ? 2 : d.topK, first, El, I, normalize, ungated ? Activation::Relu2 : Activation::Silu};
+                s.gated = !ungated;
+                const std::int64_t upRows = (ungated ? 1 : 2) * I;
                 if (deepseek || v2)
                     groupLimited(s);
                 s.groupByMax = v2;
@@ -1065,9 +1074,9 @@ private slots:
                 const auto scores = mixer || kolibri ? randomValues(N * E, DType::F32, 2.0f) : routerWeights(N * E);
                 const auto bias = randomValues(E, dt, 0.3f);
                 const Tensor biasT = b.put(bias, 1, E);
-                const auto gu = randomValues(El * 2 * I * H, dt, 0.3f), dn = randomValues(El * H * I, dt, 0.3f);
+                const auto gu = randomValues(El * upRows * H, dt, 0.3f), dn = randomValues(El * H * I, dt, 0.3f);
                 const Tensor Y = b.poisoned(N, H);
-                Bench::check(be(dt).experts(b.put(x, N, H), b.put(scores, N, E, DType::F32), b.put(gu, El * 2 * I, H),
+                Bench::check(be(dt).experts(b.put(x, N, H), b.put(scores, N, E, DType::F32), b.put(gu, El * upRows, H),
                                             b.put(dn, El * H, I), Y, s, b.scratch(be(dt).expertsScratchBytes(N, H, s)), nullptr,
                                             nullptr, deepseek || kolibri ? &biasT : nullptr));
                 const std::vector<double> ref = refExperts(x, scores, deepseek || kolibri ? &bias : nullptr, gu, dn, s, N, H, dt);

@@ -304,7 +304,7 @@ const TemplateRow kTemplates[] = {
           l.mixerLayer = "linear_attention"; l.noDenseMlp = true; return l; }()},
     // Nemotron-H: one block per layer (Mamba 2, attention without rope, a ReLU² MLP or DeepSeek-V3's router over
     // ungated experts) under a single norm.
-    {"nemotron_h", Family::DeepseekV3, "ungated routed experts (up_proj and down_proj, no gate)",
+    {"nemotron_h", Family::DeepseekV3, kRuns,
      {.gatedMlp = false, .gqaAttention = true, .scoreBias = L::ScoreBias::Router, .sharedWidth = L::SharedWidth::MoeSharedKey,
       .routerF32 = true, .renames = "embed_tokens=embeddings,model.norm=norm_f,input_layernorm=norm,self_attn=mixer,mlp=mixer",
       .mixer = L::Mixer::Mamba2, .mixerName = "mixer", .mixerLayer = "linear_attention", .blockPerLayer = true}},

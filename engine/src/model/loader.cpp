@@ -331,20 +331,25 @@ void reconcileCheckpoint(ModelSpec& spec, const Checkpoint& ck)
             }
         if (auto piece = parseExpertPiece(name)) {
             auto it = params.find(piece->fused);
+            bool whole = piece->part == 2; // a piece is all of its expert's slice, not half of gate_up
+            if (it == params.end() && piece->part == 1) { // ungated experts (Nemotron-H): up pieces make experts.up_proj
+                piece->fused = name.substr(0, name.find(".experts.")) + ".experts.up_proj";
+                it = params.find(piece->fused);
+                whole = true;
+            }
             if (it != params.end() && it->second->shape.size() == 3 && piece->expert < it->second->shape[0]) {
                 ParamSpec& p = *it->second;
-                // [E, 2I, H] gate_up (pieces [I, H]) and [E, H, I] down (pieces [H, I]).
-                const std::vector<std::int64_t> want = piece->part == 2
-                    ? std::vector<std::int64_t>{p.shape[1], p.shape[2]}
-                    : std::vector<std::int64_t>{p.shape[1] / 2, p.shape[2]};
+                // [E, 2I, H] gate_up (pieces [I, H]), [E, I, H] up and [E, H, I] down (pieces [I, H], [H, I]).
+                const std::vector<std::int64_t> want = whole ? std::vector<std::int64_t>{p.shape[1], p.shape[2]}
+                                                             : std::vector<std::int64_t>{p.shape[1] / 2, p.shape[2]};
                 if (t.shape != want) {
                     shapeMismatch(t, fmt::format("{}[{}]", piece->fused, piece->expert), want);
                     continue;
                 }
                 auto& have = pieces[&p];
-                const std::size_t perExpert = piece->part == 2 ? 1 : 2;
+                const std::size_t perExpert = whole ? 1 : 2;
                 have.resize(static_cast<std::size_t>(p.shape[0]) * perExpert);
-                have[static_cast<std::size_t>(piece->expert) * perExpert + (piece->part == 1 ? 1 : 0)] = 1;
+                have[static_cast<std::size_t>(piece->expert) * perExpert + (!whole && piece->part == 1 ? 1 : 0)] = 1;
                 p.dtype = t.dtype;
                 p.checkpointTensors.push_back(t.name);
                 continue;

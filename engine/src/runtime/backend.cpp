@@ -367,7 +367,7 @@ Status Backend::experts(const Tensor& x, const Tensor& scores, const Tensor& gat
     c.on("gate_up", gateUp).dense("gate_up", gateUp).on("down", down).dense("down", down).on("y", y).dense("y", y);
     const std::int64_t H = x.cols;
     checkRouting(c, s, scoreBias);
-    const std::int64_t I2 = 2 * s.intermediate;
+    const std::int64_t I2 = (s.gated ? 2 : 1) * s.intermediate; // gate_up's rows (or columns) an expert
     const bool weightsFit = s.transposed
         ? gateUp.rows == s.localExperts * H && gateUp.cols == I2 && down.rows == s.localExperts * s.intermediate && down.cols == H
         : gateUp.rows == s.localExperts * I2 && gateUp.cols == H && down.rows == s.localExperts * H && down.cols == s.intermediate;
@@ -389,6 +389,8 @@ Status Backend::experts(const Tensor& x, const Tensor& scores, const Tensor& gat
         c.on("down_bias", *downBias).dense("down_bias", *downBias).require(
             downBias->rows == s.localExperts && downBias->cols == H,
             [&] { return fmt::format("down bias {} for {} local experts of {}", shape(*downBias), s.localExperts, H); });
+    c.require(s.gated || (!s.interleaved && s.swigluLimit == 0 && !gateUpBias),
+              [] { return std::string("ungated experts with interleaved or clamped gates or a gate_up bias"); });
     c.require(std::isfinite(s.swigluAlpha) && std::isfinite(s.swigluLimit) && s.swigluLimit >= 0,
               [&] { return fmt::format("swiglu alpha {}, limit {}", s.swigluAlpha, s.swigluLimit); });
     c.require(scratch.bytes() >= expertsScratchBytes(x.rows, H, s), [&] { return fmt::format("scratch of {} bytes", scratch.bytes()); });

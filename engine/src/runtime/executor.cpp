@@ -1215,7 +1215,7 @@ private:
         // This rank's experts on what it received.
         TP_RETURN_IF_ERROR(compute(k, m_events.part(d, 0), m_events.part(d, 1), ni, [&]() -> Status {
             TP_RETURN_IF_ERROR(be.upload(h.recvExperts.data(), T(p.recvExperts).rowRange(0, received)));
-            return be.experts(T(p.recv).rowRange(0, received), T(p.recvExperts).rowRange(0, received), *weight(k, n, "gate_up_proj"),
+            return be.experts(T(p.recv).rowRange(0, received), T(p.recvExperts).rowRange(0, received), expertsUp(k, n),
                               *weight(k, n, "down_proj"), T(p.out).rowRange(0, received), p.given, scratch(k, ni),
                               weight(k, n, "gate_up_proj_bias"), weight(k, n, "down_proj_bias"));
         }));
@@ -1255,6 +1255,11 @@ private:
         return s ? &k.weights[static_cast<std::size_t>(s - m_g.params.data())] : nullptr;
     }
     const Tensor* weight(const Rank& k, const GraphNode& n, std::string_view name) const { return weight(k, n.module, name); }
+    // An experts node's gate_up_proj, or up_proj where they have no gate (lowering has checked one is there).
+    const Tensor& expertsUp(const Rank& k, const GraphNode& n) const
+    {
+        return k.weights[static_cast<std::size_t>(m_g.expertsUp(n.module) - m_g.params.data())];
+    }
     const Tensor& rope(const Rank& k, const GraphNode& n) const { return k.ropes[static_cast<std::size_t>(n.rope)]; }
     // The Router node whose scores an Experts node reads.
     const GraphNode& routerOf(const GraphNode& experts) const
@@ -1401,7 +1406,7 @@ private:
                 return be.activation(in(k, n, 0), y, n.act);
             return be.gatedAct(in(k, n, 0), in(k, n, 1), y, n.act, n.gateSpan);
         case OpKind::Experts:
-            return be.experts(in(k, n, 0), in(k, n, 1), *weight(k, n, "gate_up_proj"), *weight(k, n, "down_proj"), y,
+            return be.experts(in(k, n, 0), in(k, n, 1), expertsUp(k, n), *weight(k, n, "down_proj"), y,
                               k.pp().experts[static_cast<std::size_t>(ni)], scratch(k, ni), weight(k, n, "gate_up_proj_bias"),
                               weight(k, n, "down_proj_bias"), scoreBias(k, n));
         case OpKind::Add:

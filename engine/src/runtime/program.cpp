@@ -541,10 +541,12 @@ private:
 
     Result<ExpertsShape> expertsShape(const GraphNode& n) const
     {
-        const ParamShard* gu = param(n, "gate_up_proj");
+        const ParamShard* gu = m_g.expertsUp(n.module); // gate_up_proj, or up_proj alone (Nemotron-H)
         const ParamShard* dn = param(n, "down_proj");
         if (!gu || !dn)
-            return fail(n, "has no gate_up_proj / down_proj");
+            return fail(n, "has no gate_up_proj (or up_proj) / down_proj");
+        const bool gated = param(n, "gate_up_proj") != nullptr;
+        const std::int64_t rowsPer = gated ? 2 : 1; // gate_up's rows an intermediate row has
         const auto& gs = gu->shapes[static_cast<std::size_t>(m_r)];
         const auto& ds = dn->shapes[static_cast<std::size_t>(m_r)];
         const std::int64_t H = width(n.inputs[0]);
@@ -553,10 +555,11 @@ private:
         s.transposed = expertsLastPacked(m_spec.config); // [E, H, 2I] / [E, I, H]
         s.interleaved = t.expertsInterleaved;
         if (gs.size() != 3 || ds.size() != 3 || gs[0] != ds[0]
-            || (s.transposed ? gs[1] != H || ds[2] != H || gs[2] != 2 * ds[1] : gs[2] != H || ds[1] != H || gs[1] != 2 * ds[2]))
+            || (s.transposed ? gs[1] != H || ds[2] != H || gs[2] != rowsPer * ds[1] : gs[2] != H || ds[1] != H || gs[1] != rowsPer * ds[2]))
             return fail(n, fmt::format("expert weights [{}] / [{}] are not {}", fmt::join(gs, ", "), fmt::join(ds, ", "),
-                                       s.transposed ? fmt::format("[E, {}, 2I] / [E, I, {}]", H, H)
-                                                    : fmt::format("[E, 2I, {}] / [E, {}, I]", H, H)));
+                                       s.transposed ? fmt::format("[E, {}, {}I] / [E, I, {}]", H, gated ? "2" : "", H)
+                                                    : fmt::format("[E, {}I, {}] / [E, {}, I]", gated ? "2" : "", H, H)));
+        s.gated = gated;
         s.experts = n.experts;
         s.topK = n.topK;
         s.localExperts = gs[0];

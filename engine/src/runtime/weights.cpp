@@ -221,18 +221,18 @@ Status readParamShard(const ModelSpec& spec, const ShardedGraph& g, std::size_t 
         return readRegion(*t, region, out, at);
     }
     // A fused expert parameter from per-expert tensors: gate_up [E, 2I, H] from gate [I, H] and up
-    // [I, H] pieces, down [E, H, I] from [H, I] pieces.
+    // [I, H] pieces, up [E, I, H] (ungated experts) from [I, H] pieces, down [E, H, I] from [H, I] pieces.
     if (p.shape.size() != 3 || src->checkpointTensors.empty())
         return notFound(fmt::format("parameter '{}' has no tensor in the checkpoint", s.path));
+    const bool gateUp = p.name == "gate_up_proj";
     std::vector<const TensorInfo*> pieces(static_cast<std::size_t>(p.shape[0] * 2), nullptr);
     for (const auto& name : src->checkpointTensors) {
         auto piece = expertTensorOf(name, spec.config);
         const TensorInfo* t = findTensor(ck, name);
-        if (!piece || !t)
+        if (!piece || !t || piece->expert >= p.shape[0])
             return notFound(fmt::format("tensor '{}' of '{}' is not in the checkpoint", name, s.path));
-        pieces[static_cast<std::size_t>(piece->expert * 2 + (piece->part == 1 ? 1 : 0))] = t;
+        pieces[static_cast<std::size_t>(piece->expert * 2 + (gateUp && piece->part == 1 ? 1 : 0))] = t;
     }
-    const bool gateUp = p.name == "gate_up_proj";
     const std::int64_t half = p.shape[1] / 2;
     for (const auto& e : region[0])
         for (std::int64_t ex = e.offset; ex < e.offset + e.size; ++ex) {

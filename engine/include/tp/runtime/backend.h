@@ -109,6 +109,9 @@ struct ExpertsShape
     // intermediate, H] (x · W, as stored), gate and up alternating in each gate_up row.
     bool transposed = false, interleaved = false;
     double swigluAlpha = 0, swigluLimit = 0; // limit > 0: gpt-oss's clamped SwiGLU instead of `act`
+    // false: ungated experts (Nemotron-H): gateUp holds each expert's up rows alone, [localExperts · intermediate, H], and
+    // the expert computes down(act(up · x)).
+    bool gated = true;
     // DeepSeek-V3's group-limited choice: the experts in `groups` equal groups, each group scored by
     // the sum of its best two choice scores (score + the score bias); only the experts of the best
     // `topkGroup` groups compete for the top-k. The weights are the scores themselves (without the
@@ -290,7 +293,7 @@ public:
     // y = 1 / (1 + exp(−x)), in fp32 (x, y F32 [n, E]: DeepSeek's router scores). y may be x.
     Status sigmoid(const Tensor& x, const Tensor& y);
     // y[n, H] = Σ over each token's top-k experts that are local of weight · down(act(gate)·up)(x),
-    // with the top-k taken from scores (F32 [n, E], ties to the lower expert; group-limited with
+    // (ExpertsShape::gated false: down(act(up)(x))) with the top-k taken from scores (F32 [n, E], ties to the lower expert; group-limited with
     // ExpertsShape::groups, over score + scoreBias [1, E] when given). gateUp is
     // [localExperts · 2·intermediate, H] (each expert's gate rows, then its up rows), down
     // [localExperts · H, intermediate] (or ExpertsShape::transposed). Biases (gpt-oss), when given:

@@ -908,7 +908,8 @@ protected:
                      const ExpertsShape& s, const Tensor& scratch, const Tensor* gateUpBias, const Tensor* downBias,
                      const Tensor* scoreBias) override
     {
-        const std::int64_t N = x.rows, H = x.cols, I = s.intermediate, I2 = 2 * I, El = s.localExperts, E = s.experts;
+        // I2: the gate_up rows an expert has ([gate; up], or up alone: ungated)
+        const std::int64_t N = x.rows, H = x.cols, I = s.intermediate, I2 = (s.gated ? 2 : 1) * I, El = s.localExperts, E = s.experts;
         // Scratch: fp32 work arrays, then the routing tables.
         float* xe = floats(scratch);
         float* h = xe + N * H;
@@ -990,7 +991,10 @@ protected:
                         return;
                     if (gateUpBias)
                         addRow<S>(h, M, I2, *gateUpBias, e);
-                    if (s.interleaved || s.swigluLimit > 0) {
+                    if (!s.gated) {
+                        for (std::int64_t i = 0; i < M * I; ++i)
+                            a[i] = activate(s.act, h[i]);
+                    } else if (s.interleaved || s.swigluLimit > 0) {
                         // gate and up of column c: 2c and 2c + 1 (interleaved), or c and I + c.
                         const std::int64_t gs = s.interleaved ? 2 : 1, us = s.interleaved ? 1 : I;
                         const float lim = static_cast<float>(s.swigluLimit), alpha = static_cast<float>(s.swigluAlpha);

@@ -812,6 +812,7 @@ protected:
             return invalidArgument(cat("experts: ", El, " local experts, the CUDA backend takes at most ", kMaxLocalExperts));
         const std::int64_t eb = dtypeBytes(storage(), 1);
         const ExpertsPlan p = planExperts(N, H, s, eb);
+        const std::int64_t I2 = (s.gated ? 2 : 1) * I; // gate_up's rows an expert: [gate; up], or up alone (ungated)
         if (!fitsInt(E) || !fitsInt(H) || !fitsInt(2 * I) || !fitsInt(p.rows) || !fitsInt(p.chunkTokens * K))
             return invalidArgument(cat("experts: ", N, " tokens of ", H, " features, top-", K, " of ", E, " experts of ", I,
                                        " rows exceed the CUDA backend's 32-bit sizes"));
@@ -892,16 +893,16 @@ protected:
                     const std::int64_t begin = offsetsHost[e], M = offsetsHost[e + 1] - begin;
                     if (M == 0)
                         continue;
-                    TP_RETURN_IF_ERROR(biasRows(gateUpBias, e, hOut + begin * 2 * I, M, 2 * I));
+                    TP_RETURN_IF_ERROR(biasRows(gateUpBias, e, hOut + begin * I2, M, I2));
                     const float beta = gateUpBias ? 1.0f : 0.0f;
-                    TP_CUBLAS(cublasGemmEx(h, wop, CUBLAS_OP_N, static_cast<int>(2 * I), static_cast<int>(M), static_cast<int>(H),
-                                           &one, gateUp.as<T>() + e * 2 * I * H, dt, static_cast<int>(s.transposed ? 2 * I : H),
-                                           xeT + begin * H, dt, static_cast<int>(H), &beta, hOut + begin * 2 * I, CUDA_R_32F,
-                                           static_cast<int>(2 * I), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                    TP_CUBLAS(cublasGemmEx(h, wop, CUBLAS_OP_N, static_cast<int>(I2), static_cast<int>(M), static_cast<int>(H),
+                                           &one, gateUp.as<T>() + e * I2 * H, dt, static_cast<int>(s.transposed ? I2 : H),
+                                           xeT + begin * H, dt, static_cast<int>(H), &beta, hOut + begin * I2, CUDA_R_32F,
+                                           static_cast<int>(I2), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
                 }
                 l = rowLaunch(routed, I);
                 expertActKernel<T><<<l.grid, l.block, 0, st>>>(hOut, actT, routed, I, s.act, s.interleaved,
-                                                               static_cast<float>(s.swigluAlpha), static_cast<float>(s.swigluLimit));
+                                                               static_cast<float>(s.swigluAlpha), static_cast<float>(s.swigluLimit), s.gated);
                 TP_CUDA_LAUNCHED();
                 for (std::int64_t e = 0; e < El; ++e) { // o = a_e · downᵀ (+ bias), fp32, over h (read above)
                     const std::int64_t begin = offsetsHost[e], M = offsetsHost[e + 1] - begin;

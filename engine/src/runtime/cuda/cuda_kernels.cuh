@@ -750,12 +750,16 @@ __global__ void gatherRowsKernel(const T* x, const std::int32_t* rowToken, const
 // a[r, i] = act(h[r, i]) · h[r, I + i], h the fp32 gate_up rows of the routed tokens.
 template<typename T>
 __global__ void expertActKernel(const float* h, T* a, std::int64_t rows, std::int64_t inter, Activation act, bool interleaved,
-                                float alpha, float limit)
+                                float alpha, float limit, bool gated)
 {
     const std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
     if (c >= inter)
         return;
     for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        if (!gated) { // up alone: act(up)
+            a[r * inter + c] = store<T>(activate(act, h[r * inter + c]));
+            continue;
+        }
         const float* hr = h + r * 2 * inter;
         // gate and up of column c: 2c and 2c + 1 (gpt-oss), or c and inter + c.
         float g = interleaved ? hr[2 * c] : hr[c], u = interleaved ? hr[2 * c + 1] : hr[inter + c];
