@@ -1272,7 +1272,7 @@ private slots:
             double worst = 0;
             const std::int64_t batch = 2, heads = 4, P = 3, N = std::max<std::int64_t>(d.headDim / 4, 2), steps = 2;
             for (const std::int64_t groups : {1, 2})
-                for (const auto& [dtMin, dtMax] : {std::pair{0.0, 0.0}, {0.2, 1.5}}) {
+                for (const auto& [dtMin, dtMax] : {std::pair{0.0, std::numeric_limits<double>::infinity()}, {0.2, 1.5}, {0.0, 0.0}}) {
                     Bench b(be(dt));
                     const std::int64_t width = heads * P, gs = groups * N, wide = width + heads + 2 * gs; // [x | dt | B | C]
                     const auto aLog = randomValues(heads, dt), D = randomValues(heads, dt), dtBias = randomValues(heads, dt);
@@ -1299,9 +1299,7 @@ private slots:
                                     const std::int64_t g = h / (heads / groups);
                                     double step = at(r, width + h) + dtBias[static_cast<std::size_t>(h)];
                                     step = step > 20 ? step : std::log1p(std::exp(step));
-                                    step = std::max(step, sh.dtMin);
-                                    if (sh.dtMax > 0)
-                                        step = std::min(step, sh.dtMax);
+                                    step = std::min(std::max(step, sh.dtMin), sh.dtMax);
                                     const double decay = std::exp(-std::exp(double(aLog[static_cast<std::size_t>(h)])) * step);
                                     for (std::int64_t p = 0; p < P; ++p) {
                                         const double x = at(r, h * P + p);

@@ -380,6 +380,20 @@ private slots:
                                                 << "config.json: mlp_layer_types has 1 entries but num_hidden_layers is 2";
         QTest::addRow("mlp_layer_types value") << R"({"model_type": "exaone_moe", "num_hidden_layers": 1, "mlp_layer_types": ["moe"]})"
                                                << "config.json: mlp_layer_types has 'moe': each entry must be";
+        // A null size keeps no value: refused by name, never divided by.
+        QTest::addRow("mamba heads null") << R"({"model_type": "bamba", "hidden_size": 64, "mamba_n_heads": null})"
+                                          << "config.json: mamba_n_heads and mamba_n_groups must each be at least 1, found 0 and 1";
+        QTest::addRow("delta rule key heads null")
+            << R"({"model_type": "qwen3_next", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+                  "linear_num_key_heads": null})"
+            << "config.json: linear_num_value_heads, linear_num_key_heads and linear_value_head_dim must each be at least 1";
+        QTest::addRow("layers null") << R"({"model_type": "bamba", "hidden_size": 64, "num_hidden_layers": null})"
+                                     << "config.json: num_hidden_layers must be at least 1";
+        QTest::addRow("time step limit reversed") << R"({"model_type": "bamba", "hidden_size": 64, "time_step_limit": [0.5, 0]})"
+                                                  << "config.json: key 'time_step_limit' must be [low, high] with 0 <= low <= high "
+                                                     "(high may be Infinity), found [0.5,0]";
+        QTest::addRow("mamba head dim") << R"({"model_type": "bamba", "hidden_size": 64, "mamba_n_heads": 4, "mamba_d_head": 16})"
+                                        << "config.json: key 'mamba_d_head' (16) times mamba_n_heads (4) must be the Mamba width (128)";
         QTest::addRow("mamba heads do not divide") << R"({"model_type": "bamba", "hidden_size": 64, "mamba_n_heads": 3})"
                                                    << "config.json: mamba_n_heads (3) and mamba_n_groups (1) must divide the Mamba width (128: mamba_expand · hidden_size, or mamba_d_ssm)";
         QTest::addRow("delta rule heads") << R"({"model_type": "qwen3_next", "linear_num_value_heads": 3, "linear_num_key_heads": 2})"

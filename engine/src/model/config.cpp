@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <fstream>
 #include <span>
 #include <sstream>
@@ -272,7 +273,8 @@ const TemplateRow kTemplates[] = {
       .mixerLayer = "linear_attention", .gatedQuery = true}},
     {"olmo_hybrid", Family::Llama,
      "OLMo-Hybrid's gated delta rule layout (its own q/k/v/a/b/g projections, o_norm, beta doubled under "
-     "linear_allow_neg_eigval)",
+     "linear_allow_neg_eigval) and its checkpoint's conv1d cut in three (q_conv1d, k_conv1d, v_conv1d, which "
+     "Transformers' conversion concatenates at load)",
      {.norms = L::Norms::Post, .qkNorm = L::QkNorm::Whole, .mixer = L::Mixer::GatedDeltaNetOwn, .mixerName = "linear_attn",
       .mixerLayer = "linear_attention", .mixerPreNorms = true}},
     {"bamba", Family::Llama, kRuns,
@@ -1395,6 +1397,9 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
             m.valueDim = 2 * m.keyDim;
         if (m.keyDim < 1)
             return bad(fmt::format("linear_key_head_dim must be at least 1, found {}", m.keyDim));
+        if (m.heads < 1 || m.keyHeads < 1 || m.valueDim < 1) // a null key keeps 0
+            return bad(fmt::format("linear_num_value_heads, linear_num_key_heads and linear_value_head_dim must each be at least 1, "
+                                   "found {}, {} and {}", m.heads, m.keyHeads, m.valueDim));
         TP_RETURN_IF_ERROR(r.readInt("linear_conv_kernel_dim", m.kernel, 1, 1024));
         if (m.heads % m.keyHeads) // each key head serves heads / keyHeads value heads
             return bad(fmt::format("linear_num_value_heads ({}) is not a multiple of linear_num_key_heads ({})", m.heads, m.keyHeads));
@@ -1448,19 +1453,30 @@ Status readMixer(const FieldReader& r, ModelConfig& c)
             TP_RETURN_IF_ERROR(r.readBool("mamba_rms_norm", m.norm));
             TP_RETURN_IF_ERROR(r.readBool("projectors_bias", m.outBias));
         }
+        if (m.heads < 1 || m.groups < 1) // a null key keeps 0
+            return bad(fmt::format("mamba_n_heads and mamba_n_groups must each be at least 1, found {} and {}", m.heads, m.groups));
         // [low, high]: numbers, high possibly infinite: Python's bare Infinity (read as a string) or Transformers' own
         // {"__float__": "Infinity"} (save_pretrained's encoding).
         if (r.has("time_step_limit")) {
             const nlohmann::json& v = r.json().at("time_step_limit");
             auto limit = [&](const nlohmann::json& e, double& out) {
-                if (e == "Infinity" || e == nlohmann::json{{"__float__", "Infinity"}})
+                if (e == "Infinity" || e == nlohmann::json{{"__float__", "Infinity"}}) {
+                    out = std::numeric_limits<double>::infinity();
                     return true;
+                }
                 out = e.is_number() ? e.get<double>() : -1;
                 return std::isfinite(out) && out >= 0;
             };
-            if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !limit(v[0], m.dtMin) || !limit(v[1], m.dtMax) || (m.dtMax > 0 && m.dtMax < m.dtMin))
+            if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !limit(v[0], m.dtMin) || !limit(v[1], m.dtMax) || m.dtMax < m.dtMin)
                 return r.error("time_step_limit", fmt::format("must be [low, high] with 0 <= low <= high (high may be Infinity), found {}",
-                                                              jsonExcerpt(v)));
+                                                              terminalSafe(v.dump().substr(0, 120))));
+        }
+        if (!c.layout.parallelMixer && r.has("mamba_d_head") && r.json().at("mamba_d_head") != "auto") { // "auto": width / heads
+            std::int64_t headDim = 0;
+            TP_RETURN_IF_ERROR(r.readInt("mamba_d_head", headDim, 1, kMaxHeadDim));
+            if (headDim * m.heads != m.inner)
+                return r.error("mamba_d_head", fmt::format("({}) times mamba_n_heads ({}) must be the Mamba width ({})", headDim, m.heads,
+                                                           m.inner));
         }
         if (m.inner % m.heads || m.inner % m.groups)
             return bad(fmt::format("mamba_n_heads ({}) and mamba_n_groups ({}) must divide the Mamba width ({}: mamba_expand · "
@@ -1974,6 +1990,8 @@ Status readFields(const FieldReader& r, ModelConfig& c)
 Status validate(const ModelConfig& c, const std::string& source)
 {
     auto bad = [&](const std::string& m) { return invalidArgument(fmt::format("{}: {}", source, m)); };
+    if (c.numLayers < 1)
+        return bad("num_hidden_layers must be at least 1 (it is null, or no layer kind is given)");
     if (c.numKvHeads > c.numHeads || c.numHeads % c.numKvHeads != 0)
         return bad(fmt::format("num_attention_heads ({}) is not a multiple of num_key_value_heads ({})", c.numHeads,
                                c.numKvHeads));

@@ -242,7 +242,7 @@ Status Backend::ssmScan(const Tensor& x, const Tensor& dt, const Tensor& B, cons
         c.require(t->rows == 1 && t->cols == s.heads, [&] { return fmt::format("{} {} for {} heads", name, shape(*t), s.heads); });
     c.require(state.rows == s.batch && state.cols == width * s.state,
               [&] { return fmt::format("state {} for {} sequences of {} × {}", shape(state), s.batch, width, s.state); });
-    c.require(std::isfinite(s.dtMin) && std::isfinite(s.dtMax) && s.dtMin >= 0 && (s.dtMax == 0 || s.dtMax >= s.dtMin),
+    c.require(std::isfinite(s.dtMin) && s.dtMin >= 0 && !std::isnan(s.dtMax) && s.dtMax >= s.dtMin,
               [&] { return fmt::format("time step limits [{}, {}]", s.dtMin, s.dtMax); });
     TP_RETURN_IF_ERROR(c.status());
     return y.empty() ? Status() : doSsmScan(x, dt, B, C, aLog, D, dtBias, state, y, s);

@@ -42,6 +42,9 @@ std::string engineExecutableProblem(const ModelSpec& spec, const ShardedGraph& g
     }
     if (!g.graph.unsupported.empty())
         return g.graph.unsupported;
+    if (c.isMoe() && c.expertsPerToken < 1)
+        return fmt::format("{}: num_experts_per_tok is null or 0, and the engine routes every token to at least one expert",
+                           spec.source);
     if (g.kvHeadReplicas > 1)
         return fmt::format("the plan replicates key/value heads (replicate_kv_heads: each KV head on {} of the {} ranks), "
                            "which the engine does not run: its attention pairs a rank's query heads with its KV heads by "

@@ -13,6 +13,7 @@
 #include "tp/model/model_spec.h"
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -123,7 +124,7 @@ struct GraphNode
     // LFM2's short convolution (input [B | C | x]): one head of headDim = hidden channels, convKernel taps.
     LayerLayout::Mixer mixer = LayerLayout::Mixer::None;
     std::int64_t ssmState = 0, convKernel = 0;
-    double dtMin = 0, dtMax = 0;
+    double dtMin = 0, dtMax = std::numeric_limits<double>::infinity();
 };
 
 struct LayerGraph

@@ -13,6 +13,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -303,9 +304,9 @@ struct MixerSizes
     std::int64_t block = 0;      // lightning attention's block (block_size): its decay buffers are per block position
     bool convBias = false, projBias = false, outBias = false; // out_proj's bias: projBias, Falcon-H1's projectors_bias
     bool norm = true;            // Mamba's gated RMSNorm (Falcon-H1: mamba_rms_norm)
-    // Mamba 2's time step clamped to [dtMin, dtMax] in a prefill (time_step_limit; Nemotron-H: [time_step_min, ∞)); 0: no
-    // upper limit. Transformers' decode step does not clamp it.
-    double dtMin = 0, dtMax = 0;
+    // Mamba 2's time step clamped to [dtMin, dtMax] in a prefill (time_step_limit; Nemotron-H: [time_step_min, ∞)).
+    // Transformers' decode step does not clamp it.
+    double dtMin = 0, dtMax = std::numeric_limits<double>::infinity();
 };
 
 struct ModelConfig

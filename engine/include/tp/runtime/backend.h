@@ -22,6 +22,7 @@
 #include "tp/runtime/tensor.h"
 
 #include <cstdint>
+#include <limits>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -144,7 +145,7 @@ struct ScanShape
 {
     std::int64_t batch = 1;
     std::int64_t heads = 0, headDim = 0, groups = 1, state = 0;
-    double dtMin = 0, dtMax = 0;         // the time step clamped to [dtMin, dtMax]; dtMax 0: no upper limit
+    double dtMin = 0, dtMax = std::numeric_limits<double>::infinity(); // the time step clamped to [dtMin, dtMax]
     bool fresh = true;                   // a prefill: the state starts at zeros (else: a decode step continues it)
 };
 

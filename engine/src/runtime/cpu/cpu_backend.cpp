@@ -712,7 +712,7 @@ protected:
                      const Tensor& dtBias, const Tensor& state, const Tensor& y, const ScanShape& sh) override
     {
         const std::int64_t S = y.rows / sh.batch, P = sh.headDim, N = sh.state, perGroup = sh.heads / sh.groups;
-        const float dtMax = sh.dtMax > 0 ? static_cast<float>(sh.dtMax) : std::numeric_limits<float>::infinity();
+        const float dtMax = static_cast<float>(sh.dtMax);
         float* st = state.as<float>();
         if (sh.fresh)
             std::fill(st, st + state.numel(), 0.0f);

@@ -670,7 +670,7 @@ protected:
         const std::int64_t threads = s.batch * s.heads * s.headDim;
         if ((threads + kThreads - 1) / kThreads > INT_MAX)
             return invalidArgument(cat("ssm_scan: ", threads, " channels is beyond the CUDA backend's launch shapes"));
-        const float dtMax = s.dtMax > 0 ? static_cast<float>(s.dtMax) : std::numeric_limits<float>::infinity();
+        const float dtMax = static_cast<float>(s.dtMax);
         cudaStream_t st = m_compute.get();
         return withStorage(storage(), "ssm_scan", [&](auto tag) -> Status {
             using T = typename decltype(tag)::type;
