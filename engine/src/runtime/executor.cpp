@@ -1433,7 +1433,7 @@ private:
         Backend& be = *k.be;
         const auto [convState, scanState] = k.prog->mixerState[static_cast<std::size_t>(ni)];
         if (convState < 0)
-            return unimplemented(fmt::format("{}: a sequence mixer the engine does not compute", n.name));
+            return internalError(fmt::format("{}: no state", n.name));
         const std::int64_t inner = n.heads * n.headDim, gs = n.groups * n.ssmState, conv = inner + 2 * gs;
         const Tensor& in0 = in(k, n, 0);
         const Tensor xbc = scratch(k, ni);
@@ -1446,7 +1446,8 @@ private:
         const Tensor *aLog = weight(k, n, "A_log"), *d = weight(k, n, "D"), *dtBias = weight(k, n, "dt_bias");
         if (!aLog || !d || !dtBias)
             return internalError(fmt::format("{}: A_log, D or dt_bias missing", n.name));
-        ScanShape s{.batch = k.pp().tokens / k.pp().seq, .heads = n.heads, .headDim = n.headDim, .groups = n.groups, .state = n.ssmState, .fresh = prefill};
+        ScanShape s{.batch = k.pp().tokens / k.pp().seq, .heads = n.heads, .headDim = n.headDim, .groups = n.groups, .state = n.ssmState,
+                    .fresh = prefill};
         if (prefill) { // Transformers' decode step (selective_state_update) does not clamp the time step
             s.dtMin = n.dtMin;
             s.dtMax = n.dtMax;

@@ -356,26 +356,24 @@ private:
             TP_RETURN_IF_ERROR(need(n, in(0) == in(1), [&] { return fmt::format("adds {} to {} features", in(1), in(0)); }));
             return in(0);
         case OpKind::Logits: return in(0);
-        case OpKind::Mixer: { // its convolution's output in the scratch, the gated norm's out
+        case OpKind::Mixer: { // the scratch holds its convolution's output (LFM2: B·x, then its convolution)
             TP_RETURN_IF_ERROR(need(n, n.convKernel > 0, [] { return std::string("a sequence mixer the engine does not compute"); }));
-            const std::int64_t conv = convChannels(n);
+            const std::int64_t conv = convChannels(n), inner = n.heads * n.headDim;
+            const bool shortConv = n.mixer == LayerLayout::Mixer::ShortConv;
             if (isDeltaRule(n)) { // q, k, v, z, b, a
                 const std::int64_t keys = n.kvHeads * n.headDim, values = n.heads * n.vHeadDim;
                 const std::vector<std::int64_t> want = {keys, keys, values, values, n.heads, n.heads};
                 TP_RETURN_IF_ERROR(need(n, n.inputs.size() == want.size() && std::ranges::equal(n.inputs, want, {}, [&](int t) { return width(t); }),
                                         [&] { return fmt::format("inputs are not q, k, v, z, b and a of {}", fmt::join(want, ", ")); }));
-            } else if (n.mixer == LayerLayout::Mixer::ShortConv) { // [B | C | x]; the scratch holds B·x and its convolution
-                TP_RETURN_IF_ERROR(need(n, in(0) == 3 * conv, [&] { return fmt::format("input of {} features, not B, C and x: {}", in(0), 3 * conv); }));
-                m_ph->scratch[static_cast<std::size_t>(ni)] = tensor(block(dtypeBytes(m_be.storage(), m_n * 2 * conv), ni, ni), m_n, 2 * conv, m_be.storage());
-                return conv;
-            } else { // Mamba 2: [z | x B C | dt]
-                const std::int64_t inner = n.heads * n.headDim;
-                TP_RETURN_IF_ERROR(need(n, in(0) == inner + conv + n.heads, [&] {
-                    return fmt::format("input of {} features, not z, x, B, C and dt: {}", in(0), inner + conv + n.heads);
+            } else { // LFM2: [B | C | x]; Mamba 2: [z | x B C | dt]
+                const std::int64_t want = shortConv ? 3 * conv : inner + conv + n.heads;
+                TP_RETURN_IF_ERROR(need(n, in(0) == want, [&] {
+                    return fmt::format("input of {} features, not {}: {}", in(0), shortConv ? "B, C and x" : "z, x, B, C and dt", want);
                 }));
             }
-            m_ph->scratch[static_cast<std::size_t>(ni)] = tensor(block(dtypeBytes(m_be.storage(), m_n * conv), ni, ni), m_n, conv, m_be.storage());
-            return isDeltaRule(n) ? n.heads * n.vHeadDim : n.heads * n.headDim;
+            const std::int64_t cols = shortConv ? 2 * conv : conv;
+            m_ph->scratch[static_cast<std::size_t>(ni)] = tensor(block(dtypeBytes(m_be.storage(), m_n * cols), ni, ni), m_n, cols, m_be.storage());
+            return isDeltaRule(n) ? n.heads * n.vHeadDim : inner;
         }
         }
         return 0;
