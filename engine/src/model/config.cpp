@@ -218,7 +218,7 @@ const TemplateRow kTemplates[] = {
       .hyperConnections = L::HyperConnections::HyV4}},
     {"deepseek_v4", Family::DeepseekV3, "DeepSeek-V4's compressed sparse attention and hyper-connections",
      {.sinks = true, .hyperConnections = L::HyperConnections::DeepseekV4, .compressedAttention = true}},
-    {"qwen4_exp_text", Family::Qwen3Moe, "the gated delta rule, gated residual hyper-connections and its attention indexer",
+    {"qwen4_exp_text", Family::Qwen3Moe, "gated residual hyper-connections and its attention indexer",
      [] {
          L l = kQwen3Next;
          l.norms = L::Norms::None;
