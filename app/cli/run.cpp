@@ -396,7 +396,8 @@ int runRanks(RunOpts o, MpiSession& mpi)
               {"backend", o.backend}, {"dtype", set.dtype}, {"emulated", emulate}, {"comm_model", set.commModel},
               {"devices", devices}});
     else if (!useCheckpoint && reporter)
-        fmt::print(stderr, "note: {} has no checkpoint here; running seeded random weights\n", o.model);
+        fmt::print(stderr, "note: {}; running seeded random weights\n",
+                   om->checkpoint ? "--random-weights: the checkpoint is not read" : o.model + " has no checkpoint here");
 
     // The outputs are rewritten (each whole, on its own) as every tp size completes: a later size
     // that fails, or a Ctrl-C, keeps what finished. One that cannot be written costs no other.
