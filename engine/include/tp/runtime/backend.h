@@ -293,10 +293,10 @@ public:
     Status softmax(const Tensor& x, const Tensor& y);
     // y = 1 / (1 + exp(−x)), in fp32 (x, y F32 [n, E]: DeepSeek's router scores). y may be x.
     Status sigmoid(const Tensor& x, const Tensor& y);
-    // y[n, H] = Σ over each token's top-k experts that are local of weight · down(act(gate)·up)(x),
-    // (ExpertsShape::gated false: down(act(up)(x))) with the top-k taken from scores (F32 [n, E], ties to the lower expert; group-limited with
-    // ExpertsShape::groups, over score + scoreBias [1, E] when given). gateUp is
-    // [localExperts · 2·intermediate, H] (each expert's gate rows, then its up rows), down
+    // y[n, H] = Σ over each token's top-k experts that are local of weight · down(act(gate)·up)(x)
+    // (ungated, ExpertsShape::gated false: down(act(up)(x))), with the top-k taken from scores (F32 [n, E], ties to
+    // the lower expert; group-limited with ExpertsShape::groups, over score + scoreBias [1, E] when given). gateUp is
+    // [localExperts · 2·intermediate, H] (each expert's gate rows, then its up rows; ungated: its up rows), down
     // [localExperts · H, intermediate] (or ExpertsShape::transposed). Biases (gpt-oss), when given:
     // gateUpBias [localExperts, 2·intermediate] (in gate_up's column order), downBias
     // [localExperts, H], added before the router weight. A partial sum when experts or their rows
