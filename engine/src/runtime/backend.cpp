@@ -229,12 +229,11 @@ Status Backend::ssmScan(const Tensor& x, const Tensor& dt, const Tensor& B, cons
     OpCheck c("ssm_scan", *this);
     c.on("x", x).on("dt", dt).on("B", B).on("C", C).on("a_log", aLog).on("D", D).on("dt_bias", dtBias);
     c.on("state", state, DType::F32).dense("state", state).on("y", y).dense("y", y);
-    const std::int64_t n = s.batch * std::max<std::int64_t>(y.rows / std::max<std::int64_t>(s.batch, 1), 0);
     c.require(s.batch > 0 && s.heads > 0 && s.headDim > 0 && s.state > 0 && s.groups > 0 && s.heads % s.groups == 0,
               [&] { return fmt::format("{} heads of {} in {} groups, state {}, batch {}", s.heads, s.headDim, s.groups, s.state, s.batch); });
     TP_RETURN_IF_ERROR(c.status());
-    const std::int64_t width = s.heads * s.headDim, gs = s.groups * s.state;
-    c.require(y.rows == n && x.rows == n && dt.rows == n && B.rows == n && C.rows == n && x.cols == width && y.cols == width
+    const std::int64_t n = y.rows, width = s.heads * s.headDim, gs = s.groups * s.state;
+    c.require(n % s.batch == 0 && x.rows == n && dt.rows == n && B.rows == n && C.rows == n && x.cols == width && y.cols == width
                   && dt.cols == s.heads && B.cols == gs && C.cols == gs,
               [&] { return fmt::format("x {}, dt {}, B {}, C {}, y {} for {} sequences of {} heads of {}, {} groups of state {}", shape(x),
                                        shape(dt), shape(B), shape(C), shape(y), s.batch, s.heads, s.headDim, s.groups, s.state); });

@@ -1438,10 +1438,11 @@ private:
         const Tensor& in0 = in(k, n, 0);
         const Tensor xbc = scratch(k, ni);
         const bool prefill = k.past == 0;
-        const Tensor* convW = weight(k, child(n.module, "conv1d"), "weight");
+        const int convModule = child(n.module, "conv1d");
+        const Tensor* convW = weight(k, convModule, "weight");
         if (!convW)
             return internalError(fmt::format("{}: no conv1d.weight", n.name));
-        TP_RETURN_IF_ERROR(be.causalConv(in0.columns(inner, conv), *convW, weight(k, child(n.module, "conv1d"), "bias"),
+        TP_RETURN_IF_ERROR(be.causalConv(in0.columns(inner, conv), *convW, weight(k, convModule, "bias"),
                                          k.cache[static_cast<std::size_t>(convState)], xbc, Activation::Silu, prefill));
         const Tensor *aLog = weight(k, n, "A_log"), *d = weight(k, n, "D"), *dtBias = weight(k, n, "dt_bias");
         if (!aLog || !d || !dtBias)
