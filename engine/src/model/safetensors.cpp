@@ -198,7 +198,8 @@ Result<SafetensorsHeader> readSafetensorsHeader(const std::string& path)
     if (::fstat(fd.get(), &st) != 0)
         return dataLoss(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
     if (!S_ISREG(st.st_mode))
-        return invalidArgument(fmt::format("{}: is not a regular file (a FIFO, socket or device), not a safetensors file", path));
+        return invalidArgument(fmt::format("{}: is {}, not a safetensors file", path,
+                                           S_ISDIR(st.st_mode) ? "a directory" : "not a regular file (a FIFO, socket or device)"));
     const auto size = static_cast<std::uint64_t>(st.st_size);
     if (size < 8)
         return dataLoss(fmt::format("{}: truncated: {} bytes, too short for the 8-byte header length", path, size));
